@@ -1,0 +1,768 @@
+//===- TrainOps.td - operations of the train dialect -------*- tablegen -*-===//
+//
+// Op families: parameters and constants; elementwise (numpy broadcasting);
+// contractions (matmul, gemm, linear, conv, einsum); normalisations and
+// activations; reductions; losses; data movement (gather, slice, concat,
+// split, reshape, transpose, broadcast, trilu).
+//
+// Every compute op infers its result type from its operands and attributes
+// (InferTypeOpInterface), so the verifier rejects a result type that does not
+// match, and states its sharding factor rule (ShardingRuleOpInterface).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_TRAIN_OPS
+#define COLOSSAL_TRAIN_OPS
+
+include "colossal/Dialect/Train/TrainDialect.td"
+include "colossal/Dialect/Train/ShardingRuleInterface.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+
+class Train_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Train_Dialect, mnemonic, traits>;
+
+// A compute op: pure, result types inferred, with a sharding factor rule.
+class Train_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits,
+          [Pure, InferTypeOpAdaptor, ShardingRuleOpInterface])> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "declares a named model parameter whose bytes stay outside the IR";
+  let description = [{
+    Declares a tensor that belongs to the model state: a weight (trainable) or
+    a buffer (frozen). The data stays in the model file; `data` says where:
+    `"initializer"` (inside the ONNX file), `"external:<file>:<offset>:<length>"`
+    (ONNX external data), or `"none"` (a shape-only model, planned but not run).
+
+    Example:
+
+    ```mlir
+    train.parameter @"h.0.attn.c_attn.weight" : tensor<32x96xf32> {trainable, data = "initializer"}
+    ```
+
+    Constraints:
+    - the type is a statically shaped ranked tensor;
+    - the symbol name is not empty.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyStaticShapeTensor>:$type,
+                       UnitAttr:$trainable, DefaultValuedStrAttr<StrAttr, "none">:$data);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Train_ParamOp : Train_Op<"param", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads a model parameter by name";
+  let description = [{
+    Yields the value of the `train.parameter` named by `name`.
+
+    Example:
+
+    ```mlir
+    %w = train.param @"h.0.mlp.c_fc.weight" : tensor<32x128xf32>
+    ```
+
+    Constraints:
+    - `name` refers to a `train.parameter` in the enclosing module;
+    - the result type equals the parameter's type.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Train_ConstantOp : Train_Op<"constant", [ConstantLike, Pure,
+    InferTypeOpAdaptor]> {
+  let summary = "a constant tensor";
+  let description = [{
+    A constant folded at import (shapes, scales, masks). Large weights never
+    appear here; they are `train.parameter`s.
+
+    Example:
+
+    ```mlir
+    %c = train.constant dense<0.5> : tensor<f32>
+    ```
+
+    Constraints:
+    - the value is a dense elements attribute of static shape.
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Train_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : Train_ComputeOp<mnemonic, traits> {
+  let summary = "elementwise " # what # " with numpy broadcasting";
+  let description = [{
+    Computes `}] # what # [{` element by element. Operands broadcast as in
+    numpy (and ONNX): shapes align at the trailing dimension and a size-1
+    dimension stretches.
+
+    Example:
+
+    ```mlir
+    %r = train.}] # mnemonic # [{ %a, %b : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+    ```
+
+    Constraints:
+    - both operands have the same element type;
+    - their shapes broadcast; the result has the broadcast shape.
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
+        ::std::optional<::mlir::Location> location, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return inferBroadcastResult(location, {adaptor.getLhs(), adaptor.getRhs()},
+                                  /*resultElementType=*/nullptr, inferred);
+    }
+  }];
+}
+
+def Train_AddOp : Train_BinaryOp<"add", "lhs + rhs", [Commutative]>;
+def Train_SubOp : Train_BinaryOp<"sub", "lhs - rhs">;
+def Train_MulOp : Train_BinaryOp<"mul", "lhs * rhs", [Commutative]>;
+def Train_DivOp : Train_BinaryOp<"div", "lhs / rhs">;
+def Train_PowOp : Train_BinaryOp<"pow", "lhs ^ rhs">;
+def Train_MaxOp : Train_BinaryOp<"max", "max(lhs, rhs)", [Commutative]>;
+def Train_MinOp : Train_BinaryOp<"min", "min(lhs, rhs)", [Commutative]>;
+
+class Train_CompareOp<string mnemonic, string what, list<Trait> traits = []>
+    : Train_BinaryOp<mnemonic, what, traits> {
+  let summary = "elementwise comparison " # what # " giving i1, with numpy broadcasting";
+  let results = (outs TensorOf<[I1]>:$result);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
+        ::std::optional<::mlir::Location> location, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return inferBroadcastResult(location, {adaptor.getLhs(), adaptor.getRhs()},
+                                  ::mlir::IntegerType::get(context, 1), inferred);
+    }
+  }];
+}
+
+def Train_EqualOp : Train_CompareOp<"equal", "lhs == rhs", [Commutative]>;
+def Train_LessOp : Train_CompareOp<"less", "lhs < rhs">;
+def Train_GreaterOp : Train_CompareOp<"greater", "lhs > rhs">;
+
+// Result type = operand type; SameOperandsAndResultType supplies the inference.
+class Train_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+          InferTypeOpInterface, ShardingRuleOpInterface])> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let summary = "elementwise " # what;
+  let description = [{
+    Computes `}] # what # [{` element by element.
+
+    Example:
+
+    ```mlir
+    %r = train.}] # mnemonic # [{ %x : (tensor<2x32xf32>) -> tensor<2x32xf32>
+    ```
+
+    Constraints:
+    - the result type equals the operand type.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_SqrtOp : Train_UnaryOp<"sqrt", "sqrt(x)">;
+def Train_ReciprocalOp : Train_UnaryOp<"reciprocal", "1 / x">;
+def Train_NegOp : Train_UnaryOp<"neg", "-x">;
+def Train_AbsOp : Train_UnaryOp<"abs", "|x|">;
+def Train_ExpOp : Train_UnaryOp<"exp", "exp(x)">;
+def Train_LogOp : Train_UnaryOp<"log", "log(x)">;
+def Train_ErfOp : Train_UnaryOp<"erf", "erf(x)">;
+def Train_TanhOp : Train_UnaryOp<"tanh", "tanh(x)">;
+def Train_SigmoidOp : Train_UnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
+def Train_ReluOp : Train_UnaryOp<"relu", "max(x, 0)">;
+def Train_SinOp : Train_UnaryOp<"sin", "sin(x)">;
+def Train_CosOp : Train_UnaryOp<"cos", "cos(x)">;
+def Train_SiluOp : Train_UnaryOp<"silu", "x * sigmoid(x) (raised from Mul(x, Sigmoid(x)))">;
+
+def Train_GeluOp : Train_UnaryOp<"gelu",
+    "x * Phi(x), exactly (approximate = \"none\") or with the tanh approximation"> {
+  let arguments = (ins AnyRankedTensor:$input,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let hasVerifier = 1;
+}
+
+def Train_WhereOp : Train_ComputeOp<"where"> {
+  let summary = "elementwise select with numpy broadcasting";
+  let description = [{
+    `result = condition ? on_true : on_false`, broadcasting all three.
+
+    Example:
+
+    ```mlir
+    %r = train.where %mask, %scores, %neg_inf : (tensor<8x8xi1>, tensor<2x2x8x8xf32>, tensor<f32>) -> tensor<2x2x8x8xf32>
+    ```
+
+    Constraints:
+    - the condition has element type i1;
+    - both branches have the same element type;
+    - the three shapes broadcast.
+  }];
+  let arguments = (ins TensorOf<[I1]>:$condition, AnyRankedTensor:$on_true,
+                       AnyRankedTensor:$on_false);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_CastOp : Train_ComputeOp<"cast"> {
+  let summary = "converts element type";
+  let description = [{
+    Converts each element to the element type `to` (rounding to nearest for
+    floats, truncation toward zero from float to integer, as ONNX Cast).
+
+    Example:
+
+    ```mlir
+    %r = train.cast %x {to = f16} : (tensor<4xf32>) -> tensor<4xf16>
+    ```
+
+    Constraints:
+    - the result has the operand's shape and element type `to`.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, TypeAttr:$to);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+def Train_MatMulOp : Train_ComputeOp<"matmul"> {
+  let summary = "matrix product with numpy batch broadcasting";
+  let description = [{
+    `result[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n]`, with numpy
+    semantics: a rank-1 operand is promoted to a matrix (and the added
+    dimension removed from the result), leading batch dimensions broadcast.
+
+    Example:
+
+    ```mlir
+    %r = train.matmul %x, %w : (tensor<2x8x32xf32>, tensor<32x96xf32>) -> tensor<2x8x96xf32>
+    ```
+
+    Constraints:
+    - the contracted sizes agree; batch dimensions broadcast;
+    - both operands have the same element type.
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_GemmOp : Train_ComputeOp<"gemm"> {
+  let summary = "general matrix multiply alpha * op(a) op(b) + beta * c";
+  let description = [{
+    ONNX Gemm: `alpha * op(a) * op(b) + beta * c` on matrices, where `op`
+    transposes when `trans_a`/`trans_b` is set and `c` broadcasts to the
+    result.
+
+    Example:
+
+    ```mlir
+    %r = train.gemm %x, %w, %b {trans_b = true} : (tensor<4x16xf32>, tensor<10x16xf32>, tensor<10xf32>) -> tensor<4x10xf32>
+    ```
+
+    Constraints:
+    - `a` and `b` are matrices whose contracted sizes agree;
+    - `c`, when present, broadcasts to the result shape.
+  }];
+  let arguments = (ins AnyRankedTensor:$a, AnyRankedTensor:$b, Optional<AnyRankedTensor>:$c,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_b,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$beta);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_LinearOp : Train_ComputeOp<"linear"> {
+  let summary = "x @ weight + bias (raised from MatMul + Add)";
+  let description = [{
+    `result[..., n] = sum_k input[..., k] * weight[k, n] + bias[n]`. Raised
+    from a MatMul by a 2-D parameter followed by the addition of a 1-D bias, so
+    the planner sees one unit to split column- or row-wise.
+
+    Example:
+
+    ```mlir
+    %r = train.linear %x, %w, %b : (tensor<2x8x32xf32>, tensor<32x96xf32>, tensor<96xf32>) -> tensor<2x8x96xf32>
+    ```
+
+    Constraints:
+    - `weight` is a matrix whose first dimension equals the input's last;
+    - `bias`, when present, is a vector of the weight's second dimension.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight,
+                       Optional<AnyRankedTensor>:$bias);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_ConvOp : Train_ComputeOp<"conv"> {
+  let summary = "N-d grouped convolution (NCHW)";
+  let description = [{
+    ONNX Conv on `input[N, C, D1..Dk]` with `weight[M, C/group, K1..Kk]` and
+    an optional `bias[M]`. `strides`, `dilations` and `pads`
+    (begin values then end values) are explicit for every spatial dimension.
+
+    Example:
+
+    ```mlir
+    %r = train.conv %x, %w, %b {strides = array<i64: 4, 4>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64}
+        : (tensor<2x3x16x16xf32>, tensor<32x3x4x4xf32>, tensor<32xf32>) -> tensor<2x32x4x4xf32>
+    ```
+
+    Constraints:
+    - input and weight have the same rank (at least 3);
+    - `strides`, `dilations` have one value and `pads` two per spatial dimension;
+    - the channel count divides by `group` and matches the weight;
+    - every output spatial size is positive.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight,
+                       Optional<AnyRankedTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_EinsumOp : Train_ComputeOp<"einsum"> {
+  let summary = "Einstein summation over explicit subscripts";
+  let description = [{
+    ONNX Einsum with an explicit `->` output (the importer makes implicit
+    outputs explicit). Letters that appear in the output are kept, the others
+    are summed over. Ellipses are expanded by the importer.
+
+    Example:
+
+    ```mlir
+    %r = train.einsum %t, %f {equation = "i,j->ij"} : (tensor<8xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+    ```
+
+    Constraints:
+    - the equation has one term per operand and an explicit output, letters only;
+    - each term has as many letters as its operand's rank;
+    - a letter has one size wherever it appears (or 1, broadcasting).
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, StrAttr:$equation);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation, softmax and attention
+//===----------------------------------------------------------------------===//
+
+class Train_AxisOp<string mnemonic, string what> : Train_ComputeOp<mnemonic> {
+  let summary = what # " along one axis";
+  let description = [{
+    Computes }] # what # [{ along `axis` (negative counts from the end).
+
+    Example:
+
+    ```mlir
+    %r = train.}] # mnemonic # [{ %x {axis = -1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    ```
+
+    Constraints:
+    - `axis` lies in [-rank, rank);
+    - the result type equals the operand type.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_SoftmaxOp : Train_AxisOp<"softmax", "softmax">;
+def Train_LogSoftmaxOp : Train_AxisOp<"log_softmax", "log-softmax">;
+
+def Train_LayerNormOp : Train_ComputeOp<"layer_norm", [AttrSizedOperandSegments]> {
+  let summary = "layer normalisation over the trailing dimensions";
+  let description = [{
+    Normalises over dimensions `axis..rank-1`:
+    `(x - mean) / sqrt(var + epsilon) * scale + bias` with the biased
+    variance. Imported from LayerNormalization (opset 17) and raised from the
+    decomposed form older exports write.
+
+    Example:
+
+    ```mlir
+    %r = train.layer_norm %x, %g, %b {axis = -1 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<2x8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+    ```
+
+    Constraints:
+    - `axis` lies in [-rank, rank);
+    - `scale` and `bias`, when present, broadcast to the normalised shape.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$scale,
+                       Optional<AnyRankedTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_RmsNormOp : Train_ComputeOp<"rms_norm"> {
+  let summary = "root-mean-square normalisation (raised)";
+  let description = [{
+    `x / sqrt(mean(x^2 over axis..rank-1) + epsilon) * scale`, as in LLaMA.
+
+    Example:
+
+    ```mlir
+    %r = train.rms_norm %x, %g {axis = -1 : i64, epsilon = 1.0e-06 : f32}
+        : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+    ```
+
+    Constraints:
+    - `axis` lies in [-rank, rank);
+    - `scale`, when present, broadcasts to the normalised shape.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$scale,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-6f">:$epsilon);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_AttentionOp : Train_ComputeOp<"attention"> {
+  let summary = "scaled dot-product attention (raised)";
+  let description = [{
+    `softmax(scale * q k^T + mask) v` over the last two dimensions, raised
+    from MatMul, scale, mask, Softmax, optional Dropout and MatMul. With
+    `causal`, position i attends to positions <= i + (sk - sq). An explicit
+    `mask` is either additive (float) or boolean (true keeps). `dropout` is the
+    probability applied to the attention weights.
+
+    Example:
+
+    ```mlir
+    %r = train.attention %q, %k, %v {causal = true, scale = 0.25 : f32, dropout = 0.0 : f32}
+        : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32>
+    ```
+
+    Constraints:
+    - q, k, v have the same rank (at least 2) and batch dimensions;
+    - q and k share the head size; k and v share the key length;
+    - the mask, when present, broadcasts to [..., sq, sk];
+    - `dropout` lies in [0, 1).
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
+                       Optional<AnyRankedTensor>:$mask,
+                       F32Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Train_ReduceOp<string mnemonic, string what> : Train_ComputeOp<mnemonic> {
+  let summary = what # " over the given axes";
+  let description = [{
+    Reduces with }] # what # [{ over `axes` (all axes when empty), keeping
+    them as size 1 when `keepdims`.
+
+    Example:
+
+    ```mlir
+    %r = train.}] # mnemonic # [{ %x {axes = array<i64: -1>, keepdims = true} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+    ```
+
+    Constraints:
+    - every axis lies in [-rank, rank) and appears once.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_ReduceSumOp : Train_ReduceOp<"reduce_sum", "a sum">;
+def Train_ReduceMeanOp : Train_ReduceOp<"reduce_mean", "a mean">;
+def Train_ReduceMaxOp : Train_ReduceOp<"reduce_max", "a maximum">;
+
+//===----------------------------------------------------------------------===//
+// Randomness and losses
+//===----------------------------------------------------------------------===//
+
+def Train_DropoutOp : Train_ComputeOp<"dropout"> {
+  let summary = "training-mode dropout";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the others by
+    `1 / (1 - ratio)`; also yields the keep mask. The mask is drawn from a
+    counter-based generator keyed by (seed, step, global element index), so it
+    does not depend on how the tensor is split.
+
+    Example:
+
+    ```mlir
+    %y, %mask = train.dropout %x {ratio = 1.0e-01 : f32} : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+    ```
+
+    Constraints:
+    - `ratio` lies in [0, 1);
+    - `y` has the input's type, `mask` its shape with i1 elements.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, F32Attr:$ratio);
+  let results = (outs AnyRankedTensor:$output, TensorOf<[I1]>:$mask);
+}
+
+def Train_SoftmaxCrossEntropyLossOp
+    : Train_ComputeOp<"softmax_cross_entropy_loss"> {
+  let summary = "ONNX SoftmaxCrossEntropyLoss";
+  let description = [{
+    Cross-entropy of `softmax(scores)` along axis 1 against integer `labels`,
+    as ONNX SoftmaxCrossEntropyLoss: scores `[N, C, d1..dk]`, labels
+    `[N, d1..dk]`; labels equal to `ignore_index` contribute nothing and are
+    not counted by `mean`. Raised to `train.cross_entropy`.
+
+    Example:
+
+    ```mlir
+    %l = train.softmax_cross_entropy_loss %s, %t {reduction = "mean"} : (tensor<16x64xf32>, tensor<16xi64>) -> tensor<f32>
+    ```
+
+    Constraints:
+    - scores have rank >= 2; labels have the scores' shape without axis 1;
+    - labels are integers; `weights`, when present, is a vector of size C;
+    - `reduction` is "none", "sum" or "mean".
+  }];
+  let arguments = (ins AnyRankedTensor:$scores, AnyRankedTensor:$labels,
+                       Optional<AnyRankedTensor>:$weights,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AnyRankedTensor:$loss);
+}
+
+def Train_NegativeLogLikelihoodLossOp
+    : Train_ComputeOp<"nll_loss"> {
+  let summary = "ONNX NegativeLogLikelihoodLoss";
+  let description = [{
+    `-log_probs[n, labels[n, ...], ...]`, reduced; layout and `ignore_index`
+    as in `train.softmax_cross_entropy_loss`. LogSoftmax followed by this op is
+    raised to `train.cross_entropy`.
+
+    Example:
+
+    ```mlir
+    %l = train.nll_loss %lp, %t {reduction = "mean"} : (tensor<16x64xf32>, tensor<16xi64>) -> tensor<f32>
+    ```
+
+    Constraints:
+    - as for `train.softmax_cross_entropy_loss`.
+  }];
+  let arguments = (ins AnyRankedTensor:$log_probs, AnyRankedTensor:$labels,
+                       Optional<AnyRankedTensor>:$weights,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AnyRankedTensor:$loss);
+}
+
+def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
+  let summary = "softmax cross-entropy over class axis 1 (raised)";
+  let description = [{
+    The fused loss the kernels and vocabulary-parallel partitioning work on:
+    `-log_softmax(logits, axis=1)[n, labels[n, ...], ...]`, reduced by
+    `reduction`, skipping `ignore_index`.
+
+    Example:
+
+    ```mlir
+    %l = train.cross_entropy %logits, %t {reduction = "mean"} : (tensor<16x64xf32>, tensor<16xi64>) -> tensor<f32>
+    ```
+
+    Constraints:
+    - as for `train.softmax_cross_entropy_loss`, without class weights.
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AnyRankedTensor:$loss);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Train_GatherOp : Train_ComputeOp<"gather"> {
+  let summary = "gathers slices along an axis by integer indices";
+  let description = [{
+    ONNX Gather: `result` has shape `data[:axis] + indices + data[axis+1:]`.
+    An embedding lookup is a gather on axis 0 of the table.
+
+    Example:
+
+    ```mlir
+    %e = train.gather %wte, %ids {axis = 0 : i64} : (tensor<64x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+    ```
+
+    Constraints:
+    - `axis` lies in [-rank, rank); indices are integers.
+  }];
+  let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_SliceOp : Train_ComputeOp<"slice"> {
+  let summary = "strided slice with one start, limit and step per dimension";
+  let description = [{
+    Takes elements `starts[d], starts[d] + steps[d], ...` stopping before
+    `limits[d]` in every dimension d (a negative step walks backwards). The
+    importer normalises ONNX Slice (clamping, negative indices, omitted axes)
+    into these per-dimension values.
+
+    Example:
+
+    ```mlir
+    %r = train.slice %x {starts = array<i64: 0, 32>, limits = array<i64: 8, 64>, steps = array<i64: 1, 1>}
+        : (tensor<8x96xf32>) -> tensor<8x32xf32>
+    ```
+
+    Constraints:
+    - `starts`, `limits` and `steps` have one value per dimension;
+    - steps are non-zero; starts lie within the dimension.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$steps);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_ConcatOp : Train_ComputeOp<"concat"> {
+  let summary = "concatenates along an axis";
+  let description = [{
+    Joins the inputs along `axis`; every other dimension agrees.
+
+    Example:
+
+    ```mlir
+    %r = train.concat %a, %b {axis = -1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+    ```
+
+    Constraints:
+    - at least one input; all have one rank and element type;
+    - `axis` lies in [-rank, rank); the other dimensions agree.
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_SplitOp : Train_ComputeOp<"split"> {
+  let summary = "splits along an axis into pieces of the given sizes";
+  let description = [{
+    Cuts `input` along `axis` into consecutive pieces of `sizes`.
+
+    Example:
+
+    ```mlir
+    %q, %k, %v = train.split %qkv {axis = 2 : i64, sizes = array<i64: 32, 32, 32>}
+        : (tensor<2x8x96xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>)
+    ```
+
+    Constraints:
+    - `axis` lies in [-rank, rank); sizes are positive and sum to the dimension.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+}
+
+def Train_ReshapeOp : Train_Op<"reshape", [Pure, ShardingRuleOpInterface]> {
+  let summary = "reinterprets the shape (row-major order kept)";
+  let description = [{
+    Same elements in row-major order under a new static shape. ONNX Reshape,
+    Flatten, Squeeze and Unsqueeze all import as this op.
+
+    Example:
+
+    ```mlir
+    %r = train.reshape %x : (tensor<2x8x32xf32>) -> tensor<16x32xf32>
+    ```
+
+    Constraints:
+    - the element counts and element types agree.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Train_TransposeOp : Train_ComputeOp<"transpose"> {
+  let summary = "permutes dimensions";
+  let description = [{
+    `result` dimension i is `input` dimension `perm[i]`.
+
+    Example:
+
+    ```mlir
+    %r = train.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+    ```
+
+    Constraints:
+    - `perm` is a permutation of [0, rank).
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Train_BroadcastOp : Train_Op<"broadcast", [Pure, ShardingRuleOpInterface]> {
+  let summary = "broadcasts to a larger shape (ONNX Expand)";
+  let description = [{
+    Stretches size-1 dimensions and prepends dimensions, numpy style.
+
+    Example:
+
+    ```mlir
+    %r = train.broadcast %x : (tensor<1x8xf32>) -> tensor<4x8xf32>
+    ```
+
+    Constraints:
+    - the operand's shape broadcasts to the result's; element types agree.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Train_TriluOp : Train_ComputeOp<"trilu"> {
+  let summary = "keeps the upper or lower triangle of the last two dimensions";
+  let description = [{
+    ONNX Trilu: zeroes elements below (upper) or above (lower) diagonal `k`.
+
+    Example:
+
+    ```mlir
+    %r = train.trilu %x {upper = true, k = 1 : i64} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    ```
+
+    Constraints:
+    - the operand has rank >= 2; the result type equals the operand type.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, BoolAttr:$upper, DefaultValuedAttr<I64Attr, "0">:$k);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+#endif // COLOSSAL_TRAIN_OPS

@@ -1,0 +1,62 @@
+//===- OnnxImporter.h - ONNX ModelProto to the train dialect ----*- C++ -*-===//
+//
+// Imports a training export (a graph whose first output is the scalar loss)
+// into a module holding `train.parameter` declarations and one function,
+// `@forward`, over static shapes. Parameter bytes stay in the model file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_IMPORT_ONNXIMPORTER_H
+#define COLOSSAL_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace colossal {
+
+struct ImportOptions {
+  /// Binds dynamic dimensions whose name contains "batch" (any case).
+  std::optional<int64_t> batch;
+  /// Binds dynamic dimensions whose name contains "seq" (any case).
+  std::optional<int64_t> seq;
+  /// Binds dynamic dimensions by exact name; wins over batch and seq.
+  std::map<std::string, int64_t> bindings;
+  /// When set, exactly these parameters are trainable (a file of names, one
+  /// per line); graph inputs named here are shape-only parameters.
+  std::optional<std::vector<std::string>> trainable;
+  /// Parameters to freeze although they reach the loss.
+  std::vector<std::string> frozen;
+  /// Require the first graph output to be a scalar floating-point loss.
+  /// The node conformance suite imports single-op graphs without one.
+  bool requireLoss = true;
+};
+
+/// Imports the ONNX file at `path`. On failure, diagnostics naming the file,
+/// the node and the reason have been emitted through the context's handler.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &context,
+                                                 const std::string &path,
+                                                 const ImportOptions &options);
+
+/// Imports an ONNX model from bytes already in memory (the fuzzer's entry);
+/// `displayName` names it in diagnostics, `baseDir` resolves external data.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxBytes(mlir::MLIRContext &context,
+                                                  const void *data, size_t size,
+                                                  const std::string &displayName,
+                                                  const std::string &baseDir,
+                                                  const ImportOptions &options);
+
+/// The ONNX op types the importer accepts (default domain).
+const std::vector<std::string> &supportedOnnxOps();
+
+/// Reads a list of names, one per line ('#' starts a comment).
+std::optional<std::vector<std::string>> readNameList(const std::string &path, std::string &error);
+
+} // namespace colossal
+
+#endif // COLOSSAL_IMPORT_ONNXIMPORTER_H

@@ -1,0 +1,20 @@
+//===- colossal-opt.cpp - mlir-opt with the colossal dialects and passes ---===//
+
+#include "colossal/Dialect/Train/TrainDialect.h"
+#include "passes/raise/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<colossal::train::TrainDialect, mlir::func::FuncDialect>();
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  colossal::train::registerRaisePasses();
+  colossal::train::registerRaisePipeline();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "colossal-opt: the colossal-compile pass driver\n", registry));
+}
