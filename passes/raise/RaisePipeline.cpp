@@ -11,6 +11,17 @@ void buildRaisePipeline(mlir::OpPassManager &pm) {
   mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
   fn.addPass(mlir::createCanonicalizerPass());
   fn.addPass(mlir::createCSEPass());
+  // Activations and norms first: their chains contain the multiplications
+  // and additions that linear and attention raising would otherwise claim.
+  fn.addPass(createRaiseGelu());
+  fn.addPass(createRaiseSilu());
+  fn.addPass(createRaiseLayerNorm());
+  fn.addPass(createRaiseRmsNorm());
+  fn.addPass(createRaiseAttention());
+  fn.addPass(createRaiseCrossEntropy());
+  fn.addPass(createRaiseLinear());
+  fn.addPass(mlir::createCanonicalizerPass());
+  fn.addPass(mlir::createCSEPass());
 }
 
 void registerRaisePipeline() {

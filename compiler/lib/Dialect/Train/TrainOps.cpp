@@ -652,6 +652,22 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> perm = getPerm();
+  if (llvm::all_of(llvm::enumerate(perm), [](auto e) { return e.value() == int64_t(e.index()); }))
+    return getInput();
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    // transpose(transpose(x, p), q) = transpose(x, p[q[i]]).
+    SmallVector<int64_t> composed;
+    for (int64_t q : perm)
+      composed.push_back(inner.getPerm()[q]);
+    setPerm(composed);
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  return {};
+}
+
 LogicalResult BroadcastOp::verify() {
   RankedTensorType input = rankedType(getInput()), result = getResult().getType();
   SmallVector<int64_t> out;

@@ -725,6 +725,7 @@ def Train_TransposeOp : Train_ComputeOp<"transpose"> {
   }];
   let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs AnyRankedTensor:$result);
+  let hasFolder = 1;
 }
 
 def Train_BroadcastOp : Train_Op<"broadcast", [Pure, ShardingRuleOpInterface]> {

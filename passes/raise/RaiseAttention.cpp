@@ -1,0 +1,197 @@
+//===- RaiseAttention.cpp - scaled dot-product chains to train.attention --===//
+//
+// Matched backwards from the second matmul:
+//
+//   out = matmul(dropout?(softmax(mask?(scale?(matmul(scale?(q), kT))))), v)
+//
+// A constant mask that hides exactly the positions after the diagonal becomes
+// `causal = true` (the kernels then skip masked blocks and ring attention can
+// skip whole steps); any other mask stays an operand.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PatternUtils.h"
+#include "passes/raise/Passes.h"
+
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace colossal::train {
+#define GEN_PASS_DEF_RAISEATTENTION
+#include "passes/raise/Passes.h.inc"
+
+namespace {
+
+/// Reads a constant mask as a [sq, sk] matrix when all its leading
+/// dimensions are 1; `hidden(i, j)` says whether position (i, j) is masked.
+/// Returns whether the hidden set is exactly j > i + (sk - sq).
+template <typename Hidden>
+bool isCausalMatrix(DenseElementsAttr attr, int64_t sq, int64_t sk, Hidden hidden) {
+  auto type = llvm::cast<RankedTensorType>(attr.getType());
+  if (type.getRank() < 2 || type.getNumElements() != sq * sk)
+    return false;
+  int64_t offset = sk - sq;
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < sk; ++j)
+      if (hidden(i * sk + j) != (j > i + offset))
+        return false;
+  return true;
+}
+
+bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk) {
+  DenseElementsAttr attr;
+  if (!matchPattern(mask, m_Constant(&attr)) || !llvm::isa<FloatType>(attr.getElementType()))
+    return false;
+  SmallVector<double> values;
+  for (APFloat v : attr.getValues<APFloat>())
+    values.push_back(v.convertToDouble());
+  if ((int64_t)values.size() != sq * sk)
+    return false;
+  for (double v : values)
+    if (v != 0 && v > -1e4)
+      return false;
+  return isCausalMatrix(attr, sq, sk, [&](int64_t e) { return values[e] <= -1e4; });
+}
+
+bool isCausalBooleanMask(Value condition, int64_t sq, int64_t sk, bool trueHides) {
+  DenseElementsAttr attr;
+  if (!matchPattern(condition, m_Constant(&attr)) || !attr.getElementType().isInteger(1))
+    return false;
+  SmallVector<bool> values(attr.getValues<bool>());
+  if ((int64_t)values.size() != sq * sk)
+    return false;
+  return isCausalMatrix(attr, sq, sk, [&](int64_t e) { return values[e] == trueHides; });
+}
+
+struct Match {
+  Value query, keyTransposed, value, mask;
+  double scale = 1.0;
+  bool causal = false;
+  bool invertMask = false; // a boolean mask that is true where hidden
+  float dropout = 0.0f;
+};
+
+/// Peels a multiplication or division by a scalar constant.
+Value peelScale(Value value, double &scale) {
+  if (auto div = defining<DivOp>(value))
+    if (auto c = splatValue(div.getRhs()); c && *c != 0 && llvm::cast<RankedTensorType>(div.getRhs().getType()).getNumElements() == 1) {
+      scale /= *c;
+      return div.getLhs();
+    }
+  if (auto mul = defining<MulOp>(value))
+    if (auto m = matchOperands(mul, [](Value v) {
+          return splatValue(v).has_value() && llvm::cast<RankedTensorType>(v.getType()).getNumElements() == 1;
+        })) {
+      scale *= *splatValue(m->first);
+      return m->second;
+    }
+  return value;
+}
+
+std::optional<Match> matchAttention(MatMulOp output) {
+  Match match;
+  match.value = output.getRhs();
+  Value probabilities = output.getLhs();
+  if (auto dropout = defining<DropoutOp>(probabilities)) {
+    if (!dropout.getMask().use_empty())
+      return std::nullopt;
+    match.dropout = dropout.getRatio().convertToFloat();
+    probabilities = dropout.getInput();
+  }
+  auto softmax = defining<SoftmaxOp>(probabilities);
+  if (!softmax || !probabilities.hasOneUse())
+    return std::nullopt;
+  auto scoresType = llvm::cast<RankedTensorType>(softmax.getType());
+  int64_t rank = scoresType.getRank();
+  if (rank < 2 || normalizeAxis(int64_t(softmax.getAxis()), rank) != rank - 1)
+    return std::nullopt;
+  int64_t sq = scoresType.getDimSize(rank - 2), sk = scoresType.getDimSize(rank - 1);
+
+  Value scores = softmax.getInput();
+  if (auto add = defining<AddOp>(scores)) {
+    // Additive mask: whichever operand is not the scaled product.
+    for (auto [s, mask] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
+      double scale = 1.0;
+      if (!defining<MatMulOp>(peelScale(s, scale)))
+        continue;
+      if (isCausalAdditiveMask(mask, sq, sk))
+        match.causal = true;
+      else
+        match.mask = mask;
+      scores = s;
+      break;
+    }
+  } else if (auto where = defining<WhereOp>(scores)) {
+    // where(hide, -inf, s) or where(keep, s, -inf).
+    bool trueHides = isLargeNegative(where.getOnTrue());
+    if (trueHides == isLargeNegative(where.getOnFalse()))
+      return std::nullopt;
+    Value condition = where.getCondition();
+    if (isCausalBooleanMask(condition, sq, sk, trueHides)) {
+      match.causal = true;
+    } else {
+      match.mask = condition;
+      match.invertMask = trueHides;
+    }
+    scores = trueHides ? where.getOnFalse() : where.getOnTrue();
+  }
+  Value product = peelScale(scores, match.scale);
+  auto qk = defining<MatMulOp>(product);
+  if (!qk || (scores != product && !scores.hasOneUse()))
+    return std::nullopt;
+  match.query = peelScale(qk.getLhs(), match.scale);
+  match.keyTransposed = qk.getRhs();
+  return match;
+}
+
+struct AttentionPattern : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp op, PatternRewriter &rewriter) const override {
+    std::optional<Match> match = matchAttention(op);
+    if (!match)
+      return failure();
+    auto qType = llvm::cast<RankedTensorType>(match->query.getType());
+    auto ktType = llvm::cast<RankedTensorType>(match->keyTransposed.getType());
+    auto vType = llvm::cast<RankedTensorType>(match->value.getType());
+    int64_t rank = qType.getRank();
+    if (rank < 2 || ktType.getRank() != rank || vType.getRank() != rank ||
+        qType.getShape().drop_back(2) != ktType.getShape().drop_back(2) ||
+        qType.getShape().drop_back(2) != vType.getShape().drop_back(2))
+      return failure();
+    Location loc = op.getLoc();
+    Value mask = match->mask;
+    if (mask && match->invertMask) {
+      // where(hide, -inf, s): the op's boolean mask keeps where true.
+      auto type = llvm::cast<RankedTensorType>(mask.getType());
+      Value falseValue = rewriter.create<ConstantOp>(
+          loc, DenseElementsAttr::get(RankedTensorType::get({}, type.getElementType()), false));
+      mask = rewriter.create<EqualOp>(loc, mask, falseValue);
+    }
+    SmallVector<int64_t> swap;
+    for (int64_t d = 0; d < rank; ++d)
+      swap.push_back(d);
+    std::swap(swap[rank - 1], swap[rank - 2]);
+    Value key = rewriter.create<TransposeOp>(loc, match->keyTransposed,
+                                             rewriter.getDenseI64ArrayAttr(swap));
+    rewriter.replaceOpWithNewOp<AttentionOp>(op, op.getType(), match->query, key, match->value,
+                                             mask, rewriter.getF32FloatAttr(match->scale),
+                                             rewriter.getBoolAttr(match->causal),
+                                             rewriter.getF32FloatAttr(match->dropout));
+    return success();
+  }
+};
+
+struct RaiseAttentionPass : impl::RaiseAttentionBase<RaiseAttentionPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<AttentionPattern>(&getContext());
+    if (failed(applyRaisingPatterns(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace colossal::train
