@@ -370,6 +370,12 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
+LogicalResult LayerNormOp::verify() {
+  if (getBias() && !getScale())
+    return emitOpError() << "has a bias but no scale";
+  return success();
+}
+
 LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
                                           Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   RankedTensorType input = rankedType(adaptor.getInput());

@@ -422,6 +422,10 @@ def Train_LayerNormOp : Train_ComputeOp<"layer_norm", [AttrSizedOperandSegments]
                        DefaultValuedAttr<I64Attr, "-1">:$axis,
                        DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
   let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input (`,` $scale^)? (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 def Train_RmsNormOp : Train_ComputeOp<"rms_norm"> {
