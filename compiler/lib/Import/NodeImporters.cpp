@@ -474,7 +474,13 @@ template <typename OpT> LogicalResult importSoftmax(NodeContext &ctx) {
 }
 
 LogicalResult importLayerNormalization(NodeContext &ctx) {
-  int64_t axis = ctx.attrInt("axis", -1);
+  RankedTensorType inputType = ctx.inputType(0);
+  if (!inputType)
+    return failure();
+  // A non-negative axis, as raising produces, so both export forms agree.
+  int64_t axis = train::normalizeAxis(ctx.attrInt("axis", -1), inputType.getRank());
+  if (axis < 0)
+    return ctx.fail("axis is out of range for rank " + std::to_string(inputType.getRank()));
   float epsilon = ctx.attrFloat("epsilon", 1e-5f);
   SmallVector<Value> operands{ctx.input(0), ctx.input(1)};
   bool hasBias = ctx.hasInput(2);

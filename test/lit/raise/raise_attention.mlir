@@ -1,0 +1,52 @@
+// RUN: colossal-opt %s -train-raise-attention -canonicalize | FileCheck %s --enable-var-scope
+
+// GPT-2: masked_fill with a causal boolean constant, division by sqrt(d).
+// CHECK-LABEL: func.func @causal_where_mask
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x8xf32>, %[[K:.*]]: tensor<2x2x4x8xf32>, %[[V:.*]]: tensor<2x2x4x8xf32>)
+func.func @causal_where_mask(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  // CHECK: %[[O:.*]] = train.attention %[[Q]], %[[K]], %[[V]] {causal = true, scale = 0.353553385 : f32}
+  // CHECK-NEXT: return %[[O]]
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x8x4xf32>
+  %s = train.matmul %q, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %c = train.constant dense<2.82842708> : tensor<f32>
+  %ss = train.div %s, %c : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %hide = train.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %neg = train.constant dense<0xFF800000> : tensor<f32>
+  %m = train.where %hide, %neg, %ss : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = train.softmax %m {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = train.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}
+
+// LLaMA: an additive -inf upper triangle; BERT: an additive padding mask that
+// stays an operand; dropout folds into the op.
+// CHECK-LABEL: func.func @additive_masks
+func.func @additive_masks(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>, %pad: tensor<2x1x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  // CHECK: train.attention {{.*}} {causal = true, scale = 5.000000e-01 : f32}
+  %s = train.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %half = train.constant dense<0.5> : tensor<f32>
+  %ss = train.mul %s, %half : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %causal = train.constant dense<[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %m = train.add %ss, %causal : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  %p = train.softmax %m {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %o = train.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+
+  // CHECK: train.attention {{.*}}, %{{.*}} {dropout = 1.000000e-01 : f32, scale = 5.000000e-01 : f32} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x1x4xf32>)
+  %s2 = train.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %ss2 = train.mul %s2, %half : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %m2 = train.add %ss2, %pad : (tensor<2x4x4xf32>, tensor<2x1x4xf32>) -> tensor<2x4x4xf32>
+  %p2 = train.softmax %m2 {axis = -1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %d2, %mask2 = train.dropout %p2 {ratio = 0.1 : f32} : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xi1>)
+  %o2 = train.matmul %d2, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o, %o2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// Softmax over the query axis is not attention.
+// CHECK-LABEL: func.func @softmax_over_queries_stays
+func.func @softmax_over_queries_stays(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>, %v: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK-NOT: train.attention
+  %s = train.matmul %q, %kt : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %p = train.softmax %s {axis = 0 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %o = train.matmul %p, %v : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %o : tensor<4x8xf32>
+}
