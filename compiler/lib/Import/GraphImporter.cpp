@@ -281,6 +281,22 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
   for (const auto &input : graph.input()) {
     if (initializerNames.count(input.name()))
       continue; // an exporter that lists initializers as inputs too
+    if (auto it = options.constantInputs.find(input.name()); it != options.constantInputs.end()) {
+      onnx::TensorProto tensor;
+      std::string error;
+      std::optional<HostTensor> value;
+      if (!tensor.ParseFromString(it->second))
+        error = "is not a serialized tensor";
+      else
+        value = readTensor(tensor, baseDir, error);
+      if (!value) {
+        ok = false;
+        (void)modelError("constant value for graph input '" + input.name() + "' " + error);
+        continue;
+      }
+      values[input.name()].constant = std::move(*value);
+      continue;
+    }
     FailureOr<RankedTensorType> type = graphInputType(input);
     if (failed(type)) {
       ok = false;

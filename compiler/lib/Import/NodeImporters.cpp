@@ -140,7 +140,22 @@ template <BinaryFn fn, typename OpT> LogicalResult importBinary(NodeContext &ctx
   const HostTensor *lhs = ctx.constantInput(0), *rhs = ctx.constantInput(1);
   if (lhs && rhs)
     return produceFolded(ctx, foldBinary(fn, *lhs, *rhs));
-  // Pow may raise a float to an integer exponent; the IR keeps one type.
+  // Pow may raise a value to an exponent of another type (ONNX allows it);
+  // the IR keeps one type, the base's.
+  if (fn == BinaryFn::Pow && !rhs) {
+    RankedTensorType base = ctx.inputType(0), exponent = ctx.inputType(1);
+    if (!base || !exponent)
+      return failure();
+    Value e = ctx.input(1);
+    if (exponent.getElementType() != base.getElementType()) {
+      Operation *cast = ctx.create(train::CastOp::getOperationName(), e,
+                                   {named(ctx, "to", TypeAttr::get(base.getElementType()))});
+      if (!cast)
+        return failure();
+      e = cast->getResult(0);
+    }
+    return produce(ctx, ctx.create(OpT::getOperationName(), {ctx.input(0), e}));
+  }
   if (fn == BinaryFn::Pow && rhs && !lhs) {
     RankedTensorType base = ctx.inputType(0);
     if (!base)

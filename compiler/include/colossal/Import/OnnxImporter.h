@@ -35,6 +35,10 @@ struct ImportOptions {
   /// Require the first graph output to be a scalar floating-point loss.
   /// The node conformance suite imports single-op graphs without one.
   bool requireLoss = true;
+  /// Graph inputs fixed at compile time, as serialized ONNX TensorProtos:
+  /// shape arguments (Reshape's shape, Slice's starts, ...) that a graph
+  /// takes as inputs rather than computes. They import as constants.
+  std::map<std::string, std::string> constantInputs;
 };
 
 /// Imports the ONNX file at `path`. On failure, diagnostics naming the file,

@@ -602,8 +602,8 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
     return emitOptionalError(location, "axis is out of range for rank ", input.getRank());
   int64_t total = 0;
   for (int64_t size : adaptor.getSizes()) {
-    if (size <= 0)
-      return emitOptionalError(location, "split sizes must be positive");
+    if (size < 0)
+      return emitOptionalError(location, "split sizes must not be negative");
     total += size;
     SmallVector<int64_t> shape(input.getShape());
     shape[axis] = size;

@@ -685,7 +685,7 @@ def Train_SplitOp : Train_ComputeOp<"split"> {
     ```
 
     Constraints:
-    - `axis` lies in [-rank, rank); sizes are positive and sum to the dimension.
+    - `axis` lies in [-rank, rank); sizes are non-negative and sum to the dimension.
   }];
   let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
   let results = (outs Variadic<AnyRankedTensor>:$results);
