@@ -194,7 +194,10 @@ FailureOr<RankedTensorType> GraphImporter::graphInputType(const onnx::ValueInfoP
   }
   if (!ok)
     return failure();
-  return RankedTensorType::get(shape, element);
+  auto type = RankedTensorType::get(shape, element);
+  if (!isReasonableType(type))
+    return modelError("graph input '" + input.name() + "' would hold more than 2^48 elements");
+  return type;
 }
 
 LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
@@ -248,6 +251,11 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
     Type element = elementTypeOf(&context, init.data_type());
     std::vector<int64_t> shape = *tensorShape(init, error);
     auto type = RankedTensorType::get(shape, element);
+    if (!isReasonableType(type)) {
+      ok = false;
+      (void)modelError("initializer '" + init.name() + "' would hold more than 2^48 elements");
+      continue;
+    }
     bool isTrainable = trainable.count(init.name()) > 0;
     bool isFrozenWeight = !isTrainable && reachesLoss.count(init.name());
     if (isTrainable && !llvm::isa<FloatType>(element)) {

@@ -86,6 +86,9 @@ const llvm::StringMap<NodeImportFn> &nodeImporters();
 /// the ONNX graph before import (Trainability.cpp).
 std::set<std::string> initializersReachingLoss(const onnx::GraphProto &graph);
 
+/// False for a tensor type with more than kMaxTensorElements elements.
+bool isReasonableType(mlir::Type type);
+
 /// The IR element type of an ONNX element type.
 mlir::Type elementTypeOf(mlir::MLIRContext *context, int32_t onnxType);
 ElementKind elementKindOf(mlir::Type type);

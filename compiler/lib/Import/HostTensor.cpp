@@ -31,10 +31,18 @@ const char *elementKindName(ElementKind kind) {
   return "unknown";
 }
 
+int64_t saturatingMul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0)
+    return 0;
+  if (a < 0 || b < 0 || a > INT64_MAX / b)
+    return INT64_MAX;
+  return a * b;
+}
+
 int64_t numElementsOf(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    n = saturatingMul(n, d);
   return n;
 }
 
@@ -404,8 +412,8 @@ HostTensor foldSlice(const HostTensor &x, const std::vector<int64_t> &starts,
   }
   for (size_t d = 0; d < x.shape.size(); ++d) {
     int64_t extent = steps[d] > 0 ? limits[d] - starts[d] : starts[d] - limits[d];
-    int64_t magnitude = steps[d] > 0 ? steps[d] : -steps[d];
-    shape.push_back(std::max<int64_t>(0, (extent + magnitude - 1) / magnitude));
+    uint64_t magnitude = steps[d] > 0 ? uint64_t(steps[d]) : 0 - uint64_t(steps[d]);
+    shape.push_back(extent <= 0 ? 0 : int64_t((uint64_t(extent) - 1) / magnitude + 1));
     strides.push_back(sourceStrides[d] * steps[d]);
     base += starts[d] * sourceStrides[d];
   }
@@ -453,7 +461,7 @@ Folded<HostTensor> foldRange(const HostTensor &start, const HostTensor &limit,
   }
   std::vector<int64_t> values(n);
   for (int64_t i = 0; i < n; ++i)
-    values[i] = start.ints[0] + i * delta.ints[0];
+    values[i] = int64_t(uint64_t(start.ints[0]) + uint64_t(i) * uint64_t(delta.ints[0]));
   return {HostTensor::ofInts({n}, values, start.kind), ""};
 }
 

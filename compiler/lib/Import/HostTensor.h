@@ -29,6 +29,14 @@ enum class ElementKind : int32_t {
 bool isFloatKind(ElementKind kind);
 const char *elementKindName(ElementKind kind);
 
+/// No tensor may hold more elements than this (2^48, far beyond any real
+/// model's); larger shapes in a file are refused rather than overflowing.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 48;
+
+/// a * b for non-negative sizes, saturating at INT64_MAX instead of
+/// overflowing (hostile files declare absurd shapes).
+int64_t saturatingMul(int64_t a, int64_t b);
+
 /// Constants larger than this are not folded (they become IR constants or
 /// parameters); it bounds the importer's memory on hostile input.
 constexpr int64_t kMaxFoldedElements = 1 << 20;

@@ -10,6 +10,15 @@ using namespace mlir;
 
 namespace colossal::import {
 
+bool isReasonableType(Type type) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return true;
+  std::vector<int64_t> shape(tensor.getShape().begin(), tensor.getShape().end());
+  return llvm::all_of(shape, [](int64_t d) { return d >= 0 && d <= kMaxTensorElements; }) &&
+         numElementsOf(shape) <= kMaxTensorElements;
+}
+
 OpBuilder &NodeContext::builder() { return importer.builder; }
 MLIRContext *NodeContext::context() { return &importer.context; }
 int64_t NodeContext::opset() const { return importer.opsetVersion; }
@@ -122,6 +131,12 @@ Operation *NodeContext::create(StringRef opName, ValueRange operands,
     (void)fail(reason.empty() ? std::string("invalid operands") : reason);
     return nullptr;
   }
+  for (Type type : types)
+    if (!isReasonableType(type)) {
+      op->erase();
+      (void)fail("the result would hold more than 2^48 elements");
+      return nullptr;
+    }
   for (auto [result, type] : llvm::zip(op->getResults(), types))
     result.setType(type);
   return op;
@@ -130,6 +145,10 @@ Operation *NodeContext::create(StringRef opName, ValueRange operands,
 Operation *NodeContext::createTyped(StringRef opName, ValueRange operands, Type resultType) {
   if (llvm::any_of(operands, [](Value v) { return !v; }))
     return nullptr;
+  if (!isReasonableType(resultType)) {
+    (void)fail("the result would hold more than 2^48 elements");
+    return nullptr;
+  }
   OperationState state(loc, opName);
   state.addOperands(operands);
   state.addTypes(resultType);

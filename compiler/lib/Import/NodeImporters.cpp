@@ -370,8 +370,9 @@ LogicalResult importConv(NodeContext &ctx) {
     std::fill(pads.begin(), pads.end(), 0);
   } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     for (int64_t i = 0; i < spatial; ++i) {
-      if (strides[i] <= 0)
-        return ctx.fail("strides must be positive");
+      if (strides[i] <= 0 || strides[i] > (int64_t(1) << 31) || dilations[i] <= 0 ||
+          dilations[i] > (int64_t(1) << 31))
+        return ctx.fail("strides and dilations must lie in [1, 2^31]");
       int64_t size = input.getDimSize(2 + i), out = (size + strides[i] - 1) / strides[i];
       int64_t extent = dilations[i] * (kernel[i] - 1) + 1;
       int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + extent - size);
@@ -816,7 +817,7 @@ LogicalResult importReshape(NodeContext &ctx) {
     }
     if (dims[i] < 0)
       return ctx.fail("shape " + shapeString(intsOf(*target)) + " has a negative entry");
-    known *= dims[i];
+    known = saturatingMul(known, dims[i]);
   }
   int64_t total = numElementsOf(*shape);
   if (inferred >= 0) {
@@ -839,7 +840,7 @@ LogicalResult importFlatten(NodeContext &ctx) {
     return ctx.fail("axis is out of range for rank " + std::to_string(rank));
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < rank; ++d)
-    (d < axis ? outer : inner) *= (*shape)[d];
+    (d < axis ? outer : inner) = saturatingMul(d < axis ? outer : inner, (*shape)[d]);
   return reshapeTo(ctx, {outer, inner});
 }
 

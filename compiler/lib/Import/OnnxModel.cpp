@@ -59,7 +59,8 @@ std::optional<std::vector<int64_t>> tensorShape(const onnx::TensorProto &tensor,
       error = "has a negative dimension " + std::to_string(d);
       return std::nullopt;
     }
-    if (d != 0 && count > std::numeric_limits<int64_t>::max() / 8 / d) {
+    if (d > kMaxTensorElements ||
+        (d != 0 && count > std::numeric_limits<int64_t>::max() / 8 / d)) {
       error = "has more elements than fit in memory";
       return std::nullopt;
     }

@@ -241,8 +241,12 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
                              weight.getDimSize(1), " x group ", group);
   SmallVector<int64_t> shape{input.getDimSize(0), outChannels};
   for (int64_t i = 0; i < spatial; ++i) {
-    if (strides[i] <= 0 || dilations[i] <= 0)
-      return emitOptionalError(location, "strides and dilations must be positive");
+    // Bounded so that the extent arithmetic below cannot overflow.
+    constexpr int64_t kLimit = int64_t(1) << 31;
+    if (strides[i] <= 0 || dilations[i] <= 0 || strides[i] > kLimit || dilations[i] > kLimit)
+      return emitOptionalError(location, "strides and dilations must lie in [1, 2^31]");
+    if (pads[i] < 0 || pads[i + spatial] < 0 || pads[i] > kLimit || pads[i + spatial] > kLimit)
+      return emitOptionalError(location, "pads must lie in [0, 2^31]");
     int64_t kernel = dilations[i] * (weight.getDimSize(2 + i) - 1) + 1;
     int64_t padded = input.getDimSize(2 + i) + pads[i] + pads[i + spatial];
     if (padded < kernel)
@@ -563,8 +567,8 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
       return emitOptionalError(location, "dimension ", d, ": reverse range from ", start,
                                " to ", limit, " is not within the dimension of size ", size);
     int64_t extent = step > 0 ? limit - start : start - limit;
-    int64_t magnitude = step > 0 ? step : -step;
-    shape.push_back((extent + magnitude - 1) / magnitude);
+    uint64_t magnitude = step > 0 ? uint64_t(step) : 0 - uint64_t(step);
+    shape.push_back(extent <= 0 ? 0 : int64_t((uint64_t(extent) - 1) / magnitude + 1));
   }
   inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
