@@ -74,17 +74,21 @@ struct Match {
   float dropout = 0.0f;
 };
 
-/// Peels a multiplication or division by a scalar constant.
+/// A one-element constant: the scale of the scores.
+bool isScalarConstant(Value value) {
+  return splatValue(value).has_value() &&
+         llvm::cast<RankedTensorType>(value.getType()).getNumElements() == 1;
+}
+
+/// Peels a multiplication or division by a scalar constant into `scale`.
 Value peelScale(Value value, double &scale) {
-  if (auto div = defining<DivOp>(value))
-    if (auto c = splatValue(div.getRhs()); c && *c != 0 && llvm::cast<RankedTensorType>(div.getRhs().getType()).getNumElements() == 1) {
-      scale /= *c;
-      return div.getLhs();
-    }
+  if (auto div = defining<DivOp>(value); div && isScalarConstant(div.getRhs()) &&
+                                         *splatValue(div.getRhs()) != 0) {
+    scale /= *splatValue(div.getRhs());
+    return div.getLhs();
+  }
   if (auto mul = defining<MulOp>(value))
-    if (auto m = matchOperands(mul, [](Value v) {
-          return splatValue(v).has_value() && llvm::cast<RankedTensorType>(v.getType()).getNumElements() == 1;
-        })) {
+    if (auto m = matchOperands(mul, isScalarConstant)) {
       scale *= *splatValue(m->first);
       return m->second;
     }
@@ -115,7 +119,8 @@ std::optional<Match> matchAttention(MatMulOp output) {
     // Additive mask: whichever operand is not the scaled product.
     for (auto [s, mask] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
       double scale = 1.0;
-      if (!defining<MatMulOp>(peelScale(s, scale)))
+      // The mask may not widen the scores (the op's mask broadcasts to them).
+      if (!defining<MatMulOp>(peelScale(s, scale)) || s.getType() != add.getType())
         continue;
       if (isCausalAdditiveMask(mask, sq, sk))
         match.causal = true;
@@ -130,13 +135,16 @@ std::optional<Match> matchAttention(MatMulOp output) {
     if (trueHides == isLargeNegative(where.getOnFalse()))
       return std::nullopt;
     Value condition = where.getCondition();
+    Value kept = trueHides ? where.getOnFalse() : where.getOnTrue();
+    if (kept.getType() != where.getType())
+      return std::nullopt;
     if (isCausalBooleanMask(condition, sq, sk, trueHides)) {
       match.causal = true;
     } else {
       match.mask = condition;
       match.invertMask = trueHides;
     }
-    scores = trueHides ? where.getOnFalse() : where.getOnTrue();
+    scores = kept;
   }
   Value product = peelScale(scores, match.scale);
   auto qk = defining<MatMulOp>(product);
@@ -166,15 +174,15 @@ struct AttentionPattern : OpRewritePattern<MatMulOp> {
     if (mask && match->invertMask) {
       // where(hide, -inf, s): the op's boolean mask keeps where true.
       auto type = llvm::cast<RankedTensorType>(mask.getType());
-      Value falseValue = rewriter.create<ConstantOp>(
+      Value falseValue = ConstantOp::create(rewriter, 
           loc, DenseElementsAttr::get(RankedTensorType::get({}, type.getElementType()), false));
-      mask = rewriter.create<EqualOp>(loc, mask, falseValue);
+      mask = EqualOp::create(rewriter, loc, mask, falseValue);
     }
     SmallVector<int64_t> swap;
     for (int64_t d = 0; d < rank; ++d)
       swap.push_back(d);
     std::swap(swap[rank - 1], swap[rank - 2]);
-    Value key = rewriter.create<TransposeOp>(loc, match->keyTransposed,
+    Value key = TransposeOp::create(rewriter, loc, match->keyTransposed,
                                              rewriter.getDenseI64ArrayAttr(swap));
     rewriter.replaceOpWithNewOp<AttentionOp>(op, op.getType(), match->query, key, match->value,
                                              mask, rewriter.getF32FloatAttr(match->scale),

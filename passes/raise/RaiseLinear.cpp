@@ -60,7 +60,7 @@ struct GemmPattern : OpRewritePattern<GemmOp> {
     }
     Value weight = op.getB();
     if (op.getTransB())
-      weight = rewriter.create<TransposeOp>(op.getLoc(), weight,
+      weight = TransposeOp::create(rewriter, op.getLoc(), weight,
                                             rewriter.getDenseI64ArrayAttr({1, 0}));
     rewriter.replaceOpWithNewOp<LinearOp>(op, resultType, op.getA(), weight, bias);
     return success();

@@ -279,10 +279,9 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
                                            location.offset, location.length)
                                  .str()
                            : "initializer";
-    auto parameter = moduleBuilder.create<train::ParameterOp>(
+    train::ParameterOp::create(moduleBuilder,
         fileLoc, moduleBuilder.getStringAttr(init.name()), TypeAttr::get(type),
         isTrainable ? moduleBuilder.getUnitAttr() : UnitAttr(), moduleBuilder.getStringAttr(data));
-    (void)parameter;
     values[init.name()].parameterType = type;
   }
 
@@ -318,7 +317,7 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
                          "' is listed as trainable but is not floating point");
         continue;
       }
-      moduleBuilder.create<train::ParameterOp>(fileLoc, moduleBuilder.getStringAttr(input.name()),
+      train::ParameterOp::create(moduleBuilder, fileLoc, moduleBuilder.getStringAttr(input.name()),
                                                TypeAttr::get(*type), moduleBuilder.getUnitAttr(),
                                                moduleBuilder.getStringAttr("none"));
       values[input.name()].parameterType = *type;
@@ -338,14 +337,14 @@ Value GraphImporter::materialize(StringRef name, Location loc) {
   if (entry.value)
     return entry.value;
   if (entry.parameterType) {
-    entry.value = builder.create<train::ParamOp>(
+    entry.value = train::ParamOp::create(builder, 
         loc, entry.parameterType, FlatSymbolRefAttr::get(&context, name));
     return entry.value;
   }
   if (entry.constant) {
     auto type = RankedTensorType::get(entry.constant->shape,
                                       elementTypeOf(&context, int32_t(entry.constant->kind)));
-    entry.value = builder.create<train::ConstantOp>(loc, denseAttrOf(*entry.constant, type));
+    entry.value = train::ConstantOp::create(builder, loc, denseAttrOf(*entry.constant, type));
     return entry.value;
   }
   return {};
@@ -396,7 +395,7 @@ LogicalResult GraphImporter::importOutputs(func::FuncOp function) {
                         "; export a module whose forward returns the loss");
     }
   }
-  builder.create<func::ReturnOp>(fileLoc, results);
+  func::ReturnOp::create(builder, fileLoc, results);
   SmallVector<Type> resultTypes;
   for (Value v : results)
     resultTypes.push_back(v.getType());
@@ -417,7 +416,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     return {};
 
   builder.setInsertionPointToEnd(module->getBody());
-  auto function = builder.create<func::FuncOp>(fileLoc, "forward",
+  auto function = func::FuncOp::create(builder, fileLoc, "forward",
                                                builder.getFunctionType(argTypes, {}));
   Block *entry = function.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {

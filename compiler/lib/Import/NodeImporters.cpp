@@ -162,7 +162,7 @@ template <BinaryFn fn, typename OpT> LogicalResult importBinary(NodeContext &ctx
       return failure();
     HostTensor exponent = foldCast(*rhs, elementKindOf(base.getElementType()));
     auto type = RankedTensorType::get(exponent.shape, base.getElementType());
-    Value e = ctx.builder().create<train::ConstantOp>(ctx.loc, denseAttrOf(exponent, type));
+    Value e = train::ConstantOp::create(ctx.builder(), ctx.loc, denseAttrOf(exponent, type));
     return produce(ctx, ctx.create(OpT::getOperationName(), {ctx.input(0), e}));
   }
   return produce(ctx, ctx.create(OpT::getOperationName(), {ctx.input(0), ctx.input(1)}));
@@ -314,7 +314,7 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
   auto attr = DenseElementsAttr::get(
       type, denseAttrOf(scalar, RankedTensorType::get({}, type.getElementType()))
                 .getSplatValue<Attribute>());
-  ctx.setOutput(0, ctx.builder().create<train::ConstantOp>(ctx.loc, attr));
+  ctx.setOutput(0, train::ConstantOp::create(ctx.builder(), ctx.loc, attr));
   return success();
 }
 
@@ -530,7 +530,7 @@ LogicalResult importLayerNormalization(NodeContext &ctx) {
   Value c = centered->getResult(0);
   Value variance = reduceMean(ctx.create(train::MulOp::getOperationName(), {c, c})->getResult(0));
   auto scalarType = RankedTensorType::get({}, llvm::cast<RankedTensorType>(x.getType()).getElementType());
-  Value eps = ctx.builder().create<train::ConstantOp>(
+  Value eps = train::ConstantOp::create(ctx.builder(), 
       ctx.loc, DenseElementsAttr::get(scalarType, ctx.builder().getFloatAttr(scalarType.getElementType(), epsilon)));
   Value shifted = ctx.create(train::AddOp::getOperationName(), {variance, eps})->getResult(0);
   Value root = ctx.create(train::SqrtOp::getOperationName(), shifted)->getResult(0);
@@ -657,7 +657,7 @@ LogicalResult importGather(NodeContext &ctx) {
     }
     auto type = RankedTensorType::get(normalized.shape,
                                       elementTypeOf(ctx.context(), int32_t(normalized.kind)));
-    indexValue = ctx.builder().create<train::ConstantOp>(ctx.loc, denseAttrOf(normalized, type));
+    indexValue = train::ConstantOp::create(ctx.builder(), ctx.loc, denseAttrOf(normalized, type));
   } else {
     indexValue = ctx.input(1);
   }

@@ -22,5 +22,5 @@ Operation *TrainDialect::materializeConstant(OpBuilder &builder, Attribute value
   auto elements = llvm::dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;
-  return builder.create<ConstantOp>(loc, elements);
+  return ConstantOp::create(builder, loc, elements);
 }
