@@ -1,0 +1,106 @@
+//===- Estimator.h - step time and memory of a plan ------------------*- C++ -*-===//
+//
+// Evaluates one plan (a strategy and its per-op shardings) of a graph on a
+// cluster:
+//
+// - compute: each op's roofline on its local shard, max(FLOPs / achievable
+//   rate, bytes / memory bandwidth), with the GEMM rate from the cluster's
+//   efficiency table; backward FLOPs as the graph states them; recomputation
+//   adds the recomputed forwards to the backward pass;
+// - communication: the resharding collectives on every edge (forward) and
+//   their transposes on the gradients (backward), parameter-gradient
+//   reductions over the model-parallel axes that split the batch or
+//   sequence, data-parallel gradient reduction or ZeRO's reduce-scatter and
+//   gathers (overlapped with the backward pass except for the last layer's
+//   bucket), pipeline sends, ring attention overlapped with attention compute;
+// - the pipeline: a simulation of the schedule over per-stage times;
+// - memory per rank by category, at the rank that needs the most.
+//
+// The same plan always gives the same numbers: no measurement happens here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_COST_ESTIMATOR_H
+#define COLOSSAL_COST_ESTIMATOR_H
+
+#include "colossal/cost/Communication.h"
+#include "colossal/cost/Memory.h"
+#include "colossal/cost/Pipeline.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace colossal::cost {
+
+/// Bytes and time one rank spends in one kind of collective on one axis
+/// during one step: what the runtime's counters report for the same plan.
+struct CommTotal {
+  Collective collective;
+  std::string axis;
+  double bytes = 0;
+  double seconds = 0;
+  int calls = 0;
+};
+
+struct StageEstimate {
+  double forward = 0, backward = 0; // per microbatch, per chunk summed
+  double computeForward = 0, computeBackward = 0;
+  double commForward = 0, commBackward = 0;
+  double dataParallelSeconds = 0, dataParallelExposed = 0;
+  double optimizerSeconds = 0, offloadSeconds = 0;
+  int64_t parameters = 0; // local parameter elements
+  MemoryBreakdown memory;
+  std::vector<CommTotal> comm;
+};
+
+struct Estimate {
+  Strategy strategy;
+  Mesh mesh;
+  double stepTime = 0;
+  double compute = 0;      // busiest rank's compute
+  double exposedComm = 0;  // communication on the critical path
+  double bubble = 0;       // pipeline idle time on the busiest rank
+  double offload = 0;      // host transfers and host optimizer not hidden
+  double optimizer = 0;    // device optimizer step
+  double modelFlopsPerStep = 0;
+  double tflopsPerGpu = 0;
+  double mfu = 0;
+  double tokensPerSecond = 0;
+  double capacity = 0;
+  int peakStage = 0;
+  MemoryBreakdown memory; // at the rank that needs the most
+  std::vector<StageEstimate> stages;
+  PipelineResult pipeline;
+
+  bool fits() const { return memory.total() <= capacity; }
+  /// The plan's `predicted`, `memory` and `communication` sections.
+  Json toJson() const;
+  /// One predicted step per pipeline rank, as Chrome-trace JSON (Perfetto).
+  Json chromeTrace() const;
+};
+
+struct EstimateOptions {
+  /// Gradient bucket for data-parallel reduction (PyTorch DDP's default).
+  double bucketBytes = 25.0 * (1 << 20);
+  /// cuBLAS and kernel workspace kept per device.
+  double workspaceBytes = 32.0 * (1 << 20);
+};
+
+/// Evaluates the plan; nullopt with `error` when it cannot run (a split that
+/// does not divide, a device count the cluster lacks, ...). With `sharding`
+/// null, shardings come from the strategy's templates.
+std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
+                                 const Cluster &cluster, std::string &error,
+                                 const GraphSharding *sharding = nullptr,
+                                 const EstimateOptions &options = {});
+
+/// Bytes one microbatch's ops in `layer` keep for backward on one rank (the
+/// activation memory of that layer), under `recompute`; with
+/// `keepShardedInputs`, inputs an op gathers are kept as the producer's shard.
+double savedActivationBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                            Recompute recompute, int layer, bool keepShardedInputs = false);
+
+} // namespace colossal::cost
+
+#endif // COLOSSAL_COST_ESTIMATOR_H

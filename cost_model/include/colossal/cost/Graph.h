@@ -1,0 +1,114 @@
+//===- Graph.h - the training computation as the cost model sees it -*- C++ -*-===//
+//
+// A graph of ops over tensors, with the facts costs need and nothing else:
+// each op's einsum-like factor rule (the same vocabulary as the train
+// dialect's ShardingRuleOpInterface: which factors index each operand and
+// result dimension, and whether a factor is parallel, a reduction, or must
+// stay whole), its forward and backward FLOPs, and the tensors it keeps for
+// the backward pass. Shapes are implied: a dimension's size is the product
+// of its factors' sizes.
+//
+// `passes/plan` builds this from the IR; `TransformerBuilder.h` builds it
+// directly for GPT, BERT and LLaMA shapes (tests, benchmarks, planning
+// models too large to export).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_COST_GRAPH_H
+#define COLOSSAL_COST_GRAPH_H
+
+#include "colossal/cost/Cluster.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace colossal::cost {
+
+enum class FactorKind { Parallel, Reduction, Whole };
+
+struct Factor {
+  std::string name; // "batch", "seq", "heads", "ffn", ...
+  int64_t size;
+  FactorKind kind;
+};
+
+/// A tensor as an op sees it: the factors indexing each dimension, major
+/// first; an empty list is a size-1 dimension.
+struct TensorUse {
+  int value = -1;
+  std::vector<std::vector<int>> dims;
+};
+
+/// What an op keeps for its backward pass (an input, an output, or a mask).
+struct SavedTensor {
+  std::vector<std::vector<int>> dims;
+  DType dtype;
+  /// Inside the attention core (softmax output, its dropout mask and
+  /// output), which selective recomputation recomputes instead of keeping.
+  bool attentionCore = false;
+  /// The op's input this is (-1: an output or a mask). A plan may keep an
+  /// input in the sharded layout it arrived in and gather it again for the
+  /// backward pass (Megatron sequence parallelism does).
+  int input = -1;
+};
+
+enum class OpKind {
+  MatMul,      // contractions: linear layers, attention scores and context
+  Elementwise, // activations, residual adds, dropout, casts
+  Norm,        // layer_norm, rms_norm
+  Softmax,
+  Embedding,
+  Loss,
+};
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::Elementwise;
+  std::vector<Factor> factors;
+  std::vector<TensorUse> inputs, outputs;
+  std::vector<SavedTensor> saved;
+  double forwardFlops = 0;
+  double backwardFlops = 0;
+  /// Part of the attention core (scores, softmax, dropout, context): its
+  /// forward runs again in the backward pass under selective recomputation.
+  bool attentionCore = false;
+  /// The transformer layer the op belongs to, -1 outside the layers.
+  int layer = -1;
+};
+
+struct Value {
+  std::string name;
+  DType dtype = DType::BF16;
+  bool isParameter = false;
+  /// The op that produces it (-1 for inputs and parameters).
+  int producer = -1;
+};
+
+struct Graph {
+  std::vector<Value> values;
+  std::vector<Op> ops;
+  int numLayers = 0;
+  /// Samples per microbatch the graph was built for.
+  int64_t microbatch = 1;
+  /// Tokens (or samples) per microbatch, for throughput.
+  int64_t tokensPerMicrobatch = 1;
+
+  int addValue(std::string name, DType dtype, bool isParameter = false);
+  /// Size of dimension `dims` under the op's factors.
+  static int64_t dimSize(const Op &op, const std::vector<int> &factors);
+  int64_t elements(const Op &op, const TensorUse &use) const;
+  int64_t bytes(const Op &op, const TensorUse &use) const;
+
+  /// Parameter elements in the whole model (each parameter counted once).
+  int64_t parameterCount() const;
+  /// FLOPs of contractions (forward + backward), the "model FLOPs" of MFU,
+  /// per microbatch.
+  double modelFlops() const;
+  /// Elements of every parameter, by value index.
+  std::vector<int64_t> parameterElements() const;
+};
+
+} // namespace colossal::cost
+
+#endif // COLOSSAL_COST_GRAPH_H

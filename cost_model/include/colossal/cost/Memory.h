@@ -1,0 +1,54 @@
+//===- Memory.h - per-rank memory by category -----------------------*- C++ -*-===//
+//
+// Model states follow ZeRO (Rajbhandari et al., SC'20): with Psi parameters,
+// 16-bit weights and gradients and K bytes of optimizer state per parameter
+// (K = 12 for mixed-precision Adam or LAMB: fp32 master weight, m and v),
+// over a data-parallel degree Nd:
+//
+//   ZeRO-0  (2 + 2 + K) Psi        ZeRO-1  (2 + 2) Psi + K Psi / Nd
+//   ZeRO-2  2 Psi + (2 + K) Psi / Nd   ZeRO-3  (2 + 2 + K) Psi / Nd
+//
+// (7.5B parameters at Nd = 64: 120, 31.4, 16.6 and 1.9 GB.) Offloading the
+// optimizer moves the K Psi term to host memory. Activations are summed over
+// the tensors each op keeps for backward (Graph.h), times the microbatches a
+// pipeline rank holds at once (Pipeline.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_COST_MEMORY_H
+#define COLOSSAL_COST_MEMORY_H
+
+#include "colossal/cost/Json.h"
+
+namespace colossal::cost {
+
+struct MemoryBreakdown {
+  double parameters = 0;
+  double gradients = 0;
+  double optimizer = 0;
+  double activations = 0;
+  double communication = 0;
+  double workspace = 0;
+  /// Host memory (pinned) used by offload; not part of total().
+  double hostOptimizer = 0;
+
+  double total() const {
+    return parameters + gradients + optimizer + activations + communication + workspace;
+  }
+  Json toJson() const;
+};
+
+struct ModelStateBytes {
+  double parameters, gradients, optimizer;
+  double total() const { return parameters + gradients + optimizer; }
+};
+
+/// Model-state bytes per rank for `psi` parameters held by the rank's model
+/// shard, data-parallel degree `nd`, ZeRO `stage`, `weightBytes` per weight
+/// and gradient and `optimizerBytes` (K) per parameter.
+ModelStateBytes zeroModelStates(double psi, int nd, int stage, double weightBytes = 2,
+                                double optimizerBytes = 12);
+
+} // namespace colossal::cost
+
+#endif // COLOSSAL_COST_MEMORY_H

@@ -1,0 +1,95 @@
+//===- Plan.h - a parallelisation strategy and its mesh ------------*- C++ -*-===//
+//
+// A strategy says how many ways each kind of parallelism splits the work
+// (data, pipeline, tensor, sequence), which algorithm each uses, the
+// microbatching and pipeline schedule, the ZeRO stage, offload and
+// recomputation. From it follow a device mesh (named axes, innermost first,
+// placed on the cluster's nodes) and, op by op, which mesh axes split which
+// factors: the per-op sharding the cost model evaluates. A plan file can
+// carry explicit per-op shardings instead; the evaluator does not know how a
+// sharding was chosen.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_COST_PLAN_H
+#define COLOSSAL_COST_PLAN_H
+
+#include "colossal/cost/Cluster.h"
+#include "colossal/cost/Graph.h"
+
+#include <string>
+#include <vector>
+
+namespace colossal::cost {
+
+enum class TensorMode { OneD, TwoD, TwoPointFiveD, ThreeD };
+enum class SequenceMode {
+  None,
+  Megatron, // layer norm and dropout split along the sequence on the tensor axis
+  AllToAll, // sequence split to head split around attention (DeepSpeed-Ulysses)
+  Ring,     // keys and values passed around a ring of ranks (ring self-attention)
+};
+enum class Schedule { GPipe, OneFOneB, Interleaved };
+enum class Recompute { None, Selective, Full };
+
+struct Strategy {
+  int dp = 1, pp = 1, tp = 1, sp = 1;
+  TensorMode tpMode = TensorMode::OneD;
+  /// Megatron sequence parallelism reuses the tensor axis (sp stays 1).
+  SequenceMode spMode = SequenceMode::None;
+  int microbatches = 1;
+  Schedule schedule = Schedule::OneFOneB;
+  /// Model chunks per pipeline rank for the interleaved schedule.
+  int virtualStages = 1;
+  int zero = 0;
+  bool offloadOptimizer = false;
+  Recompute recompute = Recompute::None;
+
+  int devices() const { return dp * pp * tp * sp; }
+  std::string str() const;
+  Json toJson() const;
+  static std::optional<Strategy> fromJson(const Json &json, std::string &error);
+  /// Parses "dp=8,tp=8,pp=2,sp_mode=megatron,zero=1,recompute=selective,...";
+  /// keys as in toJson(). Unknown keys and values are errors.
+  static std::optional<Strategy> parse(const std::string &text, std::string &error);
+};
+
+/// One mesh axis: a name, a size, and how its groups sit on the cluster.
+struct MeshAxis {
+  std::string name;
+  int size = 1;
+  /// Ranks of one group that share a node (size when the group is inside a
+  /// node, 1 when every member is on another node).
+  int perNode = 1;
+  bool spansNodes() const { return perNode < size; }
+};
+
+struct Mesh {
+  /// Innermost first: tensor, sequence, data, pipeline.
+  std::vector<MeshAxis> axes;
+  int axisIndex(const std::string &name) const;
+  const MeshAxis *axis(const std::string &name) const;
+  Json toJson() const;
+};
+
+/// Places the strategy's axes on the cluster, tensor axes innermost (inside a
+/// node, on NVLink), then sequence, data, pipeline.
+Mesh buildMesh(const Strategy &strategy, const Cluster &cluster);
+
+/// Which mesh axes split each factor of each op: sharding[op][factor] is a
+/// list of axis indices (major first).
+using OpSharding = std::vector<std::vector<int>>;
+using GraphSharding = std::vector<OpSharding>;
+
+/// Derives per-op shardings from the strategy's templates (Megatron 1D
+/// tensor parallelism by factor names, the three sequence algorithms).
+GraphSharding shardGraph(const Graph &graph, const Strategy &strategy, const Mesh &mesh);
+
+/// Checks that every split divides its factor and that whole factors stay
+/// whole except where a special algorithm takes them; `error` says which op.
+bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                   const Strategy &strategy, std::string &error);
+
+} // namespace colossal::cost
+
+#endif // COLOSSAL_COST_PLAN_H

@@ -1,0 +1,335 @@
+//===- Cluster.cpp - cluster descriptions and presets ---------------------===//
+
+#include "colossal/cost/Cluster.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace colossal::cost {
+
+int bytesOf(DType dtype) {
+  switch (dtype) {
+  case DType::F32: case DType::TF32: case DType::I32: return 4;
+  case DType::BF16: case DType::F16: return 2;
+  case DType::I64: return 8;
+  case DType::I8: return 1;
+  }
+  return 4;
+}
+
+const char *nameOf(DType dtype) {
+  switch (dtype) {
+  case DType::F32: return "fp32";
+  case DType::TF32: return "tf32";
+  case DType::BF16: return "bf16";
+  case DType::F16: return "fp16";
+  case DType::I64: return "int64";
+  case DType::I32: return "int32";
+  case DType::I8: return "int8";
+  }
+  return "?";
+}
+
+std::optional<DType> parseDType(const std::string &name) {
+  for (DType d : {DType::F32, DType::TF32, DType::BF16, DType::F16, DType::I64, DType::I32,
+                  DType::I8})
+    if (name == nameOf(d))
+      return d;
+  return std::nullopt;
+}
+
+double interpolate(const std::vector<CurvePoint> &curve, double size) {
+  if (curve.empty())
+    return 0;
+  if (size <= curve.front().size)
+    return curve.front().value;
+  if (size >= curve.back().size)
+    return curve.back().value;
+  for (size_t i = 1; i < curve.size(); ++i) {
+    if (size > curve[i].size)
+      continue;
+    double x0 = std::log(curve[i - 1].size), x1 = std::log(curve[i].size);
+    double t = (std::log(size) - x0) / (x1 - x0);
+    return curve[i - 1].value + t * (curve[i].value - curve[i - 1].value);
+  }
+  return curve.back().value;
+}
+
+double Link::busBandwidthAt(double bytes) const {
+  if (!busBandwidth.empty())
+    return interpolate(busBandwidth, bytes);
+  return bandwidth * efficiency;
+}
+
+double Cluster::peak(DType dtype) const {
+  auto it = peakFlops.find(dtype);
+  if (it != peakFlops.end())
+    return it->second;
+  // Half-precision tensor-core rates apply to both 16-bit types.
+  if (dtype == DType::F16 && peakFlops.count(DType::BF16))
+    return peakFlops.at(DType::BF16);
+  if (dtype == DType::BF16 && peakFlops.count(DType::F16))
+    return peakFlops.at(DType::F16);
+  return peakFlops.count(DType::F32) ? peakFlops.at(DType::F32) : 0;
+}
+
+double Cluster::gemmRate(DType dtype, double flops) const {
+  double efficiency = gemmEfficiency.empty() ? 1.0 : interpolate(gemmEfficiency, flops);
+  return peak(dtype) * efficiency;
+}
+
+//===----------------------------------------------------------------------===//
+// JSON
+//===----------------------------------------------------------------------===//
+
+static Json curveToJson(const std::vector<CurvePoint> &curve, const char *sizeKey,
+                        const char *valueKey) {
+  Json::Array points;
+  for (const CurvePoint &p : curve)
+    points.push_back(Json::Object{{sizeKey, p.size}, {valueKey, p.value}});
+  return points;
+}
+
+static Json linkToJson(const Link &link) {
+  Json::Object o{{"bandwidth_bytes_per_s", link.bandwidth},
+                 {"latency_s", link.latency},
+                 {"efficiency", link.efficiency}};
+  if (!link.busBandwidth.empty())
+    o["bus_bandwidth"] = curveToJson(link.busBandwidth, "bytes", "bytes_per_s");
+  return o;
+}
+
+Json Cluster::toJson() const {
+  Json::Object peaks;
+  for (const auto &[dtype, flops] : peakFlops)
+    peaks[nameOf(dtype)] = flops;
+  return Json::Object{
+      {"format", "colossal-cluster/1"},
+      {"name", name},
+      {"description", description},
+      {"calibration", calibration},
+      {"nodes", nodes},
+      {"devices_per_node", gpusPerNode},
+      {"peak_flops", peaks},
+      {"memory_bytes", memoryBytes},
+      {"memory_bandwidth_bytes_per_s", memoryBandwidth},
+      {"intra_node", linkToJson(intraNode)},
+      {"inter_node", linkToJson(interNode)},
+      {"host_memory_bytes", hostMemoryBytes},
+      {"host_device_bandwidth_bytes_per_s", hostDeviceBandwidth},
+      {"host_memory_bandwidth_bytes_per_s", hostMemoryBandwidth},
+      {"gemm_efficiency", curveToJson(gemmEfficiency, "flops", "efficiency")},
+  };
+}
+
+namespace {
+
+/// Reads fields of one object, remembering the first problem.
+struct FieldReader {
+  const Json &object;
+  std::string path;
+  std::string &error;
+
+  const Json *get(const std::string &key, bool required) {
+    const Json *value = object.find(key);
+    if (!value && required && error.empty())
+      error = path + key + ": missing";
+    return value;
+  }
+  double number(const std::string &key, bool required = true, double fallback = 0,
+                bool positive = true) {
+    const Json *value = get(key, required);
+    if (!value)
+      return fallback;
+    if (!value->isNumber() || (positive && !(value->asNumber() > 0))) {
+      if (error.empty())
+        error = path + key + ": expected a " + (positive ? "positive " : "") + "number";
+      return fallback;
+    }
+    return value->asNumber();
+  }
+  std::string string(const std::string &key, bool required = false) {
+    const Json *value = get(key, required);
+    if (!value)
+      return "";
+    if (!value->isString()) {
+      if (error.empty())
+        error = path + key + ": expected a string";
+      return "";
+    }
+    return value->asString();
+  }
+  std::vector<CurvePoint> curve(const std::string &key, const char *sizeKey,
+                                const char *valueKey) {
+    std::vector<CurvePoint> points;
+    const Json *value = get(key, false);
+    if (!value)
+      return points;
+    if (!value->isArray()) {
+      if (error.empty())
+        error = path + key + ": expected an array";
+      return points;
+    }
+    for (size_t i = 0; i < value->asArray().size(); ++i) {
+      const Json &item = value->asArray()[i];
+      if (!item.isObject()) {
+        if (error.empty())
+          error = path + key + "[" + std::to_string(i) + "]: expected an object";
+        return points;
+      }
+      FieldReader reader{item, path + key + "[" + std::to_string(i) + "].", error};
+      points.push_back({reader.number(sizeKey), reader.number(valueKey)});
+    }
+    std::sort(points.begin(), points.end(),
+              [](const CurvePoint &a, const CurvePoint &b) { return a.size < b.size; });
+    return points;
+  }
+  Link link(const std::string &key) {
+    Link link;
+    const Json *value = get(key, true);
+    if (!value)
+      return link;
+    if (!value->isObject()) {
+      if (error.empty())
+        error = path + key + ": expected an object";
+      return link;
+    }
+    FieldReader reader{*value, path + key + ".", error};
+    link.bandwidth = reader.number("bandwidth_bytes_per_s");
+    link.latency = reader.number("latency_s", false, 0, /*positive=*/false);
+    link.efficiency = reader.number("efficiency", false, 1.0);
+    link.busBandwidth = reader.curve("bus_bandwidth", "bytes", "bytes_per_s");
+    return link;
+  }
+};
+
+} // namespace
+
+std::optional<Cluster> Cluster::fromJson(const Json &json, std::string &error) {
+  error.clear();
+  if (!json.isObject()) {
+    error = "a cluster description is a JSON object";
+    return std::nullopt;
+  }
+  FieldReader r{json, "", error};
+  Cluster c;
+  std::string format = r.string("format");
+  if (!format.empty() && format != "colossal-cluster/1" && error.empty())
+    error = "format: \"" + format + "\" is not colossal-cluster/1";
+  c.name = r.string("name", true);
+  c.description = r.string("description");
+  c.calibration = r.string("calibration");
+  c.nodes = int(r.number("nodes"));
+  c.gpusPerNode = int(r.number("devices_per_node"));
+  if (const Json *peaks = r.get("peak_flops", true)) {
+    if (!peaks->isObject() && error.empty())
+      error = "peak_flops: expected an object of dtype: FLOP/s";
+    else if (peaks->isObject())
+      for (const auto &[key, value] : peaks->asObject()) {
+        auto dtype = parseDType(key);
+        if (!dtype || !value.isNumber() || !(value.asNumber() > 0)) {
+          if (error.empty())
+            error = "peak_flops." + key + ": expected a known dtype with a positive rate";
+          continue;
+        }
+        c.peakFlops[*dtype] = value.asNumber();
+      }
+  }
+  c.memoryBytes = r.number("memory_bytes");
+  c.memoryBandwidth = r.number("memory_bandwidth_bytes_per_s");
+  c.intraNode = r.link("intra_node");
+  c.interNode = r.link("inter_node");
+  c.hostMemoryBytes = r.number("host_memory_bytes", false);
+  c.hostDeviceBandwidth = r.number("host_device_bandwidth_bytes_per_s", false);
+  c.hostMemoryBandwidth = r.number("host_memory_bandwidth_bytes_per_s", false);
+  c.gemmEfficiency = r.curve("gemm_efficiency", "flops", "efficiency");
+  for (const CurvePoint &p : c.gemmEfficiency)
+    if (p.value > 1 && error.empty())
+      error = "gemm_efficiency: an efficiency above 1 (" + std::to_string(p.value) + ")";
+  if (c.peakFlops.empty() && error.empty())
+    error = "peak_flops: no rates given";
+  if (!error.empty())
+    return std::nullopt;
+  return c;
+}
+
+//===----------------------------------------------------------------------===//
+// Presets
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr double GB = 1e9, TB = 1e12, TFLOPS = 1e12;
+
+/// Until colossal-bench has measured a machine, GEMM efficiency follows a
+/// conservative curve: small calls are launch-bound, large ones reach about
+/// 80% of the tensor-core peak (the level Megatron-LM reports for large
+/// GEMMs on A100 and H100).
+std::vector<CurvePoint> defaultGemmEfficiency() {
+  return {{1e6, 0.02}, {1e8, 0.2}, {1e9, 0.45}, {1e10, 0.65}, {1e11, 0.75}, {1e12, 0.8}};
+}
+
+Cluster nvidiaNode(const std::string &name, int nodes) {
+  Cluster c;
+  c.name = name;
+  c.nodes = nodes;
+  c.gpusPerNode = 8;
+  c.calibration = "datasheet peaks with default efficiencies; run colossal-bench to calibrate";
+  c.gemmEfficiency = defaultGemmEfficiency();
+  c.intraNode.latency = 10e-6;
+  c.interNode.latency = 20e-6;
+  return c;
+}
+
+} // namespace
+
+std::vector<std::string> Cluster::presetNames() { return {"dgx-a100", "dgx-h100", "h200-node"}; }
+
+std::optional<Cluster> Cluster::preset(const std::string &name, int nodes) {
+  if (nodes < 1)
+    return std::nullopt;
+  if (name == "dgx-a100") {
+    // NVIDIA A100 datasheet (SXM 80GB); DGX A100 user guide: 8 x 200 Gb/s
+    // HDR InfiniBand for compute, PCIe Gen4 hosts, 2 x AMD EPYC 7742.
+    Cluster c = nvidiaNode(name, nodes);
+    c.description = "DGX A100: 8 x A100-SXM4-80GB, NVLink 3 (600 GB/s bidirectional), "
+                    "8 x 200 Gb/s HDR InfiniBand";
+    c.peakFlops = {{DType::BF16, 312 * TFLOPS}, {DType::F16, 312 * TFLOPS},
+                   {DType::TF32, 156 * TFLOPS}, {DType::F32, 19.5 * TFLOPS}};
+    c.memoryBytes = 80 * GB;
+    c.memoryBandwidth = 2.039 * TB;
+    c.intraNode.bandwidth = 300 * GB; // 600 GB/s bidirectional
+    c.intraNode.efficiency = 0.77;    // nccl-tests all-reduce busbw ~230 GB/s
+    c.interNode.bandwidth = 25 * GB;  // 200 Gb/s per GPU
+    c.interNode.efficiency = 0.9;
+    c.hostMemoryBytes = 1024 * GB;
+    c.hostDeviceBandwidth = 25 * GB;  // PCIe Gen4 x16, achieved
+    c.hostMemoryBandwidth = 400 * GB; // 2 sockets x 8 channels DDR4-3200
+    return c;
+  }
+  if (name == "dgx-h100" || name == "h200-node") {
+    // NVIDIA H100 and H200 datasheets (SXM); DGX H100 user guide: 8 x 400
+    // Gb/s ConnectX-7, PCIe Gen5 hosts, 2 x Xeon 8480C.
+    Cluster c = nvidiaNode(name, nodes);
+    bool h200 = name == "h200-node";
+    c.description = h200 ? "HGX H200: 8 x H200-SXM-141GB, NVLink 4 (900 GB/s bidirectional), "
+                           "8 x 400 Gb/s InfiniBand"
+                         : "DGX H100: 8 x H100-SXM5-80GB, NVLink 4 (900 GB/s bidirectional), "
+                           "8 x 400 Gb/s InfiniBand";
+    c.peakFlops = {{DType::BF16, 989 * TFLOPS}, {DType::F16, 989 * TFLOPS},
+                   {DType::TF32, 495 * TFLOPS}, {DType::F32, 67 * TFLOPS}};
+    c.memoryBytes = h200 ? 141 * GB : 80 * GB;
+    c.memoryBandwidth = h200 ? 4.8 * TB : 3.35 * TB;
+    c.intraNode.bandwidth = 450 * GB;
+    c.intraNode.efficiency = 0.8;
+    c.interNode.bandwidth = 50 * GB;
+    c.interNode.efficiency = 0.9;
+    c.hostMemoryBytes = 2048 * GB;
+    c.hostDeviceBandwidth = 50 * GB;  // PCIe Gen5 x16, achieved
+    c.hostMemoryBandwidth = 600 * GB; // 2 sockets x 8 channels DDR5-4800
+    return c;
+  }
+  return std::nullopt;
+}
+
+} // namespace colossal::cost

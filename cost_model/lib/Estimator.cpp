@@ -1,0 +1,606 @@
+//===- Estimator.cpp - step time and memory of a plan ---------------------===//
+
+#include "colossal/cost/Estimator.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace colossal::cost {
+namespace {
+
+/// How many ways the sharding splits factor `f` of an op.
+int64_t ways(const OpSharding &s, const Mesh &mesh, int f) {
+  int64_t n = 1;
+  for (int a : s[f])
+    n *= mesh.axes[a].size;
+  return n;
+}
+
+double localElements(const Op &op, const OpSharding &s, const Mesh &mesh,
+                     const std::vector<std::vector<int>> &dims) {
+  double n = 1;
+  for (const auto &dim : dims)
+    for (int f : dim)
+      n *= double(op.factors[f].size) / double(ways(s, mesh, f));
+  return n;
+}
+
+double fullElements(const Op &op, const std::vector<std::vector<int>> &dims) {
+  double n = 1;
+  for (const auto &dim : dims)
+    for (int f : dim)
+      n *= double(op.factors[f].size);
+  return n;
+}
+
+/// The op's whole iteration space on one rank, over the whole space.
+double localFraction(const Op &op, const OpSharding &s, const Mesh &mesh) {
+  double fraction = 1;
+  for (size_t f = 0; f < op.factors.size(); ++f)
+    fraction /= double(ways(s, mesh, int(f)));
+  return fraction;
+}
+
+bool indexes(const TensorUse &use, int f) {
+  for (const auto &dim : use.dims)
+    if (std::find(dim.begin(), dim.end(), f) != dim.end())
+      return true;
+  return false;
+}
+
+TensorSpec specOf(const Op &op, const OpSharding &s, const Mesh &mesh, const TensorUse &use,
+                  bool withPartial) {
+  TensorSpec spec;
+  for (const auto &dim : use.dims) {
+    std::vector<int> axes;
+    for (int f : dim)
+      for (int a : s[f])
+        if (mesh.axes[a].size > 1)
+          axes.push_back(a);
+    spec.dims.push_back(axes);
+  }
+  if (withPartial)
+    for (size_t f = 0; f < op.factors.size(); ++f)
+      if (op.factors[f].kind == FactorKind::Reduction && !indexes(use, int(f)))
+        for (int a : s[f])
+          if (mesh.axes[a].size > 1)
+            spec.partial.push_back(a);
+  return spec;
+}
+
+/// The gradient of an operand: laid out like the operand, and a partial sum
+/// over every axis that splits a parallel factor the operand does not have
+/// (each rank computed a different part of the result from it). Splitting a
+/// reduction factor the operand lacks (a row-parallel layer's bias) leaves
+/// its gradient whole.
+TensorSpec gradientSpecOf(const Op &op, const OpSharding &s, const Mesh &mesh,
+                          const TensorUse &use) {
+  TensorSpec spec = specOf(op, s, mesh, use, false);
+  std::set<int> present;
+  for (const auto &dim : spec.dims)
+    present.insert(dim.begin(), dim.end());
+  for (size_t f = 0; f < op.factors.size(); ++f)
+    if (!indexes(use, int(f)) && op.factors[f].kind == FactorKind::Parallel)
+      for (int a : s[f])
+        if (mesh.axes[a].size > 1 && !present.count(a) &&
+            std::find(spec.partial.begin(), spec.partial.end(), a) == spec.partial.end())
+          spec.partial.push_back(a);
+  return spec;
+}
+
+double roofline(double flops, double bytes, double rate, double bandwidth) {
+  return std::max(rate > 0 ? flops / rate : 0.0, bandwidth > 0 ? bytes / bandwidth : 0.0);
+}
+
+void addComm(std::vector<CommTotal> &totals, const Mesh &mesh, const CommEvent &e,
+             double times) {
+  for (CommTotal &t : totals)
+    if (t.collective == e.collective && t.axis == mesh.axes[e.axis].name) {
+      t.bytes += e.bytes * times;
+      t.seconds += e.seconds * times;
+      t.calls += int(times);
+      return;
+    }
+  totals.push_back({e.collective, mesh.axes[e.axis].name, e.bytes * times, e.seconds * times,
+                    int(times)});
+}
+
+} // namespace
+
+/// How many more ways the producer split an input than the op reads it:
+/// the saving when the op keeps the producer's shard and gathers it again.
+double producerExtraSplit(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                          const Op &op, const OpSharding &s, const TensorUse &use) {
+  const Value &value = graph.values[use.value];
+  if (value.producer < 0)
+    return 1;
+  const Op &producer = graph.ops[value.producer];
+  for (const TensorUse &out : producer.outputs)
+    if (out.value == use.value) {
+      double here = fullElements(op, use.dims) / localElements(op, s, mesh, use.dims);
+      double there = fullElements(producer, out.dims) /
+                     localElements(producer, sharding[value.producer], mesh, out.dims);
+      return std::max(1.0, there / here);
+    }
+  return 1;
+}
+
+double savedActivationBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                            Recompute recompute, int layer, bool keepShardedInputs) {
+  double bytes = 0;
+  bool firstOp = true;
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    const Op &op = graph.ops[o];
+    if (op.layer != layer)
+      continue;
+    if (recompute == Recompute::Full) {
+      // Only the layer's input survives until the backward pass reruns it.
+      if (firstOp && !op.inputs.empty())
+        bytes += localElements(op, sharding[o], mesh, op.inputs[0].dims) *
+                 bytesOf(graph.values[op.inputs[0].value].dtype);
+      firstOp = false;
+      continue;
+    }
+    for (const SavedTensor &saved : op.saved) {
+      if (recompute == Recompute::Selective && saved.attentionCore)
+        continue;
+      double kept = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
+      if (keepShardedInputs && saved.input >= 0)
+        kept /= producerExtraSplit(graph, sharding, mesh, op, sharding[o], op.inputs[saved.input]);
+      bytes += kept;
+    }
+  }
+  return bytes;
+}
+
+std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
+                                 const Cluster &cluster, std::string &error,
+                                 const GraphSharding *explicitSharding,
+                                 const EstimateOptions &options) {
+  error.clear();
+  if (strategy.devices() > cluster.devices()) {
+    error = "the plan needs " + std::to_string(strategy.devices()) + " devices; the cluster has " +
+            std::to_string(cluster.devices());
+    return std::nullopt;
+  }
+  int chunks = strategy.schedule == Schedule::Interleaved ? strategy.virtualStages : 1;
+  if (strategy.schedule != Schedule::Interleaved && strategy.virtualStages != 1) {
+    error = "virtual_stages > 1 needs the interleaved schedule";
+    return std::nullopt;
+  }
+  Mesh mesh = buildMesh(strategy, cluster);
+  GraphSharding sharding =
+      explicitSharding ? *explicitSharding : shardGraph(graph, strategy, mesh);
+  if (sharding.size() != graph.ops.size()) {
+    error = "the sharding covers " + std::to_string(sharding.size()) + " ops, the graph has " +
+            std::to_string(graph.ops.size());
+    return std::nullopt;
+  }
+  if (!checkSharding(graph, sharding, mesh, strategy, error))
+    return std::nullopt;
+
+  int ranks = strategy.pp, stages = ranks * chunks, m = strategy.microbatches;
+  int layersPerStage = std::max(1, graph.numLayers / stages);
+  int firstLayerOp = -1;
+  for (size_t o = 0; o < graph.ops.size() && firstLayerOp < 0; ++o)
+    if (graph.ops[o].layer >= 0)
+      firstLayerOp = int(o);
+  auto stageOf = [&](int o) {
+    const Op &op = graph.ops[o];
+    if (op.layer >= 0)
+      return std::min(stages - 1, op.layer / layersPerStage);
+    return (firstLayerOp < 0 || o < firstLayerOp) ? 0 : stages - 1;
+  };
+  std::vector<int> opStage(graph.ops.size());
+  for (size_t o = 0; o < graph.ops.size(); ++o)
+    opStage[o] = stageOf(int(o));
+
+  int pp = mesh.axisIndex("pp"), dp = mesh.axisIndex("dp"), sp = mesh.axisIndex("sp");
+  std::vector<StageEstimate> perStage(stages);
+  std::vector<std::vector<CommTotal>> rankComm(ranks);
+  std::vector<double> maxOutput(ranks, 0);
+  double p2pSeconds = 0;
+
+  // Parameters: the first consumer's layout is the storage layout.
+  std::vector<int> paramOwnerOp(graph.values.size(), -1), paramUse(graph.values.size(), -1);
+  for (size_t o = 0; o < graph.ops.size(); ++o)
+    for (size_t i = 0; i < graph.ops[o].inputs.size(); ++i) {
+      int v = graph.ops[o].inputs[i].value;
+      if (graph.values[v].isParameter && paramOwnerOp[v] < 0) {
+        paramOwnerOp[v] = int(o);
+        paramUse[v] = int(i);
+      }
+    }
+
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    const Op &op = graph.ops[o];
+    const OpSharding &s = sharding[o];
+    int stage = opStage[o], rank = stage % ranks;
+    StageEstimate &st = perStage[stage];
+    double fraction = localFraction(op, s, mesh);
+    double bytes = 0;
+    for (const TensorUse &use : op.inputs)
+      bytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype);
+    double outputBytes = 0;
+    for (const TensorUse &use : op.outputs)
+      outputBytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype);
+    bytes += outputBytes;
+    maxOutput[rank] = std::max(maxOutput[rank], outputBytes);
+    DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
+    double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
+    double rate = op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, forwardFlops)
+                                            : cluster.peak(DType::F32);
+    double fwd = roofline(forwardFlops, bytes, rate, cluster.memoryBandwidth);
+    double bwd = roofline(backwardFlops, 2 * bytes,
+                          op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, backwardFlops / 2)
+                                                    : cluster.peak(DType::F32),
+                          cluster.memoryBandwidth);
+
+    // Forward resharding of every input that some op produced.
+    std::vector<CommEvent> forwardEvents, backwardEvents;
+    double fwdComm = 0, bwdComm = 0;
+    for (const TensorUse &use : op.inputs) {
+      const Value &value = graph.values[use.value];
+      double full = fullElements(op, use.dims) * bytesOf(value.dtype);
+      TensorSpec wanted = specOf(op, s, mesh, use, false);
+      if (value.isParameter) {
+        // Gradients of a weight that the op computes split over an axis the
+        // weight is not split over (the sequence under sequence parallelism)
+        // are partial sums over that axis.
+        TensorSpec grad = gradientSpecOf(op, s, mesh, use);
+        TensorSpec storage = wanted;
+        int owner = paramOwnerOp[use.value];
+        if (owner >= 0)
+          storage = specOf(graph.ops[owner], sharding[owner], mesh,
+                           graph.ops[owner].inputs[paramUse[use.value]], false);
+        bwdComm += reshard(grad, storage, full, mesh, cluster, backwardEvents);
+        continue;
+      }
+      if (value.producer < 0)
+        continue; // data: each rank reads the slice it needs
+      const Op &producer = graph.ops[value.producer];
+      const OpSharding &ps = sharding[value.producer];
+      const TensorUse *produced = nullptr;
+      for (const TensorUse &out : producer.outputs)
+        if (out.value == use.value)
+          produced = &out;
+      TensorSpec have = specOf(producer, ps, mesh, *produced, true);
+      std::vector<CommEvent> events;
+      double t = reshard(have, wanted, full, mesh, cluster, events);
+      bool ring = strategy.spMode == SequenceMode::Ring && op.attentionCore && sp >= 0;
+      for (CommEvent &e : events) {
+        if (ring && e.axis == sp && e.collective == Collective::AllGather) {
+          // Ring attention: the gathered keys and values travel around the
+          // ring one chunk per step, overlapped with the attention blocks.
+          int n = mesh.axes[sp].size;
+          double chunk = e.bytes / n;
+          double step = collectiveTime(Collective::SendRecv, chunk, mesh.axes[sp], cluster);
+          double ringTime = (n - 1) * step;
+          t += std::max(0.0, ringTime - fwd) - e.seconds;
+          e = {Collective::SendRecv, sp, chunk * (n - 1), std::max(0.0, ringTime - fwd)};
+        }
+        forwardEvents.push_back(e);
+      }
+      fwdComm += t;
+      // The gradient flows back: from this operand's gradient layout to the
+      // producer's output layout (whose pending sums are now replicated).
+      TensorSpec back = have;
+      back.partial.clear();
+      std::vector<CommEvent> bEvents;
+      double bt = reshard(gradientSpecOf(op, s, mesh, use), back, full, mesh, cluster, bEvents);
+      for (CommEvent &e : bEvents) {
+        if (ring && e.axis == sp && e.collective == Collective::ReduceScatter) {
+          int n = mesh.axes[sp].size;
+          double chunk = e.bytes / n;
+          double ringTime =
+              (n - 1) * collectiveTime(Collective::SendRecv, chunk, mesh.axes[sp], cluster);
+          bt += std::max(0.0, ringTime - bwd) - e.seconds;
+          e = {Collective::SendRecv, sp, chunk * (n - 1), std::max(0.0, ringTime - bwd)};
+        }
+        backwardEvents.push_back(e);
+      }
+      bwdComm += bt;
+      // A pipeline boundary: activations forward, gradients back.
+      if (pp >= 0 && opStage[value.producer] != stage && mesh.axes[pp].size > 1) {
+        double local = localElements(op, s, mesh, use.dims) * bytesOf(value.dtype);
+        double t = collectiveTime(Collective::SendRecv, local, mesh.axes[pp], cluster);
+        p2pSeconds = std::max(p2pSeconds, t);
+        forwardEvents.push_back({Collective::SendRecv, pp, local, 0});
+        backwardEvents.push_back({Collective::SendRecv, pp, local, 0});
+      }
+    }
+    // Vocabulary-parallel cross-entropy: the max, the sum of exponentials and
+    // the target logit are reduced over the split vocabulary.
+    if (op.kind == OpKind::Loss)
+      for (size_t f = 0; f < op.factors.size(); ++f)
+        if (op.factors[f].kind == FactorKind::Whole)
+          for (int a : s[f])
+            if (mesh.axes[a].size > 1) {
+              double rows = 1;
+              for (const Factor &other : op.factors)
+                if (other.kind != FactorKind::Whole)
+                  rows *= double(other.size);
+              rows *= fraction * double(ways(s, mesh, int(f)));
+              for (int k = 0; k < 3; ++k) {
+                CommEvent e{Collective::AllReduce, a, rows * 4,
+                            collectiveTime(Collective::AllReduce, rows * 4, mesh.axes[a], cluster)};
+                fwdComm += e.seconds;
+                forwardEvents.push_back(e);
+              }
+            }
+
+    // Megatron sequence parallelism keeps a gathered input as its shard and
+    // gathers it again for the weight gradient.
+    if (strategy.spMode == SequenceMode::Megatron)
+      for (const SavedTensor &saved : op.saved)
+        if (saved.input >= 0)
+          for (const CommEvent &e : forwardEvents)
+            if (e.collective == Collective::AllGather) {
+              bwdComm += e.seconds;
+              backwardEvents.push_back(e);
+            }
+    double recompute = 0;
+    if (op.layer >= 0 && (strategy.recompute == Recompute::Full ||
+                          (strategy.recompute == Recompute::Selective && op.attentionCore)))
+      recompute = fwd + (strategy.recompute == Recompute::Full ? fwdComm : 0);
+    st.computeForward += fwd;
+    st.computeBackward += bwd + recompute;
+    st.commForward += fwdComm;
+    st.commBackward += bwdComm;
+    for (const CommEvent &e : forwardEvents)
+      addComm(rankComm[rank], mesh, e, m);
+    for (const CommEvent &e : backwardEvents)
+      addComm(rankComm[rank], mesh, e, m);
+    if (strategy.recompute == Recompute::Full && op.layer >= 0)
+      for (const CommEvent &e : forwardEvents)
+        if (e.collective != Collective::SendRecv)
+          addComm(rankComm[rank], mesh, e, m);
+  }
+
+  // Pipeline.
+  std::vector<ChunkTimes> times(stages);
+  for (int stage = 0; stage < stages; ++stage) {
+    StageEstimate &st = perStage[stage];
+    st.forward = st.computeForward + st.commForward;
+    st.backward = st.computeBackward + st.commBackward;
+    times[(stage / ranks) * ranks + stage % ranks] = {st.forward, st.backward};
+  }
+  PipelineResult pipeline;
+  if (!simulatePipeline(ranks > 1 ? strategy.schedule : Schedule::OneFOneB, ranks, chunks, m,
+                        times, p2pSeconds, pipeline, error))
+    return std::nullopt;
+
+  // Per pipeline rank: parameters, data-parallel reduction, optimizer, memory.
+  bool keepSharded = strategy.spMode == SequenceMode::Megatron;
+  std::vector<double> params(ranks, 0), layerParams(ranks, 0);
+  std::vector<int> firstLayer(ranks, -1);
+  std::vector<std::set<int>> seen(ranks);
+  double weightBytes = 2, optimizerBytes = 12;
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    int rank = opStage[o] % ranks;
+    for (const TensorUse &use : graph.ops[o].inputs) {
+      const Value &value = graph.values[use.value];
+      if (!value.isParameter || !seen[rank].insert(use.value).second)
+        continue;
+      double n = localElements(graph.ops[o], sharding[o], mesh, use.dims);
+      params[rank] += n;
+      // One layer's weights: what ZeRO-3 gathers (and prefetches) at a time.
+      if (graph.ops[o].layer >= 0 && firstLayer[rank] < 0)
+        firstLayer[rank] = graph.ops[o].layer;
+      if (graph.ops[o].layer >= 0 && graph.ops[o].layer == firstLayer[rank])
+        layerParams[rank] += n;
+      weightBytes = bytesOf(value.dtype);
+      optimizerBytes = weightBytes == 2 ? 12 : 8; // fp32 master + m + v, or m + v
+    }
+  }
+
+  Estimate result;
+  result.strategy = strategy;
+  result.mesh = mesh;
+  result.capacity = cluster.memoryBytes;
+  result.pipeline = pipeline;
+  int dpSize = strategy.dp;
+  double worstTail = 0;
+  std::vector<StageEstimate> rankEstimates(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    StageEstimate &re = rankEstimates[r];
+    re.parameters = int64_t(params[r]);
+    for (int c = 0; c < chunks; ++c) {
+      const StageEstimate &st = perStage[c * ranks + r];
+      re.computeForward += st.computeForward;
+      re.computeBackward += st.computeBackward;
+      re.commForward += st.commForward;
+      re.commBackward += st.commBackward;
+      re.forward += st.forward;
+      re.backward += st.backward;
+    }
+    double gradBytes = params[r] * weightBytes;
+    double layers = std::max(1, layersPerStage * chunks);
+    double overlappable = (re.backward / chunks) * (layers - 1) / layers;
+    std::vector<CommEvent> dpEvents;
+    double dpExposed = 0, dpTotal = 0;
+    if (dp >= 0 && dpSize > 1) {
+      const MeshAxis &axis = mesh.axes[dp];
+      auto event = [&](Collective c, double bytes, double times) {
+        CommEvent e{c, dp, bytes, collectiveTime(c, bytes, axis, cluster)};
+        addComm(rankComm[r], mesh, e, times);
+        dpTotal += e.seconds * times;
+        return e.seconds * times;
+      };
+      if (strategy.zero <= 1) {
+        double t = event(Collective::AllReduce, gradBytes, 1);
+        dpExposed += std::max(0.0, t - overlappable);
+      } else {
+        // ZeRO-2/3 keep 1/Nd of the gradients: reduce-scatter every microbatch.
+        double t = event(Collective::ReduceScatter, gradBytes, m);
+        dpExposed += std::max(0.0, t - m * overlappable);
+      }
+      if (strategy.zero == 3) {
+        // Parameters gathered before the forward and again before the
+        // backward of every microbatch, prefetched a layer ahead.
+        double t = event(Collective::AllGather, params[r] * weightBytes, 2 * m);
+        double hidden = m * (re.computeForward + re.computeBackward) * (layers - 1) / layers;
+        dpExposed += std::max(0.0, t - hidden);
+      } else if (strategy.zero >= 1) {
+        // Each rank updated its shard: gather the new weights.
+        dpExposed += event(Collective::AllGather, params[r] * weightBytes, 1);
+      }
+    }
+    re.dataParallelSeconds = dpTotal;
+    re.dataParallelExposed = dpExposed;
+    double optimizerParams = strategy.zero >= 1 ? params[r] / dpSize : params[r];
+    // Read weight, gradient, master, m, v; write weight, master, m, v.
+    double optimizerTraffic = optimizerParams * (2 * weightBytes + 3 * 4 + 3 * 4 + weightBytes);
+    if (strategy.offloadOptimizer) {
+      double hostShare = cluster.hostMemoryBandwidth / cluster.gpusPerNode;
+      double transfers = 2 * optimizerParams * weightBytes / cluster.hostDeviceBandwidth;
+      re.offloadSeconds = (hostShare > 0 ? optimizerTraffic / hostShare : 0) + transfers;
+    } else {
+      re.optimizerSeconds = optimizerTraffic / cluster.memoryBandwidth;
+    }
+    worstTail = std::max(worstTail, dpExposed + re.optimizerSeconds + re.offloadSeconds);
+
+    // Memory.
+    ModelStateBytes states =
+        zeroModelStates(params[r], dpSize, strategy.zero, weightBytes, optimizerBytes);
+    MemoryBreakdown &mem = re.memory;
+    mem.parameters = states.parameters;
+    mem.gradients = states.gradients;
+    if (strategy.offloadOptimizer)
+      mem.hostOptimizer = states.optimizer;
+    else
+      mem.optimizer = states.optimizer;
+    double perChunk = 0, working = 0;
+    for (int c = 0; c < chunks; ++c) {
+      int stage = c * ranks + r;
+      double chunkBytes = 0;
+      std::set<int> layersHere;
+      for (size_t o = 0; o < graph.ops.size(); ++o)
+        if (opStage[o] == stage) {
+          if (graph.ops[o].layer >= 0)
+            layersHere.insert(graph.ops[o].layer);
+          else
+            for (const SavedTensor &saved : graph.ops[o].saved)
+              chunkBytes += localElements(graph.ops[o], sharding[o], mesh, saved.dims) *
+                            bytesOf(saved.dtype);
+        }
+      for (int layer : layersHere) {
+        chunkBytes += savedActivationBytes(graph, sharding, mesh, strategy.recompute, layer,
+                                           keepSharded);
+        if (strategy.recompute == Recompute::Full)
+          working = std::max(working, savedActivationBytes(graph, sharding, mesh, Recompute::None,
+                                                           layer, keepSharded));
+      }
+      perChunk = std::max(perChunk, chunkBytes);
+    }
+    int inFlight = std::max(1, pipeline.peakInFlight[r]);
+    mem.activations = inFlight * perChunk + working;
+    mem.communication = (dpSize > 1 ? 2 * std::min(options.bucketBytes, gradBytes) : 0) +
+                        (strategy.zero == 3 ? 2 * layerParams[r] * weightBytes : 0);
+    mem.workspace = options.workspaceBytes + maxOutput[r];
+    re.comm = rankComm[r];
+  }
+
+  // The busiest pipeline rank sets the breakdown.
+  int busiest = 0;
+  for (int r = 1; r < ranks; ++r)
+    if (pipeline.busy[r] > pipeline.busy[busiest])
+      busiest = r;
+  const StageEstimate &b = rankEstimates[busiest];
+  result.stepTime = pipeline.makespan + worstTail;
+  result.compute = m * (b.computeForward + b.computeBackward);
+  result.exposedComm = m * (b.commForward + b.commBackward) + b.dataParallelExposed;
+  result.bubble = pipeline.makespan - pipeline.busy[busiest];
+  result.offload = b.offloadSeconds;
+  result.optimizer = b.optimizerSeconds;
+  result.modelFlopsPerStep = graph.modelFlops() * m * strategy.dp;
+  result.tflopsPerGpu = result.modelFlopsPerStep / result.stepTime / strategy.devices() / 1e12;
+  DType dtype = DType::BF16;
+  for (const Value &v : graph.values)
+    if (v.isParameter)
+      dtype = v.dtype;
+  result.mfu = result.tflopsPerGpu * 1e12 / cluster.peak(dtype);
+  result.tokensPerSecond =
+      double(graph.tokensPerMicrobatch) * m * strategy.dp / result.stepTime;
+  result.peakStage = 0;
+  for (int r = 1; r < ranks; ++r)
+    if (rankEstimates[r].memory.total() > rankEstimates[result.peakStage].memory.total())
+      result.peakStage = r;
+  result.memory = rankEstimates[result.peakStage].memory;
+  result.stages = std::move(rankEstimates);
+  return result;
+}
+
+Json Estimate::toJson() const {
+  Json::Array perRank, comm;
+  for (size_t r = 0; r < stages.size(); ++r) {
+    Json::Object o = stages[r].memory.toJson().asObject();
+    o["pipeline_rank"] = int(r);
+    o["total"] = stages[r].memory.total();
+    o["parameters_elements"] = double(stages[r].parameters);
+    perRank.push_back(o);
+    for (const CommTotal &t : stages[r].comm)
+      comm.push_back(Json::Object{{"pipeline_rank", int(r)},
+                                  {"collective", nameOf(t.collective)},
+                                  {"axis", t.axis},
+                                  {"bytes", t.bytes},
+                                  {"calls", t.calls},
+                                  {"seconds", t.seconds}});
+  }
+  return Json::Object{
+      {"strategy", strategy.toJson()},
+      {"mesh", mesh.toJson()},
+      {"predicted", Json::Object{{"step_time_s", stepTime},
+                                 {"compute_s", compute},
+                                 {"exposed_comm_s", exposedComm},
+                                 {"bubble_s", bubble},
+                                 {"offload_s", offload},
+                                 {"optimizer_s", optimizer},
+                                 {"model_flops_per_step", modelFlopsPerStep},
+                                 {"tflops_per_gpu", tflopsPerGpu},
+                                 {"mfu", mfu},
+                                 {"tokens_per_s", tokensPerSecond}}},
+      {"memory", Json::Object{{"capacity_bytes", capacity},
+                              {"per_rank_peak_bytes", memory.total()},
+                              {"peak_pipeline_rank", peakStage},
+                              {"fits", fits()},
+                              {"by_category", memory.toJson()},
+                              {"per_pipeline_rank", perRank}}},
+      {"communication", comm},
+  };
+}
+
+Json Estimate::chromeTrace() const {
+  Json::Array events;
+  for (const PipelineTask &t : pipeline.tasks)
+    events.push_back(Json::Object{
+        {"name", std::string(t.forward ? "F" : "B") + std::to_string(t.microbatch) +
+                     (t.chunk ? "." + std::to_string(t.chunk) : "")},
+        {"cat", t.forward ? "forward" : "backward"},
+        {"ph", "X"},
+        {"pid", t.rank},
+        {"tid", 0},
+        {"ts", t.start * 1e6},
+        {"dur", (t.end - t.start) * 1e6}});
+  for (size_t r = 0; r < stages.size(); ++r) {
+    double at = pipeline.makespan;
+    auto tail = [&](const char *name, double seconds) {
+      if (seconds <= 0)
+        return;
+      events.push_back(Json::Object{{"name", name}, {"cat", "step"}, {"ph", "X"},
+                                    {"pid", int(r)}, {"tid", 0}, {"ts", at * 1e6},
+                                    {"dur", seconds * 1e6}});
+      at += seconds;
+    };
+    tail("data-parallel reduction (exposed)", stages[r].dataParallelExposed);
+    tail("optimizer", stages[r].optimizerSeconds);
+    tail("offload", stages[r].offloadSeconds);
+    events.push_back(Json::Object{{"name", "process_name"}, {"ph", "M"}, {"pid", int(r)},
+                                  {"args", Json::Object{{"name", "pipeline rank " +
+                                                                     std::to_string(r)}}}});
+  }
+  return Json::Object{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+} // namespace colossal::cost

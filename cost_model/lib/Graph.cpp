@@ -1,0 +1,54 @@
+//===- Graph.cpp - the training computation as the cost model sees it ----===//
+
+#include "colossal/cost/Graph.h"
+
+namespace colossal::cost {
+
+int Graph::addValue(std::string name, DType dtype, bool isParameter) {
+  values.push_back({std::move(name), dtype, isParameter, -1});
+  return int(values.size()) - 1;
+}
+
+int64_t Graph::dimSize(const Op &op, const std::vector<int> &factors) {
+  int64_t size = 1;
+  for (int f : factors)
+    size *= op.factors[f].size;
+  return size;
+}
+
+int64_t Graph::elements(const Op &op, const TensorUse &use) const {
+  int64_t n = 1;
+  for (const auto &dim : use.dims)
+    n *= dimSize(op, dim);
+  return n;
+}
+
+int64_t Graph::bytes(const Op &op, const TensorUse &use) const {
+  return elements(op, use) * bytesOf(values[use.value].dtype);
+}
+
+std::vector<int64_t> Graph::parameterElements() const {
+  std::vector<int64_t> elementsOf(values.size(), 0);
+  for (const Op &op : ops)
+    for (const TensorUse &use : op.inputs)
+      if (values[use.value].isParameter)
+        elementsOf[use.value] = elements(op, use);
+  return elementsOf;
+}
+
+int64_t Graph::parameterCount() const {
+  int64_t total = 0;
+  for (int64_t n : parameterElements())
+    total += n;
+  return total;
+}
+
+double Graph::modelFlops() const {
+  double total = 0;
+  for (const Op &op : ops)
+    if (op.kind == OpKind::MatMul)
+      total += op.forwardFlops + op.backwardFlops;
+  return total;
+}
+
+} // namespace colossal::cost

@@ -1,0 +1,280 @@
+//===- Plan.cpp - strategies, meshes and per-op shardings -----------------===//
+
+#include "colossal/cost/Plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace colossal::cost {
+
+static const char *nameOf(TensorMode m) {
+  switch (m) {
+  case TensorMode::OneD: return "1d";
+  case TensorMode::TwoD: return "2d";
+  case TensorMode::TwoPointFiveD: return "2.5d";
+  case TensorMode::ThreeD: return "3d";
+  }
+  return "?";
+}
+static const char *nameOf(SequenceMode m) {
+  switch (m) {
+  case SequenceMode::None: return "none";
+  case SequenceMode::Megatron: return "megatron";
+  case SequenceMode::AllToAll: return "all-to-all";
+  case SequenceMode::Ring: return "ring";
+  }
+  return "?";
+}
+static const char *nameOf(Schedule s) {
+  switch (s) {
+  case Schedule::GPipe: return "gpipe";
+  case Schedule::OneFOneB: return "1f1b";
+  case Schedule::Interleaved: return "interleaved";
+  }
+  return "?";
+}
+static const char *nameOf(Recompute r) {
+  switch (r) {
+  case Recompute::None: return "none";
+  case Recompute::Selective: return "selective";
+  case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
+std::string Strategy::str() const {
+  std::string s = "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp) +
+                  ",pp=" + std::to_string(pp) + ",sp=" + std::to_string(sp);
+  if (tpMode != TensorMode::OneD)
+    s += std::string(",tp_mode=") + nameOf(tpMode);
+  if (spMode != SequenceMode::None)
+    s += std::string(",sp_mode=") + nameOf(spMode);
+  s += ",microbatches=" + std::to_string(microbatches);
+  if (pp > 1)
+    s += std::string(",schedule=") + nameOf(schedule);
+  if (virtualStages > 1)
+    s += ",virtual_stages=" + std::to_string(virtualStages);
+  s += ",zero=" + std::to_string(zero);
+  if (offloadOptimizer)
+    s += ",offload=optimizer";
+  s += std::string(",recompute=") + nameOf(recompute);
+  return s;
+}
+
+Json Strategy::toJson() const {
+  return Json::Object{{"dp", dp},
+                      {"tp", tp},
+                      {"tp_mode", nameOf(tpMode)},
+                      {"sp", sp},
+                      {"sp_mode", nameOf(spMode)},
+                      {"pp", pp},
+                      {"microbatches", microbatches},
+                      {"schedule", nameOf(schedule)},
+                      {"virtual_stages", virtualStages},
+                      {"zero", zero},
+                      {"offload", offloadOptimizer ? "optimizer" : "none"},
+                      {"recompute", nameOf(recompute)}};
+}
+
+std::optional<Strategy> Strategy::fromJson(const Json &json, std::string &error) {
+  Strategy s;
+  if (!json.isObject()) {
+    error = "strategy: expected an object";
+    return std::nullopt;
+  }
+  auto positive = [&](const char *key, int &out) {
+    if (const Json *v = json.find(key)) {
+      if (!v->isNumber() || v->asNumber() < 1 || v->asNumber() != int(v->asNumber())) {
+        error = std::string("strategy.") + key + ": expected a positive integer";
+        return false;
+      }
+      out = int(v->asNumber());
+    }
+    return true;
+  };
+  auto choice = [&](const char *key, auto &out, auto... values) {
+    const Json *v = json.find(key);
+    if (!v)
+      return true;
+    if (v->isString())
+      for (auto value : {values...})
+        if (v->asString() == nameOf(value)) {
+          out = value;
+          return true;
+        }
+    error = std::string("strategy.") + key + ": unknown value";
+    return false;
+  };
+  if (!positive("dp", s.dp) || !positive("tp", s.tp) || !positive("sp", s.sp) ||
+      !positive("pp", s.pp) || !positive("microbatches", s.microbatches) ||
+      !positive("virtual_stages", s.virtualStages) ||
+      !choice("tp_mode", s.tpMode, TensorMode::OneD, TensorMode::TwoD,
+              TensorMode::TwoPointFiveD, TensorMode::ThreeD) ||
+      !choice("sp_mode", s.spMode, SequenceMode::None, SequenceMode::Megatron,
+              SequenceMode::AllToAll, SequenceMode::Ring) ||
+      !choice("schedule", s.schedule, Schedule::GPipe, Schedule::OneFOneB,
+              Schedule::Interleaved) ||
+      !choice("recompute", s.recompute, Recompute::None, Recompute::Selective, Recompute::Full))
+    return std::nullopt;
+  if (const Json *v = json.find("zero")) {
+    if (!v->isNumber() || v->asNumber() < 0 || v->asNumber() > 3) {
+      error = "strategy.zero: expected 0, 1, 2 or 3";
+      return std::nullopt;
+    }
+    s.zero = int(v->asNumber());
+  }
+  if (const Json *v = json.find("offload"))
+    s.offloadOptimizer = v->isString() && v->asString() == "optimizer";
+  return s;
+}
+
+std::optional<Strategy> Strategy::parse(const std::string &text, std::string &error) {
+  Json::Object object;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? text.size() : end + 1;
+    if (item.empty())
+      continue;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      error = "strategy: expected key=value, got '" + item + "'";
+      return std::nullopt;
+    }
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    static const char *known[] = {"dp", "tp", "tp_mode", "sp", "sp_mode", "pp", "microbatches",
+                                  "schedule", "virtual_stages", "zero", "offload", "recompute"};
+    if (std::find(std::begin(known), std::end(known), key) == std::end(known)) {
+      error = "strategy: unknown key '" + key + "'";
+      return std::nullopt;
+    }
+    char *endp = nullptr;
+    double number = std::strtod(value.c_str(), &endp);
+    if (!value.empty() && endp == value.c_str() + value.size())
+      object[key] = number;
+    else
+      object[key] = value;
+  }
+  std::optional<Strategy> strategy = fromJson(Json(object), error);
+  if (strategy && object.count("offload") && object["offload"].isString() &&
+      object["offload"].asString() != "optimizer" && object["offload"].asString() != "none") {
+    error = "strategy.offload: expected optimizer or none";
+    return std::nullopt;
+  }
+  return strategy;
+}
+
+int Mesh::axisIndex(const std::string &name) const {
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i].name == name)
+      return int(i);
+  return -1;
+}
+
+const MeshAxis *Mesh::axis(const std::string &name) const {
+  int i = axisIndex(name);
+  return i < 0 ? nullptr : &axes[i];
+}
+
+Json Mesh::toJson() const {
+  Json::Array list;
+  for (const MeshAxis &a : axes)
+    list.push_back(Json::Object{{"name", a.name}, {"size", a.size}, {"per_node", a.perNode}});
+  return list;
+}
+
+Mesh buildMesh(const Strategy &strategy, const Cluster &cluster) {
+  Mesh mesh;
+  int inner = 1;
+  for (auto [name, size] : {std::pair<const char *, int>{"tp", strategy.tp},
+                            {"sp", strategy.sp},
+                            {"dp", strategy.dp},
+                            {"pp", strategy.pp}}) {
+    MeshAxis axis{name, size, 1};
+    if (inner < cluster.gpusPerNode)
+      axis.perNode = std::max(1, std::min(size, cluster.gpusPerNode / inner));
+    if (size == 1)
+      axis.perNode = 1;
+    mesh.axes.push_back(axis);
+    inner *= size;
+  }
+  return mesh;
+}
+
+static bool hasFactor(const Op &op, const std::string &name) {
+  return std::any_of(op.factors.begin(), op.factors.end(),
+                     [&](const Factor &f) { return f.name == name; });
+}
+
+GraphSharding shardGraph(const Graph &graph, const Strategy &strategy, const Mesh &mesh) {
+  int tp = strategy.tp > 1 ? mesh.axisIndex("tp") : -1;
+  int sp = strategy.sp > 1 ? mesh.axisIndex("sp") : -1;
+  GraphSharding sharding;
+  for (const Op &op : graph.ops) {
+    OpSharding s(op.factors.size());
+    // Tensor-parallel regions split heads, the MLP width or the vocabulary;
+    // everything else (norms, residuals, dropout on the hidden state) is
+    // replicated over the tensor axis unless Megatron sequence parallelism
+    // splits it along the sequence.
+    bool tensorRegion = hasFactor(op, "heads") || hasFactor(op, "ffn") || hasFactor(op, "vocab");
+    for (size_t f = 0; f < op.factors.size(); ++f) {
+      const std::string &name = op.factors[f].name;
+      if (tp >= 0 && (name == "heads" || name == "ffn" || name == "vocab"))
+        s[f].push_back(tp);
+      if (tp >= 0 && strategy.spMode == SequenceMode::Megatron && !tensorRegion && name == "seq")
+        s[f].push_back(tp);
+      if (sp >= 0 && name == "seq" &&
+          !(strategy.spMode == SequenceMode::AllToAll && op.attentionCore))
+        s[f].push_back(sp);
+      if (sp >= 0 && name == "heads" && strategy.spMode == SequenceMode::AllToAll &&
+          op.attentionCore)
+        s[f].push_back(sp);
+    }
+    sharding.push_back(std::move(s));
+  }
+  return sharding;
+}
+
+bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                   const Strategy &strategy, std::string &error) {
+  if (strategy.tpMode != TensorMode::OneD) {
+    error = "tp_mode " + std::string(nameOf(strategy.tpMode)) +
+            " is costed by its closed-form communication volume only "
+            "(Communication.h); plan evaluation supports 1d";
+    return false;
+  }
+  if (strategy.sp > 1 && (strategy.spMode == SequenceMode::None ||
+                          strategy.spMode == SequenceMode::Megatron)) {
+    error = "sp > 1 needs sp_mode all-to-all or ring (megatron uses the tensor axis)";
+    return false;
+  }
+  if (strategy.pp > 1 && graph.numLayers % (strategy.pp * strategy.virtualStages) != 0) {
+    error = std::to_string(graph.numLayers) + " layers do not divide into " +
+            std::to_string(strategy.pp * strategy.virtualStages) + " pipeline stages";
+    return false;
+  }
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    const Op &op = graph.ops[o];
+    for (size_t f = 0; f < op.factors.size(); ++f) {
+      int64_t ways = 1;
+      for (int a : sharding[o][f])
+        ways *= mesh.axes[a].size;
+      if (op.factors[f].size % ways != 0) {
+        error = "op " + op.name + ": factor " + op.factors[f].name + " of size " +
+                std::to_string(op.factors[f].size) + " does not divide " + std::to_string(ways) +
+                " ways";
+        return false;
+      }
+      bool special = op.kind == OpKind::Loss && op.factors[f].name == "vocab";
+      if (ways > 1 && op.factors[f].kind == FactorKind::Whole && !special) {
+        error = "op " + op.name + ": factor " + op.factors[f].name +
+                " must stay whole, but is split " + std::to_string(ways) + " ways";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+} // namespace colossal::cost

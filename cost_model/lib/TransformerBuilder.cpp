@@ -1,0 +1,351 @@
+//===- TransformerBuilder.cpp - GPT, BERT and LLaMA graphs from shapes ---===//
+
+#include "colossal/cost/TransformerBuilder.h"
+
+#include <map>
+
+namespace colossal::cost {
+namespace {
+
+/// Builds one op: factors by name, tensors as lists of factor names per
+/// dimension (a dimension "heads*head_dim" merges two factors).
+class OpBuilder {
+public:
+  OpBuilder(Graph &graph, std::string name, OpKind kind, int layer) : graph(graph) {
+    op.name = std::move(name);
+    op.kind = kind;
+    op.layer = layer;
+  }
+
+  OpBuilder &factor(const std::string &name, int64_t size,
+                    FactorKind kind = FactorKind::Parallel) {
+    index[name] = int(op.factors.size());
+    op.factors.push_back({name, size, kind});
+    return *this;
+  }
+  OpBuilder &input(int value, const std::vector<std::string> &dims) {
+    op.inputs.push_back({value, resolve(dims)});
+    return *this;
+  }
+  /// Creates the output value.
+  OpBuilder &output(const std::string &name, const std::vector<std::string> &dims,
+                    DType dtype, int *value) {
+    *value = graph.addValue(name, dtype);
+    graph.values[*value].producer = int(graph.ops.size());
+    op.outputs.push_back({*value, resolve(dims)});
+    return *this;
+  }
+  OpBuilder &save(const std::vector<std::string> &dims, DType dtype, bool core = false) {
+    op.saved.push_back({resolve(dims), dtype, core});
+    return *this;
+  }
+  /// Saves input `i` as the op reads it.
+  OpBuilder &saveInput(size_t i, bool core = false) {
+    op.saved.push_back({op.inputs[i].dims, graph.values[op.inputs[i].value].dtype, core, int(i)});
+    return *this;
+  }
+  OpBuilder &flops(double forward, double backward) {
+    op.forwardFlops = forward;
+    op.backwardFlops = backward;
+    return *this;
+  }
+  OpBuilder &core() {
+    op.attentionCore = true;
+    return *this;
+  }
+  /// Product of all factor sizes: the iteration space.
+  double space() const {
+    double n = 1;
+    for (const Factor &f : op.factors)
+      n *= double(f.size);
+    return n;
+  }
+  void add() { graph.ops.push_back(std::move(op)); }
+
+private:
+  std::vector<std::vector<int>> resolve(const std::vector<std::string> &dims) {
+    std::vector<std::vector<int>> out;
+    for (const std::string &dim : dims) {
+      std::vector<int> factors;
+      size_t start = 0;
+      while (start <= dim.size()) {
+        size_t end = dim.find('*', start);
+        std::string name = dim.substr(start, end == std::string::npos ? end : end - start);
+        if (name != "1")
+          factors.push_back(index.at(name));
+        if (end == std::string::npos)
+          break;
+        start = end + 1;
+      }
+      out.push_back(factors);
+    }
+    return out;
+  }
+
+  Graph &graph;
+  Op op;
+  std::map<std::string, int> index;
+};
+
+struct Builder {
+  const TransformerShape &s;
+  Graph g;
+  int64_t b, seq, h, a, d, f, v;
+  DType dt;
+
+  explicit Builder(const TransformerShape &shape)
+      : s(shape), b(shape.microbatch), seq(shape.seq), h(shape.hidden), a(shape.heads),
+        d(shape.hidden / shape.heads), v(shape.vocab), dt(shape.dtype) {
+    f = shape.ffn;
+    if (f == 0)
+      f = shape.family == TransformerFamily::LLaMA ? ((8 * h / 3 + 255) / 256) * 256 : 4 * h;
+  }
+
+  int param(const std::string &name) { return g.addValue(name, dt, /*isParameter=*/true); }
+
+  /// [b, s, h] -> [b, s, h], normalising over h.
+  int norm(const std::string &name, int x, int layer, bool rms) {
+    int out, gamma = param(name + ".weight");
+    OpBuilder op(g, name, OpKind::Norm, layer);
+    op.factor("batch", b).factor("seq", seq).factor("hidden", h, FactorKind::Whole);
+    op.input(x, {"batch", "seq", "hidden"}).input(gamma, {"hidden"});
+    if (!rms)
+      op.input(param(name + ".bias"), {"hidden"});
+    op.output(name, {"batch", "seq", "hidden"}, dt, &out).saveInput(0);
+    op.flops((rms ? 4 : 7) * op.space(), (rms ? 6 : 10) * op.space()).add();
+    return out;
+  }
+
+  /// [b, s, k] x [k, n] (+ bias): forward 2 b s k n, backward twice that.
+  int linear(const std::string &name, int x, const std::string &kName, int64_t k,
+             const std::string &nName, int64_t n, int layer, bool bias, int weight = -1) {
+    int out;
+    if (weight < 0)
+      weight = param(name + ".weight");
+    OpBuilder op(g, name, OpKind::MatMul, layer);
+    op.factor("batch", b).factor("seq", seq).factor(kName, k, FactorKind::Reduction).factor(nName, n);
+    op.input(x, {"batch", "seq", kName}).input(weight, {kName, nName});
+    if (bias)
+      op.input(param(name + ".bias"), {nName});
+    op.output(name, {"batch", "seq", nName}, dt, &out).saveInput(0);
+    op.flops(2 * op.space(), 4 * op.space()).add();
+    return out;
+  }
+
+  /// Elementwise op over [b, s, dims...] saving `savedInputs` and, with
+  /// `mask`, a one-byte dropout mask.
+  int elementwise(const std::string &name, const std::vector<int> &inputs,
+                  const std::vector<std::pair<std::string, int64_t>> &inner, int layer,
+                  double flopsPerElement, bool saveInputs, bool mask) {
+    int out;
+    OpBuilder op(g, name, OpKind::Elementwise, layer);
+    op.factor("batch", b).factor("seq", seq);
+    std::vector<std::string> dims{"batch", "seq"};
+    for (const auto &[n, size] : inner) {
+      op.factor(n, size);
+      dims.push_back(n);
+    }
+    for (int x : inputs)
+      op.input(x, dims);
+    op.output(name, dims, dt, &out);
+    if (saveInputs)
+      for (size_t i = 0; i < inputs.size(); ++i)
+        op.saveInput(i);
+    if (mask)
+      op.save(dims, DType::I8);
+    op.flops(flopsPerElement * op.space(), 2 * flopsPerElement * op.space()).add();
+    return out;
+  }
+
+  int rotary(const std::string &name, int x, int layer) {
+    int out;
+    OpBuilder op(g, name, OpKind::Elementwise, layer);
+    op.factor("batch", b).factor("seq", seq).factor("heads", a).factor("head_dim", d);
+    op.input(x, {"batch", "seq", "heads*head_dim"});
+    op.output(name, {"batch", "seq", "heads*head_dim"}, dt, &out);
+    op.flops(3 * op.space(), 3 * op.space()).add();
+    return out;
+  }
+
+  int dropout(const std::string &name, int x, int layer) {
+    if (!s.dropout)
+      return x;
+    return elementwise(name, {x}, {{"hidden", h}}, layer, 2, false, true);
+  }
+
+  /// Scores, softmax (scale and mask fused), dropout and context.
+  int attentionCore(const std::string &name, int q, int k, int vv, int layer) {
+    int scores, probs, context;
+    {
+      OpBuilder op(g, name + ".scores", OpKind::MatMul, layer);
+      op.factor("batch", b).factor("heads", a).factor("seq", seq).factor("kv_seq", seq)
+          .factor("head_dim", d, FactorKind::Reduction);
+      op.input(q, {"batch", "seq", "heads*head_dim"}).input(k, {"batch", "kv_seq", "heads*head_dim"});
+      op.output(name + ".scores", {"batch", "heads", "seq", "kv_seq"}, dt, &scores);
+      op.saveInput(0).saveInput(1).core().flops(2 * op.space(), 4 * op.space()).add();
+    }
+    {
+      OpBuilder op(g, name + ".softmax", OpKind::Softmax, layer);
+      op.factor("batch", b).factor("heads", a).factor("seq", seq)
+          .factor("kv_seq", seq, FactorKind::Whole);
+      op.input(scores, {"batch", "heads", "seq", "kv_seq"});
+      op.output(name + ".probs", {"batch", "heads", "seq", "kv_seq"}, dt, &probs);
+      op.save({"batch", "heads", "seq", "kv_seq"}, dt, /*core=*/true);
+      op.core().flops(5 * op.space(), 4 * op.space()).add();
+    }
+    if (s.dropout) {
+      int dropped;
+      OpBuilder op(g, name + ".dropout", OpKind::Elementwise, layer);
+      op.factor("batch", b).factor("heads", a).factor("seq", seq).factor("kv_seq", seq);
+      op.input(probs, {"batch", "heads", "seq", "kv_seq"});
+      op.output(name + ".dropout", {"batch", "heads", "seq", "kv_seq"}, dt, &dropped);
+      op.save({"batch", "heads", "seq", "kv_seq"}, DType::I8, /*core=*/true);
+      op.core().flops(2 * op.space(), 2 * op.space()).add();
+      probs = dropped;
+    }
+    {
+      OpBuilder op(g, name + ".context", OpKind::MatMul, layer);
+      op.factor("batch", b).factor("heads", a).factor("seq", seq)
+          .factor("kv_seq", seq, FactorKind::Reduction).factor("head_dim", d);
+      op.input(probs, {"batch", "heads", "seq", "kv_seq"}).input(vv, {"batch", "kv_seq", "heads*head_dim"});
+      op.output(name + ".context", {"batch", "seq", "heads*head_dim"}, dt, &context);
+      op.saveInput(0, /*core=*/true).saveInput(1).core();
+      op.flops(2 * op.space(), 4 * op.space()).add();
+    }
+    return context;
+  }
+
+  /// QKV projection as one op with three outputs, so its input is kept once.
+  void qkv(const std::string &name, int x, int layer, bool bias, int &q, int &k, int &vv) {
+    OpBuilder op(g, name, OpKind::MatMul, layer);
+    op.factor("batch", b).factor("seq", seq).factor("hidden", h, FactorKind::Reduction)
+        .factor("qkv", 3).factor("heads", a).factor("head_dim", d);
+    op.input(x, {"batch", "seq", "hidden"}).input(param(name + ".weight"), {"hidden", "qkv*heads*head_dim"});
+    if (bias)
+      op.input(param(name + ".bias"), {"qkv*heads*head_dim"});
+    op.output(name + ".q", {"batch", "seq", "heads*head_dim"}, dt, &q);
+    op.output(name + ".k", {"batch", "seq", "heads*head_dim"}, dt, &k);
+    op.output(name + ".v", {"batch", "seq", "heads*head_dim"}, dt, &vv);
+    op.saveInput(0).flops(2 * op.space(), 4 * op.space()).add();
+  }
+
+  /// Output projection: [b, s, heads*head_dim] x [heads*head_dim, h].
+  int attentionOutput(const std::string &name, int context, int layer, bool bias) {
+    int out;
+    OpBuilder op(g, name, OpKind::MatMul, layer);
+    op.factor("batch", b).factor("seq", seq).factor("heads", a, FactorKind::Reduction)
+        .factor("head_dim", d, FactorKind::Reduction).factor("hidden", h);
+    op.input(context, {"batch", "seq", "heads*head_dim"})
+        .input(param(name + ".weight"), {"heads*head_dim", "hidden"});
+    if (bias)
+      op.input(param(name + ".bias"), {"hidden"});
+    op.output(name, {"batch", "seq", "hidden"}, dt, &out).saveInput(0);
+    op.flops(2 * op.space(), 4 * op.space()).add();
+    return out;
+  }
+
+  int add(const std::string &name, int x, int y, int layer) {
+    return elementwise(name, {x, y}, {{"hidden", h}}, layer, 1, false, false);
+  }
+
+  int layer(int x, int i) {
+    std::string p = "layers." + std::to_string(i) + ".";
+    bool llama = s.family == TransformerFamily::LLaMA, bias = !llama;
+    bool postLN = s.family == TransformerFamily::BERT;
+    int q, k, vv;
+    int attnIn = postLN ? x : norm(p + "ln_1", x, i, llama);
+    qkv(p + "attn.qkv", attnIn, i, bias, q, k, vv);
+    if (llama) {
+      // Rotary embeddings on q and k: elementwise over heads, recomputable
+      // from q and k (which the scores keep), so nothing extra is saved.
+      q = rotary(p + "attn.rotary_q", q, i);
+      k = rotary(p + "attn.rotary_k", k, i);
+    }
+    int context = attentionCore(p + "attn", q, k, vv, i);
+    int attnOut = dropout(p + "attn.dropout", attentionOutput(p + "attn.proj", context, i, bias), i);
+    x = add(p + "attn.residual", x, attnOut, i);
+    if (postLN)
+      x = norm(p + "ln_1", x, i, false);
+    int mlpIn = postLN ? x : norm(p + "ln_2", x, i, llama);
+    int hidden;
+    if (llama) {
+      int gate = linear(p + "mlp.gate", mlpIn, "hidden", h, "ffn", f, i, false);
+      int up = linear(p + "mlp.up", mlpIn, "hidden", h, "ffn", f, i, false);
+      int act = elementwise(p + "mlp.silu", {gate}, {{"ffn", f}}, i, 4, true, false);
+      hidden = elementwise(p + "mlp.gated", {act, up}, {{"ffn", f}}, i, 1, true, false);
+      // The second linear's input is the gated product; the mul above keeps
+      // both of its inputs.
+    } else {
+      int up = linear(p + "mlp.fc1", mlpIn, "hidden", h, "ffn", f, i, bias);
+      hidden = elementwise(p + "mlp.gelu", {up}, {{"ffn", f}}, i, 8, true, false);
+    }
+    int down = linear(p + "mlp.fc2", hidden, "ffn", f, "hidden", h, i, bias);
+    x = add(p + "mlp.residual", x, dropout(p + "mlp.dropout", down, i), i);
+    if (postLN)
+      x = norm(p + "ln_2", x, i, false);
+    return x;
+  }
+
+  Graph build() {
+    g.numLayers = int(s.layers);
+    g.microbatch = b;
+    g.tokensPerMicrobatch = b * seq;
+    int ids = g.addValue("input_ids", DType::I64);
+    int labels = g.addValue("labels", DType::I64);
+    int table = param("embed.weight");
+    int x;
+    {
+      // Vocabulary-parallel embedding: a lookup split over the vocabulary is
+      // a masked lookup whose partial results sum, hence a reduction factor.
+      OpBuilder op(g, "embed", OpKind::Embedding, -1);
+      op.factor("batch", b).factor("seq", seq).factor("vocab", v, FactorKind::Reduction)
+          .factor("hidden", h);
+      op.input(table, {"vocab", "hidden"}).input(ids, {"batch", "seq"});
+      op.output("embed", {"batch", "seq", "hidden"}, dt, &x);
+      op.flops(double(b * seq * h), double(b * seq * h)).add();
+    }
+    if (s.family != TransformerFamily::LLaMA) {
+      int pos = param("position.weight"), out;
+      OpBuilder op(g, "embed.position", OpKind::Elementwise, -1);
+      op.factor("batch", b).factor("seq", seq).factor("hidden", h);
+      op.input(x, {"batch", "seq", "hidden"}).input(pos, {"seq", "hidden"});
+      op.output("embed.position", {"batch", "seq", "hidden"}, dt, &out);
+      op.flops(op.space(), op.space()).add();
+      x = dropout("embed.dropout", out, -1);
+    }
+    for (int i = 0; i < int(s.layers); ++i)
+      x = layer(x, i);
+    if (s.family != TransformerFamily::BERT)
+      x = norm("final_norm", x, -1, s.family == TransformerFamily::LLaMA);
+    int head = s.family == TransformerFamily::LLaMA ? -1 : table; // GPT, BERT: tied
+    int logits = linear("lm_head", x, "hidden", h, "vocab", v, -1, false, head);
+    {
+      int loss;
+      OpBuilder op(g, "loss", OpKind::Loss, -1);
+      op.factor("batch", b, FactorKind::Reduction).factor("seq", seq, FactorKind::Reduction)
+          .factor("vocab", v, FactorKind::Whole);
+      op.input(logits, {"batch", "seq", "vocab"}).input(labels, {"batch", "seq"});
+      op.output("loss", {}, DType::F32, &loss);
+      // Softmax statistics in fp32 over the logits.
+      op.save({"batch", "seq", "vocab"}, DType::F32);
+      op.flops(5 * op.space(), 3 * op.space()).add();
+    }
+    return std::move(g);
+  }
+};
+
+} // namespace
+
+Graph buildTransformer(const TransformerShape &shape) { return Builder(shape).build(); }
+
+std::optional<TransformerFamily> parseFamily(const std::string &name) {
+  if (name == "gpt")
+    return TransformerFamily::GPT;
+  if (name == "bert")
+    return TransformerFamily::BERT;
+  if (name == "llama")
+    return TransformerFamily::LLaMA;
+  return std::nullopt;
+}
+
+} // namespace colossal::cost

@@ -1,0 +1,154 @@
+//===- EstimatorTest.cpp - whole-plan predictions -------------------------===//
+
+#include "colossal/cost/Estimator.h"
+#include "colossal/cost/TransformerBuilder.h"
+
+#include <gtest/gtest.h>
+
+using namespace colossal::cost;
+
+namespace {
+
+Graph smallGpt(int layers = 4) {
+  TransformerShape shape;
+  shape.layers = layers;
+  shape.hidden = 1024;
+  shape.heads = 16;
+  shape.seq = 1024;
+  shape.vocab = 32768;
+  shape.microbatch = 2;
+  return buildTransformer(shape);
+}
+
+const CommTotal *find(const StageEstimate &stage, Collective c, const std::string &axis) {
+  for (const CommTotal &t : stage.comm)
+    if (t.collective == c && t.axis == axis)
+      return &t;
+  return nullptr;
+}
+
+} // namespace
+
+TEST(Estimator, DataParallelReducesEveryGradientOnce) {
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  Strategy strategy;
+  strategy.dp = 8;
+  std::string error;
+  auto e = estimate(graph, strategy, cluster, error);
+  ASSERT_TRUE(e) << error;
+  const CommTotal *ar = find(e->stages[0], Collective::AllReduce, "dp");
+  ASSERT_TRUE(ar);
+  EXPECT_EQ(ar->calls, 1);
+  EXPECT_DOUBLE_EQ(ar->bytes, 2.0 * graph.parameterCount());
+}
+
+TEST(Estimator, TensorParallelAllReducesTwicePerLayerEachWay) {
+  // Megatron 1D: one all-reduce after attention and one after the MLP in the
+  // forward pass, the same two in the backward pass.
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  Strategy strategy;
+  strategy.tp = 4;
+  std::string error;
+  auto e = estimate(graph, strategy, cluster, error);
+  ASSERT_TRUE(e) << error;
+  const CommTotal *ar = find(e->stages[0], Collective::AllReduce, "tp");
+  ASSERT_TRUE(ar);
+  double activation = 2.0 * 1024 * 1024 * 2; // b s h in bf16
+  int layers = 4;
+  // 4 per layer, plus the vocabulary-parallel embedding (forward) and its
+  // input gradient... the embedding has no input gradient; plus the head's
+  // input gradient (backward) and three small cross-entropy reductions.
+  int big = 4 * layers + 2;
+  EXPECT_EQ(ar->calls, big + 3);
+  EXPECT_NEAR(ar->bytes, big * activation + 3 * 2.0 * 1024 * 4, 1);
+}
+
+TEST(Estimator, SequenceParallelTradesAllReduceForGatherAndScatter) {
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  Strategy tp, tpsp;
+  tp.tp = tpsp.tp = 4;
+  tpsp.spMode = SequenceMode::Megatron;
+  std::string error;
+  auto a = estimate(graph, tp, cluster, error), b = estimate(graph, tpsp, cluster, error);
+  ASSERT_TRUE(a && b) << error;
+  EXPECT_TRUE(find(b->stages[0], Collective::AllGather, "tp"));
+  EXPECT_TRUE(find(b->stages[0], Collective::ReduceScatter, "tp"));
+  EXPECT_LT(b->memory.activations, a->memory.activations);
+}
+
+TEST(Estimator, ZeroLowersMemoryAndOffloadMovesOptimizerState) {
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  std::string error;
+  double previous = 1e300;
+  for (int zero = 0; zero <= 3; ++zero) {
+    Strategy s;
+    s.dp = 8;
+    s.zero = zero;
+    auto e = estimate(graph, s, cluster, error);
+    ASSERT_TRUE(e) << error;
+    double states = e->memory.parameters + e->memory.gradients + e->memory.optimizer;
+    EXPECT_LT(states, previous);
+    previous = states;
+  }
+  Strategy offload;
+  offload.dp = 8;
+  offload.zero = 2;
+  offload.offloadOptimizer = true;
+  auto e = estimate(graph, offload, cluster, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_EQ(e->memory.optimizer, 0);
+  EXPECT_GT(e->memory.hostOptimizer, 0);
+  EXPECT_GT(e->offload, 0);
+}
+
+TEST(Estimator, PipelineBubbleAndPlanErrors) {
+  Graph graph = smallGpt(8);
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  Strategy s;
+  s.pp = 4;
+  s.microbatches = 8;
+  std::string error;
+  auto e = estimate(graph, s, cluster, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_GT(e->bubble, 0);
+  EXPECT_EQ(e->stages.size(), 4u);
+  // The first stage keeps p microbatches of activations, the last one.
+  EXPECT_GT(e->stages[0].memory.activations, e->stages[3].memory.activations);
+
+  s.pp = 3;
+  EXPECT_FALSE(estimate(graph, s, cluster, error));
+  EXPECT_EQ(error, "8 layers do not divide into 3 pipeline stages");
+  Strategy tooBig;
+  tooBig.dp = 16;
+  EXPECT_FALSE(estimate(graph, tooBig, cluster, error));
+  EXPECT_EQ(error, "the plan needs 16 devices; the cluster has 8");
+  Strategy badTp;
+  badTp.tp = 3;
+  EXPECT_FALSE(estimate(graph, badTp, Cluster::preset("dgx-a100", 2).value(), error));
+  EXPECT_NE(error.find("does not divide 3 ways"), std::string::npos) << error;
+}
+
+TEST(Estimator, JsonHasThePlanSections) {
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-h100");
+  Strategy s;
+  s.dp = 2;
+  s.tp = 4;
+  std::string error;
+  auto e = estimate(graph, s, cluster, error);
+  ASSERT_TRUE(e) << error;
+  Json json = e->toJson();
+  for (const char *key : {"step_time_s", "compute_s", "exposed_comm_s", "bubble_s",
+                          "tflops_per_gpu", "mfu"})
+    EXPECT_TRUE(json.find("predicted")->find(key)) << key;
+  for (const char *key : {"capacity_bytes", "per_rank_peak_bytes", "by_category"})
+    EXPECT_TRUE(json.find("memory")->find(key)) << key;
+  EXPECT_GT(e->mfu, 0);
+  EXPECT_LT(e->mfu, 1);
+  Json trace = e->chromeTrace();
+  EXPECT_FALSE(trace.find("traceEvents")->asArray().empty());
+}

@@ -1,0 +1,65 @@
+//===- PipelineTest.cpp - schedule simulation vs the bubble formula ------===//
+
+#include "colossal/cost/Pipeline.h"
+
+#include <gtest/gtest.h>
+
+using namespace colossal::cost;
+
+namespace {
+
+double bubbleFraction(Schedule schedule, int p, int m, int v) {
+  // Uniform stages: forward 1, backward 2 per microbatch per stage, split
+  // evenly over the chunks.
+  std::vector<ChunkTimes> times(p * v, ChunkTimes{1.0 / v, 2.0 / v});
+  PipelineResult result;
+  std::string error;
+  EXPECT_TRUE(simulatePipeline(schedule, p, v, m, times, 0, result, error)) << error;
+  double ideal = m * 3.0;
+  return (result.makespan - ideal) / ideal;
+}
+
+} // namespace
+
+// Narayanan et al. (SC'21): bubble (p - 1) / m for GPipe and 1F1B, and
+// (p - 1) / (v m) with v interleaved chunks.
+TEST(Pipeline, UniformStagesReproduceTheBubbleFormula) {
+  for (int p : {2, 4, 8})
+    for (int m : {p, 2 * p, 4 * p}) {
+      EXPECT_NEAR(bubbleFraction(Schedule::OneFOneB, p, m, 1), double(p - 1) / m, 1e-9);
+      EXPECT_NEAR(bubbleFraction(Schedule::GPipe, p, m, 1), double(p - 1) / m, 1e-9);
+      EXPECT_NEAR(bubbleFraction(Schedule::Interleaved, p, m, 2), double(p - 1) / (2 * m), 1e-9)
+          << "p=" << p << " m=" << m;
+    }
+}
+
+TEST(Pipeline, OneFOneBHoldsAtMostPMicrobatches) {
+  int p = 4, m = 16;
+  std::vector<ChunkTimes> times(p, ChunkTimes{1, 2});
+  PipelineResult oneF, gpipe;
+  std::string error;
+  ASSERT_TRUE(simulatePipeline(Schedule::OneFOneB, p, 1, m, times, 0, oneF, error));
+  ASSERT_TRUE(simulatePipeline(Schedule::GPipe, p, 1, m, times, 0, gpipe, error));
+  for (int r = 0; r < p; ++r) {
+    EXPECT_EQ(oneF.peakInFlight[r], p - r);
+    EXPECT_EQ(gpipe.peakInFlight[r], m);
+  }
+}
+
+TEST(Pipeline, TheSlowestStageSetsTheSteadyState) {
+  // A slow last stage (the head and the loss): the makespan is at least m
+  // times its work.
+  std::vector<ChunkTimes> times{{1, 2}, {1, 2}, {1, 2}, {2, 4}};
+  PipelineResult result;
+  std::string error;
+  ASSERT_TRUE(simulatePipeline(Schedule::OneFOneB, 4, 1, 8, times, 0, result, error));
+  EXPECT_GE(result.makespan, 8 * 6.0);
+}
+
+TEST(Pipeline, InvalidSchedulesAreRefused) {
+  std::vector<ChunkTimes> times(8, ChunkTimes{1, 2});
+  PipelineResult result;
+  std::string error;
+  EXPECT_FALSE(simulatePipeline(Schedule::Interleaved, 4, 2, 6, times, 0, result, error));
+  EXPECT_NE(error.find("divisible"), std::string::npos);
+}
