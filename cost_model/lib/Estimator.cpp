@@ -126,32 +126,52 @@ double producerExtraSplit(const Graph &graph, const GraphSharding &sharding, con
   return 1;
 }
 
-double savedActivationBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
-                            Recompute recompute, int layer, bool keepShardedInputs) {
+/// Bytes op `o` keeps for backward on one rank under selective or no
+/// recomputation.
+static double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                           size_t o, Recompute recompute, bool keepShardedInputs) {
+  const Op &op = graph.ops[o];
   double bytes = 0;
-  bool firstOp = true;
+  for (const SavedTensor &saved : op.saved) {
+    if (recompute == Recompute::Selective && saved.attentionCore)
+      continue;
+    double kept = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
+    if (keepShardedInputs && saved.input >= 0)
+      kept /= producerExtraSplit(graph, sharding, mesh, op, sharding[o], op.inputs[saved.input]);
+    bytes += kept;
+  }
+  return bytes;
+}
+
+/// Per layer, the bytes kept for backward under `recompute` (one pass over
+/// the graph, so evaluating a deep model stays linear in its depth).
+static std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding &sharding,
+                                                const Mesh &mesh, Recompute recompute,
+                                                bool keepShardedInputs) {
+  std::vector<double> bytes(std::max(0, graph.numLayers), 0.0);
+  std::vector<bool> seen(bytes.size(), false);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
-    if (op.layer != layer)
+    if (op.layer < 0 || op.layer >= int(bytes.size()))
       continue;
     if (recompute == Recompute::Full) {
       // Only the layer's input survives until the backward pass reruns it.
-      if (firstOp && !op.inputs.empty())
-        bytes += localElements(op, sharding[o], mesh, op.inputs[0].dims) *
-                 bytesOf(graph.values[op.inputs[0].value].dtype);
-      firstOp = false;
+      if (!seen[op.layer] && !op.inputs.empty())
+        bytes[op.layer] += localElements(op, sharding[o], mesh, op.inputs[0].dims) *
+                           bytesOf(graph.values[op.inputs[0].value].dtype);
+      seen[op.layer] = true;
       continue;
     }
-    for (const SavedTensor &saved : op.saved) {
-      if (recompute == Recompute::Selective && saved.attentionCore)
-        continue;
-      double kept = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
-      if (keepShardedInputs && saved.input >= 0)
-        kept /= producerExtraSplit(graph, sharding, mesh, op, sharding[o], op.inputs[saved.input]);
-      bytes += kept;
-    }
+    bytes[op.layer] += opSavedBytes(graph, sharding, mesh, o, recompute, keepShardedInputs);
   }
   return bytes;
+}
+
+double savedActivationBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                            Recompute recompute, int layer, bool keepShardedInputs) {
+  std::vector<double> bytes =
+      layerActivationBytes(graph, sharding, mesh, recompute, keepShardedInputs);
+  return layer >= 0 && layer < int(bytes.size()) ? bytes[layer] : 0.0;
 }
 
 std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
@@ -373,6 +393,12 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
 
   // Per pipeline rank: parameters, data-parallel reduction, optimizer, memory.
   bool keepSharded = strategy.spMode == SequenceMode::Megatron;
+  std::vector<double> kept =
+      layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded);
+  std::vector<double> everything =
+      strategy.recompute == Recompute::Full
+          ? layerActivationBytes(graph, sharding, mesh, Recompute::None, keepSharded)
+          : kept;
   std::vector<double> params(ranks, 0), layerParams(ranks, 0);
   std::vector<int> firstLayer(ranks, -1);
   std::vector<std::set<int>> seen(ranks);
@@ -486,11 +512,9 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
                             bytesOf(saved.dtype);
         }
       for (int layer : layersHere) {
-        chunkBytes += savedActivationBytes(graph, sharding, mesh, strategy.recompute, layer,
-                                           keepSharded);
+        chunkBytes += kept[layer];
         if (strategy.recompute == Recompute::Full)
-          working = std::max(working, savedActivationBytes(graph, sharding, mesh, Recompute::None,
-                                                           layer, keepSharded));
+          working = std::max(working, everything[layer]);
       }
       perChunk = std::max(perChunk, chunkBytes);
     }
