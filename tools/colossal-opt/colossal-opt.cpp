@@ -1,6 +1,7 @@
 //===- colossal-opt.cpp - mlir-opt with the colossal dialects and passes ---===//
 
 #include "colossal/Dialect/Train/TrainDialect.h"
+#include "passes/plan/Passes.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,6 +16,7 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   colossal::train::registerRaisePasses();
   colossal::train::registerRaisePipeline();
+  colossal::plan::registerPlanPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "colossal-opt: the colossal-compile pass driver\n", registry));
 }

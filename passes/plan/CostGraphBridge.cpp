@@ -1,0 +1,211 @@
+//===- CostGraphBridge.cpp - train IR to the cost model's graph ----------===//
+
+#include "passes/plan/CostGraphBridge.h"
+
+#include "colossal/Dialect/Train/TrainDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace colossal::plan {
+namespace {
+
+std::optional<cost::DType> dtypeOf(Type type) {
+  Type element = llvm::cast<ShapedType>(type).getElementType();
+  if (element.isF32()) return cost::DType::F32;
+  if (element.isBF16()) return cost::DType::BF16;
+  if (element.isF16()) return cost::DType::F16;
+  if (element.isInteger(64)) return cost::DType::I64;
+  if (element.isInteger(32)) return cost::DType::I32;
+  if (element.isInteger(1) || element.isInteger(8)) return cost::DType::I8;
+  return std::nullopt;
+}
+
+cost::FactorKind kindOf(train::FactorKind kind) {
+  switch (kind) {
+  case train::FactorKind::Parallel: return cost::FactorKind::Parallel;
+  case train::FactorKind::Reduction: return cost::FactorKind::Reduction;
+  case train::FactorKind::Whole: return cost::FactorKind::Whole;
+  }
+  return cost::FactorKind::Whole;
+}
+
+std::vector<std::vector<int>> dimsOf(const train::TensorFactors &tensor) {
+  std::vector<std::vector<int>> dims;
+  for (const train::DimFactors &dim : tensor)
+    dims.emplace_back(dim.begin(), dim.end());
+  return dims;
+}
+
+/// A parameter, or a view of one (transposed, reshaped, cast): kept as
+/// model state, not as an activation.
+bool isParameterView(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (llvm::isa<train::ParamOp>(def))
+      return true;
+    if (!llvm::isa<train::TransposeOp, train::ReshapeOp, train::CastOp>(def))
+      return false;
+    v = def->getOperand(0);
+  }
+  return false;
+}
+
+double elementsOf(Value v) { return double(llvm::cast<RankedTensorType>(v.getType()).getNumElements()); }
+
+/// Op kind, forward FLOPs, and which tensors the op keeps for backward.
+struct OpFacts {
+  cost::OpKind kind = cost::OpKind::Elementwise;
+  double forwardFlops = 0;
+  double backwardRatio = 2;
+  std::vector<int> savedInputs;  // operand indices
+  bool savesOutput = false;
+  bool savesMask = false;        // one byte per output element
+};
+
+OpFacts factsOf(Operation *op, const train::ShardingRule &rule) {
+  double space = 1;
+  for (const train::ShardingFactor &f : rule.factors)
+    space *= double(f.size);
+  double out = op->getNumResults() ? elementsOf(op->getResult(0)) : 0;
+  OpFacts facts;
+  auto activationInputs = [&](std::initializer_list<int> which) {
+    for (int i : which)
+      if (i < int(op->getNumOperands()) && !isParameterView(op->getOperand(i)))
+        facts.savedInputs.push_back(i);
+  };
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<train::MatMulOp, train::LinearOp, train::GemmOp, train::EinsumOp>([&](Operation *) {
+        facts.kind = cost::OpKind::MatMul;
+        facts.forwardFlops = 2 * space;
+        activationInputs({0, 1});
+      })
+      .Case([&](train::ConvOp conv) {
+        // 2 N M (C / group) prod(out) prod(kernel): the factor product would
+        // count input and output positions both.
+        auto w = llvm::cast<RankedTensorType>(conv.getWeight().getType());
+        facts.kind = cost::OpKind::MatMul;
+        facts.forwardFlops = 2 * out * double(w.getNumElements()) / double(w.getDimSize(0));
+        activationInputs({0});
+      })
+      .Case([&](train::AttentionOp attention) {
+        // Two contractions over [.., sq, sk] with head sizes d and dv; a
+        // fused kernel keeps q, k, v and its output.
+        auto q = llvm::cast<RankedTensorType>(attention.getQuery().getType());
+        auto v = llvm::cast<RankedTensorType>(attention.getValue().getType());
+        double scores = elementsOf(attention.getQuery()) / double(q.getShape().back()) *
+                        double(v.getShape()[v.getRank() - 2]);
+        // Model FLOPs count the two contractions (the softmax is noise at
+        // scale, and a fused backward's recomputation is not model work).
+        facts.kind = cost::OpKind::MatMul;
+        facts.forwardFlops = 2 * scores * (q.getShape().back() + v.getShape().back());
+        activationInputs({0, 1, 2});
+        facts.savesOutput = true;
+      })
+      .Case<train::LayerNormOp, train::RmsNormOp>([&](Operation *) {
+        facts.kind = cost::OpKind::Norm;
+        facts.forwardFlops = 7 * out;
+        activationInputs({0});
+      })
+      .Case<train::SoftmaxOp, train::LogSoftmaxOp>([&](Operation *) {
+        facts.kind = cost::OpKind::Softmax;
+        facts.forwardFlops = 5 * out;
+        facts.savesOutput = true;
+      })
+      .Case([&](train::DropoutOp) {
+        facts.forwardFlops = 2 * out;
+        facts.savesMask = true;
+      })
+      .Case<train::CrossEntropyOp, train::SoftmaxCrossEntropyLossOp,
+            train::NegativeLogLikelihoodLossOp>([&](Operation *) {
+        facts.kind = cost::OpKind::Loss;
+        facts.forwardFlops = 5 * elementsOf(op->getOperand(0));
+        activationInputs({0});
+      })
+      .Case([&](train::GatherOp) {
+        facts.kind = cost::OpKind::Embedding;
+        facts.forwardFlops = out;
+      })
+      .Case<train::GeluOp, train::SiluOp, train::TanhOp, train::SigmoidOp, train::ErfOp,
+            train::ExpOp, train::LogOp, train::SqrtOp, train::ReciprocalOp, train::ReluOp,
+            train::SinOp, train::CosOp, train::PowOp>([&](Operation *) {
+        facts.forwardFlops = 8 * out;
+        activationInputs({0});
+      })
+      .Case<train::MulOp, train::DivOp>([&](Operation *) {
+        facts.forwardFlops = out;
+        activationInputs({0, 1});
+      })
+      .Default([&](Operation *) { facts.forwardFlops = out; });
+  return facts;
+}
+
+} // namespace
+
+FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
+  cost::Graph graph;
+  llvm::DenseMap<Value, int> valueIndex;
+  auto valueOf = [&](Value v) -> FailureOr<int> {
+    auto it = valueIndex.find(v);
+    if (it != valueIndex.end())
+      return it->second;
+    std::optional<cost::DType> dtype = dtypeOf(v.getType());
+    if (!dtype) {
+      emitError(v.getLoc()) << "the cost model has no element type for " << v.getType();
+      return failure();
+    }
+    std::string name;
+    bool isParameter = false;
+    if (auto param = v.getDefiningOp<train::ParamOp>()) {
+      name = param.getName().str();
+      isParameter = true;
+    }
+    int index = graph.addValue(name, *dtype, isParameter);
+    valueIndex[v] = index;
+    return index;
+  };
+
+  WalkResult walk = function.walk([&](train::ShardingRuleOpInterface ruled) -> WalkResult {
+    Operation *op = ruled.getOperation();
+    train::ShardingRule rule = ruled.getShardingRule();
+    cost::Op costOp;
+    costOp.name = op->getName().getStringRef().str();
+    for (auto [i, f] : llvm::enumerate(rule.factors))
+      costOp.factors.push_back({"f" + std::to_string(i), f.size, kindOf(f.kind)});
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      FailureOr<int> v = valueOf(operand);
+      if (failed(v))
+        return WalkResult::interrupt();
+      costOp.inputs.push_back({*v, dimsOf(rule.operands[i])});
+    }
+    for (auto [i, result] : llvm::enumerate(op->getResults())) {
+      FailureOr<int> v = valueOf(result);
+      if (failed(v))
+        return WalkResult::interrupt();
+      graph.values[*v].producer = int(graph.ops.size());
+      costOp.outputs.push_back({*v, dimsOf(rule.results[i])});
+    }
+    OpFacts facts = factsOf(op, rule);
+    costOp.kind = facts.kind;
+    costOp.forwardFlops = facts.forwardFlops;
+    costOp.backwardFlops = facts.backwardRatio * facts.forwardFlops;
+    for (int i : facts.savedInputs)
+      costOp.saved.push_back({costOp.inputs[i].dims, graph.values[costOp.inputs[i].value].dtype,
+                              false, i});
+    if (facts.savesOutput && !costOp.outputs.empty())
+      costOp.saved.push_back(
+          {costOp.outputs[0].dims, graph.values[costOp.outputs[0].value].dtype, false, -1});
+    if (facts.savesMask && !costOp.outputs.empty())
+      costOp.saved.push_back({costOp.outputs[0].dims, cost::DType::I8, false, -1});
+    graph.ops.push_back(std::move(costOp));
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  // Parameters reached only through ops without rules still count once.
+  function.walk([&](train::ParamOp param) { (void)valueOf(param.getResult()); });
+  return graph;
+}
+
+} // namespace colossal::plan

@@ -1,0 +1,28 @@
+//===- CostGraphBridge.h - train IR to the cost model's graph --*- C++ -*-===//
+//
+// The one place that translates IR into `cost::Graph` (ARCHITECTURE.md): each
+// op's factor rule comes from ShardingRuleOpInterface, its FLOPs from its
+// kind and iteration space, and the tensors it keeps for backward from the
+// conventions of the kernels it will lower to (a contraction keeps its
+// activation inputs, an activation function its input, softmax its output,
+// dropout its mask, a norm its input, fused attention q, k, v and its output).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_PASSES_PLAN_COSTGRAPHBRIDGE_H
+#define COLOSSAL_PASSES_PLAN_COSTGRAPHBRIDGE_H
+
+#include "colossal/cost/Graph.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace colossal::plan {
+
+/// Builds the cost graph of `function`; ops without a sharding rule
+/// (constants, parameter reads) become values, not ops. Fails with a
+/// diagnostic on an element type the cost model cannot represent.
+mlir::FailureOr<cost::Graph> buildCostGraph(mlir::func::FuncOp function);
+
+} // namespace colossal::plan
+
+#endif // COLOSSAL_PASSES_PLAN_COSTGRAPHBRIDGE_H
