@@ -13,6 +13,7 @@ const char *nameOf(Collective c) {
   case Collective::ReduceScatter: return "reduce_scatter";
   case Collective::AllToAll: return "all_to_all";
   case Collective::Broadcast: return "broadcast";
+  case Collective::Reduce: return "reduce";
   case Collective::SendRecv: return "send_recv";
   }
   return "?";
@@ -27,6 +28,7 @@ double busFactor(Collective c, int n) {
   case Collective::ReduceScatter:
   case Collective::AllToAll: return double(n - 1) / n;
   case Collective::Broadcast:
+  case Collective::Reduce:
   case Collective::SendRecv: return 1.0;
   }
   return 1.0;
@@ -48,7 +50,7 @@ double collectiveTime(Collective c, double bytes, int n, int perNode, const Clus
   if (perNode == n)
     return flatTime(c, bytes, n, cluster.intraNode);
   if (perNode == 1 || c == Collective::AllToAll || c == Collective::Broadcast ||
-      c == Collective::SendRecv)
+      c == Collective::Reduce || c == Collective::SendRecv)
     return flatTime(c, bytes, n, cluster.interNode);
   int nodes = n / perNode;
   switch (c) {

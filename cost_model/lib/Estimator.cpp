@@ -1,6 +1,7 @@
 //===- Estimator.cpp - step time and memory of a plan ---------------------===//
 
 #include "colossal/cost/Estimator.h"
+#include "colossal/cost/TensorGrid.h"
 
 #include <algorithm>
 #include <map>
@@ -108,6 +109,53 @@ void addComm(std::vector<CommTotal> &totals, const Mesh &mesh, const CommEvent &
 
 } // namespace
 
+/// The grid algorithm's collectives for one op (TensorGrid.h).
+void addGridCollectives(const Graph &graph, const Op &op, const Strategy &strategy,
+                        const Mesh &mesh, const Cluster &cluster, int q, int depth,
+                        std::vector<CommEvent> &forward, std::vector<CommEvent> &backward,
+                        double &forwardSeconds, double &backwardSeconds) {
+  auto emit = [&](const std::vector<GridCollective> &list, std::vector<CommEvent> &events,
+                  double &seconds) {
+    for (const GridCollective &c : list) {
+      int axis = mesh.axisIndex(c.axis);
+      if (axis < 0 || mesh.axes[axis].size == 1)
+        continue;
+      double t = collectiveTime(c.collective, c.bytes, mesh.axes[axis], cluster);
+      for (int i = 0; i < c.calls; ++i)
+        events.push_back({c.collective, axis, c.bytes, t});
+      seconds += t * c.calls;
+    }
+  };
+  auto full = [&](const TensorUse &use) {
+    return fullElements(op, use.dims) * bytesOf(graph.values[use.value].dtype);
+  };
+  const TensorUse *weight = nullptr;
+  for (const TensorUse &use : op.inputs)
+    if (graph.values[use.value].isParameter && use.dims.size() == 2)
+      weight = &use;
+  if (op.kind == OpKind::MatMul && weight && !op.inputs.empty() && !op.outputs.empty()) {
+    GridLinear g = gridLinear(strategy.tpMode, q, depth, full(op.inputs[0]), full(*weight),
+                              full(op.outputs[0]));
+    emit(g.forward, forward, forwardSeconds);
+    emit(g.backward, backward, backwardSeconds);
+    return;
+  }
+  if (op.kind == OpKind::Norm || op.kind == OpKind::Loss) {
+    // Statistics over the split hidden (or vocabulary) dimension: two
+    // reductions of one fp32 value per row forward, two backward (three
+    // forward for the loss: max, sum of exponentials, target logit).
+    double rows = 1;
+    for (const Factor &f : op.factors)
+      if (f.kind != FactorKind::Whole)
+        rows *= double(f.size);
+    double bytes = rows * 4 / (double(q) * (strategy.tpMode == TensorMode::TwoD ? 1 : depth));
+    int forwardCalls = op.kind == OpKind::Loss ? 3 : 2, backwardCalls = op.kind == OpKind::Loss ? 0 : 2;
+    emit({{Collective::AllReduce, "tp_col", bytes, forwardCalls}}, forward, forwardSeconds);
+    if (backwardCalls)
+      emit({{Collective::AllReduce, "tp_col", bytes, backwardCalls}}, backward, backwardSeconds);
+  }
+}
+
 /// How many more ways the producer split an input than the op reads it:
 /// the saving when the op keeps the producer's shard and gathers it again.
 double producerExtraSplit(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
@@ -189,6 +237,11 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     error = "virtual_stages > 1 needs the interleaved schedule";
     return std::nullopt;
   }
+  if (strategy.tpMode != TensorMode::OneD && tensorGrid(strategy).first == 0) {
+    Mesh none;
+    (void)checkSharding(Graph(), {}, none, strategy, error);
+    return std::nullopt;
+  }
   Mesh mesh = buildMesh(strategy, cluster);
   GraphSharding sharding =
       explicitSharding ? *explicitSharding : shardGraph(graph, strategy, mesh);
@@ -200,6 +253,15 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   if (!checkSharding(graph, sharding, mesh, strategy, error))
     return std::nullopt;
 
+  // 2D/2.5D/3D tensor parallelism: every op's work and tensors are split
+  // over the whole grid (weights over the q x q planes), and linear layers,
+  // norms and the loss add the grid algorithms' collectives (TensorGrid.h).
+  bool grid = strategy.tpMode != TensorMode::OneD && strategy.tp > 1;
+  auto [gridQ, gridDepth] = tensorGrid(strategy);
+  double gridShare = grid ? double(strategy.tp) : 1.0;
+  double weightShare =
+      grid ? (strategy.tpMode == TensorMode::TwoPointFiveD ? double(gridQ) * gridQ : gridShare)
+           : 1.0;
   int ranks = strategy.pp, stages = ranks * chunks, m = strategy.microbatches;
   int layersPerStage = std::max(1, graph.numLayers / stages);
   int firstLayerOp = -1;
@@ -238,13 +300,15 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     const OpSharding &s = sharding[o];
     int stage = opStage[o], rank = stage % ranks;
     StageEstimate &st = perStage[stage];
-    double fraction = localFraction(op, s, mesh);
+    double fraction = localFraction(op, s, mesh) / gridShare;
     double bytes = 0;
     for (const TensorUse &use : op.inputs)
-      bytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype);
+      bytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype) /
+               (graph.values[use.value].isParameter ? weightShare : gridShare);
     double outputBytes = 0;
     for (const TensorUse &use : op.outputs)
-      outputBytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype);
+      outputBytes += localElements(op, s, mesh, use.dims) *
+                     bytesOf(graph.values[use.value].dtype) / gridShare;
     bytes += outputBytes;
     maxOutput[rank] = std::max(maxOutput[rank], outputBytes);
     DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
@@ -360,6 +424,9 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
               bwdComm += e.seconds;
               backwardEvents.push_back(e);
             }
+    if (grid)
+      addGridCollectives(graph, op, strategy, mesh, cluster, gridQ, gridDepth, forwardEvents,
+                         backwardEvents, fwdComm, bwdComm);
     double recompute = 0;
     if (op.layer >= 0 && (strategy.recompute == Recompute::Full ||
                           (strategy.recompute == Recompute::Selective && op.attentionCore)))
@@ -409,7 +476,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       const Value &value = graph.values[use.value];
       if (!value.isParameter || !seen[rank].insert(use.value).second)
         continue;
-      double n = localElements(graph.ops[o], sharding[o], mesh, use.dims);
+      double n = localElements(graph.ops[o], sharding[o], mesh, use.dims) / weightShare;
       params[rank] += n;
       // One layer's weights: what ZeRO-3 gathers (and prefetches) at a time.
       if (graph.ops[o].layer >= 0 && firstLayer[rank] < 0)
@@ -519,7 +586,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       perChunk = std::max(perChunk, chunkBytes);
     }
     int inFlight = std::max(1, pipeline.peakInFlight[r]);
-    mem.activations = inFlight * perChunk + working;
+    mem.activations = (inFlight * perChunk + working) / gridShare;
     mem.communication = (dpSize > 1 ? 2 * std::min(options.bucketBytes, gradBytes) : 0) +
                         (strategy.zero == 3 ? 2 * layerParams[r] * weightBytes : 0);
     mem.workspace = options.workspaceBytes + maxOutput[r];

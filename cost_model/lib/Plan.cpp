@@ -47,6 +47,8 @@ std::string Strategy::str() const {
                   ",pp=" + std::to_string(pp) + ",sp=" + std::to_string(sp);
   if (tpMode != TensorMode::OneD)
     s += std::string(",tp_mode=") + nameOf(tpMode);
+  if (tpMode == TensorMode::TwoPointFiveD)
+    s += ",tp_depth=" + std::to_string(tpDepth);
   if (spMode != SequenceMode::None)
     s += std::string(",sp_mode=") + nameOf(spMode);
   s += ",microbatches=" + std::to_string(microbatches);
@@ -65,6 +67,7 @@ Json Strategy::toJson() const {
   return Json::Object{{"dp", dp},
                       {"tp", tp},
                       {"tp_mode", nameOf(tpMode)},
+                      {"tp_depth", tpDepth},
                       {"sp", sp},
                       {"sp_mode", nameOf(spMode)},
                       {"pp", pp},
@@ -107,7 +110,7 @@ std::optional<Strategy> Strategy::fromJson(const Json &json, std::string &error)
   };
   if (!positive("dp", s.dp) || !positive("tp", s.tp) || !positive("sp", s.sp) ||
       !positive("pp", s.pp) || !positive("microbatches", s.microbatches) ||
-      !positive("virtual_stages", s.virtualStages) ||
+      !positive("virtual_stages", s.virtualStages) || !positive("tp_depth", s.tpDepth) ||
       !choice("tp_mode", s.tpMode, TensorMode::OneD, TensorMode::TwoD,
               TensorMode::TwoPointFiveD, TensorMode::ThreeD) ||
       !choice("sp_mode", s.spMode, SequenceMode::None, SequenceMode::Megatron,
@@ -144,7 +147,8 @@ std::optional<Strategy> Strategy::parse(const std::string &text, std::string &er
     }
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     static const char *known[] = {"dp", "tp", "tp_mode", "sp", "sp_mode", "pp", "microbatches",
-                                  "schedule", "virtual_stages", "zero", "offload", "recompute"};
+                                  "schedule", "virtual_stages", "zero", "offload", "recompute",
+                                  "tp_depth"};
     if (std::find(std::begin(known), std::end(known), key) == std::end(known)) {
       error = "strategy: unknown key '" + key + "'";
       return std::nullopt;
@@ -184,13 +188,39 @@ Json Mesh::toJson() const {
   return list;
 }
 
+/// The side q of the tensor grid and its depth d, or {0, 0} when `tp` does
+/// not have the mode's shape (q*q for 2D, q*q*d for 2.5D, q*q*q for 3D).
+std::pair<int, int> tensorGrid(const Strategy &strategy) {
+  int tp = strategy.tp, d = strategy.tpMode == TensorMode::TwoPointFiveD ? strategy.tpDepth : 1;
+  for (int q = 1; q * q <= tp; ++q) {
+    if (strategy.tpMode == TensorMode::ThreeD && q * q * q == tp)
+      return {q, q};
+    if (strategy.tpMode != TensorMode::ThreeD && q * q * d == tp)
+      return {q, d};
+  }
+  return {0, 0};
+}
+
 Mesh buildMesh(const Strategy &strategy, const Cluster &cluster) {
   Mesh mesh;
   int inner = 1;
-  for (auto [name, size] : {std::pair<const char *, int>{"tp", strategy.tp},
-                            {"sp", strategy.sp},
-                            {"dp", strategy.dp},
-                            {"pp", strategy.pp}}) {
+  std::vector<std::pair<const char *, int>> axes;
+  if (strategy.tpMode == TensorMode::OneD) {
+    axes.push_back({"tp", strategy.tp});
+  } else {
+    auto [q, d] = tensorGrid(strategy);
+    // An impossible grid keeps unit axes; checkSharding reports it.
+    q = std::max(q, 1);
+    d = std::max(d, 1);
+    axes.push_back({"tp_row", q});
+    axes.push_back({"tp_col", q});
+    if (strategy.tpMode != TensorMode::TwoD)
+      axes.push_back({"tp_depth", d});
+  }
+  axes.push_back({"sp", strategy.sp});
+  axes.push_back({"dp", strategy.dp});
+  axes.push_back({"pp", strategy.pp});
+  for (auto [name, size] : axes) {
     MeshAxis axis{name, size, 1};
     if (inner < cluster.gpusPerNode)
       axis.perNode = std::max(1, std::min(size, cluster.gpusPerNode / inner));
@@ -238,10 +268,16 @@ GraphSharding shardGraph(const Graph &graph, const Strategy &strategy, const Mes
 
 bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
                    const Strategy &strategy, std::string &error) {
-  if (strategy.tpMode != TensorMode::OneD) {
-    error = "tp_mode " + std::string(nameOf(strategy.tpMode)) +
-            " is costed by its closed-form communication volume only "
-            "(Communication.h); plan evaluation supports 1d";
+  if (strategy.tpMode != TensorMode::OneD && tensorGrid(strategy).first == 0) {
+    error = "tp=" + std::to_string(strategy.tp) + " is not a " +
+            (strategy.tpMode == TensorMode::TwoD              ? std::string("square q*q")
+             : strategy.tpMode == TensorMode::TwoPointFiveD ? "q*q*tp_depth"
+                                                            : std::string("cube q*q*q")) +
+            " grid for tp_mode " + nameOf(strategy.tpMode);
+    return false;
+  }
+  if (strategy.tpMode != TensorMode::OneD && strategy.spMode == SequenceMode::Megatron) {
+    error = "megatron sequence parallelism needs tp_mode 1d";
     return false;
   }
   if (strategy.sp > 1 && (strategy.spMode == SequenceMode::None ||

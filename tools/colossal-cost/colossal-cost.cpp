@@ -86,8 +86,10 @@ int main(int argc, char **argv) {
       !integer("heads", shape.heads) || !integer("seq", shape.seq) ||
       !integer("vocab", shape.vocab) || !integer("ffn", shape.ffn) ||
       !integer("microbatch", shape.microbatch) || !integer("nodes", nodes) || nodes < 1 ||
-      shape.heads == 0 || shape.hidden % shape.heads != 0)
-    return fail("model sizes must be non-negative integers, hidden divisible by heads");
+      shape.layers < 1 || shape.hidden < 1 || shape.heads < 1 || shape.seq < 1 ||
+      shape.vocab < 1 || shape.microbatch < 1 || shape.hidden % shape.heads != 0)
+    return fail("model sizes must be positive integers (--ffn may be 0: the family's default), "
+                "hidden divisible by heads");
   if (!args.count("strategy"))
     return fail("--strategy is required\n" + std::string(kUsage));
 

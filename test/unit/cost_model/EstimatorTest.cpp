@@ -152,3 +152,40 @@ TEST(Estimator, JsonHasThePlanSections) {
   Json trace = e->chromeTrace();
   EXPECT_FALSE(trace.find("traceEvents")->asArray().empty());
 }
+
+TEST(Estimator, AllToAllSequenceParallelSwapsSequenceForHeads) {
+  // DeepSpeed-Ulysses: q, k, v go from a sequence split to a head split
+  // (three all-to-alls) and the context back (one), each way.
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  Strategy s;
+  s.sp = 4;
+  s.spMode = SequenceMode::AllToAll;
+  std::string error;
+  auto e = estimate(graph, s, cluster, error);
+  ASSERT_TRUE(e) << error;
+  const CommTotal *a2a = find(e->stages[0], Collective::AllToAll, "sp");
+  ASSERT_TRUE(a2a);
+  EXPECT_EQ(a2a->calls, 4 * 4 * 2);
+  // Each moves the local shard of a [b, s, h] bf16 tensor.
+  EXPECT_DOUBLE_EQ(a2a->bytes, 4 * 4 * 2 * (2.0 * 1024 * 1024 * 2 / 4));
+}
+
+TEST(Estimator, RingAttentionPassesKeysAndValuesAroundTheRing) {
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  Strategy s;
+  s.sp = 4;
+  s.spMode = SequenceMode::Ring;
+  std::string error;
+  auto e = estimate(graph, s, cluster, error);
+  ASSERT_TRUE(e) << error;
+  const CommTotal *ring = find(e->stages[0], Collective::SendRecv, "sp");
+  ASSERT_TRUE(ring);
+  // Keys (scores) and values (context) each travel n - 1 steps forward and
+  // their gradients n - 1 steps back: 4 transfers per layer of 3/4 of a
+  // [b, s, h] bf16 tensor.
+  EXPECT_EQ(ring->calls, 4 * 4);
+  EXPECT_DOUBLE_EQ(ring->bytes, 4 * 4 * (2.0 * 1024 * 1024 * 2) * 3 / 4);
+  EXPECT_FALSE(find(e->stages[0], Collective::AllGather, "sp"));
+}

@@ -34,7 +34,7 @@
 
 namespace colossal::cost {
 
-enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, SendRecv };
+enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv };
 const char *nameOf(Collective c);
 
 /// nccl-tests' bus-bandwidth factor: busbw = algbw * factor(n).

@@ -35,6 +35,8 @@ enum class Recompute { None, Selective, Full };
 struct Strategy {
   int dp = 1, pp = 1, tp = 1, sp = 1;
   TensorMode tpMode = TensorMode::OneD;
+  /// Depth d of 2.5D tensor parallelism (tp = q * q * d).
+  int tpDepth = 1;
   /// Megatron sequence parallelism reuses the tensor axis (sp stays 1).
   SequenceMode spMode = SequenceMode::None;
   int microbatches = 1;
@@ -73,7 +75,8 @@ struct Mesh {
 };
 
 /// Places the strategy's axes on the cluster, tensor axes innermost (inside a
-/// node, on NVLink), then sequence, data, pipeline.
+/// node, on NVLink), then sequence, data, pipeline. 2D, 2.5D and 3D tensor
+/// parallelism get their grid axes (tp_row, tp_col, tp_depth) instead of tp.
 Mesh buildMesh(const Strategy &strategy, const Cluster &cluster);
 
 /// Which mesh axes split each factor of each op: sharding[op][factor] is a
@@ -84,6 +87,10 @@ using GraphSharding = std::vector<OpSharding>;
 /// Derives per-op shardings from the strategy's templates (Megatron 1D
 /// tensor parallelism by factor names, the three sequence algorithms).
 GraphSharding shardGraph(const Graph &graph, const Strategy &strategy, const Mesh &mesh);
+
+/// The side q and depth d of a 2D/2.5D/3D tensor grid ({0, 0} if tp does not
+/// have that shape; d = q for 3D, 1 for 2D).
+std::pair<int, int> tensorGrid(const Strategy &strategy);
 
 /// Checks that every split divides its factor and that whole factors stay
 /// whole except where a special algorithm takes them; `error` says which op.
