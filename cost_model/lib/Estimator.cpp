@@ -107,7 +107,6 @@ void addComm(std::vector<CommTotal> &totals, const Mesh &mesh, const CommEvent &
                     int(times)});
 }
 
-} // namespace
 
 /// The grid algorithm's collectives for one op (TensorGrid.h).
 void addGridCollectives(const Graph &graph, const Op &op, const Strategy &strategy,
@@ -176,7 +175,7 @@ double producerExtraSplit(const Graph &graph, const GraphSharding &sharding, con
 
 /// Bytes op `o` keeps for backward on one rank under selective or no
 /// recomputation.
-static double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
                            size_t o, Recompute recompute, bool keepShardedInputs) {
   const Op &op = graph.ops[o];
   double bytes = 0;
@@ -193,7 +192,7 @@ static double opSavedBytes(const Graph &graph, const GraphSharding &sharding, co
 
 /// Per layer, the bytes kept for backward under `recompute` (one pass over
 /// the graph, so evaluating a deep model stays linear in its depth).
-static std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding &sharding,
+std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding &sharding,
                                                 const Mesh &mesh, Recompute recompute,
                                                 bool keepShardedInputs) {
   std::vector<double> bytes(std::max(0, graph.numLayers), 0.0);
@@ -214,6 +213,8 @@ static std::vector<double> layerActivationBytes(const Graph &graph, const GraphS
   }
   return bytes;
 }
+
+} // namespace
 
 double savedActivationBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
                             Recompute recompute, int layer, bool keepShardedInputs) {
