@@ -75,8 +75,9 @@ void printModelSummary(ModuleOp module, StringRef modelPath, llvm::raw_ostream &
                       humanCount(frozenCount), humanBytes(frozenBytes),
                       shapeOnly ? llvm::formatv(", {0} shape-only", shapeOnly).str() : "");
   // The largest parameters say most about a model; list those first.
-  llvm::stable_sort(parameters, [](train::ParameterOp a, train::ParameterOp b) {
-    return a.getTensorType().getNumElements() > b.getTensorType().getNumElements();
+  llvm::sort(parameters, [](train::ParameterOp a, train::ParameterOp b) {
+    int64_t na = a.getTensorType().getNumElements(), nb = b.getTensorType().getNumElements();
+    return na != nb ? na > nb : a.getSymName() < b.getSymName();
   });
   constexpr size_t kShown = 10;
   for (auto parameter : ArrayRef(parameters).take_front(kShown))

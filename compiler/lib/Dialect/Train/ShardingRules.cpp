@@ -172,8 +172,8 @@ ShardingRule convRule(ConvOp op) {
 ShardingRule einsumRule(EinsumOp op) {
   RuleBuilder b(op);
   StringRef equation = op.getEquation();
-  auto [inputs, output] = equation.split("->");
-  output = output.trim();
+  StringRef inputs = equation.split("->").first;
+  StringRef output = equation.split("->").second.trim();
   llvm::DenseMap<char, int> factors;
   auto factorOf = [&](char letter, int64_t size) {
     auto it = factors.find(letter);
