@@ -296,11 +296,17 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       }
     }
 
-  for (size_t o = 0; o < graph.ops.size(); ++o) {
+  // What one op costs on one rank for one microbatch.
+  struct OpCost {
+    double forward = 0, backward = 0, forwardComm = 0, backwardComm = 0, outputBytes = 0;
+    double p2p = 0;
+    std::vector<CommEvent> forwardEvents, backwardEvents, recomputedEvents;
+  };
+  auto costOf = [&](size_t o) {
+    OpCost cost;
     const Op &op = graph.ops[o];
     const OpSharding &s = sharding[o];
-    int stage = opStage[o], rank = stage % ranks;
-    StageEstimate &st = perStage[stage];
+    int stage = opStage[o];
     double fraction = localFraction(op, s, mesh) / gridShare;
     double bytes = 0;
     for (const TensorUse &use : op.inputs)
@@ -311,7 +317,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       outputBytes += localElements(op, s, mesh, use.dims) *
                      bytesOf(graph.values[use.value].dtype) / gridShare;
     bytes += outputBytes;
-    maxOutput[rank] = std::max(maxOutput[rank], outputBytes);
+    cost.outputBytes = outputBytes;
     DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
     double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
     double rate = op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, forwardFlops)
@@ -390,7 +396,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       if (pp >= 0 && opStage[value.producer] != stage && mesh.axes[pp].size > 1) {
         double local = localElements(op, s, mesh, use.dims) * bytesOf(value.dtype);
         double t = collectiveTime(Collective::SendRecv, local, mesh.axes[pp], cluster);
-        p2pSeconds = std::max(p2pSeconds, t);
+        cost.p2p = std::max(cost.p2p, t);
         forwardEvents.push_back({Collective::SendRecv, pp, local, 0});
         backwardEvents.push_back({Collective::SendRecv, pp, local, 0});
       }
@@ -432,18 +438,74 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     if (op.layer >= 0 && (strategy.recompute == Recompute::Full ||
                           (strategy.recompute == Recompute::Selective && op.attentionCore)))
       recompute = fwd + (strategy.recompute == Recompute::Full ? fwdComm : 0);
-    st.computeForward += fwd;
-    st.computeBackward += bwd + recompute;
-    st.commForward += fwdComm;
-    st.commBackward += bwdComm;
-    for (const CommEvent &e : forwardEvents)
-      addComm(rankComm[rank], mesh, e, m);
-    for (const CommEvent &e : backwardEvents)
-      addComm(rankComm[rank], mesh, e, m);
+    cost.forward = fwd;
+    cost.backward = bwd + recompute;
+    cost.forwardComm = fwdComm;
+    cost.backwardComm = bwdComm;
     if (strategy.recompute == Recompute::Full && op.layer >= 0)
       for (const CommEvent &e : forwardEvents)
         if (e.collective != Collective::SendRecv)
-          addComm(rankComm[rank], mesh, e, m);
+          cost.recomputedEvents.push_back(e);
+    cost.forwardEvents = std::move(forwardEvents);
+    cost.backwardEvents = std::move(backwardEvents);
+    return cost;
+  };
+
+  // Identical layers (the common case) cost the same op by op: cost the ops
+  // of one layer once per kind of position (inside a stage, or receiving
+  // from the previous stage) and reuse, so evaluation does not grow with
+  // the work of each extra layer.
+  std::vector<int> layerStart(std::max(0, graph.numLayers), -1), layerSize(layerStart.size(), 0);
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    int l = graph.ops[o].layer;
+    if (l < 0 || l >= int(layerStart.size()))
+      continue;
+    if (layerStart[l] < 0)
+      layerStart[l] = int(o);
+    ++layerSize[l];
+  }
+  bool identicalLayers = !layerStart.empty() && layerStart[0] >= 0;
+  for (size_t l = 1; identicalLayers && l < layerStart.size(); ++l) {
+    identicalLayers = layerStart[l] >= 0 && layerSize[l] == layerSize[0];
+    for (int i = 0; identicalLayers && i < layerSize[0]; ++i) {
+      const Op &a = graph.ops[layerStart[0] + i], &b = graph.ops[layerStart[l] + i];
+      identicalLayers = a.kind == b.kind && a.factors.size() == b.factors.size() &&
+                        a.inputs.size() == b.inputs.size() && a.forwardFlops == b.forwardFlops &&
+                        sharding[layerStart[0] + i] == sharding[layerStart[l] + i];
+    }
+  }
+  std::map<std::pair<int, bool>, OpCost> layerCache;
+
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    const Op &op = graph.ops[o];
+    int stage = opStage[o], rank = stage % ranks;
+    StageEstimate &st = perStage[stage];
+    const OpCost *cost;
+    OpCost fresh;
+    if (identicalLayers && op.layer >= 0) {
+      bool receives = false;
+      for (const TensorUse &use : op.inputs) {
+        int producer = graph.values[use.value].producer;
+        receives |= producer >= 0 && opStage[producer] != stage;
+      }
+      auto key = std::make_pair(int(o) - layerStart[op.layer], receives);
+      auto it = layerCache.find(key);
+      if (it == layerCache.end())
+        it = layerCache.emplace(key, costOf(o)).first;
+      cost = &it->second;
+    } else {
+      fresh = costOf(o);
+      cost = &fresh;
+    }
+    maxOutput[rank] = std::max(maxOutput[rank], cost->outputBytes);
+    p2pSeconds = std::max(p2pSeconds, cost->p2p);
+    st.computeForward += cost->forward;
+    st.computeBackward += cost->backward;
+    st.commForward += cost->forwardComm;
+    st.commBackward += cost->backwardComm;
+    for (const auto *events : {&cost->forwardEvents, &cost->backwardEvents, &cost->recomputedEvents})
+      for (const CommEvent &e : *events)
+        addComm(rankComm[rank], mesh, e, m);
   }
 
   // Pipeline.
@@ -467,6 +529,25 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       strategy.recompute == Recompute::Full
           ? layerActivationBytes(graph, sharding, mesh, Recompute::None, keepSharded)
           : kept;
+  // Per virtual stage: bytes kept for backward by one microbatch, and the
+  // largest layer's full activations (rebuilt at once under full recompute).
+  std::vector<double> stageActivations(stages, 0.0), stageLargestLayer(stages, 0.0);
+  std::vector<int> layerStage(kept.size(), -1);
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    const Op &op = graph.ops[o];
+    if (op.layer >= 0 && op.layer < int(kept.size())) {
+      layerStage[op.layer] = opStage[o];
+      continue;
+    }
+    for (const SavedTensor &saved : op.saved)
+      stageActivations[opStage[o]] +=
+          localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
+  }
+  for (size_t l = 0; l < kept.size(); ++l)
+    if (layerStage[l] >= 0) {
+      stageActivations[layerStage[l]] += kept[l];
+      stageLargestLayer[layerStage[l]] = std::max(stageLargestLayer[layerStage[l]], everything[l]);
+    }
   std::vector<double> params(ranks, 0), layerParams(ranks, 0);
   std::vector<int> firstLayer(ranks, -1);
   std::vector<std::set<int>> seen(ranks);
@@ -568,23 +649,9 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     double perChunk = 0, working = 0;
     for (int c = 0; c < chunks; ++c) {
       int stage = c * ranks + r;
-      double chunkBytes = 0;
-      std::set<int> layersHere;
-      for (size_t o = 0; o < graph.ops.size(); ++o)
-        if (opStage[o] == stage) {
-          if (graph.ops[o].layer >= 0)
-            layersHere.insert(graph.ops[o].layer);
-          else
-            for (const SavedTensor &saved : graph.ops[o].saved)
-              chunkBytes += localElements(graph.ops[o], sharding[o], mesh, saved.dims) *
-                            bytesOf(saved.dtype);
-        }
-      for (int layer : layersHere) {
-        chunkBytes += kept[layer];
-        if (strategy.recompute == Recompute::Full)
-          working = std::max(working, everything[layer]);
-      }
-      perChunk = std::max(perChunk, chunkBytes);
+      perChunk = std::max(perChunk, stageActivations[stage]);
+      if (strategy.recompute == Recompute::Full)
+        working = std::max(working, stageLargestLayer[stage]);
     }
     int inFlight = std::max(1, pipeline.peakInFlight[r]);
     mem.activations = (inFlight * perChunk + working) / gridShare;
