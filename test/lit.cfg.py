@@ -20,6 +20,7 @@ llvm_config.use_default_substitutions()
 tool_dirs = [
     os.path.join(config.colossal_tools_dir, "colossal-opt"),
     os.path.join(config.colossal_tools_dir, "colossal-compile"),
+    os.path.join(config.colossal_tools_dir, "colossal-cost"),
     config.llvm_tools_dir,
 ]
-llvm_config.add_tool_substitutions(["colossal-opt", "colossal-compile", "FileCheck", "not", "count"], tool_dirs)
+llvm_config.add_tool_substitutions(["colossal-opt", "colossal-compile", "colossal-cost", "FileCheck", "not", "count"], tool_dirs)

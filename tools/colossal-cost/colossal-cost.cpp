@@ -32,6 +32,7 @@ const char *kUsage =
     "                     [--seq N] [--vocab N] [--ffn N] [--microbatch N]\n"
     "                     [--cluster NAME|FILE] [--nodes N] --strategy SPEC\n"
     "                     [--json FILE] [--trace FILE]\n"
+    "       colossal-cost --cluster NAME|FILE [--nodes N] --dump-cluster FILE\n"
     "  --cluster   a preset (dgx-a100, dgx-h100, h200-node) or a colossal-cluster/1 JSON file\n"
     "  --strategy  dp=..,tp=..,pp=..,sp=..,sp_mode=none|megatron|all-to-all|ring,\n"
     "              microbatches=..,schedule=gpipe|1f1b|interleaved,virtual_stages=..,\n"
@@ -63,6 +64,10 @@ int main(int argc, char **argv) {
       {"nodes", "1"},   {"cluster", "dgx-a100"}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--dump-cluster" && i + 1 < argc) {
+      args["dump-cluster"] = argv[++i];
+      continue;
+    }
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       return 0;
@@ -90,9 +95,6 @@ int main(int argc, char **argv) {
       shape.vocab < 1 || shape.microbatch < 1 || shape.hidden % shape.heads != 0)
     return fail("model sizes must be positive integers (--ffn may be 0: the family's default), "
                 "hidden divisible by heads");
-  if (!args.count("strategy"))
-    return fail("--strategy is required\n" + std::string(kUsage));
-
   std::string error;
   std::optional<Cluster> cluster = Cluster::preset(args["cluster"], int(nodes));
   if (!cluster) {
@@ -108,6 +110,14 @@ int main(int argc, char **argv) {
     if (!cluster)
       return fail(args["cluster"] + ": " + error);
   }
+  if (args.count("dump-cluster")) {
+    // A starting point for describing another machine: edit and pass back.
+    if (!writeFile(args["dump-cluster"], cluster->toJson().dump()))
+      return fail("cannot write " + args["dump-cluster"]);
+    return 0;
+  }
+  if (!args.count("strategy"))
+    return fail("--strategy is required\n" + std::string(kUsage));
   auto strategy = Strategy::parse(args["strategy"], error);
   if (!strategy)
     return fail(error);

@@ -189,3 +189,27 @@ TEST(Estimator, RingAttentionPassesKeysAndValuesAroundTheRing) {
   EXPECT_DOUBLE_EQ(ring->bytes, 4 * 4 * (2.0 * 1024 * 1024 * 2) * 3 / 4);
   EXPECT_FALSE(find(e->stages[0], Collective::AllGather, "sp"));
 }
+
+TEST(Estimator, TraceTasksNeverOverlapOnARank) {
+  Graph graph = smallGpt(8);
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  Strategy s;
+  s.pp = 4;
+  s.microbatches = 8;
+  s.schedule = Schedule::Interleaved;
+  s.virtualStages = 2;
+  std::string error;
+  auto e = estimate(graph, s, cluster, error);
+  ASSERT_TRUE(e) << error;
+  // Every forward and backward of every chunk and microbatch, once.
+  EXPECT_EQ(e->pipeline.tasks.size(), size_t(4 * 2 * 8 * 2));
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::pair<double, double>> spans;
+    for (const PipelineTask &t : e->pipeline.tasks)
+      if (t.rank == r)
+        spans.push_back({t.start, t.end});
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i)
+      EXPECT_LE(spans[i - 1].second, spans[i].first + 1e-15);
+  }
+}

@@ -40,3 +40,17 @@ TEST(GptFlops, ParameterCountOfGpt3) {
   // 12 l h^2 (1 + 13 / (12 h)) + (V + s) h: 174.6B for GPT-3's shape.
   EXPECT_NEAR(double(graph.parameterCount()) / 1e9, 174.6, 0.5);
 }
+
+TEST(GptFlops, LlamaSevenBParameterCount) {
+  // LLaMA-7B: 32 layers, hidden 4096, 32 heads, SwiGLU width 11008,
+  // vocabulary 32000, untied head: 6.74B parameters (Touvron et al. 2023).
+  TransformerShape shape;
+  shape.family = TransformerFamily::LLaMA;
+  shape.layers = 32;
+  shape.hidden = 4096;
+  shape.heads = 32;
+  shape.seq = 2048;
+  shape.vocab = 32000;
+  Graph graph = buildTransformer(shape);
+  EXPECT_NEAR(double(graph.parameterCount()) / 1e9, 6.74, 0.005);
+}
