@@ -64,7 +64,8 @@ TEST_P(KorthikantiClosedForm, LayerActivationsFromOps) {
   double measured = savedActivationBytes(graph, sharding, mesh, c.recompute, /*layer=*/1,
                                          /*keepShardedInputs=*/c.sp == SequenceMode::Megatron);
   double expected = closedForm(1024, 2, 2048, 16, c.tp, c);
-  EXPECT_NEAR(measured / expected, 1.0, 0.01)
+  // The issue asks for 1%; the op-level sums are exact, so hold them to that.
+  EXPECT_NEAR(measured / expected, 1.0, 1e-12)
       << "measured " << measured << " bytes, closed form " << expected;
 }
 
