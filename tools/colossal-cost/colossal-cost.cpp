@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "colossal/cost/Estimator.h"
+#include "colossal/cost/Search.h"
 #include "colossal/cost/TransformerBuilder.h"
 
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <unistd.h>
 
 using namespace colossal::cost;
 
@@ -32,11 +34,16 @@ const char *kUsage =
     "                     [--seq N] [--vocab N] [--ffn N] [--microbatch N]\n"
     "                     [--cluster NAME|FILE] [--nodes N] --strategy SPEC\n"
     "                     [--json FILE] [--trace FILE]\n"
+    "       colossal-cost [model options] --gpus N --global-batch B [--strategy PARTIAL]\n"
+    "                     [--cluster NAME|FILE] [--exhaustive] [--json FILE] [--trace FILE]\n"
+    "       colossal-cost [model options] --plan FILE   (a plan written by --json)\n"
     "       colossal-cost --cluster NAME|FILE [--nodes N] --dump-cluster FILE\n"
     "  --cluster   a preset (dgx-a100, dgx-h100, h200-node) or a colossal-cluster/1 JSON file\n"
     "  --strategy  dp=..,tp=..,pp=..,sp=..,sp_mode=none|megatron|all-to-all|ring,\n"
     "              microbatches=..,schedule=gpipe|1f1b|interleaved,virtual_stages=..,\n"
-    "              zero=0..3,offload=none|optimizer,recompute=none|selective|full\n";
+    "              zero=0..3,offload=none|optimizer,recompute=none|selective|full\n"
+    "  --gpus      search the plan for N devices (fixing whatever --strategy names);\n"
+    "              the cluster gets enough nodes for them\n";
 
 int fail(const std::string &message) {
   std::cerr << "colossal-cost: error: " << message << "\n";
@@ -55,6 +62,97 @@ bool writeFile(const std::string &path, const std::string &text) {
   return bool(out);
 }
 
+void printEstimate(const Estimate &e) {
+  std::printf("step       %.4f s  (compute %.4f, exposed communication %.4f, bubble %.4f, "
+              "optimizer %.4f, offload %.4f)\n",
+              e.stepTime, e.compute, e.exposedComm, e.bubble, e.optimizer, e.offload);
+  std::printf("throughput %.1f TFLOP/s per device (MFU %.1f%%), %.0f tokens/s\n", e.tflopsPerGpu,
+              100 * e.mfu, e.tokensPerSecond);
+  std::printf("memory     %s of %s on pipeline rank %d%s\n", gib(e.memory.total()).c_str(),
+              gib(e.capacity).c_str(), e.peakStage, e.fits() ? "" : "  (DOES NOT FIT)");
+  std::printf("           parameters %s, gradients %s, optimizer %s, activations %s, "
+              "buffers %s, workspace %s\n",
+              gib(e.memory.parameters).c_str(), gib(e.memory.gradients).c_str(),
+              gib(e.memory.optimizer).c_str(), gib(e.memory.activations).c_str(),
+              gib(e.memory.communication).c_str(), gib(e.memory.workspace).c_str());
+}
+
+int runSearch(std::map<std::string, std::string> &args, const TransformerShape &shape,
+              const Cluster &cluster) {
+  SearchOptions options;
+  options.devices = std::atoi(args["gpus"].c_str());
+  options.globalBatch = std::atoll(args.count("global-batch") ? args["global-batch"].c_str() : "0");
+  if (options.globalBatch < 1)
+    return fail("--global-batch B (samples per step over all replicas) is required with --gpus");
+  options.exhaustive = args.count("exhaustive") > 0;
+  if (args.count("strategy")) {
+    std::string error;
+    auto fixed = Strategy::parse(args["strategy"], error);
+    if (!fixed)
+      return fail(error);
+    options.fixed = *fixed;
+    std::string text = args["strategy"];
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t end = text.find(',', at), eq = text.find('=', at);
+      if (eq != std::string::npos && (end == std::string::npos || eq < end))
+        options.fixedKeys.insert(text.substr(at, eq - at));
+      at = end == std::string::npos ? text.size() : end + 1;
+    }
+  }
+  bool terminal = isatty(2);
+  options.progress = [&](int64_t evaluated, int64_t candidates) {
+    if (terminal)
+      std::fprintf(stderr, "\rsearching: %lld plans evaluated of %lld candidates",
+                   (long long)evaluated, (long long)candidates);
+  };
+  SearchResult result = searchPlans(shape, cluster, options);
+  if (terminal && result.seconds >= 1)
+    std::fprintf(stderr, "\r%60s\r", "");
+  std::printf("search     %lld candidates, %lld evaluated, %lld pruned by memory, %lld by time, "
+              "%lld invalid, %.2f s\n",
+              (long long)result.candidates, (long long)result.evaluated,
+              (long long)result.prunedByMemory, (long long)result.prunedByTime,
+              (long long)result.invalid, result.seconds);
+  if (result.best.empty())
+    return fail(result.infeasible);
+  const SearchCandidate &winner = result.best.front();
+  std::printf("plan       %s, microbatch size %lld\n", winner.strategy.str().c_str(),
+              (long long)winner.microbatchSize);
+  std::printf("mesh      ");
+  for (const MeshAxis &axis : winner.estimate.mesh.axes)
+    if (axis.size > 1)
+      std::printf(" %s=%d (%s)", axis.name.c_str(), axis.size,
+                  axis.spansNodes() ? "across nodes" : "inside a node");
+  std::printf("\n");
+  printEstimate(winner.estimate);
+  std::printf("executable: not yet; the partitioner that runs plans is a later stage\n");
+  if (result.best.size() > 1)
+    std::printf("alternatives:\n");
+  for (size_t i = 1; i < result.best.size(); ++i)
+    std::printf("  %s, microbatch size %lld: %s\n", result.best[i].strategy.str().c_str(),
+                (long long)result.best[i].microbatchSize,
+                explainLoss(result.best[i], winner).c_str());
+  Json json = winner.estimate.toJson();
+  json.asObject()["microbatch_size"] = double(winner.microbatchSize);
+  Json::Array alternatives;
+  for (size_t i = 1; i < result.best.size(); ++i)
+    alternatives.push_back(Json::Object{
+        {"strategy", result.best[i].strategy.toJson()},
+        {"microbatch_size", double(result.best[i].microbatchSize)},
+        {"step_time_s", result.best[i].estimate.stepTime},
+        {"why_slower", explainLoss(result.best[i], winner)}});
+  json.asObject()["search"] = Json::Object{{"candidates", double(result.candidates)},
+                                           {"evaluated", double(result.evaluated)},
+                                           {"seconds", result.seconds},
+                                           {"alternatives", alternatives}};
+  if (args.count("json") && !writeFile(args["json"], json.dump()))
+    return fail("cannot write " + args["json"]);
+  if (args.count("trace") && !writeFile(args["trace"], winner.estimate.chromeTrace().dump(0)))
+    return fail("cannot write " + args["trace"]);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -68,12 +166,18 @@ int main(int argc, char **argv) {
       args["dump-cluster"] = argv[++i];
       continue;
     }
+    if (arg == "--exhaustive") {
+      args["exhaustive"] = "1";
+      continue;
+    }
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       return 0;
     }
     if (arg.rfind("--", 0) != 0 || i + 1 >= argc)
       return fail("unexpected argument '" + arg + "'\n" + kUsage);
+    if (arg == "--nodes")
+      args["nodes-given"] = "1";
     args[arg.substr(2)] = argv[++i];
   }
   auto integer = [&](const char *key, int64_t &out) {
@@ -96,6 +200,15 @@ int main(int argc, char **argv) {
     return fail("model sizes must be positive integers (--ffn may be 0: the family's default), "
                 "hidden divisible by heads");
   std::string error;
+  if (args.count("gpus")) {
+    // Enough nodes of the preset for the requested devices.
+    int64_t gpus = std::atoll(args["gpus"].c_str());
+    auto probe = Cluster::preset(args["cluster"], 1);
+    if (gpus < 1)
+      return fail("--gpus must be a positive integer");
+    if (probe && !args.count("nodes-given"))
+      nodes = std::max<int64_t>(nodes, (gpus + probe->gpusPerNode - 1) / probe->gpusPerNode);
+  }
   std::optional<Cluster> cluster = Cluster::preset(args["cluster"], int(nodes));
   if (!cluster) {
     std::ifstream in(args["cluster"]);
@@ -116,11 +229,32 @@ int main(int argc, char **argv) {
       return fail("cannot write " + args["dump-cluster"]);
     return 0;
   }
-  if (!args.count("strategy"))
-    return fail("--strategy is required\n" + std::string(kUsage));
-  auto strategy = Strategy::parse(args["strategy"], error);
-  if (!strategy)
-    return fail(error);
+  if (args.count("gpus"))
+    return runSearch(args, shape, *cluster);
+  std::optional<Strategy> strategy;
+  if (args.count("plan")) {
+    // A plan written by --json: its strategy and microbatch size.
+    std::ifstream in(args["plan"]);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto json = in ? Json::parse(text.str(), error) : std::nullopt;
+    if (!json)
+      return fail(args["plan"] + ": " + (in ? error : std::string("cannot read the file")));
+    const Json *object = json->find("strategy");
+    if (!object)
+      return fail(args["plan"] + ": no strategy section");
+    strategy = Strategy::fromJson(*object, error);
+    if (!strategy)
+      return fail(args["plan"] + ": " + error);
+    if (const Json *mb = json->find("microbatch_size"); mb && mb->isNumber())
+      shape.microbatch = int64_t(mb->asNumber());
+  } else if (args.count("strategy")) {
+    strategy = Strategy::parse(args["strategy"], error);
+    if (!strategy)
+      return fail(error);
+  } else {
+    return fail("--strategy, --plan or --gpus is required\n" + std::string(kUsage));
+  }
 
   Graph graph = buildTransformer(shape);
   auto e = estimate(graph, *strategy, *cluster, error);
@@ -132,19 +266,10 @@ int main(int argc, char **argv) {
   std::printf("cluster    %s x %d nodes (%d devices); %s\n", cluster->name.c_str(),
               cluster->nodes, cluster->devices(), cluster->calibration.c_str());
   std::printf("strategy   %s\n", strategy->str().c_str());
-  std::printf("step       %.4f s  (compute %.4f, exposed communication %.4f, bubble %.4f, "
-              "optimizer %.4f, offload %.4f)\n",
-              e->stepTime, e->compute, e->exposedComm, e->bubble, e->optimizer, e->offload);
-  std::printf("throughput %.1f TFLOP/s per device (MFU %.1f%%), %.0f tokens/s\n", e->tflopsPerGpu,
-              100 * e->mfu, e->tokensPerSecond);
-  std::printf("memory     %s of %s on pipeline rank %d%s\n", gib(e->memory.total()).c_str(),
-              gib(e->capacity).c_str(), e->peakStage, e->fits() ? "" : "  (DOES NOT FIT)");
-  std::printf("           parameters %s, gradients %s, optimizer %s, activations %s, "
-              "buffers %s, workspace %s\n",
-              gib(e->memory.parameters).c_str(), gib(e->memory.gradients).c_str(),
-              gib(e->memory.optimizer).c_str(), gib(e->memory.activations).c_str(),
-              gib(e->memory.communication).c_str(), gib(e->memory.workspace).c_str());
-  if (args.count("json") && !writeFile(args["json"], e->toJson().dump()))
+  printEstimate(*e);
+  Json json = e->toJson();
+  json.asObject()["microbatch_size"] = double(shape.microbatch);
+  if (args.count("json") && !writeFile(args["json"], json.dump()))
     return fail("cannot write " + args["json"]);
   if (args.count("trace") && !writeFile(args["trace"], e->chromeTrace().dump(0)))
     return fail("cannot write " + args["trace"]);

@@ -1,0 +1,140 @@
+//===- search_bench.cpp - how long the plan search takes, and how good -----===//
+//
+// For the GPT configurations of the Megatron-LM README's weak-scaling table
+// (1.7B to 1T parameters on 32 to 3072 A100s, vocabulary 51200, sequence
+// 2048), on one CPU core:
+// - the search time for `--gpus N` with the table's global batch;
+// - the searched plan's predicted step time against the table's tensor and
+//   pipeline sizes (data parallelism filling the rest) completed by the same
+//   search (microbatch, schedule, memory options), under the same cost model;
+// and a sweep over depth at fixed width. Writes JSON.
+//
+//   search-bench [OUTPUT.json] [--quick]
+//
+//===----------------------------------------------------------------------===//
+
+#include "colossal/cost/Search.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+using namespace colossal::cost;
+
+namespace {
+
+struct Config {
+  const char *name;
+  int64_t heads, hidden, layers;
+  int tp, pp, gpus;
+  int64_t batch;
+};
+
+// Megatron-LM README, "weak scaling" table.
+const Config kConfigs[] = {
+    {"1.7B", 24, 2304, 24, 1, 1, 32, 512},         {"3.6B", 32, 3072, 30, 2, 1, 64, 512},
+    {"7.5B", 32, 4096, 36, 4, 1, 128, 512},        {"18B", 48, 6144, 40, 8, 1, 256, 1024},
+    {"39B", 64, 8192, 48, 8, 2, 512, 1536},        {"76B", 80, 10240, 60, 8, 4, 1024, 1792},
+    {"145B", 96, 12288, 80, 8, 8, 1536, 2304},     {"310B", 128, 16384, 96, 8, 16, 1920, 2160},
+    {"530B", 128, 20480, 105, 8, 35, 2520, 2520},  {"1T", 160, 25600, 128, 8, 64, 3072, 3072},
+};
+
+TransformerShape shapeOf(int64_t heads, int64_t hidden, int64_t layers) {
+  TransformerShape s;
+  s.heads = heads;
+  s.hidden = hidden;
+  s.layers = layers;
+  s.seq = 2048;
+  s.vocab = 51200;
+  return s;
+}
+
+Json planJson(const SearchResult &r) {
+  if (r.best.empty())
+    return Json::Object{{"infeasible", r.infeasible}};
+  const SearchCandidate &w = r.best.front();
+  return Json::Object{{"strategy", w.strategy.str()},
+                      {"microbatch_size", double(w.microbatchSize)},
+                      {"step_time_s", w.estimate.stepTime},
+                      {"mfu", w.estimate.mfu},
+                      {"search_s", r.seconds},
+                      {"candidates", double(r.candidates)},
+                      {"evaluated", double(r.evaluated)}};
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string output;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else
+      output = argv[i];
+  }
+  Json::Array configs, sweep;
+  for (const Config &c : kConfigs) {
+    if (quick && c.gpus > 256)
+      continue;
+    TransformerShape shape = shapeOf(c.heads, c.hidden, c.layers);
+    Cluster cluster = *Cluster::preset("dgx-a100", (c.gpus + 7) / 8);
+    SearchOptions options;
+    options.devices = c.gpus;
+    options.globalBatch = c.batch;
+    SearchResult searched = searchPlans(shape, cluster, options);
+    SearchOptions published = options;
+    published.fixed.tp = c.tp;
+    published.fixed.pp = c.pp;
+    published.fixedKeys = {"tp", "pp", "tp_mode", "sp"};
+    published.fixed.tpMode = TensorMode::OneD;
+    published.fixed.sp = 1;
+    SearchResult handTuned = searchPlans(shape, cluster, published);
+    double ratio = (searched.best.empty() || handTuned.best.empty())
+                       ? 0
+                       : searched.best.front().estimate.stepTime /
+                             handTuned.best.front().estimate.stepTime;
+    std::printf("%5s on %4d GPUs: search %6.2f s (%lld evaluated of %lld), searched/published "
+                "step %.3f\n",
+                c.name, c.gpus, searched.seconds, (long long)searched.evaluated,
+                (long long)searched.candidates, ratio);
+    std::fflush(stdout);
+    configs.push_back(Json::Object{
+        {"model", c.name},
+        {"parameters", double(buildTransformer(shape).parameterCount())},
+        {"gpus", c.gpus},
+        {"global_batch", double(c.batch)},
+        {"searched", planJson(searched)},
+        {"published_tp_pp", planJson(handTuned)},
+        {"published", Json::Object{{"tp", c.tp}, {"pp", c.pp}}},
+        {"step_time_ratio_searched_over_published", ratio}});
+  }
+  for (int layers : {24, 48, 96, 192}) {
+    if (quick && layers > 48)
+      continue;
+    TransformerShape shape = shapeOf(96, 12288, layers);
+    Cluster cluster = *Cluster::preset("dgx-a100", 128);
+    SearchOptions options;
+    options.devices = 1024;
+    options.globalBatch = 1536;
+    SearchResult r = searchPlans(shape, cluster, options);
+    std::printf("depth %3d at hidden 12288 on 1024 GPUs: search %6.2f s (%lld evaluated)\n", layers,
+                r.seconds, (long long)r.evaluated);
+    std::fflush(stdout);
+    sweep.push_back(Json::Object{{"layers", layers}, {"plan", planJson(r)}});
+  }
+  Json result = Json::Object{{"benchmark", "search"},
+                             {"cluster", "dgx-a100"},
+                             {"configs", configs},
+                             {"depth_sweep", sweep}};
+  if (!output.empty()) {
+    std::ofstream out(output);
+    out << result.dump() << "\n";
+    if (!out) {
+      std::cerr << "search-bench: cannot write " << output << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}

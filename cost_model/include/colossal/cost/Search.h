@@ -1,0 +1,88 @@
+//===- Search.h - finding the plan for a number of devices ----------*- C++ -*-===//
+//
+// Enumerates strategies for N devices: every factorisation of N into data,
+// pipeline, tensor (1D up to a node, or a 2D / 2.5D / 3D grid) and sequence
+// parallelism (Megatron on the tensor axis, all-to-all or ring on their own
+// axis), every power-of-two microbatch size dividing the per-replica batch,
+// the pipeline schedule (1F1B; interleaved with two chunks where the layers
+// allow), and the memory options (ZeRO stage, optimizer offload,
+// recomputation). The cost model evaluates each candidate; the fastest plan
+// that fits in device memory wins.
+//
+// Pruning never changes the answer:
+// - memory: a candidate whose model states alone (ZeRO formula, no
+//   activations) exceed the device is skipped unevaluated;
+// - time: a candidate is skipped when a lower bound on its step time (an
+//   equal share of the replica's model FLOPs on each model-parallel rank at
+//   the best GEMM rate) is no better than the k-th best plan kept; and ZeRO
+//   and offload only add to the step after the pipeline, so once one variant
+//   of a (mesh, microbatch, schedule, recomputation) group has been
+//   evaluated, the group's other variants are skipped when that pipeline
+//   time alone is no better than the k-th best plan kept.
+// `exhaustive` turns pruning off; a test checks both give the same plans.
+//
+// Limits: per-op shardings come from the strategy templates (Plan.h), not a
+// per-op solver; pipeline stages are uniform over layers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_COST_SEARCH_H
+#define COLOSSAL_COST_SEARCH_H
+
+#include "colossal/cost/Estimator.h"
+#include "colossal/cost/TransformerBuilder.h"
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace colossal::cost {
+
+struct SearchOptions {
+  int devices = 1;
+  /// Samples per optimizer step, over all data-parallel replicas.
+  int64_t globalBatch = 1;
+  /// Parts of the strategy the user fixed ("dp", "tp", "pp", "sp", "tp_mode",
+  /// "sp_mode", "microbatches", "schedule", "zero", "offload", "recompute"),
+  /// taken from `fixed`.
+  Strategy fixed;
+  std::set<std::string> fixedKeys;
+  /// Turn pruning off (tests compare both).
+  bool exhaustive = false;
+  /// How many plans to keep: the winner and its closest alternatives.
+  int keep = 6;
+  /// Called about once a second while the search runs.
+  std::function<void(int64_t evaluated, int64_t candidates)> progress;
+};
+
+struct SearchCandidate {
+  Strategy strategy;
+  int64_t microbatchSize = 1;
+  Estimate estimate;
+};
+
+struct SearchResult {
+  /// Fastest plans that fit, best first.
+  std::vector<SearchCandidate> best;
+  int64_t candidates = 0, evaluated = 0, prunedByTime = 0, prunedByMemory = 0, invalid = 0;
+  double seconds = 0;
+  /// The plan with the smallest per-rank memory seen (for the infeasible report).
+  std::optional<SearchCandidate> leastMemory;
+  /// When nothing fits: why, and what would.
+  std::string infeasible;
+};
+
+/// Searches plans for `shape` (its microbatch is chosen by the search) on
+/// `cluster`, which must have at least `options.devices` devices.
+SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
+                         const SearchOptions &options);
+
+/// Why `candidate` is slower than `winner`, in one line ("+12% step time:
+/// exposed communication 0.8 s more, bubble 0.1 s less").
+std::string explainLoss(const SearchCandidate &candidate, const SearchCandidate &winner);
+
+} // namespace colossal::cost
+
+#endif // COLOSSAL_COST_SEARCH_H

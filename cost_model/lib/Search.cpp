@@ -1,0 +1,292 @@
+//===- Search.cpp - finding the plan for a number of devices --------------===//
+
+#include "colossal/cost/Search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace colossal::cost {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0)
+      out.push_back(d);
+  return out;
+}
+
+struct TensorChoice {
+  int tp;
+  TensorMode mode;
+  int depth;
+};
+
+std::vector<TensorChoice> tensorChoices(int devices, const Cluster &cluster) {
+  std::vector<TensorChoice> out;
+  // 1D tensor parallelism stays inside a node, on NVLink (Megatron's rule).
+  for (int t : divisors(devices))
+    if (t <= cluster.gpusPerNode)
+      out.push_back({t, TensorMode::OneD, 1});
+  constexpr int kMaxGrid = 64;
+  for (int q = 2; q * q <= kMaxGrid; ++q) {
+    if (devices % (q * q) == 0)
+      out.push_back({q * q, TensorMode::TwoD, 1});
+    if (2 * q * q <= kMaxGrid && devices % (2 * q * q) == 0)
+      out.push_back({2 * q * q, TensorMode::TwoPointFiveD, 2});
+    if (q * q * q <= kMaxGrid && devices % (q * q * q) == 0)
+      out.push_back({q * q * q, TensorMode::ThreeD, q});
+  }
+  return out;
+}
+
+/// Model-state bytes on the rank that holds the most, without activations:
+/// a lower bound on the plan's memory.
+double modelStateLowerBound(double parameters, const Strategy &s) {
+  double share = s.tp;
+  if (s.tpMode == TensorMode::TwoPointFiveD)
+    share = double(s.tp) / s.tpDepth;
+  double local = parameters / (share * s.pp);
+  ModelStateBytes states = zeroModelStates(local, s.dp, s.zero);
+  return states.parameters + states.gradients + (s.offloadOptimizer ? 0 : states.optimizer);
+}
+
+/// A lower bound on the step time: the busiest model-parallel rank does at
+/// least an equal share of the replica's model FLOPs (plus the recomputed
+/// forward under full recomputation), at no more than the best GEMM rate.
+double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &cluster) {
+  double bestEfficiency = 1;
+  if (!cluster.gemmEfficiency.empty()) {
+    bestEfficiency = 0;
+    for (const CurvePoint &p : cluster.gemmEfficiency)
+      bestEfficiency = std::max(bestEfficiency, p.value);
+  }
+  DType dtype = DType::BF16;
+  for (const Value &v : graph.values)
+    if (v.isParameter)
+      dtype = v.dtype;
+  double flops = graph.modelFlops() * s.microbatches;
+  if (s.recompute == Recompute::Full)
+    flops *= 4.0 / 3.0;
+  double share = double(s.tp) * s.sp * s.pp;
+  return flops / share / (cluster.peak(dtype) * bestEfficiency);
+}
+
+bool fixedMismatch(const SearchOptions &o, const char *key, bool differs) {
+  return o.fixedKeys.count(key) && differs;
+}
+
+} // namespace
+
+SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
+                         const SearchOptions &options) {
+  auto start = Clock::now(), lastProgress = start;
+  SearchResult result;
+  const int n = options.devices;
+  const SearchOptions &o = options;
+  if (n < 1 || cluster.devices() < n) {
+    result.infeasible = "the cluster has " + std::to_string(cluster.devices()) +
+                        " devices; the search was asked for " + std::to_string(n);
+    return result;
+  }
+  std::map<int64_t, Graph> graphs;
+  auto graphFor = [&](int64_t microbatch) -> const Graph & {
+    auto it = graphs.find(microbatch);
+    if (it == graphs.end()) {
+      TransformerShape s = shape;
+      s.microbatch = microbatch;
+      it = graphs.emplace(microbatch, buildTransformer(s)).first;
+    }
+    return it->second;
+  };
+  double parameters = double(graphFor(1).parameterCount());
+  double smallestStates = std::numeric_limits<double>::infinity();
+  std::string smallestStatesPlan;
+  auto kthBest = [&] {
+    return int(result.best.size()) < o.keep ? std::numeric_limits<double>::infinity()
+                                            : result.best.back().estimate.stepTime;
+  };
+
+  for (const TensorChoice &t : tensorChoices(n, cluster)) {
+    if (fixedMismatch(o, "tp", t.tp != o.fixed.tp) ||
+        fixedMismatch(o, "tp_mode", t.mode != o.fixed.tpMode))
+      continue;
+    int afterTensor = n / t.tp;
+    std::vector<std::pair<int, SequenceMode>> sequences{{1, SequenceMode::None}};
+    if (t.mode == TensorMode::OneD && t.tp > 1)
+      sequences.push_back({1, SequenceMode::Megatron});
+    for (int s : {2, 4, 8})
+      if (afterTensor % s == 0 && shape.seq % s == 0) {
+        sequences.push_back({s, SequenceMode::AllToAll});
+        sequences.push_back({s, SequenceMode::Ring});
+      }
+    for (auto [sp, spMode] : sequences) {
+      if (fixedMismatch(o, "sp", sp != o.fixed.sp) ||
+          fixedMismatch(o, "sp_mode", spMode != o.fixed.spMode))
+        continue;
+      int afterSequence = afterTensor / sp;
+      for (int pp : divisors(afterSequence)) {
+        if (shape.layers % pp != 0 || fixedMismatch(o, "pp", pp != o.fixed.pp))
+          continue;
+        int dp = afterSequence / pp;
+        if (fixedMismatch(o, "dp", dp != o.fixed.dp))
+          continue;
+        if (o.globalBatch % dp != 0) {
+          ++result.invalid;
+          continue;
+        }
+        int64_t perReplica = o.globalBatch / dp;
+        for (int64_t b = 1; b <= perReplica && b <= 16; b *= 2) {
+          if (perReplica % b != 0)
+            continue;
+          int m = int(perReplica / b);
+          if (fixedMismatch(o, "microbatches", m != o.fixed.microbatches))
+            continue;
+          std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
+          if (pp > 1 && shape.layers % (2 * pp) == 0 && m % pp == 0)
+            schedules.push_back({Schedule::Interleaved, 2});
+          for (auto [schedule, chunks] : schedules) {
+            if (pp > 1 && fixedMismatch(o, "schedule", schedule != o.fixed.schedule))
+              continue;
+            for (Recompute recompute : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+              if (fixedMismatch(o, "recompute", recompute != o.fixed.recompute))
+                continue;
+              // One pipeline per group; ZeRO and offload only add after it.
+              double groupPipeline = -1;
+              for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+                if (fixedMismatch(o, "zero", zero != o.fixed.zero))
+                  continue;
+                for (bool offload : {false, true}) {
+                  if (fixedMismatch(o, "offload", offload != o.fixed.offloadOptimizer) ||
+                      (offload && zero == 0 && !o.fixedKeys.count("offload")))
+                    continue;
+                  Strategy s;
+                  s.dp = dp;
+                  s.tp = t.tp;
+                  s.tpMode = t.mode;
+                  s.tpDepth = t.mode == TensorMode::TwoPointFiveD ? t.depth : 1;
+                  s.sp = sp;
+                  s.spMode = spMode;
+                  s.pp = pp;
+                  s.microbatches = m;
+                  s.schedule = schedule;
+                  s.virtualStages = chunks;
+                  s.zero = zero;
+                  s.offloadOptimizer = offload;
+                  s.recompute = recompute;
+                  ++result.candidates;
+                  double stateBound = modelStateLowerBound(parameters, s);
+                  if (stateBound < smallestStates) {
+                    smallestStates = stateBound;
+                    smallestStatesPlan = s.str();
+                  }
+                  if (!o.exhaustive && stateBound > cluster.memoryBytes) {
+                    ++result.prunedByMemory;
+                    continue;
+                  }
+                  if (!o.exhaustive &&
+                      ((groupPipeline >= 0 && groupPipeline >= kthBest()) ||
+                       computeLowerBound(graphFor(b), s, cluster) >= kthBest())) {
+                    ++result.prunedByTime;
+                    continue;
+                  }
+                  std::string error;
+                  std::optional<Estimate> e = estimate(graphFor(b), s, cluster, error);
+                  if (!e) {
+                    ++result.invalid;
+                    continue;
+                  }
+                  ++result.evaluated;
+                  groupPipeline = e->pipeline.makespan;
+                  SearchCandidate candidate{s, b, std::move(*e)};
+                  if (candidate.estimate.fits()) {
+                    auto at = std::upper_bound(
+                        result.best.begin(), result.best.end(), candidate.estimate.stepTime,
+                        [](double t, const SearchCandidate &c) { return t < c.estimate.stepTime; });
+                    result.best.insert(at, std::move(candidate));
+                    if (int(result.best.size()) > o.keep)
+                      result.best.pop_back();
+                  } else if (!result.leastMemory ||
+                             candidate.estimate.memory.total() <
+                                 result.leastMemory->estimate.memory.total()) {
+                    result.leastMemory = std::move(candidate);
+                  }
+                  if (o.progress &&
+                      std::chrono::duration<double>(Clock::now() - lastProgress).count() >= 1) {
+                    lastProgress = Clock::now();
+                    o.progress(result.evaluated, result.candidates);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (result.best.empty()) {
+    double gib = double(1ull << 30);
+    if (result.leastMemory) {
+      const Estimate &e = result.leastMemory->estimate;
+      double need = e.memory.total();
+      int moreDevices = int(std::ceil(n * need / cluster.memoryBytes));
+      result.infeasible =
+          "no plan fits in " + std::to_string(int(cluster.memoryBytes / gib)) +
+          " GiB per device; the smallest found needs " + std::to_string(int(need / gib)) +
+          " GiB (" + result.leastMemory->strategy.str() + ", microbatch size " +
+          std::to_string(result.leastMemory->microbatchSize) + "): activations " +
+          std::to_string(int(e.memory.activations / gib)) + " GiB, model states " +
+          std::to_string(int((e.memory.parameters + e.memory.gradients + e.memory.optimizer) /
+                             gib)) +
+          " GiB. About " + std::to_string(moreDevices) +
+          " devices would hold it; or allow what the fixed strategy excludes (offload, "
+          "recomputation, ZeRO-3, a smaller microbatch)";
+    } else if (std::isfinite(smallestStates)) {
+      result.infeasible =
+          "no plan fits in " + std::to_string(int(cluster.memoryBytes / gib)) +
+          " GiB per device: the model states alone (weights, gradients, optimizer state) need "
+          "at least " +
+          std::to_string(int(std::ceil(smallestStates / gib))) +
+          " GiB per device in every candidate (least with " + smallestStatesPlan +
+          "); at least " +
+          std::to_string(int(std::ceil(n * smallestStates / cluster.memoryBytes))) +
+          " devices are needed for them alone, more for activations";
+    } else {
+      result.infeasible = "no candidate plan exists for " + std::to_string(n) +
+                          " devices and a global batch of " + std::to_string(o.globalBatch) +
+                          " (the batch must divide over the data-parallel replicas)";
+    }
+  }
+  return result;
+}
+
+std::string explainLoss(const SearchCandidate &c, const SearchCandidate &winner) {
+  const Estimate &a = c.estimate, &b = winner.estimate;
+  char head[64];
+  std::snprintf(head, sizeof head, "+%.1f%% step time:", 100 * (a.stepTime / b.stepTime - 1));
+  struct Part {
+    const char *name;
+    double delta;
+  } parts[] = {{"compute", a.compute - b.compute},
+               {"exposed communication", a.exposedComm - b.exposedComm},
+               {"bubble", a.bubble - b.bubble},
+               {"optimizer and offload", a.optimizer + a.offload - b.optimizer - b.offload}};
+  std::sort(std::begin(parts), std::end(parts),
+            [](const Part &x, const Part &y) { return std::fabs(x.delta) > std::fabs(y.delta); });
+  std::string out = head;
+  for (int i = 0; i < 2; ++i) {
+    char item[96];
+    std::snprintf(item, sizeof item, "%s %s %.3f s %s", i ? "," : "", parts[i].name,
+                  std::fabs(parts[i].delta), parts[i].delta >= 0 ? "more" : "less");
+    out += item;
+  }
+  return out;
+}
+
+} // namespace colossal::cost
