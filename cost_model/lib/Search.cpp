@@ -77,6 +77,20 @@ double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &c
   return flops / share / (cluster.peak(dtype) * bestEfficiency);
 }
 
+/// A count rounded up, as text, for any magnitude.
+std::string whole(double x) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.0f", std::ceil(x));
+  return buffer;
+}
+
+/// Bytes as GiB with one decimal.
+std::string gibText(double bytes) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.1f GiB", bytes / double(1ull << 30));
+  return buffer;
+}
+
 bool fixedMismatch(const SearchOptions &o, const char *key, bool differs) {
   return o.fixedKeys.count(key) && differs;
 }
@@ -106,7 +120,7 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
   };
   double parameters = double(graphFor(1).parameterCount());
   double smallestStates = std::numeric_limits<double>::infinity();
-  std::string smallestStatesPlan;
+  std::string smallestStatesPlan, firstInvalid;
   auto kthBest = [&] {
     return int(result.best.size()) < o.keep ? std::numeric_limits<double>::infinity()
                                             : result.best.back().estimate.stepTime;
@@ -198,6 +212,8 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
                   std::string error;
                   std::optional<Estimate> e = estimate(graphFor(b), s, cluster, error);
                   if (!e) {
+                    if (firstInvalid.empty())
+                      firstInvalid = s.str() + ": " + error;
                     ++result.invalid;
                     continue;
                   }
@@ -231,36 +247,34 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (result.best.empty()) {
-    double gib = double(1ull << 30);
+    std::string capacity = "no plan fits in " + gibText(cluster.memoryBytes) + " per device";
     if (result.leastMemory) {
       const Estimate &e = result.leastMemory->estimate;
       double need = e.memory.total();
-      int moreDevices = int(std::ceil(n * need / cluster.memoryBytes));
       result.infeasible =
-          "no plan fits in " + std::to_string(int(cluster.memoryBytes / gib)) +
-          " GiB per device; the smallest found needs " + std::to_string(int(need / gib)) +
-          " GiB (" + result.leastMemory->strategy.str() + ", microbatch size " +
+          capacity + "; the smallest found needs " + gibText(need) + " (" +
+          result.leastMemory->strategy.str() + ", microbatch size " +
           std::to_string(result.leastMemory->microbatchSize) + "): activations " +
-          std::to_string(int(e.memory.activations / gib)) + " GiB, model states " +
-          std::to_string(int((e.memory.parameters + e.memory.gradients + e.memory.optimizer) /
-                             gib)) +
-          " GiB. About " + std::to_string(moreDevices) +
+          gibText(e.memory.activations) + ", model states " +
+          gibText(e.memory.parameters + e.memory.gradients + e.memory.optimizer) + ". About " +
+          whole(n * need / cluster.memoryBytes) +
           " devices would hold it; or allow what the fixed strategy excludes (offload, "
           "recomputation, ZeRO-3, a smaller microbatch)";
-    } else if (std::isfinite(smallestStates)) {
+    } else if (result.candidates > 0 && result.prunedByMemory == result.candidates) {
       result.infeasible =
-          "no plan fits in " + std::to_string(int(cluster.memoryBytes / gib)) +
-          " GiB per device: the model states alone (weights, gradients, optimizer state) need "
-          "at least " +
-          std::to_string(int(std::ceil(smallestStates / gib))) +
-          " GiB per device in every candidate (least with " + smallestStatesPlan +
-          "); at least " +
-          std::to_string(int(std::ceil(n * smallestStates / cluster.memoryBytes))) +
+          capacity + ": the model states alone (weights, gradients, optimizer state) need at "
+                     "least " +
+          gibText(smallestStates) + " per device in every candidate (least with " +
+          smallestStatesPlan + "); at least " + whole(n * smallestStates / cluster.memoryBytes) +
           " devices are needed for them alone, more for activations";
+    } else if (!firstInvalid.empty()) {
+      result.infeasible = "none of the " + std::to_string(result.candidates) +
+                          " candidate plans can run; for example " + firstInvalid;
     } else {
-      result.infeasible = "no candidate plan exists for " + std::to_string(n) +
+      result.infeasible = "no candidate plan for " + std::to_string(n) +
                           " devices and a global batch of " + std::to_string(o.globalBatch) +
-                          " (the batch must divide over the data-parallel replicas)";
+                          " matches the fixed parts (dp x tp x pp x sp must equal the devices, "
+                          "and the batch must divide over the data-parallel replicas)";
     }
   }
   return result;

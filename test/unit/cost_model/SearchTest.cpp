@@ -88,7 +88,7 @@ TEST(Search, InfeasibleSaysWhatWouldFit) {
   options.globalBatch = 8;
   SearchResult result = searchPlans(smallModel(), cluster, options);
   EXPECT_TRUE(result.best.empty());
-  EXPECT_NE(result.infeasible.find("no plan fits in 0 GiB per device"), std::string::npos)
+  EXPECT_NE(result.infeasible.find("no plan fits in 0.1 GiB per device"), std::string::npos)
       << result.infeasible;
   EXPECT_NE(result.infeasible.find("devices would hold it"), std::string::npos);
 }
