@@ -258,7 +258,8 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   // over the whole grid (weights over the q x q planes), and linear layers,
   // norms and the loss add the grid algorithms' collectives (TensorGrid.h).
   bool grid = strategy.tpMode != TensorMode::OneD && strategy.tp > 1;
-  auto [gridQ, gridDepth] = tensorGrid(strategy);
+  const std::pair<int, int> gridShape = tensorGrid(strategy);
+  const int gridQ = gridShape.first, gridDepth = gridShape.second;
   double gridShare = grid ? double(strategy.tp) : 1.0;
   double weightShare =
       grid ? (strategy.tpMode == TensorMode::TwoPointFiveD ? double(gridQ) * gridQ : gridShare)

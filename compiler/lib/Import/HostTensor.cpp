@@ -48,6 +48,21 @@ int64_t numElementsOf(const std::vector<int64_t> &shape) {
 
 int64_t HostTensor::numElements() const { return numElementsOf(shape); }
 
+/// Truncates toward zero, saturating where C++'s conversion would be undefined.
+static int64_t saturatingToInt(double v) {
+  if (std::isnan(v))
+    return 0;
+  if (v >= 9.2e18)
+    return INT64_MAX;
+  if (v <= -9.2e18)
+    return INT64_MIN;
+  return int64_t(v);
+}
+
+int64_t HostTensor::asInt(int64_t i) const {
+  return isFloat() ? saturatingToInt(floats[i]) : ints[i];
+}
+
 HostTensor HostTensor::ofInts(std::vector<int64_t> shape, std::vector<int64_t> values,
                               ElementKind kind) {
   HostTensor t;
@@ -256,17 +271,9 @@ HostTensor foldCast(const HostTensor &x, ElementKind to) {
       out.ints[i] = x.ints[i];
       continue;
     }
-    double v = x.floats[i];
-    // Out-of-range float-to-int casts are undefined in C++; ONNX leaves them
-    // unspecified too. Saturate rather than invoke undefined behaviour.
-    if (std::isnan(v))
-      out.ints[i] = 0;
-    else if (v >= 9.2e18)
-      out.ints[i] = INT64_MAX;
-    else if (v <= -9.2e18)
-      out.ints[i] = INT64_MIN;
-    else
-      out.ints[i] = int64_t(v);
+    // Out-of-range float-to-int casts are undefined in C++ and unspecified
+    // in ONNX: saturate.
+    out.ints[i] = saturatingToInt(x.floats[i]);
   }
   return out;
 }
@@ -452,7 +459,7 @@ Folded<HostTensor> foldRange(const HostTensor &start, const HostTensor &limit,
   double count = std::ceil((l - s) / d);
   if (count > double(kMaxFoldedElements))
     return Folded<HostTensor>::fail("range of " + std::to_string(count) + " elements is too large");
-  int64_t n = std::max<int64_t>(0, int64_t(count));
+  int64_t n = count > 0 ? int64_t(count) : 0;
   if (start.isFloat()) {
     std::vector<double> values(n);
     for (int64_t i = 0; i < n; ++i)

@@ -50,7 +50,9 @@ struct HostTensor {
   bool isFloat() const { return isFloatKind(kind); }
   int64_t numElements() const;
   double asDouble(int64_t i) const { return isFloat() ? floats[i] : double(ints[i]); }
-  int64_t asInt(int64_t i) const { return isFloat() ? int64_t(floats[i]) : ints[i]; }
+  /// Element i as an integer; floats truncate toward zero and saturate (a
+  /// hostile file can hold 1e30 where an index is expected).
+  int64_t asInt(int64_t i) const;
 
   static HostTensor ofInts(std::vector<int64_t> shape, std::vector<int64_t> values,
                            ElementKind kind = ElementKind::Int64);

@@ -25,10 +25,14 @@ using namespace mlir;
 namespace colossal::import {
 namespace {
 
+/// "[2, 8, 16]"; a hostile file's thousand-entry shape is cut short.
 std::string shapeString(ArrayRef<int64_t> shape) {
+  constexpr size_t kShown = 8;
   std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
+  for (auto [i, d] : llvm::enumerate(shape.take_front(kShown)))
     s += (i ? ", " : "") + std::to_string(d);
+  if (shape.size() > kShown)
+    s += ", ... (" + std::to_string(shape.size()) + " entries)";
   return s + "]";
 }
 
@@ -115,6 +119,8 @@ std::vector<int64_t> intsOf(const HostTensor &t) {
 /// Emits a reshape of input 0 to `shape`, folding constants.
 LogicalResult reshapeTo(NodeContext &ctx, const std::vector<int64_t> &shape) {
   if (const HostTensor *c = ctx.constantInput(0)) {
+    if (numElementsOf(shape) != c->numElements())
+      return ctx.fail("cannot reshape " + shapeString(c->shape) + " into " + shapeString(shape));
     ctx.setOutputConstant(0, foldReshape(*c, shape));
     return success();
   }
