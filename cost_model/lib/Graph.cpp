@@ -23,10 +23,6 @@ int64_t Graph::elements(const Op &op, const TensorUse &use) const {
   return n;
 }
 
-int64_t Graph::bytes(const Op &op, const TensorUse &use) const {
-  return elements(op, use) * bytesOf(values[use.value].dtype);
-}
-
 std::vector<int64_t> Graph::parameterElements() const {
   std::vector<int64_t> elementsOf(values.size(), 0);
   for (const Op &op : ops)

@@ -131,7 +131,8 @@ std::optional<Strategy> Strategy::fromJson(const Json &json, std::string &error)
   return s;
 }
 
-std::optional<Strategy> Strategy::parse(const std::string &text, std::string &error) {
+std::optional<Strategy> Strategy::parse(const std::string &text, std::string &error,
+                                        std::set<std::string> *keys) {
   Json::Object object;
   size_t start = 0;
   while (start < text.size()) {
@@ -153,6 +154,8 @@ std::optional<Strategy> Strategy::parse(const std::string &text, std::string &er
       error = "strategy: unknown key '" + key + "'";
       return std::nullopt;
     }
+    if (keys)
+      keys->insert(key);
     char *endp = nullptr;
     double number = std::strtod(value.c_str(), &endp);
     if (!value.empty() && endp == value.c_str() + value.size())

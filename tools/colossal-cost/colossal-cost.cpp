@@ -87,18 +87,10 @@ int runSearch(std::map<std::string, std::string> &args, const TransformerShape &
   options.exhaustive = args.count("exhaustive") > 0;
   if (args.count("strategy")) {
     std::string error;
-    auto fixed = Strategy::parse(args["strategy"], error);
+    auto fixed = Strategy::parse(args["strategy"], error, &options.fixedKeys);
     if (!fixed)
       return fail(error);
     options.fixed = *fixed;
-    std::string text = args["strategy"];
-    size_t at = 0;
-    while (at < text.size()) {
-      size_t end = text.find(',', at), eq = text.find('=', at);
-      if (eq != std::string::npos && (end == std::string::npos || eq < end))
-        options.fixedKeys.insert(text.substr(at, eq - at));
-      at = end == std::string::npos ? text.size() : end + 1;
-    }
   }
   bool terminal = isatty(2);
   options.progress = [&](int64_t evaluated, int64_t candidates) {

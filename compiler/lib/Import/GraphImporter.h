@@ -128,7 +128,6 @@ private:
   std::string baseDir;
   const ImportOptions &options;
   mlir::Location fileLoc;
-  std::vector<std::pair<std::string, mlir::Type>> parameterReads;
 };
 
 } // namespace colossal::import

@@ -57,9 +57,9 @@ TEST(Estimator, TensorParallelAllReducesTwicePerLayerEachWay) {
   ASSERT_TRUE(ar);
   double activation = 2.0 * 1024 * 1024 * 2; // b s h in bf16
   int layers = 4;
-  // 4 per layer, plus the vocabulary-parallel embedding (forward) and its
-  // input gradient... the embedding has no input gradient; plus the head's
-  // input gradient (backward) and three small cross-entropy reductions.
+  // 4 per layer, plus the vocabulary-parallel embedding's partial output
+  // (forward), the head's input gradient (backward), and three small
+  // cross-entropy reductions.
   int big = 4 * layers + 2;
   EXPECT_EQ(ar->calls, big + 3);
   EXPECT_NEAR(ar->bytes, big * activation + 3 * 2.0 * 1024 * 4, 1);

@@ -98,7 +98,6 @@ struct Graph {
   /// Size of dimension `dims` under the op's factors.
   static int64_t dimSize(const Op &op, const std::vector<int> &factors);
   int64_t elements(const Op &op, const TensorUse &use) const;
-  int64_t bytes(const Op &op, const TensorUse &use) const;
 
   /// Parameter elements in the whole model (each parameter counted once).
   int64_t parameterCount() const;

@@ -17,6 +17,7 @@
 #include "colossal/cost/Cluster.h"
 #include "colossal/cost/Graph.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,10 @@ struct Strategy {
   Json toJson() const;
   static std::optional<Strategy> fromJson(const Json &json, std::string &error);
   /// Parses "dp=8,tp=8,pp=2,sp_mode=megatron,zero=1,recompute=selective,...";
-  /// keys as in toJson(). Unknown keys and values are errors.
-  static std::optional<Strategy> parse(const std::string &text, std::string &error);
+  /// keys as in toJson(). Unknown keys and values are errors. With `keys`,
+  /// also says which keys the text named (the parts a search must keep).
+  static std::optional<Strategy> parse(const std::string &text, std::string &error,
+                                       std::set<std::string> *keys = nullptr);
 };
 
 /// One mesh axis: a name, a size, and how its groups sit on the cluster.
