@@ -1,0 +1,47 @@
+//===- CommCounters.h - bytes moved, per collective and per axis -*- C++ -*-===//
+//
+// Every collective records its calls and bytes under (collective, axis). The
+// byte count follows the cost model's convention (cost/Communication.h): the
+// full size of the reduced or gathered tensor, the whole send buffer of an
+// all-to-all, the buffer of a broadcast, the bytes sent by send/recv. So a
+// plan's predicted communication can be compared with what ran, exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_RUNTIME_COMMCOUNTERS_H
+#define COLOSSAL_RUNTIME_COMMCOUNTERS_H
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace colossal::rt {
+
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, SendRecv, Barrier };
+/// "all_reduce", "all_gather", ... (the cost model's names).
+const char *nameOf(CollectiveKind kind);
+
+class CommCounters {
+public:
+  struct Entry {
+    int64_t calls = 0;
+    int64_t bytes = 0;
+  };
+  using Key = std::pair<std::string, std::string>; // (collective, axis)
+
+  void record(CollectiveKind kind, const std::string &axis, int64_t bytes);
+  std::map<Key, Entry> snapshot() const;
+  void reset();
+  /// {"all_reduce": {"dp": {"calls": 3, "bytes": 1024}}, ...} on one line.
+  std::string json() const;
+
+private:
+  mutable std::mutex mutex_;
+  std::map<Key, Entry> entries_;
+};
+
+} // namespace colossal::rt
+
+#endif // COLOSSAL_RUNTIME_COMMCOUNTERS_H

@@ -1,0 +1,159 @@
+//===- Memory.cpp ---------------------------------------------------------===//
+
+#include "colossal/runtime/Memory.h"
+
+#include "colossal/runtime/Error.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace colossal::rt {
+
+const char *nameOf(MemoryCategory category) {
+  static const char *names[] = {"parameters",    "gradients", "optimizer_state",
+                                "activations",   "communication", "workspace"};
+  return names[int(category)];
+}
+
+const char *nameOf(MemorySpace space) {
+  static const char *names[] = {"host", "pinned_host", "device"};
+  return names[int(space)];
+}
+
+MemoryTracker &MemoryTracker::global() {
+  static MemoryTracker tracker;
+  return tracker;
+}
+
+void MemoryTracker::allocated(MemorySpace space, MemoryCategory category, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Counter &c = counters_[size_t(space)][size_t(category)];
+  c.current += bytes;
+  c.peak = std::max(c.peak, c.current);
+  Counter &t = totals_[size_t(space)];
+  t.current += bytes;
+  t.peak = std::max(t.peak, t.current);
+}
+
+void MemoryTracker::freed(MemorySpace space, MemoryCategory category, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  counters_[size_t(space)][size_t(category)].current -= bytes;
+  totals_[size_t(space)].current -= bytes;
+}
+
+int64_t MemoryTracker::current(MemorySpace space, MemoryCategory category) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counters_[size_t(space)][size_t(category)].current;
+}
+
+int64_t MemoryTracker::peak(MemorySpace space, MemoryCategory category) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counters_[size_t(space)][size_t(category)].peak;
+}
+
+int64_t MemoryTracker::current(MemorySpace space) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return totals_[size_t(space)].current;
+}
+
+int64_t MemoryTracker::peak(MemorySpace space) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return totals_[size_t(space)].peak;
+}
+
+void MemoryTracker::resetPeaks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto &space : counters_)
+    for (Counter &c : space)
+      c.peak = c.current;
+  for (Counter &t : totals_)
+    t.peak = t.current;
+}
+
+std::string MemoryTracker::json() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto pair = [](const Counter &c) {
+    return "{\"current\": " + std::to_string(c.current) + ", \"peak\": " + std::to_string(c.peak) + "}";
+  };
+  std::string text = "{";
+  for (int s = 0; s < kMemorySpaces; ++s) {
+    text += std::string(s ? ", " : "") + "\"" + nameOf(MemorySpace(s)) + "\": {";
+    for (int c = 0; c < kMemoryCategories; ++c)
+      text += "\"" + std::string(nameOf(MemoryCategory(c))) + "\": " + pair(counters_[size_t(s)][size_t(c)]) + ", ";
+    text += "\"total\": " + pair(totals_[size_t(s)]) + "}";
+  }
+  return text + "}";
+}
+
+namespace {
+DeviceMemoryFunctions deviceFunctions;
+} // namespace
+
+void installDeviceMemoryFunctions(const DeviceMemoryFunctions &functions) {
+  deviceFunctions = functions;
+}
+
+Allocation::Allocation(int64_t bytes, MemoryCategory category, MemorySpace space,
+                       MemoryTracker *tracker)
+    : bytes_(bytes), category_(category), space_(space), tracker_(tracker) {
+  if (bytes < 0)
+    fail("allocate", "negative size " + std::to_string(bytes));
+  std::string what = std::string("allocate ") + nameOf(category) + " (" + nameOf(space) + ")";
+  switch (space) {
+  case MemorySpace::Device:
+    if (!deviceFunctions.allocateDevice)
+      fail(what, "this runtime was built without a device; use the host target");
+    data_ = deviceFunctions.allocateDevice(bytes);
+    break;
+  case MemorySpace::PinnedHost:
+    if (deviceFunctions.allocatePinned) {
+      data_ = deviceFunctions.allocatePinned(bytes);
+      break;
+    }
+    [[fallthrough]];
+  case MemorySpace::Host: {
+    size_t rounded = size_t((bytes + 63) / 64 * 64);
+    data_ = std::aligned_alloc(64, rounded ? rounded : 64);
+    if (!data_)
+      fail(what, "out of host memory for " + std::to_string(bytes) + " bytes");
+    break;
+  }
+  }
+  if (tracker_)
+    tracker_->allocated(space_, category_, bytes_);
+}
+
+Allocation::~Allocation() { reset(); }
+
+void Allocation::reset() {
+  if (!data_)
+    return;
+  if (space_ == MemorySpace::Device)
+    deviceFunctions.freeDevice(data_);
+  else if (space_ == MemorySpace::PinnedHost && deviceFunctions.freePinned)
+    deviceFunctions.freePinned(data_);
+  else
+    std::free(data_);
+  if (tracker_)
+    tracker_->freed(space_, category_, bytes_);
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+Allocation::Allocation(Allocation &&other) noexcept { *this = std::move(other); }
+
+Allocation &Allocation::operator=(Allocation &&other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    category_ = other.category_;
+    space_ = other.space_;
+    tracker_ = other.tracker_;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+} // namespace colossal::rt

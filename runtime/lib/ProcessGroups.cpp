@@ -1,0 +1,37 @@
+//===- ProcessGroups.cpp --------------------------------------------------===//
+
+#include "colossal/runtime/ProcessGroups.h"
+
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/MpiCommunicator.h"
+
+namespace colossal::rt {
+
+void requireMeshMatchesWorld(const MeshShape &mesh, int worldSize) {
+  if (mesh.ranks() != worldSize)
+    fail("mesh", "mesh " + mesh.str() + " has " + std::to_string(mesh.ranks()) +
+                     " ranks but the job was started with " + std::to_string(worldSize) +
+                     " (mpirun -np " + std::to_string(mesh.ranks()) + ")");
+}
+
+ProcessGroups::ProcessGroups(MeshShape mesh, std::vector<std::unique_ptr<Communicator>> axes)
+    : mesh_(std::move(mesh)), axes_(std::move(axes)) {}
+
+ProcessGroups::~ProcessGroups() = default;
+
+ProcessGroups ProcessGroups::overMpi(const MeshShape &mesh, MpiCommunicator &world) {
+  requireMeshMatchesWorld(mesh, world.size());
+  int rank = world.rank();
+  std::vector<int> coords = mesh.coordinates(rank);
+  std::vector<std::unique_ptr<Communicator>> axes;
+  for (size_t axis = 0; axis < mesh.axes().size(); ++axis) {
+    // The group is named by the rank it has at coordinate 0 of this axis.
+    std::vector<int> base = coords;
+    base[axis] = 0;
+    axes.push_back(world.split(mesh.rankOf(base), coords[axis], mesh.axes()[axis].name,
+                               mesh.group(rank, int(axis))));
+  }
+  return ProcessGroups(mesh, std::move(axes));
+}
+
+} // namespace colossal::rt
