@@ -1,0 +1,52 @@
+//===- TokenData.h - language-model batches from a token file -----*- C++ -*-===//
+//
+// A token file is a flat stream of token ids: raw uint16 (".u16", ".bin")
+// or uint32 (".u32") little-endian, or a 1-D .npy. It is cut into samples of
+// seq + 1 tokens (inputs and the next-token labels) that do not overlap.
+// Each epoch visits the samples in a shuffled order that depends only on the
+// seed and the epoch, so every rank computes the same global order without
+// talking; global batch t takes the next `globalBatch` samples, and each
+// data-parallel rank reads only its own rows.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_RUNTIME_TOKENDATA_H
+#define COLOSSAL_RUNTIME_TOKENDATA_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace colossal::rt {
+
+enum class TokenFormat { Auto, U16, U32, Npy };
+
+class TokenDataset {
+public:
+  /// Opens `path`; with `vocab` > 0 every id is checked against it (an error
+  /// names the position of the first bad id).
+  static TokenDataset open(const std::string &path, TokenFormat format = TokenFormat::Auto, int64_t vocab = 0);
+
+  int64_t tokens() const { return int64_t(ids_.size()); }
+  int64_t samples(int64_t seq) const { return seq > 0 ? (tokens() - 1) / seq : 0; }
+
+  /// Rows [rowBegin, rowEnd) of global batch `step` (0-based): inputs and
+  /// labels, each (rowEnd - rowBegin) x seq, row-major.
+  void batch(int64_t step, int64_t globalBatch, int64_t seq, int64_t rowBegin, int64_t rowEnd, uint64_t seed,
+             int64_t *inputs, int64_t *labels);
+
+  /// The sample index at position `position` of the global order.
+  int64_t sampleAt(int64_t position, int64_t seq, uint64_t seed);
+
+private:
+  std::string path_;
+  std::vector<int64_t> ids_;
+  // The current epoch's permutation, cached.
+  int64_t cachedEpoch_ = -1, cachedSeq_ = 0;
+  uint64_t cachedSeed_ = 0;
+  std::vector<int64_t> order_;
+};
+
+} // namespace colossal::rt
+
+#endif // COLOSSAL_RUNTIME_TOKENDATA_H

@@ -1,0 +1,213 @@
+//===- StorageTest.cpp - checkpoints, safetensors, .npy, token files, logs and offload -===//
+
+#include "Reference.h"
+
+#include "colossal/runtime/AtomicFile.h"
+#include "colossal/runtime/Checkpoint.h"
+#include "colossal/runtime/Crc32.h"
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/Npy.h"
+#include "colossal/runtime/Offload.h"
+#include "colossal/runtime/SingleRankCommunicator.h"
+#include "colossal/runtime/StepLog.h"
+#include "colossal/runtime/TokenData.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+using namespace colossal::rt;
+using namespace colossal::rt::test;
+
+namespace {
+
+/// A fresh directory under the test's temporary area, removed afterwards.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char pattern[] = "/tmp/colossal-rt-XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+void expectErrorContains(const std::function<void()> &body, const std::string &text) {
+  try {
+    body();
+    ADD_FAILURE() << "no error; expected one mentioning \"" << text << "\"";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+void flipByte(const std::string &path, long offsetFromEnd) {
+  std::vector<unsigned char> bytes = readWholeFile(path);
+  bytes[bytes.size() - size_t(offsetFromEnd)] ^= 0x40;
+  writeFileAtomically(path, {{bytes.data(), int64_t(bytes.size())}});
+}
+
+void truncateFile(const std::string &path, size_t keep) {
+  std::vector<unsigned char> bytes = readWholeFile(path);
+  bytes.resize(keep);
+  writeFileAtomically(path, {{bytes.data(), int64_t(bytes.size())}});
+}
+
+TEST(Crc32Test, StandardCheckValue) {
+  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(crc32("56789", 5, crc32("1234", 4)), 0xCBF43926u);
+}
+
+TEST(SafetensorsTest, RoundTripAndEveryCorruptionIsRefused) {
+  TempDir dir;
+  std::string path = dir.path + "/t.safetensors";
+  auto w = randomVector(12, 1);
+  std::vector<int64_t> ids = {1, 2, 3};
+  writeSafetensors(path, {{"w", DType::F32, {3, 4}, w.data(), 48}, {"ids", DType::I64, {3}, ids.data(), 24}},
+                   {{"note", "hello"}});
+  SafetensorsFile file = SafetensorsFile::read(path);
+  const TensorView &tw = file.require("w", DType::F32, {3, 4});
+  EXPECT_EQ(std::memcmp(tw.data, w.data(), 48), 0);
+  EXPECT_EQ(file.metadata().at("note"), "hello");
+  expectErrorContains([&] { file.require("w", DType::F32, {4, 3}); }, "tensor w is f32 [3, 4], expected f32 [4, 3]");
+  expectErrorContains([&] { file.require("b", DType::F32, {4}); }, "no tensor b");
+
+  flipByte(path, 3); // inside the last tensor
+  expectErrorContains([&] { SafetensorsFile::read(path); }, "tensor ids: checksum mismatch");
+  truncateFile(path, 40);
+  expectErrorContains([&] { SafetensorsFile::read(path); }, "does not fit the file");
+  truncateFile(path, 3);
+  expectErrorContains([&] { SafetensorsFile::read(path); }, "not a safetensors file");
+  expectErrorContains([&] { SafetensorsFile::read(dir.path + "/missing"); }, "No such file");
+  std::string junk = std::string("\x08\0\0\0\0\0\0\0", 8) + "{nojson}";
+  writeFileAtomically(path, {{junk.data(), int64_t(junk.size())}});
+  expectErrorContains([&] { SafetensorsFile::read(path); }, "header is not a JSON object");
+}
+
+TEST(CheckpointTest, SaveLoadAndRefuseCorruptOrMismatched) {
+  TempDir dir;
+  SingleRankCommunicator world;
+  auto w = randomVector(6, 2);
+  saveCheckpoint(dir.path + "/ckpt", world, 42,
+                 {{{"layer.w", DType::F32, {2, 3}, w.data(), 24}, {2, 3}, {0, 0}}}, {{"optimizer", "lamb"}});
+  LoadedCheckpoint loaded = LoadedCheckpoint::load(dir.path + "/ckpt", world);
+  EXPECT_EQ(loaded.step(), 42);
+  EXPECT_EQ(loaded.info().at("optimizer"), "lamb");
+  EXPECT_EQ(std::memcmp(loaded.shard().require("layer.w", DType::F32, {2, 3}).data, w.data(), 24), 0);
+
+  // The index records global shapes and shard offsets for resharding.
+  std::vector<unsigned char> index = readWholeFile(dir.path + "/ckpt/index.json");
+  std::string text(index.begin(), index.end());
+  EXPECT_NE(text.find("\"global_shape\""), std::string::npos);
+  EXPECT_NE(text.find("\"offsets\""), std::string::npos);
+
+  std::string shard = dir.path + "/ckpt/" + checkpointFileName(0, 1);
+  flipByte(shard, 1);
+  expectErrorContains([&] { LoadedCheckpoint::load(dir.path + "/ckpt", world); }, "checksum mismatch");
+  expectErrorContains([&] { LoadedCheckpoint::load(dir.path + "/none", world); }, "index.json");
+  expectErrorContains(
+      [&] {
+        saveCheckpoint(dir.path + "/bad", world, 1, {{{"x", DType::F32, {2, 3}, w.data(), 24}, {2, 2}, {0, 0}}});
+      },
+      "exceeds the global shape");
+}
+
+TEST(NpyTest, ReadsNumpyWrittenFilesAndRoundTrips) {
+  // A feed written by NumPy itself (the fixture generator).
+  NpyArray ids = readNpy(std::string(COLOSSAL_FIXTURES_DIR) + "/gpt2/feed/input_ids.npy");
+  EXPECT_EQ(ids.dtype, DType::I64);
+  ASSERT_EQ(ids.shape.size(), 2u);
+  EXPECT_EQ(int64_t(ids.data.size()), ids.elements() * 8);
+
+  TempDir dir;
+  auto x = randomVector(15, 3);
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{3, 5}, std::vector<int64_t>{15}}) {
+    writeNpy(dir.path + "/x.npy", DType::F32, shape, x.data());
+    NpyArray back = readNpy(dir.path + "/x.npy");
+    EXPECT_EQ(back.shape, shape);
+    EXPECT_EQ(std::memcmp(back.data.data(), x.data(), 60), 0);
+  }
+  truncateFile(dir.path + "/x.npy", readWholeFile(dir.path + "/x.npy").size() - 4);
+  expectErrorContains([&] { readNpy(dir.path + "/x.npy"); }, "needs 60 data bytes but the file has 56");
+  std::string fortran = std::string("\x93NUMPY\x01\x00\x46\x00", 10) +
+                        "{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }" + std::string(14, ' ') + "\n";
+  writeFileAtomically(dir.path + "/f.npy", {{fortran.data(), int64_t(fortran.size())}});
+  expectErrorContains([&] { readNpy(dir.path + "/f.npy"); }, "Fortran");
+}
+
+TEST(TokenDataTest, DeterministicShuffledOrderAndRankSlices) {
+  TempDir dir;
+  std::vector<uint16_t> tokens(1001);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = uint16_t(i % 500);
+  writeFileAtomically(dir.path + "/t.u16", {{tokens.data(), int64_t(tokens.size() * 2)}});
+  TokenDataset data = TokenDataset::open(dir.path + "/t.u16", TokenFormat::Auto, 500);
+  const int64_t seq = 10, batch = 4;
+  EXPECT_EQ(data.samples(seq), 100);
+  // One epoch visits every sample once; the next epoch uses another order.
+  std::set<int64_t> seen;
+  std::vector<int64_t> first, second;
+  for (int64_t p = 0; p < 100; ++p) {
+    seen.insert(data.sampleAt(p, seq, 7));
+    first.push_back(data.sampleAt(p, seq, 7));
+  }
+  for (int64_t p = 100; p < 200; ++p)
+    second.push_back(data.sampleAt(p, seq, 7));
+  EXPECT_EQ(seen.size(), 100u);
+  EXPECT_NE(first, second);
+  // Two data-parallel ranks reading halves see the same rows as one reader.
+  std::vector<int64_t> in(batch * seq), lab(batch * seq), inLo(2 * seq), labLo(2 * seq), inHi(2 * seq), labHi(2 * seq);
+  TokenDataset other = TokenDataset::open(dir.path + "/t.u16", TokenFormat::U16, 500);
+  data.batch(3, batch, seq, 0, batch, 7, in.data(), lab.data());
+  other.batch(3, batch, seq, 0, 2, 7, inLo.data(), labLo.data());
+  other.batch(3, batch, seq, 2, 4, 7, inHi.data(), labHi.data());
+  inLo.insert(inLo.end(), inHi.begin(), inHi.end());
+  EXPECT_EQ(in, inLo);
+  // Labels are the inputs shifted by one token.
+  int64_t sample = data.sampleAt(3 * batch, seq, 7);
+  EXPECT_EQ(in[0], int64_t(tokens[size_t(sample * seq)]));
+  EXPECT_EQ(lab[0], int64_t(tokens[size_t(sample * seq + 1)]));
+  expectErrorContains([&] { TokenDataset::open(dir.path + "/t.u16", TokenFormat::U16, 100); },
+                      "outside the vocabulary of 100");
+  expectErrorContains([&] { TokenDataset::open(dir.path + "/t.txt"); }, "cannot tell the format");
+}
+
+TEST(StepLogTest, OneJsonObjectPerLineWithNullForNonFinite) {
+  StepRecord r;
+  r.step = 3, r.loss = 2.5, r.lr = 1e-3, r.gradNorm = std::nan(""), r.extra = {{"comm", "{}"}};
+  EXPECT_EQ(formatStepRecord(r), "{\"step\": 3, \"loss\": 2.5, \"lr\": 0.001, \"grad_norm\": null, \"loss_scale\": 1, "
+                                 "\"tokens_per_s\": 0, \"time\": 0, \"comm\": {}}");
+  TempDir dir;
+  {
+    StepLog log(dir.path + "/log.jsonl");
+    log.write(r);
+    log.write(r);
+  }
+  std::ifstream in(dir.path + "/log.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line))
+    ++lines;
+  EXPECT_EQ(lines, 2);
+  expectErrorContains([&] { StepLog bad(dir.path + "/no/such/dir/log"); }, "open log");
+}
+
+TEST(OffloadTest, HostStepThroughTheCopyEngineEqualsTheDirectStep) {
+  auto w = randomVector(100, 4), g = randomVector(100, 5);
+  std::vector<float> directW = w, directM(100), directV(100), gCopy = g;
+  OptimizerTensor direct{directW.data(), gCopy.data(), directM.data(), directV.data(), nullptr, 100, true, true};
+  AdamSettings settings;
+  settings.lr = 0.01f, settings.weightDecay = 0.1f;
+  cpu::adamwStep(Stream{}, &direct, 1, settings, 0.5f);
+
+  std::vector<float> deviceW = w, hostW = w, hostG(100), hostM(100), hostV(100);
+  std::vector<OffloadedTensor> tensors = {
+      {deviceW.data(), g.data(), {hostW.data(), hostG.data(), hostM.data(), hostV.data(), nullptr, 100, true, true}}};
+  auto engine = makeHostCopyEngine();
+  offloadedAdamwStep(*engine, tensors, settings, 0.5f);
+  EXPECT_EQ(deviceW, directW);
+  EXPECT_EQ(engine->bytesToHost(), 400);
+  EXPECT_EQ(engine->bytesToDevice(), 400);
+}
+
+} // namespace
