@@ -25,7 +25,7 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 
 echo "== sanitizer build (ASan + UBSan, clang 22)"
 CC=clang-22 CXX=clang++-22 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCOLOSSAL_SANITIZE=ON -DCOLOSSAL_FUZZ=ON
+  -DCOLOSSAL_SANITIZE=ON -DCOLOSSAL_FUZZ=ON -DCOLOSSAL_CUDA=OFF
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan --output-on-failure -j "$jobs"
 

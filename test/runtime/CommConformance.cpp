@@ -391,16 +391,18 @@ int main(int argc, char **argv) {
         auto world = MpiCommunicator::world(&counters);
         MeshShape mesh = meshText.empty() ? MeshShape({{"dp", world->size()}}) : MeshShape::parse(meshText);
         Placement placement = hostPlacement();
-        std::unique_ptr<Communicator> backendWorld;
         std::unique_ptr<ProcessGroups> groups;
+#ifdef COLOSSAL_WITH_NCCL
+        std::unique_ptr<NcclCommunicator> ncclWorld;
+#endif
         if (backend == "mpi") {
           groups = std::make_unique<ProcessGroups>(ProcessGroups::overMpi(mesh, *world));
         }
 #ifdef COLOSSAL_WITH_NCCL
         else if (backend == "nccl") {
           NcclSetup setup = NcclSetup::create(*world, mpi.launch().localRank, &counters);
-          backendWorld = std::move(setup.world);
-          groups = std::make_unique<ProcessGroups>(NcclSetup::groups(mesh, *backendWorld, &counters));
+          ncclWorld = std::move(setup.world);
+          groups = std::make_unique<ProcessGroups>(NcclSetup::groups(mesh, *ncclWorld, &counters));
           placement = {&ncclTestAllocate, &ncclTestFree, &ncclTestToDevice, &ncclTestToHost};
         }
 #endif
@@ -408,8 +410,12 @@ int main(int argc, char **argv) {
           fail("comm-conformance", "backend \"" + backend + "\" is not built here");
         }
         Suite suite(*world, placement);
-        Communicator &worldComm = backendWorld ? *backendWorld : *world;
-        runSuite(suite, worldComm, counters, true);
+        Communicator *worldComm = world.get();
+#ifdef COLOSSAL_WITH_NCCL
+        if (ncclWorld)
+          worldComm = ncclWorld.get();
+#endif
+        runSuite(suite, *worldComm, counters, true);
         for (size_t a = 0; a < mesh.axes().size(); ++a)
           runSuite(suite, groups->axis(int(a)), counters, a == 0);
         if (world->rank() == 0)

@@ -1,0 +1,341 @@
+//===- ColossalBench.cpp - measure this machine, write a cluster description -===//
+//
+//   mpirun -np N colossal-bench [--mesh dp=2,tp=4] [--device cpu|cuda] [--quick]
+//                               [--name NAME] [-o cluster.json]
+//
+// Measures what the cost model needs, on the machine it runs on:
+//   - GEMM rate by problem size (fp32 on the host; fp32, bf16, f16 on a GPU),
+//   - each collective's time by message size on every mesh axis, reported
+//     as nccl-tests do: algorithm bandwidth S / t and bus bandwidth
+//     busbw = algbw * factor(n), the factor the cost model uses,
+//   - memory bandwidth (and the host-device link on a GPU).
+// Rank 0 prints a short table and writes a colossal-cluster/1 description:
+// peaks are the best measured rates, efficiency curves are measured rates
+// over them, link latency is the smallest all-reduce time. `colossal-cost
+// --cluster FILE` reads it back. Times are medians over repetitions; each
+// repetition's time is the slowest rank's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "colossal/cost/Cluster.h"
+#include "colossal/cost/Communication.h"
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/MpiCommunicator.h"
+#include "colossal/runtime/ProcessGroups.h"
+#ifdef COLOSSAL_WITH_CUDA
+#include "colossal/runtime/CudaDevice.h"
+#include "colossal/runtime/NcclCommunicator.h"
+#include <cuda_runtime.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <vector>
+
+using namespace colossal;
+using rt::Buffer;
+using rt::Communicator;
+
+namespace {
+
+struct Options {
+  std::string mesh, device = "cpu", name = "measured", output = "cluster.json";
+  bool quick = false;
+};
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Median over `repeats` of the slowest rank's time for `body`.
+double timed(Communicator &world, int repeats, const std::function<void()> &body,
+             const std::function<void()> &sync) {
+  body(); // warm-up
+  sync();
+  std::vector<double> samples;
+  for (int i = 0; i < repeats; ++i) {
+    world.barrier();
+    double start = now();
+    body();
+    sync();
+    double elapsed = now() - start;
+    world.allReduce(Buffer::of(&elapsed, rt::DType::F64, 1), rt::ReduceOp::Max);
+    samples.push_back(elapsed);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+/// Bytes of memory on this host (MemTotal).
+double hostMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemTotal:")
+      return kb * 1024;
+    in.ignore(256, '\n');
+  }
+  return 0;
+}
+
+struct CollectivePoint {
+  std::string axis, collective;
+  int ranks;
+  double bytes, seconds, busBandwidth;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  rt::MpiSession mpi(&argc, &argv);
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "colossal-bench: %s needs a value\n", arg.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--mesh")
+      options.mesh = value();
+    else if (arg == "--device")
+      options.device = value();
+    else if (arg == "--name")
+      options.name = value();
+    else if (arg == "-o" || arg == "--output")
+      options.output = value();
+    else if (arg == "--quick")
+      options.quick = true;
+    else if (arg == "--help" || arg == "-h") {
+      std::printf("usage: mpirun -np N colossal-bench [--mesh dp=2,tp=4] [--device cpu|cuda] [--quick]\n"
+                  "                                   [--name NAME] [-o cluster.json]\n"
+                  "Measures GEMM rates, collective bandwidth per mesh axis and memory bandwidth, and writes\n"
+                  "a colossal-cluster/1 description for colossal-cost --cluster (default cluster.json).\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "colossal-bench: unknown argument %s (see --help)\n", arg.c_str());
+      return 2;
+    }
+  }
+  return rt::runOrAbort(
+      [&]() -> int {
+        auto mpiWorld = rt::MpiCommunicator::world(nullptr);
+        const bool root = mpiWorld->rank() == 0;
+        bool gpu = options.device == "cuda";
+#ifndef COLOSSAL_WITH_CUDA
+        if (gpu)
+          rt::fail("colossal-bench", "built without CUDA: use --device cpu, or build with -DCOLOSSAL_CUDA=ON");
+#endif
+        if (!gpu && options.device != "cpu")
+          rt::fail("colossal-bench", "--device is cpu or cuda, not \"" + options.device + "\"");
+        rt::MeshShape mesh = options.mesh.empty() ? rt::MeshShape({{"world", mpiWorld->size()}})
+                                                  : rt::MeshShape::parse(options.mesh);
+        std::unique_ptr<rt::ProcessGroups> groups;
+        rt::Stream stream;
+        std::function<void()> sync = [] {};
+        std::function<void *(int64_t)> allocate = [](int64_t bytes) { return std::calloc(size_t(bytes), 1); };
+        std::function<void(void *)> release = [](void *p) { std::free(p); };
+        std::string deviceName = "host CPU";
+        double deviceMemory = hostMemoryBytes() / std::max(1, mpi.launch().localSize);
+#ifdef COLOSSAL_WITH_CUDA
+        std::unique_ptr<rt::NcclCommunicator> ncclWorld;
+        if (gpu) {
+          rt::NcclSetup setup = rt::NcclSetup::create(*mpiWorld, mpi.launch().localRank, nullptr);
+          ncclWorld = std::move(setup.world);
+          groups = std::make_unique<rt::ProcessGroups>(rt::NcclSetup::groups(mesh, *ncclWorld, nullptr));
+          stream = rt::cuda::createStream();
+          sync = [&] { rt::cuda::synchronize(stream); };
+          allocate = [](int64_t bytes) {
+            void *p = nullptr;
+            cudaMalloc(&p, size_t(bytes));
+            cudaMemset(p, 0, size_t(bytes));
+            return p;
+          };
+          release = [](void *p) { cudaFree(p); };
+          rt::cuda::DeviceInfo info = rt::cuda::initializeCudaDevice(mpi.launch().localRank);
+          deviceName = info.name;
+          deviceMemory = double(info.memoryBytes);
+        }
+#endif
+        if (!groups)
+          groups = std::make_unique<rt::ProcessGroups>(rt::ProcessGroups::overMpi(mesh, *mpiWorld));
+        int repeats = options.quick ? 3 : 10;
+
+        // GEMM rates by size.
+        struct GemmPoint {
+          std::string dtype;
+          int64_t size;
+          double flops, rate;
+        };
+        std::vector<GemmPoint> gemms;
+        std::vector<int64_t> sizes = options.quick ? std::vector<int64_t>{128, 256, 512}
+                                                   : std::vector<int64_t>{256, 512, 1024, 2048};
+        if (gpu && !options.quick)
+          sizes.push_back(4096), sizes.push_back(8192);
+        std::vector<std::pair<rt::DType, cost::DType>> types = {{rt::DType::F32, cost::DType::F32}};
+        if (gpu)
+          types.push_back({rt::DType::BF16, cost::DType::BF16}), types.push_back({rt::DType::F16, cost::DType::F16});
+        for (auto [dtype, costType] : types)
+          for (int64_t n : sizes) {
+            int64_t bytes = n * n * rt::bytesOf(dtype);
+            void *a = allocate(bytes), *b = allocate(bytes), *c = allocate(bytes);
+            rt::GemmShape g;
+            g.m = g.n = g.k = n;
+            double seconds = timed(
+                *mpiWorld, repeats,
+                [&] {
+#ifdef COLOSSAL_WITH_CUDA
+                  if (gpu) {
+                    rt::cuda::gemm(stream, g, dtype, a, b, c, 1, 0);
+                    return;
+                  }
+#endif
+                  rt::cpu::gemm(stream, g, dtype, a, b, c, 1, 0);
+                },
+                sync);
+            release(a), release(b), release(c);
+            double flops = 2.0 * double(n) * n * n;
+            gemms.push_back({rt::nameOf(dtype), n, flops, flops / seconds});
+          }
+
+        // Memory bandwidth: a large copy (read + write).
+        int64_t copyBytes = options.quick ? (64 << 20) : (256 << 20);
+        void *src = allocate(copyBytes), *dst = allocate(copyBytes);
+        double copySeconds = timed(
+            *mpiWorld, repeats,
+            [&] {
+#ifdef COLOSSAL_WITH_CUDA
+              if (gpu) {
+                cudaMemcpyAsync(dst, src, size_t(copyBytes), cudaMemcpyDeviceToDevice,
+                                static_cast<cudaStream_t>(stream.handle));
+                return;
+              }
+#endif
+              std::memcpy(dst, src, size_t(copyBytes));
+            },
+            sync);
+        release(src), release(dst);
+        double memoryBandwidth = 2.0 * double(copyBytes) / copySeconds;
+
+        // Collectives on every axis group of size > 1.
+        std::vector<CollectivePoint> points;
+        std::vector<int64_t> messageBytes;
+        for (int64_t b = 1 << 10; b <= (options.quick ? (int64_t(1) << 22) : (gpu ? int64_t(1) << 28 : int64_t(1) << 25));
+             b *= options.quick ? 16 : 8)
+          messageBytes.push_back(b);
+        for (size_t axis = 0; axis < mesh.axes().size(); ++axis) {
+          Communicator &comm = groups->axis(int(axis));
+          int n = comm.size();
+          if (n < 2)
+            continue;
+          for (int64_t bytes : messageBytes) {
+            int64_t count = bytes / 4 / n * n; // divisible for scatter/gather
+            void *send = allocate(count * 4), *recv = allocate(count * 4);
+            struct Case {
+              const char *name;
+              cost::Collective kind;
+              std::function<void()> run;
+            };
+            std::vector<Case> cases = {
+                {"all_reduce", cost::Collective::AllReduce,
+                 [&] { comm.allReduce(Buffer::of(send, rt::DType::F32, count)); }},
+                {"all_gather", cost::Collective::AllGather,
+                 [&] { comm.allGather(Buffer::of(send, rt::DType::F32, count / n), Buffer::of(recv, rt::DType::F32, count)); }},
+                {"reduce_scatter", cost::Collective::ReduceScatter,
+                 [&] { comm.reduceScatter(Buffer::of(send, rt::DType::F32, count), Buffer::of(recv, rt::DType::F32, count / n)); }},
+                {"all_to_all", cost::Collective::AllToAll,
+                 [&] { comm.allToAll(Buffer::of(send, rt::DType::F32, count), Buffer::of(recv, rt::DType::F32, count)); }},
+                {"broadcast", cost::Collective::Broadcast,
+                 [&] { comm.broadcast(Buffer::of(send, rt::DType::F32, count), 0); }},
+            };
+            for (Case &c : cases) {
+              double seconds = timed(*mpiWorld, repeats, c.run, [] {});
+              double size = double(count) * 4;
+              points.push_back({mesh.axes()[axis].name, c.name, n, size, seconds,
+                                size / seconds * cost::busFactor(c.kind, n)});
+            }
+            release(send), release(recv);
+          }
+        }
+
+        if (!root)
+          return 0;
+        // The description.
+        cost::Cluster cluster;
+        cluster.name = options.name;
+        int perNode = std::max(1, mpi.launch().localSize);
+        cluster.gpusPerNode = perNode;
+        cluster.nodes = std::max(1, mpiWorld->size() / perNode);
+        cluster.description = std::string("measured by colossal-bench on ") + deviceName + ", " +
+                              std::to_string(mpiWorld->size()) + " ranks, mesh " + mesh.str();
+        cluster.calibration = "colossal-bench" + std::string(options.quick ? " --quick" : "") +
+                              (cluster.nodes > 1 ? "" : "; one node: inter-node link copied from intra-node");
+        for (auto [dtype, costType] : types) {
+          double best = 0;
+          for (const GemmPoint &p : gemms)
+            if (p.dtype == rt::nameOf(dtype))
+              best = std::max(best, p.rate);
+          cluster.peakFlops[costType] = best;
+          if (dtype == rt::DType::F32 && gpu)
+            cluster.peakFlops[cost::DType::TF32] = best;
+        }
+        double fp32Peak = cluster.peakFlops[cost::DType::F32];
+        for (const GemmPoint &p : gemms)
+          if (p.dtype == "f32")
+            cluster.gemmEfficiency.push_back({p.flops, p.rate / fp32Peak});
+        cluster.memoryBytes = deviceMemory;
+        cluster.memoryBandwidth = memoryBandwidth;
+        cluster.hostMemoryBytes = hostMemoryBytes();
+        cluster.hostMemoryBandwidth = memoryBandwidth;
+        cluster.hostDeviceBandwidth = memoryBandwidth;
+        cost::Link link;
+        link.latency = 1e9;
+        for (const CollectivePoint &p : points)
+          if (p.collective == "all_reduce") {
+            link.busBandwidth.push_back({p.bytes, p.busBandwidth});
+            link.bandwidth = std::max(link.bandwidth, p.busBandwidth);
+            link.latency = std::min(link.latency, p.seconds);
+          }
+        if (link.busBandwidth.empty()) { // a single rank: nothing to measure
+          link.bandwidth = memoryBandwidth;
+          link.latency = 1e-6;
+        } else {
+          std::sort(link.busBandwidth.begin(), link.busBandwidth.end(),
+                    [](const cost::CurvePoint &a, const cost::CurvePoint &b) { return a.size < b.size; });
+        }
+        cluster.intraNode = link;
+        cluster.interNode = link;
+
+        std::printf("colossal-bench: %s, %d ranks, mesh %s\n\n", deviceName.c_str(), mpiWorld->size(),
+                    mesh.str().c_str());
+        std::printf("%-6s %8s %14s\n", "gemm", "n", "GFLOP/s");
+        for (const GemmPoint &p : gemms)
+          std::printf("%-6s %8lld %14.1f\n", p.dtype.c_str(), (long long)p.size, p.rate / 1e9);
+        std::printf("\nmemory bandwidth (copy): %.1f GB/s\n", memoryBandwidth / 1e9);
+        if (!points.empty()) {
+          std::printf("\n%-6s %-15s %6s %12s %12s %12s\n", "axis", "collective", "ranks", "bytes", "time us",
+                      "busbw GB/s");
+          for (const CollectivePoint &p : points)
+            if (p.bytes == points.back().bytes || p.bytes == points.front().bytes)
+              std::printf("%-6s %-15s %6d %12.0f %12.1f %12.2f\n", p.axis.c_str(), p.collective.c_str(), p.ranks,
+                          p.bytes, p.seconds * 1e6, p.busBandwidth / 1e9);
+        }
+        std::string json = cluster.toJson().dump(2) + "\n";
+        std::ofstream out(options.output);
+        out << json;
+        if (!out)
+          rt::fail("colossal-bench", "cannot write " + options.output);
+        std::printf("\nwrote %s (colossal-cluster/1)\n", options.output.c_str());
+        return 0;
+      },
+      [] { rt::MpiSession::abort(1); });
+}
