@@ -329,9 +329,11 @@ void benchmark(Stream s, const std::optional<colossal::cost::Cluster> &cluster) 
   using colossal::cost::DType;
   auto peakOf = [&](DType d) { return cluster ? cluster->peak(d) : 0.0; };
   const int64_t size = 8192;
-  for (auto [dtype, costType] : {std::pair{colossal::rt::DType::F32, DType::F32},
-                                 std::pair{colossal::rt::DType::BF16, DType::BF16},
-                                 std::pair{colossal::rt::DType::F16, DType::F16}}) {
+  for (const auto &type : {std::pair{colossal::rt::DType::F32, DType::F32},
+                           std::pair{colossal::rt::DType::BF16, DType::BF16},
+                           std::pair{colossal::rt::DType::F16, DType::F16}}) {
+    colossal::rt::DType dtype = type.first;
+    DType costType = type.second;
     GemmShape g;
     g.m = g.n = g.k = size;
     DeviceVector<uint32_t> a(size_t(size * size)), b(size_t(size * size)), c(size_t(size * size));

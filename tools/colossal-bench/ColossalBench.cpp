@@ -184,8 +184,9 @@ int main(int argc, char **argv) {
         std::vector<std::pair<rt::DType, cost::DType>> types = {{rt::DType::F32, cost::DType::F32}};
         if (gpu)
           types.push_back({rt::DType::BF16, cost::DType::BF16}), types.push_back({rt::DType::F16, cost::DType::F16});
-        for (auto [dtype, costType] : types)
+        for (const auto &type : types)
           for (int64_t n : sizes) {
+            rt::DType dtype = type.first;
             int64_t bytes = n * n * rt::bytesOf(dtype);
             void *a = allocate(bytes), *b = allocate(bytes), *c = allocate(bytes);
             rt::GemmShape g;
