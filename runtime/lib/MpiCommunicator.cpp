@@ -174,28 +174,21 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key, cons
 
 void MpiCommunicator::wait(void *requestArray, int count, const char *collective) {
   auto *requests = static_cast<MPI_Request *>(requestArray);
-  auto start = std::chrono::steady_clock::now();
-  auto deadline = start + std::chrono::duration<double>(timeout());
-  // Spin briefly (small collectives finish in microseconds), then back off so
-  // oversubscribed ranks leave the cores to the peers they wait for.
-  int polls = 0;
-  std::chrono::microseconds pause(10);
-  for (;;) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout());
+  // Non-blocking collectives advance only inside MPI calls, so keep testing
+  // (as a blocking call would), yielding the core between tests so that
+  // oversubscribed ranks let the peers they wait for run.
+  for (int polls = 1;; ++polls) {
     int done = 0;
     check(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), describe(collective));
     if (done)
       return;
-    if (++polls < 200)
-      continue;
-    auto now = std::chrono::steady_clock::now();
-    if (now > deadline)
+    if (polls % 256 == 0 && std::chrono::steady_clock::now() > deadline)
       fail(describe(collective),
            "did not complete within " + std::to_string(int(timeout())) +
                " s: a rank of the group stopped, died or took a different path "
                "(COLOSSAL_COLLECTIVE_TIMEOUT sets the limit)");
-    std::this_thread::sleep_for(pause);
-    if (pause < std::chrono::microseconds(1000))
-      pause *= 2;
+    std::this_thread::yield();
   }
 }
 
