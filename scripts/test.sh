@@ -19,6 +19,11 @@ bash scripts/setup.sh
 echo "== release build"
 cmake -S . -B build -G Ninja
 cmake --build build -j "$jobs"
+if grep -q "^COLOSSAL_CUDA:BOOL=ON" build/CMakeCache.txt; then
+  echo "CUDA runtime compiled with $(/usr/local/cuda/bin/nvcc --version | tail -1) (sm_80, sm_90)"
+else
+  echo "note: nvcc not found; the CUDA runtime was not compiled"
+fi
 ctest --test-dir build --output-on-failure -j "$jobs"
 
 [ "$quick" = 1 ] && exit 0

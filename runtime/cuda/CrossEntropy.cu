@@ -76,11 +76,6 @@ __global__ void embeddingBackwardKernel(const float *dout, const int64_t *ids, f
   }
 }
 
-void requireRows(int64_t rows, const char *what) {
-  if (rows > INT32_MAX)
-    fail(what, std::to_string(rows) + " rows exceed one grid");
-}
-
 } // namespace
 
 void crossEntropyForward(Stream s, const float *logits, const int64_t *labels, float *loss, float *lse, int64_t rows,

@@ -13,6 +13,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <climits>
+#include <cstdint>
 #include <string>
 
 namespace colossal::rt::cuda {
@@ -36,6 +38,12 @@ inline cudaStream_t asStream(void *handle) { return static_cast<cudaStream_t>(ha
 inline unsigned gridFor(int64_t n, int threads = 256) {
   int64_t blocks = (n + threads - 1) / threads;
   return unsigned(blocks < 1 ? 1 : blocks > 65535 * 8 ? 65535 * 8 : blocks);
+}
+
+/// Kernels with one block per row need the rows to fit one grid dimension.
+inline void requireRows(int64_t rows, const char *kernel) {
+  if (rows > INT32_MAX)
+    fail(kernel, std::to_string(rows) + " rows exceed one grid");
 }
 
 } // namespace colossal::rt::cuda

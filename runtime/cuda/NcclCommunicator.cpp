@@ -257,16 +257,10 @@ NcclSetup NcclSetup::create(MpiCommunicator &mpiWorld, int localRank, CommCounte
 }
 
 ProcessGroups NcclSetup::groups(const MeshShape &mesh, NcclCommunicator &world, CommCounters *) {
-  requireMeshMatchesWorld(mesh, world.size());
-  int rank = world.rank();
-  std::vector<int> coords = mesh.coordinates(rank);
-  std::vector<std::unique_ptr<Communicator>> axes;
-  for (size_t axis = 0; axis < mesh.axes().size(); ++axis) {
-    std::vector<int> base = coords;
-    base[axis] = 0;
-    axes.push_back(world.split(mesh.rankOf(base), coords[axis], mesh.axes()[axis].name, mesh.group(rank, int(axis))));
-  }
-  return ProcessGroups(mesh, std::move(axes));
+  return ProcessGroups::bySplitting(mesh, world.rank(), world.size(),
+                                    [&](int color, int key, const std::string &axis, std::vector<int> ranks) {
+                                      return std::unique_ptr<Communicator>(world.split(color, key, axis, std::move(ranks)));
+                                    });
 }
 
 void *ncclTestAllocate(int64_t bytes) {

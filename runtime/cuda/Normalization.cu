@@ -110,11 +110,6 @@ __global__ void normParameterGradKernel(const float *dy, const float *x, const f
 
 cudaStream_t on(Stream s) { return asStream(s.handle); }
 
-void requireRows(int64_t rows, const char *what) {
-  if (rows > INT32_MAX)
-    fail(what, std::to_string(rows) + " rows exceed one grid");
-}
-
 } // namespace
 
 void softmaxForward(Stream s, const float *x, float *y, int64_t rows, int64_t cols) {

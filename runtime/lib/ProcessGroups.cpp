@@ -19,19 +19,24 @@ ProcessGroups::ProcessGroups(MeshShape mesh, std::vector<std::unique_ptr<Communi
 
 ProcessGroups::~ProcessGroups() = default;
 
-ProcessGroups ProcessGroups::overMpi(const MeshShape &mesh, MpiCommunicator &world) {
-  requireMeshMatchesWorld(mesh, world.size());
-  int rank = world.rank();
+ProcessGroups ProcessGroups::bySplitting(const MeshShape &mesh, int rank, int worldSize, const SplitFunction &split) {
+  requireMeshMatchesWorld(mesh, worldSize);
   std::vector<int> coords = mesh.coordinates(rank);
   std::vector<std::unique_ptr<Communicator>> axes;
   for (size_t axis = 0; axis < mesh.axes().size(); ++axis) {
     // The group is named by the rank it has at coordinate 0 of this axis.
     std::vector<int> base = coords;
     base[axis] = 0;
-    axes.push_back(world.split(mesh.rankOf(base), coords[axis], mesh.axes()[axis].name,
-                               mesh.group(rank, int(axis))));
+    axes.push_back(split(mesh.rankOf(base), coords[axis], mesh.axes()[axis].name, mesh.group(rank, int(axis))));
   }
   return ProcessGroups(mesh, std::move(axes));
+}
+
+ProcessGroups ProcessGroups::overMpi(const MeshShape &mesh, MpiCommunicator &world) {
+  return bySplitting(mesh, world.rank(), world.size(),
+                     [&](int color, int key, const std::string &axis, std::vector<int> ranks) {
+                       return std::unique_ptr<Communicator>(world.split(color, key, axis, std::move(ranks)));
+                     });
 }
 
 } // namespace colossal::rt

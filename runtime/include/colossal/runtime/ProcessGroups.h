@@ -13,6 +13,7 @@
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Mesh.h"
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,12 @@ public:
   /// Splits `world` (MPI) along every axis of `mesh`; the mesh must cover
   /// exactly the world's ranks.
   static ProcessGroups overMpi(const MeshShape &mesh, MpiCommunicator &world);
+
+  /// Splits a world communicator of any backend: `split(color, key, axis,
+  /// ranks)` is the backend's collective split, called once per axis.
+  using SplitFunction = std::function<std::unique_ptr<Communicator>(int color, int key, const std::string &axis,
+                                                                    std::vector<int> worldRanks)>;
+  static ProcessGroups bySplitting(const MeshShape &mesh, int rank, int worldSize, const SplitFunction &split);
 
   ProcessGroups(MeshShape mesh, std::vector<std::unique_ptr<Communicator>> axes);
   ProcessGroups(ProcessGroups &&) = default;
