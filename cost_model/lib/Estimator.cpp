@@ -265,7 +265,22 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       grid ? (strategy.tpMode == TensorMode::TwoPointFiveD ? double(gridQ) * gridQ : gridShare)
            : 1.0;
   int ranks = strategy.pp, stages = ranks * chunks, m = strategy.microbatches;
-  int layersPerStage = std::max(1, graph.numLayers / stages);
+  // Real layers per stage: the plan's split, or equal shares (any
+  // remainder on the last stage).
+  const int64_t realLayers = graph.realLayers();
+  std::vector<int64_t> split = strategy.stageLayers;
+  if (split.empty()) {
+    split.assign(size_t(stages), std::max<int64_t>(0, realLayers / stages));
+    split.back() += realLayers - split.back() * stages;
+  }
+  std::vector<int> condensedStage(size_t(std::max(0, graph.numLayers)), 0);
+  for (int l = 0; l < graph.numLayers; ++l) {
+    int64_t first = graph.firstRealLayer(l), end = 0;
+    int stage = 0;
+    while (stage < stages - 1 && first >= (end += split[size_t(stage)]))
+      ++stage;
+    condensedStage[size_t(l)] = stage;
+  }
   int firstLayerOp = -1;
   for (size_t o = 0; o < graph.ops.size() && firstLayerOp < 0; ++o)
     if (graph.ops[o].layer >= 0)
@@ -273,9 +288,11 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   auto stageOf = [&](int o) {
     const Op &op = graph.ops[o];
     if (op.layer >= 0)
-      return std::min(stages - 1, op.layer / layersPerStage);
+      return condensedStage[size_t(std::min(op.layer, graph.numLayers - 1))];
     return (firstLayerOp < 0 || o < firstLayerOp) ? 0 : stages - 1;
   };
+  // How many copies of the op the graph stands for.
+  auto repeatOf = [&](size_t o) { return double(graph.repeatOf(graph.ops[o].layer)); };
   std::vector<int> opStage(graph.ops.size());
   for (size_t o = 0; o < graph.ops.size(); ++o)
     opStage[o] = stageOf(int(o));
@@ -498,15 +515,16 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       fresh = costOf(o);
       cost = &fresh;
     }
+    double copies = repeatOf(o);
     maxOutput[rank] = std::max(maxOutput[rank], cost->outputBytes);
     p2pSeconds = std::max(p2pSeconds, cost->p2p);
-    st.computeForward += cost->forward;
-    st.computeBackward += cost->backward;
-    st.commForward += cost->forwardComm;
-    st.commBackward += cost->backwardComm;
+    st.computeForward += cost->forward * copies;
+    st.computeBackward += cost->backward * copies;
+    st.commForward += cost->forwardComm * copies;
+    st.commBackward += cost->backwardComm * copies;
     for (const auto *events : {&cost->forwardEvents, &cost->backwardEvents, &cost->recomputedEvents})
       for (const CommEvent &e : *events)
-        addComm(rankComm[rank], mesh, e, m);
+        addComm(rankComm[rank], mesh, e, m * copies);
   }
 
   // Pipeline.
@@ -546,7 +564,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   }
   for (size_t l = 0; l < kept.size(); ++l)
     if (layerStage[l] >= 0) {
-      stageActivations[layerStage[l]] += kept[l];
+      stageActivations[layerStage[l]] += kept[l] * double(graph.repeatOf(int(l)));
       stageLargestLayer[layerStage[l]] = std::max(stageLargestLayer[layerStage[l]], everything[l]);
     }
   std::vector<double> params(ranks, 0), layerParams(ranks, 0);
@@ -560,7 +578,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       if (!value.isParameter || !seen[rank].insert(use.value).second)
         continue;
       double n = localElements(graph.ops[o], sharding[o], mesh, use.dims) / weightShare;
-      params[rank] += n;
+      params[rank] += n * repeatOf(o);
       // One layer's weights: what ZeRO-3 gathers (and prefetches) at a time.
       if (graph.ops[o].layer >= 0 && firstLayer[rank] < 0)
         firstLayer[rank] = graph.ops[o].layer;
@@ -592,7 +610,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       re.backward += st.backward;
     }
     double gradBytes = params[r] * weightBytes;
-    double layers = std::max(1, layersPerStage * chunks);
+    double layers = 0;
+    for (int c = 0; c < chunks; ++c)
+      layers += double(split[size_t(c * ranks + r)]);
+    layers = std::max(1.0, layers);
     double overlappable = (re.backward / chunks) * (layers - 1) / layers;
     std::vector<CommEvent> dpEvents;
     double dpExposed = 0, dpTotal = 0;

@@ -32,10 +32,34 @@ std::vector<int64_t> Graph::parameterElements() const {
   return elementsOf;
 }
 
-int64_t Graph::parameterCount() const {
+int64_t Graph::realLayers() const {
+  if (layerRepeat.empty())
+    return numLayers;
   int64_t total = 0;
-  for (int64_t n : parameterElements())
-    total += n;
+  for (int64_t r : layerRepeat)
+    total += r;
+  return total;
+}
+
+int64_t Graph::firstRealLayer(int layer) const {
+  if (layerRepeat.empty())
+    return layer;
+  int64_t first = 0;
+  for (int l = 0; l < layer && size_t(l) < layerRepeat.size(); ++l)
+    first += layerRepeat[size_t(l)];
+  return first;
+}
+
+int64_t Graph::parameterCount() const {
+  std::vector<int64_t> repeat(values.size(), 0);
+  for (const Op &op : ops)
+    for (const TensorUse &use : op.inputs)
+      if (values[use.value].isParameter && repeat[use.value] == 0)
+        repeat[use.value] = repeatOf(op.layer);
+  std::vector<int64_t> elementsOf = parameterElements();
+  int64_t total = 0;
+  for (size_t v = 0; v < values.size(); ++v)
+    total += elementsOf[v] * repeat[v];
   return total;
 }
 
@@ -43,7 +67,7 @@ double Graph::modelFlops() const {
   double total = 0;
   for (const Op &op : ops)
     if (op.kind == OpKind::MatMul)
-      total += op.forwardFlops + op.backwardFlops;
+      total += (op.forwardFlops + op.backwardFlops) * double(repeatOf(op.layer));
   return total;
 }
 

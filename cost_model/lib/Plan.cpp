@@ -60,11 +60,16 @@ std::string Strategy::str() const {
   if (offloadOptimizer)
     s += ",offload=optimizer";
   s += std::string(",recompute=") + nameOf(recompute);
+  if (!stageLayers.empty()) {
+    s += ",stage_layers=";
+    for (size_t i = 0; i < stageLayers.size(); ++i)
+      s += (i ? "/" : "") + std::to_string(stageLayers[i]);
+  }
   return s;
 }
 
 Json Strategy::toJson() const {
-  return Json::Object{{"dp", dp},
+  Json::Object object{{"dp", dp},
                       {"tp", tp},
                       {"tp_mode", nameOf(tpMode)},
                       {"tp_depth", tpDepth},
@@ -77,6 +82,13 @@ Json Strategy::toJson() const {
                       {"zero", zero},
                       {"offload", offloadOptimizer ? "optimizer" : "none"},
                       {"recompute", nameOf(recompute)}};
+  if (!stageLayers.empty()) {
+    Json::Array layers;
+    for (int64_t n : stageLayers)
+      layers.push_back(Json(n));
+    object["stage_layers"] = Json(layers);
+  }
+  return object;
 }
 
 std::optional<Strategy> Strategy::fromJson(const Json &json, std::string &error) {
@@ -128,6 +140,37 @@ std::optional<Strategy> Strategy::fromJson(const Json &json, std::string &error)
   }
   if (const Json *v = json.find("offload"))
     s.offloadOptimizer = v->isString() && v->asString() == "optimizer";
+  if (const Json *v = json.find("stage_layers")) {
+    // An array, or "12/12/11/13" from the command line.
+    std::vector<std::string> items;
+    if (v->isArray()) {
+      for (const Json &n : v->asArray())
+        items.push_back(n.isNumber() ? std::to_string(int64_t(n.asNumber())) : "?");
+    } else if (v->isString() || v->isNumber()) {
+      std::string text = v->isString() ? v->asString() : std::to_string(int64_t(v->asNumber()));
+      size_t start = 0;
+      while (start <= text.size()) {
+        size_t slash = text.find('/', start);
+        items.push_back(text.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+        if (slash == std::string::npos)
+          break;
+        start = slash + 1;
+      }
+    }
+    for (const std::string &item : items) {
+      char *end = nullptr;
+      long long n = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || n < 1) {
+        error = "strategy.stage_layers: expected positive layer counts, one per stage (e.g. 12/12/11/13)";
+        return std::nullopt;
+      }
+      s.stageLayers.push_back(n);
+    }
+    if (s.stageLayers.empty()) {
+      error = "strategy.stage_layers: expected positive layer counts, one per stage (e.g. 12/12/11/13)";
+      return std::nullopt;
+    }
+  }
   return s;
 }
 
@@ -149,7 +192,7 @@ std::optional<Strategy> Strategy::parse(const std::string &text, std::string &er
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     static const char *known[] = {"dp", "tp", "tp_mode", "sp", "sp_mode", "pp", "microbatches",
                                   "schedule", "virtual_stages", "zero", "offload", "recompute",
-                                  "tp_depth"};
+                                  "tp_depth", "stage_layers"};
     if (std::find(std::begin(known), std::end(known), key) == std::end(known)) {
       error = "strategy: unknown key '" + key + "'";
       return std::nullopt;
@@ -158,7 +201,7 @@ std::optional<Strategy> Strategy::parse(const std::string &text, std::string &er
       keys->insert(key);
     char *endp = nullptr;
     double number = std::strtod(value.c_str(), &endp);
-    if (!value.empty() && endp == value.c_str() + value.size())
+    if (!value.empty() && endp == value.c_str() + value.size() && key != "stage_layers")
       object[key] = number;
     else
       object[key] = value;
@@ -288,9 +331,20 @@ bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh
     error = "sp > 1 needs sp_mode all-to-all or ring (megatron uses the tensor axis)";
     return false;
   }
-  if (strategy.pp > 1 && graph.numLayers % (strategy.pp * strategy.virtualStages) != 0) {
-    error = std::to_string(graph.numLayers) + " layers do not divide into " +
-            std::to_string(strategy.pp * strategy.virtualStages) + " pipeline stages";
+  int stages = strategy.pp * strategy.virtualStages;
+  if (!strategy.stageLayers.empty()) {
+    int64_t total = 0;
+    for (int64_t n : strategy.stageLayers)
+      total += n;
+    if (int(strategy.stageLayers.size()) != stages || total != graph.realLayers()) {
+      error = "stage_layers lists " + std::to_string(strategy.stageLayers.size()) + " stages holding " +
+              std::to_string(total) + " layers; the plan has " + std::to_string(stages) + " stages and the model " +
+              std::to_string(graph.realLayers()) + " layers";
+      return false;
+    }
+  } else if (strategy.pp > 1 && graph.realLayers() % stages != 0) {
+    error = std::to_string(graph.realLayers()) + " layers do not divide into " + std::to_string(stages) +
+            " pipeline stages (give stage_layers=... for an uneven split)";
     return false;
   }
   for (size_t o = 0; o < graph.ops.size(); ++o) {

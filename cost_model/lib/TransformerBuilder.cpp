@@ -286,8 +286,12 @@ struct Builder {
     return x;
   }
 
-  Graph build() {
-    g.numLayers = int(s.layers);
+  /// `repeats`: how many real layers each built layer stands for (empty:
+  /// s.layers layers, each itself).
+  Graph build(const std::vector<int64_t> &repeats = {}) {
+    int built = repeats.empty() ? int(s.layers) : int(repeats.size());
+    g.numLayers = built;
+    g.layerRepeat = repeats;
     g.microbatch = b;
     g.tokensPerMicrobatch = b * seq;
     int ids = g.addValue("input_ids", DType::I64);
@@ -313,7 +317,7 @@ struct Builder {
       op.flops(op.space(), op.space()).add();
       x = dropout("embed.dropout", out, -1);
     }
-    for (int i = 0; i < int(s.layers); ++i)
+    for (int i = 0; i < built; ++i)
       x = layer(x, i);
     if (s.family != TransformerFamily::BERT)
       x = norm("final_norm", x, -1, s.family == TransformerFamily::LLaMA);
@@ -337,6 +341,18 @@ struct Builder {
 } // namespace
 
 Graph buildTransformer(const TransformerShape &shape) { return Builder(shape).build(); }
+
+Graph buildCondensedTransformer(const TransformerShape &shape, const std::vector<int64_t> &stageLayers) {
+  std::vector<int64_t> repeats;
+  for (int64_t n : stageLayers) {
+    if (n < 1)
+      continue;
+    repeats.push_back(1);
+    if (n > 1)
+      repeats.push_back(n - 1);
+  }
+  return Builder(shape).build(repeats);
+}
 
 std::optional<TransformerFamily> parseFamily(const std::string &name) {
   if (name == "gpt")

@@ -121,7 +121,7 @@ TEST(Estimator, PipelineBubbleAndPlanErrors) {
 
   s.pp = 3;
   EXPECT_FALSE(estimate(graph, s, cluster, error));
-  EXPECT_EQ(error, "8 layers do not divide into 3 pipeline stages");
+  EXPECT_EQ(error, "8 layers do not divide into 3 pipeline stages (give stage_layers=... for an uneven split)");
   Strategy tooBig;
   tooBig.dp = 16;
   EXPECT_FALSE(estimate(graph, tooBig, cluster, error));

@@ -88,21 +88,38 @@ struct Value {
 struct Graph {
   std::vector<Value> values;
   std::vector<Op> ops;
+  /// Layers in `ops` (op.layer < numLayers).
   int numLayers = 0;
+  /// A condensed graph stands for a deeper model: layer l of `ops` stands
+  /// for layerRepeat[l] identical consecutive layers (their costs, weights
+  /// and activations multiply; the estimate is the same as the full
+  /// graph's). Empty: every layer stands for itself. Identical layers cost
+  /// the same, so a 1000-layer model is evaluated as a few layers per
+  /// pipeline stage (the search's time does not grow with depth).
+  std::vector<int64_t> layerRepeat;
   /// Samples per microbatch the graph was built for.
   int64_t microbatch = 1;
   /// Tokens (or samples) per microbatch, for throughput.
   int64_t tokensPerMicrobatch = 1;
 
   int addValue(std::string name, DType dtype, bool isParameter = false);
+  /// How many real layers layer `layer` stands for (1 outside layers).
+  int64_t repeatOf(int layer) const {
+    return layer >= 0 && size_t(layer) < layerRepeat.size() ? layerRepeat[size_t(layer)] : 1;
+  }
+  /// Layers of the model the graph stands for.
+  int64_t realLayers() const;
+  /// The first real layer that layer `layer` stands for.
+  int64_t firstRealLayer(int layer) const;
   /// Size of dimension `dims` under the op's factors.
   static int64_t dimSize(const Op &op, const std::vector<int> &factors);
   int64_t elements(const Op &op, const TensorUse &use) const;
 
-  /// Parameter elements in the whole model (each parameter counted once).
+  /// Parameter elements in the whole model (each parameter counted once,
+  /// times the layers it stands for).
   int64_t parameterCount() const;
   /// FLOPs of contractions (forward + backward), the "model FLOPs" of MFU,
-  /// per microbatch.
+  /// per microbatch, over the whole model.
   double modelFlops() const;
   /// Elements of every parameter, by value index.
   std::vector<int64_t> parameterElements() const;

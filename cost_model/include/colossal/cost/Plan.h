@@ -47,6 +47,9 @@ struct Strategy {
   int zero = 0;
   bool offloadOptimizer = false;
   Recompute recompute = Recompute::None;
+  /// Layers per pipeline stage (pp x virtual_stages entries, in stage
+  /// order); empty: an equal split (the layers must divide).
+  std::vector<int64_t> stageLayers;
 
   int devices() const { return dp * pp * tp * sp; }
   std::string str() const;

@@ -45,6 +45,13 @@ struct TransformerShape {
 
 Graph buildTransformer(const TransformerShape &shape);
 
+/// The same model condensed for a pipeline whose stages hold `stageLayers`
+/// layers (summing to shape.layers): per stage, its first layer and one
+/// layer standing for the rest (Graph::layerRepeat). Its estimate equals the
+/// full graph's under the same stage split, at a cost that does not grow
+/// with depth.
+Graph buildCondensedTransformer(const TransformerShape &shape, const std::vector<int64_t> &stageLayers);
+
 /// "gpt", "bert" or "llama".
 std::optional<TransformerFamily> parseFamily(const std::string &name);
 
