@@ -493,6 +493,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     }
   }
   std::map<std::pair<int, bool>, OpCost> layerCache;
+  std::vector<double> layerSeconds(size_t(stages), 0.0), otherSeconds(size_t(stages), 0.0);
 
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
@@ -516,6 +517,8 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       cost = &fresh;
     }
     double copies = repeatOf(o);
+    double seconds = (cost->forward + cost->backward + cost->forwardComm + cost->backwardComm) * copies;
+    (op.layer >= 0 ? layerSeconds : otherSeconds)[size_t(stage)] += seconds;
     maxOutput[rank] = std::max(maxOutput[rank], cost->outputBytes);
     p2pSeconds = std::max(p2pSeconds, cost->p2p);
     st.computeForward += cost->forward * copies;
@@ -710,6 +713,9 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       result.peakStage = r;
   result.memory = rankEstimates[result.peakStage].memory;
   result.stages = std::move(rankEstimates);
+  result.stageLayers = split;
+  result.stageLayerSeconds = std::move(layerSeconds);
+  result.stageOtherSeconds = std::move(otherSeconds);
   return result;
 }
 

@@ -72,6 +72,11 @@ struct Estimate {
   MemoryBreakdown memory; // at the rank that needs the most
   std::vector<StageEstimate> stages;
   PipelineResult pipeline;
+  /// Per virtual stage, for one microbatch: real layers, seconds in layers,
+  /// and seconds outside them (embedding, head, loss); forward + backward
+  /// with their communication. The stage balancer reads them.
+  std::vector<int64_t> stageLayers;
+  std::vector<double> stageLayerSeconds, stageOtherSeconds;
 
   bool fits() const { return memory.total() <= capacity; }
   /// The plan's `predicted`, `memory` and `communication` sections.
