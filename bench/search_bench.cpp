@@ -110,19 +110,34 @@ int main(int argc, char **argv) {
         {"published", Json::Object{{"tp", c.tp}, {"pp", c.pp}}},
         {"step_time_ratio_searched_over_published", ratio}});
   }
-  for (int layers : {24, 48, 96, 192}) {
-    if (quick && layers > 48)
+  // Depth at fixed width: the whole search (deeper models also admit deeper
+  // pipelines, so the candidate space grows), and the search at a fixed
+  // pipeline depth (the same candidates at every depth: the time per plan
+  // evaluated must not grow, since identical layers are costed once).
+  for (int layers : {24, 96, 384, 1536}) {
+    if (quick && layers > 96)
       continue;
-    TransformerShape shape = shapeOf(96, 12288, layers);
+    TransformerShape shape = shapeOf(32, 4096, layers);
     Cluster cluster = *Cluster::preset("dgx-a100", 128);
     SearchOptions options;
     options.devices = 1024;
     options.globalBatch = 1536;
     SearchResult r = searchPlans(shape, cluster, options);
-    std::printf("depth %3d at hidden 12288 on 1024 GPUs: search %6.2f s (%lld evaluated)\n", layers,
-                r.seconds, (long long)r.evaluated);
+    SearchOptions fixedDepth = options;
+    fixedDepth.fixed.pp = 16;
+    fixedDepth.fixedKeys = {"pp"};
+    SearchResult f = searchPlans(shape, cluster, fixedDepth);
+    std::printf("depth %4d at hidden 4096 on 1024 GPUs: search %6.2f s (%5lld evaluated, %4.0f us each); "
+                "at pp=16 %5.2f s (%4lld evaluated, %4.0f us each)\n",
+                layers, r.seconds, (long long)r.evaluated, 1e6 * r.seconds / double(std::max<int64_t>(1, r.evaluated)),
+                f.seconds, (long long)f.evaluated, 1e6 * f.seconds / double(std::max<int64_t>(1, f.evaluated)));
     std::fflush(stdout);
-    sweep.push_back(Json::Object{{"layers", layers}, {"plan", planJson(r)}});
+    sweep.push_back(Json::Object{{"layers", layers},
+                                 {"plan", planJson(r)},
+                                 {"us_per_evaluation", 1e6 * r.seconds / double(std::max<int64_t>(1, r.evaluated))},
+                                 {"fixed_pp16", planJson(f)},
+                                 {"fixed_pp16_us_per_evaluation",
+                                  1e6 * f.seconds / double(std::max<int64_t>(1, f.evaluated))}});
   }
   Json result = Json::Object{{"benchmark", "search"},
                              {"cluster", "dgx-a100"},

@@ -244,8 +244,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     return std::nullopt;
   }
   Mesh mesh = buildMesh(strategy, cluster);
-  GraphSharding sharding =
-      explicitSharding ? *explicitSharding : shardGraph(graph, strategy, mesh);
+  GraphSharding templated;
+  if (!explicitSharding)
+    templated = shardGraph(graph, strategy, mesh);
+  const GraphSharding &sharding = explicitSharding ? *explicitSharding : templated;
   if (sharding.size() != graph.ops.size()) {
     error = "the sharding covers " + std::to_string(sharding.size()) + " ops, the graph has " +
             std::to_string(graph.ops.size());
@@ -540,7 +542,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   }
   PipelineResult pipeline;
   if (!simulatePipeline(ranks > 1 ? strategy.schedule : Schedule::OneFOneB, ranks, chunks, m,
-                        times, p2pSeconds, pipeline, error))
+                        times, p2pSeconds, pipeline, error, options.recordPipelineTasks))
     return std::nullopt;
 
   // Per pipeline rank: parameters, data-parallel reduction, optimizer, memory.

@@ -2,11 +2,14 @@
 
 #include "colossal/cost/Search.h"
 
+#include "colossal/cost/StageBalance.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 namespace colossal::cost {
 namespace {
@@ -58,7 +61,10 @@ double modelStateLowerBound(double parameters, const Strategy &s) {
 
 /// A lower bound on the step time: the busiest model-parallel rank does at
 /// least an equal share of the replica's model FLOPs (plus the recomputed
-/// forward under full recomputation), at no more than the best GEMM rate.
+/// forward under full recomputation), at no more than the best GEMM rate;
+/// and the first microbatch alone passes forward and back through every
+/// pipeline stage in turn, so a pipeline deeper than its microbatch count
+/// takes at least the whole replica's work of one microbatch.
 double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &cluster) {
   double bestEfficiency = 1;
   if (!cluster.gemmEfficiency.empty()) {
@@ -70,7 +76,7 @@ double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &c
   for (const Value &v : graph.values)
     if (v.isParameter)
       dtype = v.dtype;
-  double flops = graph.modelFlops() * s.microbatches;
+  double flops = graph.modelFlops() * std::max(s.microbatches, s.pp);
   if (s.recompute == Recompute::Full)
     flops *= 4.0 / 3.0;
   double share = double(s.tp) * s.sp * s.pp;
@@ -108,17 +114,50 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
                         " devices; the search was asked for " + std::to_string(n);
     return result;
   }
-  std::map<int64_t, Graph> graphs;
-  auto graphFor = [&](int64_t microbatch) -> const Graph & {
-    auto it = graphs.find(microbatch);
+  // Condensed graphs (per stage, its first layer and one standing for the
+  // rest) estimate exactly like the full model and cost the same whatever
+  // its depth; one per (microbatch, stage split).
+  // Graphs with the same stages (and the same stages holding one layer)
+  // differ only in how many layers each condensed layer stands for, so one
+  // graph per shape serves every split: its layerRepeat is set per use.
+  std::map<std::pair<int64_t, std::vector<bool>>, Graph> graphs;
+  auto graphFor = [&](int64_t microbatch, const std::vector<int64_t> &split) -> const Graph & {
+    std::vector<bool> single;
+    std::vector<int64_t> repeats;
+    for (int64_t n : split) {
+      single.push_back(n == 1);
+      repeats.push_back(1);
+      if (n > 1)
+        repeats.push_back(n - 1);
+    }
+    auto key = std::make_pair(microbatch, single);
+    auto it = graphs.find(key);
     if (it == graphs.end()) {
       TransformerShape s = shape;
       s.microbatch = microbatch;
-      it = graphs.emplace(microbatch, buildTransformer(s)).first;
+      it = graphs.emplace(key, buildCondensedTransformer(s, split)).first;
     }
+    it->second.layerRepeat = repeats;
     return it->second;
   };
-  double parameters = double(graphFor(1).parameterCount());
+  auto equalSplit = [&](int stages) {
+    return balanceStages(shape.layers, std::vector<double>(size_t(stages), 0.0), 1.0);
+  };
+  double parameters = double(graphFor(1, {shape.layers}).parameterCount());
+  // Shardings depend on the graph and the mesh, not on the memory options
+  // or the microbatch count: computed once per group of candidates.
+  std::map<std::tuple<const Graph *, int, int, int, int, int, int>, GraphSharding> shardings;
+  auto shardingFor = [&](const Graph &graph, const Strategy &s) -> const GraphSharding & {
+    auto key = std::make_tuple(&graph, s.dp, s.tp, int(s.tpMode), s.sp, int(s.spMode), s.pp);
+    auto it = shardings.find(key);
+    if (it == shardings.end())
+      it = shardings.emplace(key, shardGraph(graph, s, buildMesh(s, cluster))).first;
+    return it->second;
+  };
+  EstimateOptions untraced;
+  untraced.recordPipelineTasks = false;
+  const std::vector<int64_t> fixedSplit =
+      o.fixedKeys.count("stage_layers") ? o.fixed.stageLayers : std::vector<int64_t>{};
   double smallestStates = std::numeric_limits<double>::infinity();
   std::string smallestStatesPlan, firstInvalid;
   auto kthBest = [&] {
@@ -145,7 +184,7 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
         continue;
       int afterSequence = afterTensor / sp;
       for (int pp : divisors(afterSequence)) {
-        if (shape.layers % pp != 0 || fixedMismatch(o, "pp", pp != o.fixed.pp))
+        if (shape.layers < pp || fixedMismatch(o, "pp", pp != o.fixed.pp))
           continue;
         int dp = afterSequence / pp;
         if (fixedMismatch(o, "dp", dp != o.fixed.dp))
@@ -203,34 +242,62 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
                     ++result.prunedByMemory;
                     continue;
                   }
-                  if (!o.exhaustive &&
-                      ((groupPipeline >= 0 && groupPipeline >= kthBest()) ||
-                       computeLowerBound(graphFor(b), s, cluster) >= kthBest())) {
-                    ++result.prunedByTime;
-                    continue;
-                  }
-                  std::string error;
-                  std::optional<Estimate> e = estimate(graphFor(b), s, cluster, error);
-                  if (!e) {
-                    if (firstInvalid.empty())
-                      firstInvalid = s.str() + ": " + error;
+                  if (!fixedSplit.empty() && int(fixedSplit.size()) != pp * chunks) {
                     ++result.invalid;
                     continue;
                   }
-                  ++result.evaluated;
-                  groupPipeline = e->pipeline.makespan;
-                  SearchCandidate candidate{s, b, std::move(*e)};
-                  if (candidate.estimate.fits()) {
-                    auto at = std::upper_bound(
-                        result.best.begin(), result.best.end(), candidate.estimate.stepTime,
-                        [](double t, const SearchCandidate &c) { return t < c.estimate.stepTime; });
-                    result.best.insert(at, std::move(candidate));
-                    if (int(result.best.size()) > o.keep)
-                      result.best.pop_back();
-                  } else if (!result.leastMemory ||
-                             candidate.estimate.memory.total() <
-                                 result.leastMemory->estimate.memory.total()) {
-                    result.leastMemory = std::move(candidate);
+                  const Graph &whole = graphFor(b, {shape.layers});
+                  if (!o.exhaustive &&
+                      ((groupPipeline >= 0 && groupPipeline >= kthBest()) ||
+                       computeLowerBound(whole, s, cluster) >= kthBest())) {
+                    ++result.prunedByTime;
+                    continue;
+                  }
+                  // The split: equal (the remainder spread over the first
+                  // stages), then, for a 1F1B pipeline, the split that
+                  // balances the measured stage times (the embedding and
+                  // the head make the first and last stages heavier).
+                  std::vector<int64_t> split = fixedSplit.empty() ? equalSplit(pp * chunks) : fixedSplit;
+                  for (int attempt = 0; attempt < 2; ++attempt) {
+                    bool even = std::all_of(split.begin(), split.end(),
+                                            [&](int64_t x) { return x == split.front(); });
+                    s.stageLayers = even ? std::vector<int64_t>{} : split;
+                    std::string error;
+                    const Graph &graph = graphFor(b, split);
+                    std::optional<Estimate> e = estimate(graph, s, cluster, error, &shardingFor(graph, s), untraced);
+                    if (!e) {
+                      if (firstInvalid.empty())
+                        firstInvalid = s.str() + ": " + error;
+                      ++result.invalid;
+                      break;
+                    }
+                    ++result.evaluated;
+                    if (attempt == 0)
+                      groupPipeline = e->pipeline.makespan;
+                    std::vector<int64_t> balanced;
+                    if (attempt == 0 && pp > 1 && chunks == 1 && fixedSplit.empty()) {
+                      double perLayer = 0;
+                      for (size_t st = 0; st < e->stageLayers.size(); ++st)
+                        if (e->stageLayers[st] > 0)
+                          perLayer = std::max(perLayer, e->stageLayerSeconds[st] / double(e->stageLayers[st]));
+                      balanced = balanceStages(shape.layers, e->stageOtherSeconds, perLayer);
+                    }
+                    SearchCandidate candidate{s, b, std::move(*e)};
+                    if (candidate.estimate.fits()) {
+                      auto at = std::upper_bound(
+                          result.best.begin(), result.best.end(), candidate.estimate.stepTime,
+                          [](double t, const SearchCandidate &c) { return t < c.estimate.stepTime; });
+                      result.best.insert(at, std::move(candidate));
+                      if (int(result.best.size()) > o.keep)
+                        result.best.pop_back();
+                    } else if (!result.leastMemory ||
+                               candidate.estimate.memory.total() <
+                                   result.leastMemory->estimate.memory.total()) {
+                      result.leastMemory = std::move(candidate);
+                    }
+                    if (balanced.empty() || balanced == split)
+                      break;
+                    split = balanced;
                   }
                   if (o.progress &&
                       std::chrono::duration<double>(Clock::now() - lastProgress).count() >= 1) {

@@ -140,8 +140,17 @@ int runSearch(std::map<std::string, std::string> &args, const TransformerShape &
                                            {"alternatives", alternatives}};
   if (args.count("json") && !writeFile(args["json"], json.dump()))
     return fail("cannot write " + args["json"]);
-  if (args.count("trace") && !writeFile(args["trace"], winner.estimate.chromeTrace().dump(0)))
-    return fail("cannot write " + args["trace"]);
+  if (args.count("trace")) {
+    // The search keeps no per-task timeline; simulate the winner again with one.
+    TransformerShape traced = shape;
+    traced.microbatch = winner.microbatchSize;
+    std::string error;
+    std::optional<Estimate> e = estimate(buildTransformer(traced), winner.strategy, cluster, error);
+    if (!e)
+      return fail("re-estimating the plan for its trace: " + error);
+    if (!writeFile(args["trace"], e->chromeTrace().dump(0)))
+      return fail("cannot write " + args["trace"]);
+  }
   return 0;
 }
 

@@ -90,6 +90,9 @@ struct EstimateOptions {
   double bucketBytes = 25.0 * (1 << 20);
   /// cuBLAS and kernel workspace kept per device.
   double workspaceBytes = 32.0 * (1 << 20);
+  /// Keep the simulated pipeline's tasks (for chromeTrace()); the search
+  /// turns it off.
+  bool recordPipelineTasks = true;
 };
 
 /// Evaluates the plan; nullopt with `error` when it cannot run (a split that

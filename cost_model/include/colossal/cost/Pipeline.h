@@ -47,10 +47,12 @@ struct PipelineResult {
 /// each (1 except for the interleaved schedule) and `microbatches`
 /// microbatches. `times[c * ranks + r]` is virtual stage c * ranks + r;
 /// `p2pSeconds` is the activation transfer between consecutive stages.
-/// Fails (returns false, sets `error`) when the schedule cannot run.
+/// Fails (returns false, sets `error`) when the schedule cannot run. With
+/// `recordTasks` false, `result.tasks` stays empty (the search needs only the
+/// times; traces need the tasks).
 bool simulatePipeline(Schedule schedule, int ranks, int chunks, int microbatches,
                       const std::vector<ChunkTimes> &times, double p2pSeconds,
-                      PipelineResult &result, std::string &error);
+                      PipelineResult &result, std::string &error, bool recordTasks = true);
 
 } // namespace colossal::cost
 
