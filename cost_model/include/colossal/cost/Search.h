@@ -21,8 +21,12 @@
 //   time alone is no better than the k-th best plan kept.
 // `exhaustive` turns pruning off; a test checks both give the same plans.
 //
+// Candidates are evaluated on condensed graphs (TransformerBuilder.h), and
+// 1F1B pipelines both with an equal split and with the split balanceStages
+// derives from the first evaluation's stage times.
+//
 // Limits: per-op shardings come from the strategy templates (Plan.h), not a
-// per-op solver; pipeline stages are uniform over layers.
+// per-op solver; interleaved pipelines use equal splits.
 //
 //===----------------------------------------------------------------------===//
 
