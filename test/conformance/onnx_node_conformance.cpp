@@ -1,16 +1,26 @@
 //===- onnx_node_conformance.cpp - ONNX backend node tests, imported -----===//
 //
-// Walks the ONNX backend node tests (Debian's libonnx-testdata) and imports
-// and verifies every test whose ops are all supported at a supported opset.
-// Prints the counts and every failure; exits non-zero when any supported
-// test fails to import. Running the tests numerically comes with the
-// executor.
+// Walks the ONNX backend node tests (Debian's libonnx-testdata), imports and
+// verifies every test whose ops are all supported at a supported opset, and
+// runs each imported test numerically through the host interpreter (the
+// runtime's host kernels for fp32, float64 loops otherwise) on every data
+// set, comparing with the expected outputs as ONNX's own runner does
+// (|actual - expected| <= 1e-7 + 1e-3 |expected|). Tests whose expected
+// outputs come from a random generator (training-mode dropout) are counted
+// apart. Prints the counts and every failure; exits non-zero when a
+// supported test fails to import or a run disagrees with its expectation.
 //
 //   onnx-node-conformance [DIR] [--verbose]
 //
 //===----------------------------------------------------------------------===//
 
+#include "OnnxModel.h"
+#include "colossal/Dialect/Train/TrainDialect.h"
+#include "colossal/Execute/HostInterpreter.h"
 #include "colossal/Import/OnnxImporter.h"
+#include "colossal/runtime/DType.h"
+
+#include "mlir/IR/BuiltinOps.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -18,6 +28,7 @@
 #include "onnx/onnx_pb.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -79,6 +90,125 @@ std::map<std::string, std::string> shapeArgumentInputs(const onnx::ModelProto &m
   return constants;
 }
 
+/// A TensorProto file as a host value (element type set by the caller).
+bool readProto(const fs::path &file, onnx::TensorProto &proto) {
+  std::ifstream in(file, std::ios::binary);
+  return in && proto.ParseFromIstream(&in);
+}
+
+/// A TensorProto as a host value. `declared` is the ONNX element type the
+/// model gives the tensor: NumPy has no bfloat16, so the test data stores
+/// bfloat16 tensors as their uint16 bit patterns.
+bool toHostValue(const onnx::TensorProto &proto, colossal::execute::HostValue &value, std::string &error,
+                 int32_t declared = 0) {
+  std::optional<colossal::import::HostTensor> tensor = colossal::import::readTensor(proto, "", error);
+  if (!tensor)
+    return false;
+  bool bitsOfBf16 = declared == onnx::TensorProto::BFLOAT16 && proto.data_type() == onnx::TensorProto::UINT16;
+  value.shape = tensor->shape;
+  value.data.resize(size_t(tensor->numElements()));
+  for (int64_t i = 0; i < tensor->numElements(); ++i)
+    value.data[size_t(i)] =
+        bitsOfBf16 ? colossal::rt::bf16ToFloat(uint16_t(tensor->asInt(i))) : tensor->asDouble(i);
+  return true;
+}
+
+enum class RunOutcome { Matched, Mismatched, NotRunnable, Random };
+
+/// Tests whose expected outputs follow a different, documented choice.
+const std::map<std::string, std::string> kDeviations = {
+    {"test_cast_FLOAT_to_BFLOAT16",
+     "the test data truncates to bfloat16; casts here round to nearest even, as PyTorch and CUDA do"},
+};
+
+/// Runs every data set of `test` through the interpreter; `detail` says what
+/// went wrong.
+RunOutcome runNumerically(mlir::ModuleOp module, const onnx::ModelProto &model, const fs::path &test,
+                          std::string &detail) {
+  auto function = module.lookupSymbol<mlir::func::FuncOp>("forward");
+  if (!function) {
+    detail = "no @forward function";
+    return RunOutcome::NotRunnable;
+  }
+  bool random = false;
+  function.walk([&](colossal::train::DropoutOp) { random = true; });
+  if (random)
+    return RunOutcome::Random;
+  std::map<std::string, int> inputIndex, outputIndex;
+  for (int i = 0; i < model.graph().input_size(); ++i)
+    inputIndex[model.graph().input(i).name()] = i;
+  for (int i = 0; i < model.graph().output_size(); ++i)
+    outputIndex[model.graph().output(i).name()] = i;
+  std::map<std::string, colossal::execute::HostValue> parameters;
+  for (const onnx::TensorProto &init : model.graph().initializer()) {
+    colossal::execute::HostValue v;
+    if (!toHostValue(init, v, detail))
+      return RunOutcome::NotRunnable;
+    parameters[init.name()] = v;
+  }
+  int sets = 0;
+  for (const auto &entry : fs::directory_iterator(test)) {
+    if (entry.path().filename().string().rfind("test_data_set_", 0) != 0)
+      continue;
+    ++sets;
+    std::vector<colossal::execute::HostValue> arguments;
+    for (unsigned a = 0; a < function.getNumArguments(); ++a) {
+      auto name = function.getArgAttrOfType<mlir::StringAttr>(a, "train.name");
+      if (!name || !inputIndex.count(name.str())) {
+        detail = "argument " + std::to_string(a) + " has no graph input";
+        return RunOutcome::NotRunnable;
+      }
+      onnx::TensorProto proto;
+      colossal::execute::HostValue v;
+      if (!readProto(entry.path() / ("input_" + std::to_string(inputIndex[name.str()]) + ".pb"), proto) ||
+          !toHostValue(proto, v, detail,
+                       model.graph().input(inputIndex[name.str()]).type().tensor_type().elem_type())) {
+        detail = "cannot read input " + name.str() + (detail.empty() ? "" : ": " + detail);
+        return RunOutcome::NotRunnable;
+      }
+      arguments.push_back(std::move(v));
+    }
+    std::vector<colossal::execute::HostValue> results;
+    if (!colossal::execute::interpret(function, arguments, parameters, results, detail))
+      return RunOutcome::NotRunnable;
+    for (unsigned r = 0; r < function.getNumResults(); ++r) {
+      auto name = function.getResultAttrOfType<mlir::StringAttr>(r, "train.name");
+      if (!name || !outputIndex.count(name.str())) {
+        detail = "result " + std::to_string(r) + " has no graph output";
+        return RunOutcome::NotRunnable;
+      }
+      onnx::TensorProto proto;
+      colossal::execute::HostValue expected;
+      if (!readProto(entry.path() / ("output_" + std::to_string(outputIndex[name.str()]) + ".pb"), proto) ||
+          !toHostValue(proto, expected, detail,
+                       model.graph().output(outputIndex[name.str()]).type().tensor_type().elem_type())) {
+        detail = "cannot read expected output " + name.str();
+        return RunOutcome::NotRunnable;
+      }
+      const colossal::execute::HostValue &got = results[r];
+      if (got.data.size() != expected.data.size()) {
+        detail = "output " + name.str() + " has " + std::to_string(got.data.size()) + " elements, expected " +
+                 std::to_string(expected.data.size());
+        return RunOutcome::Mismatched;
+      }
+      for (size_t i = 0; i < got.data.size(); ++i) {
+        double a = got.data[i], e = expected.data[i];
+        bool same = (std::isnan(a) && std::isnan(e)) || a == e || std::fabs(a - e) <= 1e-7 + 1e-3 * std::fabs(e);
+        if (!same) {
+          detail = "output " + name.str() + " element " + std::to_string(i) + " is " + std::to_string(a) +
+                   ", expected " + std::to_string(e) + " (" + entry.path().filename().string() + ")";
+          return RunOutcome::Mismatched;
+        }
+      }
+    }
+  }
+  if (sets == 0) {
+    detail = "no data sets";
+    return RunOutcome::NotRunnable;
+  }
+  return RunOutcome::Matched;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -104,6 +234,8 @@ int main(int argc, char **argv) {
   std::sort(tests.begin(), tests.end());
 
   int imported = 0, unsupported = 0, failed = 0, withConstants = 0;
+  int matched = 0, mismatched = 0, notRunnable = 0, random = 0, deviations = 0;
+  std::map<std::string, int> notRunnableBy;
   std::map<std::string, int> unsupportedBy;
   for (const fs::path &test : tests) {
     std::string path = (test / "model.onnx").string();
@@ -144,8 +276,35 @@ int main(int argc, char **argv) {
     }
     if (module) {
       ++imported;
-      if (verbose)
-        std::cout << "IMPORTED " << test.filename().string() << "\n";
+      std::string detail;
+      switch (runNumerically(*module, model, test, detail)) {
+      case RunOutcome::Matched:
+        ++matched;
+        if (verbose)
+          std::cout << "MATCHED  " << test.filename().string() << "\n";
+        break;
+      case RunOutcome::Mismatched:
+        if (kDeviations.count(test.filename().string())) {
+          ++deviations;
+          std::cout << "DEVIATES " << test.filename().string() << ": " << kDeviations.at(test.filename().string())
+                    << "\n";
+          break;
+        }
+        ++mismatched;
+        std::cout << "MISMATCH " << test.filename().string() << ": " << detail << "\n";
+        break;
+      case RunOutcome::Random:
+        ++random;
+        break;
+      case RunOutcome::NotRunnable:
+        ++notRunnable;
+        ++notRunnableBy[detail.find("the function takes") != std::string::npos
+                            ? std::string("the test's input shape differs from the model's declared shape")
+                            : detail.substr(0, detail.find(" at "))];
+        if (verbose)
+          std::cout << "NOT RUN  " << test.filename().string() << ": " << detail << "\n";
+        break;
+      }
       continue;
     }
     ++failed;
@@ -156,12 +315,20 @@ int main(int argc, char **argv) {
             << "  imported and verified: " << imported << " (" << withConstants
             << " with shape arguments fixed from the test's inputs)\n"
             << "  outside the supported set (op, domain or opset): " << unsupported << "\n"
-            << "  failed: " << failed << "\n";
+            << "  failed: " << failed << "\n"
+            << "run numerically through the host interpreter (" << imported << " imported):\n"
+            << "  matched the expected outputs: " << matched << "\n"
+            << "  disagreed: " << mismatched << "\n"
+            << "  differ by a documented choice: " << deviations << "\n"
+            << "  random by design (training-mode dropout): " << random << "\n"
+            << "  not runnable: " << notRunnable << "\n";
+  for (const auto &[reason, count] : notRunnableBy)
+    std::cout << "    " << reason << ": " << count << "\n";
   if (verbose) {
     std::cout << "unsupported, by first reason:\n";
     for (const auto &[reason, count] : unsupportedBy)
       std::cout << "  " << reason << ": " << count << "\n";
   }
   std::cout << imported << " passed, " << failed << " failed, " << unsupported << " skipped\n";
-  return failed == 0 ? 0 : 1;
+  return failed == 0 && mismatched == 0 ? 0 : 1;
 }

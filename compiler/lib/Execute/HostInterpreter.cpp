@@ -1,0 +1,959 @@
+//===- HostInterpreter.cpp - the reference executor of the train dialect --===//
+
+#include "colossal/Execute/HostInterpreter.h"
+
+#include "colossal/Dialect/Train/TrainDialect.h"
+#include "colossal/runtime/DType.h"
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/Philox.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace colossal::execute {
+
+using namespace mlir;
+namespace rt = colossal::rt;
+
+int64_t HostValue::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+namespace {
+
+/// An op the interpreter cannot evaluate, or bad input; caught per op.
+struct Unsupported {
+  std::string reason;
+};
+
+int64_t product(const std::vector<int64_t> &shape, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t i = from; i < std::min(to, shape.size()); ++i)
+    n *= shape[i];
+  return n;
+}
+
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+bool isF32(Type t) { return t.isF32(); }
+
+/// Rounds a value to what the element type can hold.
+double representable(double v, Type t) {
+  if (t.isF64())
+    return v;
+  if (t.isF32())
+    return double(float(v));
+  if (t.isF16())
+    return rt::f16ToFloat(rt::floatToF16(float(v)));
+  if (t.isBF16())
+    return rt::bf16ToFloat(rt::floatToBf16(float(v)));
+  if (auto integer = dyn_cast<IntegerType>(t)) {
+    if (integer.getWidth() == 1)
+      return v != 0 ? 1.0 : 0.0;
+    if (std::isnan(v))
+      return 0;
+    double truncated = std::trunc(v);
+    if (integer.isUnsigned() || integer.isUnsignedInteger()) {
+      double range = std::ldexp(1.0, int(integer.getWidth()));
+      truncated = std::fmod(truncated, range);
+      return truncated < 0 ? truncated + range : truncated;
+    }
+    return truncated;
+  }
+  return v;
+}
+
+HostValue makeValue(Value result) {
+  auto type = cast<RankedTensorType>(result.getType());
+  HostValue v;
+  v.shape.assign(type.getShape().begin(), type.getShape().end());
+  v.elementType = type.getElementType();
+  v.data.assign(size_t(v.elements()), 0.0);
+  return v;
+}
+
+void finish(HostValue &v) {
+  for (double &x : v.data)
+    x = representable(x, v.elementType);
+}
+
+/// For every element of `out`, the flat index of the element of `in` that
+/// numpy broadcasting maps to it (shapes right-aligned).
+std::vector<int64_t> broadcastIndex(const std::vector<int64_t> &out, const std::vector<int64_t> &in) {
+  size_t rank = out.size(), offset = rank - in.size();
+  std::vector<int64_t> inStrides = stridesOf(in);
+  std::vector<int64_t> index(size_t(product(out)));
+  std::vector<int64_t> coord(rank, 0);
+  for (size_t flat = 0; flat < index.size(); ++flat) {
+    int64_t at = 0;
+    for (size_t d = offset; d < rank; ++d)
+      if (in[d - offset] != 1)
+        at += coord[d] * inStrides[d - offset];
+    index[flat] = at;
+    for (size_t d = rank; d-- > 0;) {
+      if (++coord[d] < out[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return index;
+}
+
+HostValue fromAttribute(ElementsAttr attr) {
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    throw Unsupported{"a constant that is not a dense elements attribute"};
+  auto type = cast<ShapedType>(dense.getType());
+  HostValue v;
+  v.shape.assign(type.getShape().begin(), type.getShape().end());
+  v.elementType = type.getElementType();
+  if (isa<FloatType>(v.elementType)) {
+    for (const APFloat &x : dense.getValues<APFloat>())
+      v.data.push_back(x.convertToDouble());
+  } else if (auto integer = dyn_cast<IntegerType>(v.elementType)) {
+    for (const APInt &x : dense.getValues<APInt>())
+      v.data.push_back(integer.getWidth() == 1 || integer.isUnsigned() ? double(x.getZExtValue())
+                                                                       : double(x.getSExtValue()));
+  } else {
+    throw Unsupported{"a constant of an unsupported element type"};
+  }
+  if (dense.isSplat())
+    v.data.assign(size_t(v.elements()), v.data.front());
+  return v;
+}
+
+std::vector<float> toFloat(const HostValue &v) { return std::vector<float>(v.data.begin(), v.data.end()); }
+
+int64_t normalizeAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + int64_t(rank) : axis; }
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+HostValue binary(Operation *op, const HostValue &a, const HostValue &b, double (*f)(double, double, bool)) {
+  HostValue out = makeValue(op->getResult(0));
+  std::vector<int64_t> ia = broadcastIndex(out.shape, a.shape), ib = broadcastIndex(out.shape, b.shape);
+  bool integer = isa<IntegerType>(a.elementType);
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = f(a.data[size_t(ia[i])], b.data[size_t(ib[i])], integer);
+  finish(out);
+  return out;
+}
+
+HostValue unary(Operation *op, const HostValue &x, double (*f)(double)) {
+  HostValue out = makeValue(op->getResult(0));
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = f(x.data[i]);
+  finish(out);
+  return out;
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+/// C[b] = A[b] (m x k) * B[b] (k x n), with per-batch offsets; f32 through
+/// the runtime's GEMM, other types in float64.
+void batchedMatmul(const HostValue &a, const std::vector<int64_t> &aOffsets, const HostValue &b,
+                   const std::vector<int64_t> &bOffsets, HostValue &c, int64_t m, int64_t k, int64_t n,
+                   bool transA = false, bool transB = false) {
+  size_t batches = aOffsets.size();
+  if (isF32(c.elementType)) {
+    std::vector<float> fa = toFloat(a), fb = toFloat(b), fc(size_t(m * n));
+    for (size_t i = 0; i < batches; ++i) {
+      rt::GemmShape g;
+      g.m = m, g.n = n, g.k = k, g.transA = transA, g.transB = transB;
+      rt::cpu::gemm(rt::Stream{}, g, rt::DType::F32, fa.data() + aOffsets[i], fb.data() + bOffsets[i], fc.data(),
+                    1.0f, 0.0f);
+      std::copy(fc.begin(), fc.end(), c.data.begin() + long(i) * m * n);
+    }
+    return;
+  }
+  for (size_t i = 0; i < batches; ++i)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t col = 0; col < n; ++col) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double av = a.data[size_t(aOffsets[i] + (transA ? p * m + r : r * k + p))];
+          double bv = b.data[size_t(bOffsets[i] + (transB ? col * k + p : p * n + col))];
+          sum += av * bv;
+        }
+        c.data[size_t(int64_t(i) * m * n + r * n + col)] = sum;
+      }
+}
+
+HostValue matmul(Operation *op, HostValue a, HostValue b) {
+  HostValue out = makeValue(op->getResult(0));
+  bool vectorA = a.shape.size() == 1, vectorB = b.shape.size() == 1;
+  if (vectorA)
+    a.shape.insert(a.shape.begin(), 1);
+  if (vectorB)
+    b.shape.push_back(1);
+  int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+  std::vector<int64_t> aBatch(a.shape.begin(), a.shape.end() - 2), bBatch(b.shape.begin(), b.shape.end() - 2);
+  size_t rank = std::max(aBatch.size(), bBatch.size());
+  std::vector<int64_t> batch(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t x = d + aBatch.size() >= rank ? aBatch[d + aBatch.size() - rank] : 1;
+    int64_t y = d + bBatch.size() >= rank ? bBatch[d + bBatch.size() - rank] : 1;
+    batch[d] = std::max(x, y);
+  }
+  std::vector<int64_t> ia = broadcastIndex(batch, aBatch), ib = broadcastIndex(batch, bBatch);
+  for (int64_t &x : ia)
+    x *= m * k;
+  for (int64_t &x : ib)
+    x *= k * n;
+  HostValue c = out;
+  c.data.assign(size_t(product(batch) * m * n), 0.0);
+  batchedMatmul(a, ia, b, ib, c, m, k, n);
+  out.data = std::move(c.data);
+  finish(out);
+  return out;
+}
+
+HostValue gemm(train::GemmOp op, const HostValue &a, const HostValue &b, const HostValue *c) {
+  HostValue out = makeValue(op.getResult());
+  bool ta = op.getTransA(), tb = op.getTransB();
+  int64_t m = out.shape[0], n = out.shape[1], k = ta ? a.shape[0] : a.shape[1];
+  batchedMatmul(a, {0}, b, {0}, out, m, k, n, ta, tb);
+  double alpha = op.getAlpha().convertToDouble(), beta = op.getBeta().convertToDouble();
+  std::vector<int64_t> ic = c ? broadcastIndex(out.shape, c->shape) : std::vector<int64_t>{};
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = alpha * out.data[i] + (c ? beta * c->data[size_t(ic[i])] : 0.0);
+  finish(out);
+  return out;
+}
+
+HostValue linear(train::LinearOp op, const HostValue &x, const HostValue &w, const HostValue *bias) {
+  HostValue out = makeValue(op.getResult());
+  int64_t k = x.shape.back(), n = w.shape.back(), rows = x.elements() / std::max<int64_t>(1, k);
+  batchedMatmul(x, {0}, w, {0}, out, rows, k, n);
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < n; ++c)
+        out.data[size_t(r * n + c)] += bias->data[size_t(c)];
+  finish(out);
+  return out;
+}
+
+HostValue conv(train::ConvOp op, const HostValue &x, const HostValue &w, const HostValue *bias) {
+  HostValue out = makeValue(op.getResult());
+  ArrayRef<int64_t> strides = op.getStrides(), pads = op.getPads(), dilations = op.getDilations();
+  int64_t group = int64_t(op.getGroup());
+  size_t spatial = x.shape.size() - 2;
+  int64_t N = x.shape[0], C = x.shape[1], M = w.shape[0], Cg = C / group, Mg = M / group;
+  std::vector<int64_t> inSpatial(x.shape.begin() + 2, x.shape.end()), kSpatial(w.shape.begin() + 2, w.shape.end()),
+      outSpatial(out.shape.begin() + 2, out.shape.end());
+  int64_t outPositions = product(outSpatial), kPositions = product(kSpatial), inPositions = product(inSpatial);
+  std::vector<int64_t> inStrides = stridesOf(inSpatial);
+  std::vector<int64_t> oc(spatial), kc(spatial);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t mo = 0; mo < M; ++mo) {
+      int64_t g = mo / Mg;
+      for (int64_t o = 0; o < outPositions; ++o) {
+        int64_t rest = o;
+        for (size_t d = spatial; d-- > 0;)
+          oc[d] = rest % outSpatial[d], rest /= outSpatial[d];
+        double sum = bias ? bias->data[size_t(mo)] : 0.0;
+        for (int64_t c = 0; c < Cg; ++c)
+          for (int64_t kp = 0; kp < kPositions; ++kp) {
+            int64_t krest = kp, at = 0;
+            bool inside = true;
+            for (size_t d = spatial; d-- > 0;) {
+              kc[d] = krest % kSpatial[d], krest /= kSpatial[d];
+              int64_t pos = oc[d] * strides[d] - pads[d] + kc[d] * dilations[d];
+              if (pos < 0 || pos >= inSpatial[d])
+                inside = false;
+              at += pos * inStrides[d];
+            }
+            if (!inside)
+              continue;
+            double xv = x.data[size_t((n * C + g * Cg + c) * inPositions + at)];
+            double wv = w.data[size_t((mo * Cg + c) * kPositions + kp)];
+            sum += xv * wv;
+          }
+        out.data[size_t((n * M + mo) * outPositions + o)] = sum;
+      }
+    }
+  finish(out);
+  return out;
+}
+
+HostValue einsum(train::EinsumOp op, const std::vector<HostValue> &inputs) {
+  HostValue out = makeValue(op.getResult());
+  std::string equation = op.getEquation().str();
+  equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());
+  if (equation.find('.') != std::string::npos)
+    throw Unsupported{"einsum with an ellipsis"};
+  size_t arrow = equation.find("->");
+  std::string lhs = equation.substr(0, arrow), rhs;
+  std::vector<std::string> terms;
+  size_t start = 0;
+  for (size_t comma; (comma = lhs.find(',', start)) != std::string::npos; start = comma + 1)
+    terms.push_back(lhs.substr(start, comma - start));
+  terms.push_back(lhs.substr(start));
+  std::map<char, int64_t> size;
+  std::map<char, int> count;
+  for (size_t t = 0; t < terms.size(); ++t)
+    for (size_t d = 0; d < terms[t].size(); ++d) {
+      size[terms[t][d]] = inputs[t].shape[d];
+      ++count[terms[t][d]];
+    }
+  if (arrow != std::string::npos) {
+    rhs = equation.substr(arrow + 2);
+  } else {
+    for (const auto &[letter, n] : count)
+      if (n == 1)
+        rhs += letter;
+  }
+  std::vector<char> letters;
+  for (const auto &[letter, n] : size)
+    letters.push_back(letter);
+  std::map<char, size_t> position;
+  for (size_t i = 0; i < letters.size(); ++i)
+    position[letters[i]] = i;
+  std::vector<int64_t> coord(letters.size(), 0);
+  int64_t total = 1;
+  for (char l : letters)
+    total *= size[l];
+  std::vector<std::vector<int64_t>> termStrides;
+  for (size_t t = 0; t < terms.size(); ++t)
+    termStrides.push_back(stridesOf(inputs[t].shape));
+  std::vector<int64_t> outStrides = stridesOf(out.shape);
+  for (int64_t flat = 0; flat < total; ++flat) {
+    double value = 1;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      int64_t at = 0;
+      for (size_t d = 0; d < terms[t].size(); ++d)
+        at += coord[position[terms[t][d]]] * termStrides[t][d];
+      value *= inputs[t].data[size_t(at)];
+    }
+    int64_t at = 0;
+    for (size_t d = 0; d < rhs.size(); ++d)
+      at += coord[position[rhs[d]]] * outStrides[d];
+    out.data[size_t(at)] += value;
+    for (size_t d = letters.size(); d-- > 0;) {
+      if (++coord[d] < size[letters[d]])
+        break;
+      coord[d] = 0;
+    }
+  }
+  finish(out);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and attention
+//===----------------------------------------------------------------------===//
+
+HostValue softmax(Operation *op, const HostValue &x, int64_t axis, bool log) {
+  HostValue out = makeValue(op->getResult(0));
+  axis = normalizeAxis(axis, x.shape.size());
+  int64_t outer = product(x.shape, 0, size_t(axis)), n = x.shape[size_t(axis)],
+          inner = product(x.shape, size_t(axis) + 1);
+  if (!log && isF32(x.elementType) && inner == 1) {
+    std::vector<float> in = toFloat(x), y(in.size());
+    rt::cpu::softmaxForward(rt::Stream{}, in.data(), y.data(), outer, n);
+    out.data.assign(y.begin(), y.end());
+    finish(out);
+    return out;
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double max = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        max = std::max(max, x.data[size_t((o * n + j) * inner + i)]);
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(x.data[size_t((o * n + j) * inner + i)] - max);
+      for (int64_t j = 0; j < n; ++j) {
+        double v = x.data[size_t((o * n + j) * inner + i)] - max;
+        out.data[size_t((o * n + j) * inner + i)] = log ? v - std::log(sum) : std::exp(v) / sum;
+      }
+    }
+  finish(out);
+  return out;
+}
+
+HostValue normalize(Operation *op, const HostValue &x, const HostValue *scale, const HostValue *bias, int64_t axis,
+                    double eps, bool rms) {
+  HostValue out = makeValue(op->getResult(0));
+  axis = normalizeAxis(axis, x.shape.size());
+  int64_t rows = product(x.shape, 0, size_t(axis)), cols = product(x.shape, size_t(axis));
+  if (isF32(x.elementType)) {
+    std::vector<float> in = toFloat(x), y(in.size()), mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+    std::vector<float> gamma = scale ? toFloat(*scale) : std::vector<float>{},
+                       beta = bias ? toFloat(*bias) : std::vector<float>{};
+    if (rms)
+      rt::cpu::rmsNormForward(rt::Stream{}, in.data(), scale ? gamma.data() : nullptr, y.data(), rstd.data(), rows,
+                              cols, float(eps));
+    else
+      rt::cpu::layerNormForward(rt::Stream{}, in.data(), scale ? gamma.data() : nullptr, bias ? beta.data() : nullptr,
+                                y.data(), mean.data(), rstd.data(), rows, cols, float(eps));
+    out.data.assign(y.begin(), y.end());
+    finish(out);
+    return out;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      mean += x.data[size_t(r * cols + c)] / double(cols);
+    if (rms)
+      mean = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double d = x.data[size_t(r * cols + c)] - mean;
+      var += d * d / double(cols);
+    }
+    double inverse = 1.0 / std::sqrt(var + eps);
+    for (int64_t c = 0; c < cols; ++c)
+      out.data[size_t(r * cols + c)] = (x.data[size_t(r * cols + c)] - mean) * inverse *
+                                           (scale ? scale->data[size_t(c)] : 1.0) +
+                                       (bias ? bias->data[size_t(c)] : 0.0);
+  }
+  finish(out);
+  return out;
+}
+
+HostValue attention(train::AttentionOp op, const HostValue &q, const HostValue &k, const HostValue &v,
+                    const HostValue *mask) {
+  HostValue out = makeValue(op.getResult());
+  size_t rank = q.shape.size();
+  int64_t sq = q.shape[rank - 2], d = q.shape[rank - 1], sk = k.shape[rank - 2], dv = v.shape[rank - 1];
+  int64_t batch = product(q.shape, 0, rank - 2);
+  double scale = op.getScale().convertToDouble(), dropout = op.getDropout().convertToDouble();
+  bool causal = op.getCausal();
+  if (!mask && dropout == 0 && d == dv && isF32(q.elementType)) {
+    rt::AttentionShape s;
+    s.batchHeads = batch, s.queries = sq, s.keys = sk, s.headDim = d, s.scale = float(scale), s.causal = causal;
+    // The kernel's causal rule (key j visible to query i when j <= i) is the
+    // op's (j <= i + sk - sq) with the queries' offset sk - sq.
+    s.queryOffset = sk - sq;
+    std::vector<float> fq = toFloat(q), fk = toFloat(k), fv = toFloat(v), o(out.data.size()),
+                       lse(size_t(batch * sq));
+    rt::cpu::attentionForward(rt::Stream{}, s, fq.data(), fk.data(), fv.data(), o.data(), lse.data());
+    out.data.assign(o.begin(), o.end());
+    finish(out);
+    return out;
+  }
+  std::vector<int64_t> maskShape(rank, 1);
+  std::vector<int64_t> scoreShape(q.shape.begin(), q.shape.end() - 2);
+  scoreShape.push_back(sq);
+  scoreShape.push_back(sk);
+  std::vector<int64_t> maskIndex = mask ? broadcastIndex(scoreShape, mask->shape) : std::vector<int64_t>{};
+  bool booleanMask = mask && isa<IntegerType>(mask->elementType);
+  std::vector<double> p(static_cast<size_t>(sk));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < sq; ++i) {
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < sk; ++j) {
+        double s = -std::numeric_limits<double>::infinity();
+        bool visible = !causal || j <= i + sk - sq;
+        size_t scoreAt = size_t((b * sq + i) * sk + j);
+        if (visible && booleanMask && mask->data[size_t(maskIndex[scoreAt])] == 0)
+          visible = false;
+        if (visible) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c)
+            dot += q.data[size_t((b * sq + i) * d + c)] * k.data[size_t((b * sk + j) * d + c)];
+          s = dot * scale + (mask && !booleanMask ? mask->data[size_t(maskIndex[scoreAt])] : 0.0);
+        }
+        p[size_t(j)] = s;
+        max = std::max(max, s);
+      }
+      double sum = 0;
+      for (double &x : p)
+        sum += (x = max == -std::numeric_limits<double>::infinity() ? 0.0 : std::exp(x - max));
+      for (int64_t j = 0; j < sk; ++j) {
+        double weight = sum > 0 ? p[size_t(j)] / sum : 0.0;
+        if (dropout > 0)
+          weight = rt::dropoutKeeps(0, 0, uint64_t((b * sq + i) * sk + j), float(dropout)) ? weight / (1 - dropout)
+                                                                                          : 0.0;
+        for (int64_t c = 0; c < dv; ++c)
+          out.data[size_t((b * sq + i) * dv + c)] += weight * v.data[size_t((b * sk + j) * dv + c)];
+      }
+    }
+  finish(out);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+/// -logp[n, label, ...] over scores laid out [N, C, d...] (class axis 1),
+/// reduced as ONNX SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss.
+HostValue classLoss(Operation *op, const HostValue &scores, const HostValue &labels, const HostValue *weights,
+                    StringRef reduction, std::optional<int64_t> ignore, bool applySoftmax) {
+  HostValue out = makeValue(op->getResult(0));
+  int64_t N = scores.shape[0], C = scores.shape[1], inner = product(scores.shape, 2);
+  std::vector<double> losses(size_t(N * inner), 0.0);
+  double weightSum = 0;
+  bool kernel = applySoftmax && !weights && inner == 1 && isF32(scores.elementType);
+  std::vector<float> kernelLoss;
+  if (kernel) {
+    std::vector<float> logits = toFloat(scores), lse(static_cast<size_t>(N));
+    std::vector<int64_t> ids(labels.data.begin(), labels.data.end());
+    kernelLoss.resize(static_cast<size_t>(N));
+    rt::cpu::crossEntropyForward(rt::Stream{}, logits.data(), ids.data(), kernelLoss.data(), lse.data(), N, C,
+                                 ignore.value_or(std::numeric_limits<int64_t>::min()));
+  }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t label = int64_t(labels.data[size_t(n * inner + i)]);
+      if (ignore && label == *ignore)
+        continue;
+      if (label < 0 || label >= C)
+        throw Unsupported{"label " + std::to_string(label) + " outside " + std::to_string(C) + " classes"};
+      double w = weights ? weights->data[size_t(label)] : 1.0;
+      double logp;
+      if (kernel) {
+        logp = -double(kernelLoss[size_t(n)]);
+      } else if (applySoftmax) {
+        double max = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (int64_t c = 0; c < C; ++c)
+          max = std::max(max, scores.data[size_t((n * C + c) * inner + i)]);
+        for (int64_t c = 0; c < C; ++c)
+          sum += std::exp(scores.data[size_t((n * C + c) * inner + i)] - max);
+        logp = scores.data[size_t((n * C + label) * inner + i)] - max - std::log(sum);
+      } else {
+        logp = scores.data[size_t((n * C + label) * inner + i)];
+      }
+      losses[size_t(n * inner + i)] = -logp * w;
+      weightSum += w;
+    }
+  if (reduction == "none") {
+    out.data = losses;
+  } else {
+    double total = std::accumulate(losses.begin(), losses.end(), 0.0);
+    out.data.assign(1, reduction == "sum" ? total : (weightSum > 0 ? total / weightSum : 0.0));
+  }
+  finish(out);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+HostValue transpose(train::TransposeOp op, const HostValue &x) {
+  HostValue out = makeValue(op.getResult());
+  ArrayRef<int64_t> perm = op.getPerm();
+  std::vector<int64_t> inStrides = stridesOf(x.shape);
+  std::vector<int64_t> coord(out.shape.size(), 0);
+  for (size_t flat = 0; flat < out.data.size(); ++flat) {
+    int64_t at = 0;
+    for (size_t d = 0; d < coord.size(); ++d)
+      at += coord[d] * inStrides[size_t(perm[d])];
+    out.data[flat] = x.data[size_t(at)];
+    for (size_t d = coord.size(); d-- > 0;) {
+      if (++coord[d] < out.shape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return out;
+}
+
+HostValue gather(train::GatherOp op, const HostValue &data, const HostValue &indices) {
+  HostValue out = makeValue(op.getResult());
+  int64_t axis = normalizeAxis(int64_t(op.getAxis()), data.shape.size());
+  int64_t outer = product(data.shape, 0, size_t(axis)), n = data.shape[size_t(axis)],
+          inner = product(data.shape, size_t(axis) + 1), count = indices.elements();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t index = int64_t(indices.data[size_t(i)]);
+      if (index < 0)
+        index += n;
+      if (index < 0 || index >= n)
+        throw Unsupported{"gather index " + std::to_string(int64_t(indices.data[size_t(i)])) + " outside " +
+                          std::to_string(n)};
+      for (int64_t j = 0; j < inner; ++j)
+        out.data[size_t((o * count + i) * inner + j)] = data.data[size_t((o * n + index) * inner + j)];
+    }
+  return out;
+}
+
+HostValue slice(train::SliceOp op, const HostValue &x) {
+  HostValue out = makeValue(op.getResult());
+  ArrayRef<int64_t> starts = op.getStarts(), steps = op.getSteps();
+  std::vector<int64_t> inStrides = stridesOf(x.shape);
+  std::vector<int64_t> coord(out.shape.size(), 0);
+  for (size_t flat = 0; flat < out.data.size(); ++flat) {
+    int64_t at = 0;
+    for (size_t d = 0; d < coord.size(); ++d)
+      at += (starts[d] + coord[d] * steps[d]) * inStrides[d];
+    out.data[flat] = x.data[size_t(at)];
+    for (size_t d = coord.size(); d-- > 0;) {
+      if (++coord[d] < out.shape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return out;
+}
+
+HostValue concat(train::ConcatOp op, const std::vector<HostValue> &inputs) {
+  HostValue out = makeValue(op.getResult());
+  int64_t axis = normalizeAxis(int64_t(op.getAxis()), out.shape.size());
+  int64_t outer = product(out.shape, 0, size_t(axis)), inner = product(out.shape, size_t(axis) + 1);
+  int64_t offset = 0, total = out.shape[size_t(axis)];
+  for (const HostValue &in : inputs) {
+    int64_t n = in.shape[size_t(axis)];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < n * inner; ++j)
+        out.data[size_t((o * total + offset) * inner + j)] = in.data[size_t(o * n * inner + j)];
+    offset += n;
+  }
+  return out;
+}
+
+std::vector<HostValue> split(train::SplitOp op, const HostValue &x) {
+  int64_t axis = normalizeAxis(int64_t(op.getAxis()), x.shape.size());
+  int64_t outer = product(x.shape, 0, size_t(axis)), inner = product(x.shape, size_t(axis) + 1),
+          total = x.shape[size_t(axis)], offset = 0;
+  std::vector<HostValue> outs;
+  for (Value result : op->getResults()) {
+    HostValue out = makeValue(result);
+    int64_t n = out.shape[size_t(axis)];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < n * inner; ++j)
+        out.data[size_t(o * n * inner + j)] = x.data[size_t((o * total + offset) * inner + j)];
+    offset += n;
+    outs.push_back(std::move(out));
+  }
+  return outs;
+}
+
+HostValue reduce(Operation *op, const HostValue &x, ArrayRef<int64_t> axesAttr, int kind) {
+  HostValue out = makeValue(op->getResult(0));
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (int64_t a : axesAttr)
+    reduced[size_t(normalizeAxis(a, x.shape.size()))] = true;
+  if (axesAttr.empty())
+    reduced.assign(x.shape.size(), true);
+  std::vector<int64_t> keptShape;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    keptShape.push_back(reduced[d] ? 1 : x.shape[d]);
+  std::vector<int64_t> keptStrides = stridesOf(keptShape);
+  std::vector<double> acc(size_t(product(keptShape)), kind == 2 ? -std::numeric_limits<double>::infinity() : 0.0);
+  std::vector<int64_t> coord(x.shape.size(), 0);
+  for (size_t flat = 0; flat < x.data.size(); ++flat) {
+    int64_t at = 0;
+    for (size_t d = 0; d < coord.size(); ++d)
+      if (!reduced[d])
+        at += coord[d] * keptStrides[d];
+    acc[size_t(at)] = kind == 2 ? std::max(acc[size_t(at)], x.data[flat]) : acc[size_t(at)] + x.data[flat];
+    for (size_t d = coord.size(); d-- > 0;) {
+      if (++coord[d] < x.shape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  if (kind == 1) {
+    double count = double(x.elements()) / double(std::max<int64_t>(1, product(keptShape)));
+    for (double &a : acc)
+      a /= count;
+  }
+  out.data = acc;
+  finish(out);
+  return out;
+}
+
+HostValue trilu(train::TriluOp op, const HostValue &x) {
+  HostValue out = makeValue(op.getResult());
+  size_t rank = x.shape.size();
+  int64_t rows = x.shape[rank - 2], cols = x.shape[rank - 1], k = int64_t(op.getK());
+  bool upper = op.getUpper();
+  for (size_t flat = 0; flat < x.data.size(); ++flat) {
+    int64_t c = int64_t(flat) % cols, r = (int64_t(flat) / cols) % rows;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    out.data[flat] = keep ? x.data[flat] : 0.0;
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// The dispatcher
+//===----------------------------------------------------------------------===//
+
+std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue *> &in,
+                                const std::map<std::string, HostValue> &parameters) {
+  auto one = [](HostValue v) { return std::vector<HostValue>{std::move(v)}; };
+  auto optional = [&](Value operand) -> const HostValue * {
+    if (!operand)
+      return nullptr;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      if (op->getOperand(i) == operand)
+        return in[i];
+    return nullptr;
+  };
+  if (auto p = dyn_cast<train::ParamOp>(op)) {
+    auto it = parameters.find(p.getName().str());
+    if (it == parameters.end())
+      throw Unsupported{"no value for parameter @" + p.getName().str()};
+    HostValue v = it->second;
+    HostValue expected = makeValue(p.getResult());
+    if (v.shape != expected.shape)
+      throw Unsupported{"parameter @" + p.getName().str() + " has the wrong shape"};
+    v.elementType = expected.elementType;
+    return one(std::move(v));
+  }
+  if (auto c = dyn_cast<train::ConstantOp>(op))
+    return one(fromAttribute(c.getValue()));
+  if (isa<train::AddOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool) { return a + b; }));
+  if (isa<train::SubOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool) { return a - b; }));
+  if (isa<train::MulOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool) { return a * b; }));
+  if (isa<train::DivOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool integer) {
+      return integer ? (b == 0 ? 0.0 : std::trunc(a / b)) : a / b;
+    }));
+  if (isa<train::PowOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool) { return std::pow(a, b); }));
+  if (isa<train::MaxOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool) {
+      return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b);
+    }));
+  if (isa<train::MinOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool) {
+      return std::isnan(a) || std::isnan(b) ? std::nan("") : std::min(a, b);
+    }));
+  if (isa<train::EqualOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool) { return double(a == b); }));
+  if (isa<train::LessOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool) { return double(a < b); }));
+  if (isa<train::GreaterOp>(op))
+    return one(binary(op, *in[0], *in[1], [](double a, double b, bool) { return double(a > b); }));
+  if (isa<train::SqrtOp>(op))
+    return one(unary(op, *in[0], [](double x) { return std::sqrt(x); }));
+  if (isa<train::ReciprocalOp>(op))
+    return one(unary(op, *in[0], [](double x) { return 1.0 / x; }));
+  if (isa<train::NegOp>(op))
+    return one(unary(op, *in[0], [](double x) { return -x; }));
+  if (isa<train::AbsOp>(op))
+    return one(unary(op, *in[0], [](double x) { return std::fabs(x); }));
+  if (isa<train::ExpOp>(op))
+    return one(unary(op, *in[0], [](double x) { return std::exp(x); }));
+  if (isa<train::LogOp>(op))
+    return one(unary(op, *in[0], [](double x) { return std::log(x); }));
+  if (isa<train::ErfOp>(op))
+    return one(unary(op, *in[0], [](double x) { return std::erf(x); }));
+  if (isa<train::TanhOp>(op))
+    return one(unary(op, *in[0], [](double x) { return std::tanh(x); }));
+  if (isa<train::SigmoidOp>(op))
+    return one(unary(op, *in[0], sigmoid));
+  if (isa<train::ReluOp>(op))
+    return one(unary(op, *in[0], [](double x) { return x > 0 ? x : 0.0; }));
+  if (isa<train::SinOp>(op))
+    return one(unary(op, *in[0], [](double x) { return std::sin(x); }));
+  if (isa<train::CosOp>(op))
+    return one(unary(op, *in[0], [](double x) { return std::cos(x); }));
+  if (isa<train::SiluOp>(op)) {
+    if (isF32(in[0]->elementType)) {
+      HostValue out = makeValue(op->getResult(0));
+      std::vector<float> x = toFloat(*in[0]), y(x.size());
+      rt::cpu::siluForward(rt::Stream{}, x.data(), y.data(), int64_t(x.size()));
+      out.data.assign(y.begin(), y.end());
+      return one(std::move(out));
+    }
+    return one(unary(op, *in[0], [](double x) { return x * sigmoid(x); }));
+  }
+  if (auto g = dyn_cast<train::GeluOp>(op)) {
+    bool tanhApprox = g.getApproximate() == "tanh";
+    if (isF32(in[0]->elementType)) {
+      HostValue out = makeValue(op->getResult(0));
+      std::vector<float> x = toFloat(*in[0]), y(x.size());
+      rt::cpu::geluForward(rt::Stream{}, x.data(), y.data(), int64_t(x.size()),
+                           tanhApprox ? rt::GeluApproximation::Tanh : rt::GeluApproximation::None);
+      out.data.assign(y.begin(), y.end());
+      return one(std::move(out));
+    }
+    if (tanhApprox)
+      return one(unary(op, *in[0], [](double x) {
+        return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+      }));
+    return one(unary(op, *in[0], [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }));
+  }
+  if (isa<train::WhereOp>(op)) {
+    HostValue out = makeValue(op->getResult(0));
+    std::vector<int64_t> ic = broadcastIndex(out.shape, in[0]->shape), it = broadcastIndex(out.shape, in[1]->shape),
+                         ie = broadcastIndex(out.shape, in[2]->shape);
+    for (size_t i = 0; i < out.data.size(); ++i)
+      out.data[i] = in[0]->data[size_t(ic[i])] != 0 ? in[1]->data[size_t(it[i])] : in[2]->data[size_t(ie[i])];
+    return one(std::move(out));
+  }
+  if (isa<train::CastOp>(op)) {
+    HostValue out = makeValue(op->getResult(0));
+    out.data = in[0]->data;
+    finish(out);
+    return one(std::move(out));
+  }
+  if (isa<train::MatMulOp>(op))
+    return one(matmul(op, *in[0], *in[1]));
+  if (auto g = dyn_cast<train::GemmOp>(op))
+    return one(gemm(g, *in[0], *in[1], optional(g.getC())));
+  if (auto l = dyn_cast<train::LinearOp>(op))
+    return one(linear(l, *in[0], *in[1], optional(l.getBias())));
+  if (auto c = dyn_cast<train::ConvOp>(op))
+    return one(conv(c, *in[0], *in[1], optional(c.getBias())));
+  if (auto e = dyn_cast<train::EinsumOp>(op)) {
+    std::vector<HostValue> inputs;
+    for (const HostValue *v : in)
+      inputs.push_back(*v);
+    return one(einsum(e, inputs));
+  }
+  if (auto s = dyn_cast<train::SoftmaxOp>(op))
+    return one(softmax(op, *in[0], int64_t(s.getAxis()), false));
+  if (auto s = dyn_cast<train::LogSoftmaxOp>(op))
+    return one(softmax(op, *in[0], int64_t(s.getAxis()), true));
+  if (auto n = dyn_cast<train::LayerNormOp>(op))
+    return one(normalize(op, *in[0], optional(n.getScale()), optional(n.getBias()), int64_t(n.getAxis()),
+                         n.getEpsilon().convertToDouble(), false));
+  if (auto n = dyn_cast<train::RmsNormOp>(op))
+    return one(normalize(op, *in[0], optional(n.getScale()), nullptr, int64_t(n.getAxis()),
+                         n.getEpsilon().convertToDouble(), true));
+  if (auto a = dyn_cast<train::AttentionOp>(op))
+    return one(attention(a, *in[0], *in[1], *in[2], optional(a.getMask())));
+  if (auto r = dyn_cast<train::ReduceSumOp>(op))
+    return one(reduce(op, *in[0], r.getAxes(), 0));
+  if (auto r = dyn_cast<train::ReduceMeanOp>(op))
+    return one(reduce(op, *in[0], r.getAxes(), 1));
+  if (auto r = dyn_cast<train::ReduceMaxOp>(op))
+    return one(reduce(op, *in[0], r.getAxes(), 2));
+  if (auto d = dyn_cast<train::DropoutOp>(op)) {
+    HostValue out = makeValue(op->getResult(0)), mask = makeValue(op->getResult(1));
+    float ratio = float(d.getRatio().convertToDouble());
+    for (size_t i = 0; i < out.data.size(); ++i) {
+      bool keep = rt::dropoutKeeps(0, 0, uint64_t(i), ratio);
+      mask.data[i] = keep;
+      out.data[i] = keep ? in[0]->data[i] / (1.0 - ratio) : 0.0;
+    }
+    finish(out);
+    return {std::move(out), std::move(mask)};
+  }
+  auto ignoreOf = [](std::optional<uint64_t> v) {
+    return v ? std::optional<int64_t>(int64_t(*v)) : std::nullopt;
+  };
+  if (auto l = dyn_cast<train::SoftmaxCrossEntropyLossOp>(op))
+    return one(classLoss(op, *in[0], *in[1], optional(l.getWeights()), l.getReduction(), ignoreOf(l.getIgnoreIndex()),
+                         true));
+  if (auto l = dyn_cast<train::NegativeLogLikelihoodLossOp>(op))
+    return one(classLoss(op, *in[0], *in[1], optional(l.getWeights()), l.getReduction(), ignoreOf(l.getIgnoreIndex()),
+                         false));
+  if (auto l = dyn_cast<train::CrossEntropyOp>(op))
+    return one(classLoss(op, *in[0], *in[1], nullptr, l.getReduction(), ignoreOf(l.getIgnoreIndex()), true));
+  if (auto g = dyn_cast<train::GatherOp>(op))
+    return one(gather(g, *in[0], *in[1]));
+  if (auto s = dyn_cast<train::SliceOp>(op))
+    return one(slice(s, *in[0]));
+  if (auto c = dyn_cast<train::ConcatOp>(op)) {
+    std::vector<HostValue> inputs;
+    for (const HostValue *v : in)
+      inputs.push_back(*v);
+    return one(concat(c, inputs));
+  }
+  if (auto s = dyn_cast<train::SplitOp>(op))
+    return split(s, *in[0]);
+  if (isa<train::ReshapeOp>(op)) {
+    HostValue out = makeValue(op->getResult(0));
+    out.data = in[0]->data;
+    return one(std::move(out));
+  }
+  if (auto t = dyn_cast<train::TransposeOp>(op))
+    return one(transpose(t, *in[0]));
+  if (isa<train::BroadcastOp>(op)) {
+    HostValue out = makeValue(op->getResult(0));
+    std::vector<int64_t> index = broadcastIndex(out.shape, in[0]->shape);
+    for (size_t i = 0; i < out.data.size(); ++i)
+      out.data[i] = in[0]->data[size_t(index[i])];
+    return one(std::move(out));
+  }
+  if (auto t = dyn_cast<train::TriluOp>(op))
+    return one(trilu(t, *in[0]));
+  throw Unsupported{"the interpreter has no rule for this op"};
+}
+
+std::string describe(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << op->getName() << " at " << op->getLoc();
+  return text;
+}
+
+} // namespace
+
+bool interpret(func::FuncOp function, const std::vector<HostValue> &arguments,
+               const std::map<std::string, HostValue> &parameters, std::vector<HostValue> &results,
+               std::string &error) {
+  llvm::DenseMap<Value, HostValue> values;
+  Block &body = function.getBody().front();
+  if (arguments.size() != body.getNumArguments()) {
+    error = "the function takes " + std::to_string(body.getNumArguments()) + " arguments, " +
+            std::to_string(arguments.size()) + " given";
+    return false;
+  }
+  for (auto [i, argument] : llvm::enumerate(body.getArguments())) {
+    HostValue expected = makeValue(argument);
+    if (arguments[i].shape != expected.shape || int64_t(arguments[i].data.size()) != expected.elements()) {
+      auto text = [](const std::vector<int64_t> &shape) {
+        std::string t = "[";
+        for (size_t d = 0; d < shape.size(); ++d)
+          t += (d ? ", " : "") + std::to_string(shape[d]);
+        return t + "]";
+      };
+      error = "argument " + std::to_string(i) + " has shape " + text(arguments[i].shape) + " and " +
+              std::to_string(arguments[i].data.size()) + " values; the function takes " + text(expected.shape);
+      return false;
+    }
+    HostValue v = arguments[i];
+    v.elementType = expected.elementType;
+    values[argument] = std::move(v);
+  }
+  for (Operation &op : body.without_terminator()) {
+    std::vector<const HostValue *> inputs;
+    for (Value operand : op.getOperands()) {
+      auto it = values.find(operand);
+      if (it == values.end()) {
+        error = describe(&op) + ": an operand has no value";
+        return false;
+      }
+      inputs.push_back(&it->second);
+    }
+    try {
+      std::vector<HostValue> outputs = evaluate(&op, inputs, parameters);
+      for (auto [result, value] : llvm::zip(op.getResults(), outputs))
+        values[result] = std::move(value);
+    } catch (const Unsupported &u) {
+      error = describe(&op) + ": " + u.reason;
+      return false;
+    } catch (const rt::Error &e) {
+      error = describe(&op) + ": " + e.reason();
+      return false;
+    }
+  }
+  results.clear();
+  for (Value returned : body.getTerminator()->getOperands())
+    results.push_back(values[returned]);
+  return true;
+}
+
+} // namespace colossal::execute
