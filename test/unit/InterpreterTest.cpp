@@ -14,6 +14,7 @@
 #include "colossal/Import/OnnxImporter.h"
 #include "colossal/cost/Json.h"
 #include "colossal/runtime/Npy.h"
+#include "passes/autodiff/Autodiff.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -106,6 +107,87 @@ TEST_P(FixtureForward, LossMatchesPyTorch) {
   EXPECT_NEAR(raised, expected, 1e-5 * std::fabs(expected)) << model << " raised";
   EXPECT_NEAR(unraised, expected, 1e-5 * std::fabs(expected)) << model << " as imported";
 }
+
+class FixtureGradients : public ::testing::TestWithParam<const char *> {};
+
+/// train-autodiff's @forward_backward, run through the interpreter, gives
+/// PyTorch's first-step gradients: for every parameter with a reference,
+/// ||g - g_torch|| <= 1e-4 ||g_torch||.
+TEST_P(FixtureGradients, MatchPyTorch) {
+  std::string model = GetParam();
+  std::string dir = std::string(COLOSSAL_FIXTURES_DIR) + "/" + model;
+  std::string path = dir + "/" + model + "_opset17.onnx";
+  std::string error;
+  onnx::ModelProto proto;
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(proto.ParseFromIstream(&in));
+  std::map<std::string, HostValue> parameters;
+  for (const onnx::TensorProto &init : proto.graph().initializer()) {
+    std::optional<colossal::import::HostTensor> t = colossal::import::readTensor(init, dir, error);
+    ASSERT_TRUE(t) << init.name() << ": " << error;
+    HostValue v;
+    v.shape = t->shape;
+    for (int64_t i = 0; i < t->numElements(); ++i)
+      v.data.push_back(t->asDouble(i));
+    parameters[init.name()] = std::move(v);
+  }
+  mlir::MLIRContext context;
+  mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
+    ADD_FAILURE() << diag.str();
+    return mlir::success();
+  });
+  colossal::ImportOptions options;
+  options.batch = 2;
+  options.seq = 8;
+  auto module = colossal::importOnnxFile(context, path, options);
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(&context);
+  colossal::train::buildRaisePipeline(pm);
+  pm.addPass(colossal::autodiff::createAutodiffPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  auto function = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  ASSERT_TRUE(function);
+  std::vector<HostValue> arguments;
+  for (unsigned a = 0; a < function.getNumArguments(); ++a) {
+    std::string name = function.getArgAttrOfType<mlir::StringAttr>(a, "train.name").str();
+    colossal::rt::NpyArray array = colossal::rt::readNpy(dir + "/feed/" + name + ".npy");
+    HostValue v;
+    v.shape = array.shape;
+    for (int64_t i = 0; i < array.elements(); ++i)
+      v.data.push_back(array.dtype == colossal::rt::DType::I64 ? double(array.as<int64_t>()[i])
+                                                               : double(array.as<float>()[i]));
+    arguments.push_back(std::move(v));
+  }
+  std::vector<HostValue> results;
+  ASSERT_TRUE(colossal::execute::interpret(function, arguments, parameters, results, error)) << error;
+  int compared = 0;
+  double worst = 0;
+  for (unsigned r = 1; r < function.getNumResults(); ++r) {
+    std::string name = function.getResultAttrOfType<mlir::StringAttr>(r, "train.name").str().substr(5);
+    std::string file = dir + "/grads/" + name + ".npy";
+    if (!std::ifstream(file))
+      continue; // a buffer PyTorch does not train (LLaMA's rotary inv_freq)
+    colossal::rt::NpyArray want = colossal::rt::readNpy(file);
+    ASSERT_EQ(want.shape, results[r].shape) << name;
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < want.elements(); ++i) {
+      double w = want.as<float>()[i], g = results[r].data[size_t(i)];
+      diff += (g - w) * (g - w);
+      norm += w * w;
+    }
+    EXPECT_LE(std::sqrt(diff), 1e-4 * std::sqrt(norm) + 1e-9) << model << " " << name << ": relative error "
+                                                               << std::sqrt(diff / std::max(norm, 1e-300));
+    if (std::sqrt(diff / std::max(norm, 1e-300)) > 1e-4)
+      std::printf("  %s: |g - ref| %.3e, |ref| %.3e\n", name.c_str(), std::sqrt(diff), std::sqrt(norm));
+    ++compared;
+    worst = std::max(worst, std::sqrt(diff / std::max(norm, 1e-300)));
+  }
+  EXPECT_GT(compared, 0);
+  std::printf("%s: %d gradients compared, worst relative error %.2e\n", model.c_str(), compared, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureGradients, ::testing::Values("mlp", "gpt2", "bert", "llama"),
+                         [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureForward,
                          ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama"),

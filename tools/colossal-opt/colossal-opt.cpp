@@ -1,6 +1,7 @@
 //===- colossal-opt.cpp - mlir-opt with the colossal dialects and passes ---===//
 
 #include "colossal/Dialect/Train/TrainDialect.h"
+#include "passes/autodiff/Autodiff.h"
 #include "passes/plan/Passes.h"
 #include "passes/raise/Passes.h"
 
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   colossal::train::registerRaisePasses();
   colossal::train::registerRaisePipeline();
   colossal::plan::registerPlanPasses();
+  colossal::autodiff::registerAutodiffPass();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "colossal-opt: the colossal-compile pass driver\n", registry));
 }

@@ -689,6 +689,229 @@ HostValue trilu(train::TriluOp op, const HostValue &x) {
   return out;
 }
 
+
+//===----------------------------------------------------------------------===//
+// Gradients (the ops train-autodiff emits)
+//===----------------------------------------------------------------------===//
+
+double geluDerivative(double x, bool tanhApprox) {
+  if (tanhApprox) {
+    double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+  }
+  return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+}
+
+std::vector<HostValue> normGrad(Operation *op, const HostValue &x, const HostValue *scale, const HostValue &dy,
+                                int64_t axis, double eps, bool rms, bool hasBias) {
+  axis = normalizeAxis(axis, x.shape.size());
+  int64_t rows = product(x.shape, 0, size_t(axis)), cols = product(x.shape, size_t(axis));
+  std::vector<HostValue> outs;
+  for (Value r : op->getResults())
+    outs.push_back(makeValue(r));
+  HostValue &dx = outs[0];
+  std::vector<double> dgamma(size_t(cols), 0.0), dbeta(size_t(cols), 0.0);
+  if (isF32(x.elementType)) {
+    std::vector<float> fx = toFloat(x), fdy = toFloat(dy), fdx(fx.size()), mean(static_cast<size_t>(rows)),
+                       rstd(static_cast<size_t>(rows)), y(fx.size()), dg(static_cast<size_t>(cols)),
+                       db(static_cast<size_t>(cols));
+    std::vector<float> gamma = scale ? toFloat(*scale) : std::vector<float>{};
+    if (rms) {
+      rt::cpu::rmsNormForward(rt::Stream{}, fx.data(), scale ? gamma.data() : nullptr, y.data(), rstd.data(), rows,
+                              cols, float(eps));
+      rt::cpu::rmsNormBackward(rt::Stream{}, fdy.data(), fx.data(), scale ? gamma.data() : nullptr, rstd.data(),
+                               fdx.data(), scale ? dg.data() : nullptr, rows, cols);
+    } else {
+      rt::cpu::layerNormForward(rt::Stream{}, fx.data(), scale ? gamma.data() : nullptr, nullptr, y.data(),
+                                mean.data(), rstd.data(), rows, cols, float(eps));
+      rt::cpu::layerNormBackward(rt::Stream{}, fdy.data(), fx.data(), scale ? gamma.data() : nullptr, mean.data(),
+                                 rstd.data(), fdx.data(), scale ? dg.data() : nullptr, hasBias ? db.data() : nullptr,
+                                 rows, cols);
+    }
+    dx.data.assign(fdx.begin(), fdx.end());
+    dgamma.assign(dg.begin(), dg.end());
+    dbeta.assign(db.begin(), db.end());
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        mean += x.data[size_t(r * cols + c)] / double(cols);
+      if (rms)
+        mean = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        double d = x.data[size_t(r * cols + c)] - mean;
+        var += d * d / double(cols);
+      }
+      double inverse = 1.0 / std::sqrt(var + eps), sumG = 0, sumGX = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        double g = dy.data[size_t(r * cols + c)] * (scale ? scale->data[size_t(c)] : 1.0);
+        double xhat = (x.data[size_t(r * cols + c)] - mean) * inverse;
+        sumG += g, sumGX += g * xhat;
+        dgamma[size_t(c)] += dy.data[size_t(r * cols + c)] * xhat;
+        dbeta[size_t(c)] += dy.data[size_t(r * cols + c)];
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        double g = dy.data[size_t(r * cols + c)] * (scale ? scale->data[size_t(c)] : 1.0);
+        double xhat = (x.data[size_t(r * cols + c)] - mean) * inverse;
+        dx.data[size_t(r * cols + c)] =
+            inverse * (g - (rms ? 0.0 : sumG / double(cols)) - xhat * sumGX / double(cols));
+      }
+    }
+  }
+  finish(dx);
+  if (outs.size() > 1) {
+    outs[1].data = dgamma;
+    finish(outs[1]);
+  }
+  if (outs.size() > 2) {
+    outs[2].data = dbeta;
+    finish(outs[2]);
+  }
+  return outs;
+}
+
+std::vector<HostValue> attentionGrad(train::AttentionGradOp op, const HostValue &q, const HostValue &k,
+                                     const HostValue &v, const HostValue *mask, const HostValue &dO) {
+  HostValue dq = makeValue(op.getQueryGrad()), dk = makeValue(op.getKeyGrad()), dv = makeValue(op.getValueGrad());
+  size_t rank = q.shape.size();
+  int64_t sq = q.shape[rank - 2], d = q.shape[rank - 1], sk = k.shape[rank - 2], dvd = v.shape[rank - 1];
+  int64_t batch = product(q.shape, 0, rank - 2);
+  double scale = op.getScale().convertToDouble();
+  bool causal = op.getCausal();
+  if (!mask && d == dvd && isF32(q.elementType)) {
+    rt::AttentionShape s;
+    s.batchHeads = batch, s.queries = sq, s.keys = sk, s.headDim = d, s.scale = float(scale), s.causal = causal;
+    s.queryOffset = sk - sq;
+    std::vector<float> fq = toFloat(q), fk = toFloat(k), fv = toFloat(v), fdo = toFloat(dO), o(fq.size()),
+                       lse(static_cast<size_t>(batch * sq)), gq(fq.size()), gk(fk.size()), gv(fv.size());
+    rt::cpu::attentionForward(rt::Stream{}, s, fq.data(), fk.data(), fv.data(), o.data(), lse.data());
+    rt::cpu::attentionBackward(rt::Stream{}, s, fq.data(), fk.data(), fv.data(), o.data(), fdo.data(), lse.data(),
+                               gq.data(), gk.data(), gv.data());
+    dq.data.assign(gq.begin(), gq.end());
+    dk.data.assign(gk.begin(), gk.end());
+    dv.data.assign(gv.begin(), gv.end());
+    finish(dq), finish(dk), finish(dv);
+    return {dq, dk, dv};
+  }
+  std::vector<int64_t> scoreShape(q.shape.begin(), q.shape.end() - 2);
+  scoreShape.push_back(sq);
+  scoreShape.push_back(sk);
+  std::vector<int64_t> maskIndex = mask ? broadcastIndex(scoreShape, mask->shape) : std::vector<int64_t>{};
+  bool booleanMask = mask && isa<IntegerType>(mask->elementType);
+  std::vector<double> p(static_cast<size_t>(sk)), dp(static_cast<size_t>(sk));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < sq; ++i) {
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < sk; ++j) {
+        size_t at = size_t((b * sq + i) * sk + j);
+        bool visible = (!causal || j <= i + sk - sq) && !(booleanMask && mask->data[size_t(maskIndex[at])] == 0);
+        double s = -std::numeric_limits<double>::infinity();
+        if (visible) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c)
+            dot += q.data[size_t((b * sq + i) * d + c)] * k.data[size_t((b * sk + j) * d + c)];
+          s = dot * scale + (mask && !booleanMask ? mask->data[size_t(maskIndex[at])] : 0.0);
+        }
+        p[size_t(j)] = s;
+        max = std::max(max, s);
+      }
+      double sum = 0;
+      for (double &x : p)
+        sum += (x = max == -std::numeric_limits<double>::infinity() ? 0.0 : std::exp(x - max));
+      double rowDot = 0;
+      for (int64_t j = 0; j < sk; ++j) {
+        p[size_t(j)] = sum > 0 ? p[size_t(j)] / sum : 0.0;
+        double g = 0;
+        for (int64_t c = 0; c < dvd; ++c)
+          g += dO.data[size_t((b * sq + i) * dvd + c)] * v.data[size_t((b * sk + j) * dvd + c)];
+        dp[size_t(j)] = g;
+        rowDot += p[size_t(j)] * g;
+        for (int64_t c = 0; c < dvd; ++c)
+          dv.data[size_t((b * sk + j) * dvd + c)] += p[size_t(j)] * dO.data[size_t((b * sq + i) * dvd + c)];
+      }
+      for (int64_t j = 0; j < sk; ++j) {
+        double ds = p[size_t(j)] * (dp[size_t(j)] - rowDot) * scale;
+        for (int64_t c = 0; c < d; ++c) {
+          dq.data[size_t((b * sq + i) * d + c)] += ds * k.data[size_t((b * sk + j) * d + c)];
+          dk.data[size_t((b * sk + j) * d + c)] += ds * q.data[size_t((b * sq + i) * d + c)];
+        }
+      }
+    }
+  finish(dq), finish(dk), finish(dv);
+  return {dq, dk, dv};
+}
+
+HostValue crossEntropyGrad(train::CrossEntropyGradOp op, const HostValue &scores, const HostValue &labels,
+                           const HostValue &dloss) {
+  HostValue out = makeValue(op.getLogitsGrad());
+  int64_t N = scores.shape[0], C = scores.shape[1], inner = product(scores.shape, 2);
+  std::optional<int64_t> ignore;
+  if (auto i = op.getIgnoreIndex())
+    ignore = int64_t(*i);
+  StringRef reduction = op.getReduction();
+  int64_t counted = 0;
+  for (int64_t n = 0; n < N * inner; ++n)
+    counted += !(ignore && int64_t(labels.data[size_t(n)]) == *ignore);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t label = int64_t(labels.data[size_t(n * inner + i)]);
+      if (ignore && label == *ignore)
+        continue;
+      double scale = reduction == "none" ? dloss.data[size_t(n * inner + i)] : dloss.data[0];
+      if (reduction == "mean")
+        scale /= double(std::max<int64_t>(1, counted));
+      double max = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t c = 0; c < C; ++c)
+        max = std::max(max, scores.data[size_t((n * C + c) * inner + i)]);
+      for (int64_t c = 0; c < C; ++c)
+        sum += std::exp(scores.data[size_t((n * C + c) * inner + i)] - max);
+      for (int64_t c = 0; c < C; ++c) {
+        double pc = std::exp(scores.data[size_t((n * C + c) * inner + i)] - max) / sum;
+        out.data[size_t((n * C + c) * inner + i)] = (pc - (c == label ? 1.0 : 0.0)) * scale;
+      }
+    }
+  finish(out);
+  return out;
+}
+
+HostValue gatherGrad(train::GatherGradOp op, const HostValue &indices, const HostValue &dy) {
+  HostValue out = makeValue(op.getDataGrad());
+  int64_t axis = normalizeAxis(int64_t(op.getAxis()), out.shape.size());
+  int64_t outer = product(out.shape, 0, size_t(axis)), n = out.shape[size_t(axis)],
+          inner = product(out.shape, size_t(axis) + 1), count = indices.elements();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t index = int64_t(indices.data[size_t(i)]);
+      if (index < 0)
+        index += n;
+      if (index < 0 || index >= n)
+        throw Unsupported{"gather index outside the data"};
+      for (int64_t j = 0; j < inner; ++j)
+        out.data[size_t((o * n + index) * inner + j)] += dy.data[size_t((o * count + i) * inner + j)];
+    }
+  finish(out);
+  return out;
+}
+
+HostValue sliceGrad(train::SliceGradOp op, const HostValue &dy) {
+  HostValue out = makeValue(op.getInputGrad());
+  ArrayRef<int64_t> starts = op.getStarts(), steps = op.getSteps();
+  std::vector<int64_t> outStrides = stridesOf(out.shape);
+  std::vector<int64_t> coord(dy.shape.size(), 0);
+  for (size_t flat = 0; flat < dy.data.size(); ++flat) {
+    int64_t at = 0;
+    for (size_t d = 0; d < coord.size(); ++d)
+      at += (starts[d] + coord[d] * steps[d]) * outStrides[d];
+    out.data[size_t(at)] += dy.data[flat];
+    for (size_t d = coord.size(); d-- > 0;) {
+      if (++coord[d] < dy.shape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return out;
+}
+
 //===----------------------------------------------------------------------===//
 // The dispatcher
 //===----------------------------------------------------------------------===//
@@ -889,6 +1112,50 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
   }
   if (auto t = dyn_cast<train::TriluOp>(op))
     return one(trilu(t, *in[0]));
+  if (auto g = dyn_cast<train::GeluGradOp>(op)) {
+    bool tanhApprox = g.getApproximate() == "tanh";
+    HostValue out = makeValue(op->getResult(0));
+    if (isF32(in[0]->elementType)) {
+      std::vector<float> x = toFloat(*in[0]), dy = toFloat(*in[1]), dx(x.size());
+      rt::cpu::geluBackward(rt::Stream{}, x.data(), dy.data(), dx.data(), int64_t(x.size()),
+                            tanhApprox ? rt::GeluApproximation::Tanh : rt::GeluApproximation::None);
+      out.data.assign(dx.begin(), dx.end());
+    } else {
+      for (size_t i = 0; i < out.data.size(); ++i)
+        out.data[i] = in[1]->data[i] * geluDerivative(in[0]->data[i], tanhApprox);
+    }
+    finish(out);
+    return one(std::move(out));
+  }
+  if (isa<train::SiluGradOp>(op)) {
+    HostValue out = makeValue(op->getResult(0));
+    if (isF32(in[0]->elementType)) {
+      std::vector<float> x = toFloat(*in[0]), dy = toFloat(*in[1]), dx(x.size());
+      rt::cpu::siluBackward(rt::Stream{}, x.data(), dy.data(), dx.data(), int64_t(x.size()));
+      out.data.assign(dx.begin(), dx.end());
+    } else {
+      for (size_t i = 0; i < out.data.size(); ++i) {
+        double s = sigmoid(in[0]->data[i]);
+        out.data[i] = in[1]->data[i] * s * (1 + in[0]->data[i] * (1 - s));
+      }
+    }
+    finish(out);
+    return one(std::move(out));
+  }
+  if (auto n = dyn_cast<train::LayerNormGradOp>(op))
+    return normGrad(op, *in[0], optional(n.getScale()), *optional(n.getResultGrad()), int64_t(n.getAxis()),
+                    n.getEpsilon().convertToDouble(), false, n.getHasBias());
+  if (auto n = dyn_cast<train::RmsNormGradOp>(op))
+    return normGrad(op, *in[0], optional(n.getScale()), *optional(n.getResultGrad()), int64_t(n.getAxis()),
+                    n.getEpsilon().convertToDouble(), true, false);
+  if (auto a = dyn_cast<train::AttentionGradOp>(op))
+    return attentionGrad(a, *in[0], *in[1], *in[2], optional(a.getMask()), *optional(a.getResultGrad()));
+  if (auto c = dyn_cast<train::CrossEntropyGradOp>(op))
+    return one(crossEntropyGrad(c, *in[0], *in[1], *in[2]));
+  if (auto g = dyn_cast<train::GatherGradOp>(op))
+    return one(gatherGrad(g, *in[0], *in[1]));
+  if (auto s = dyn_cast<train::SliceGradOp>(op))
+    return one(sliceGrad(s, *in[0]));
   throw Unsupported{"the interpreter has no rule for this op"};
 }
 

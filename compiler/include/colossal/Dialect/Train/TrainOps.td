@@ -770,4 +770,110 @@ def Train_TriluOp : Train_ComputeOp<"trilu"> {
   let results = (outs AnyRankedTensor:$result);
 }
 
+//===----------------------------------------------------------------------===//
+// Gradients (produced by train-autodiff)
+//===----------------------------------------------------------------------===//
+
+// A backward op: pure, result types given by its builder (the autodiff pass
+// knows them: each gradient has its primal's type).
+class Train_GradOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Train_GeluGradOp : Train_GradOp<"gelu_grad"> {
+  let summary = "gradient of train.gelu: dy * gelu'(x)";
+  let description = [{
+    Example:
+
+    ```mlir
+    %dx = train.gelu_grad %x, %dy {approximate = "tanh"} : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+    ```
+
+    Constraints:
+    - `x`, `dy` and the result have the same type.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$result_grad,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs AnyRankedTensor:$input_grad);
+}
+
+def Train_SiluGradOp : Train_GradOp<"silu_grad"> {
+  let summary = "gradient of train.silu: dy * s(x) (1 + x (1 - s(x))), s the sigmoid";
+  let description = [{
+    Constraints:
+    - `x`, `dy` and the result have the same type.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$result_grad);
+  let results = (outs AnyRankedTensor:$input_grad);
+}
+
+def Train_LayerNormGradOp : Train_GradOp<"layer_norm_grad"> {
+  let summary = "gradients of train.layer_norm (statistics recomputed from the input)";
+  let description = [{
+    Yields the input gradient, and the scale and bias gradients (summed over
+    the leading dimensions) for the operands the forward op had; their
+    results are present exactly when the forward op had a scale and a bias.
+
+    Constraints:
+    - `dy` has the input's type; `scale` the forward op's scale type.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$scale, AnyRankedTensor:$result_grad,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis, DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon,
+                       DefaultValuedAttr<BoolAttr, "false">:$has_bias);
+  let results = (outs Variadic<AnyRankedTensor>:$grads);
+}
+
+def Train_RmsNormGradOp : Train_GradOp<"rms_norm_grad"> {
+  let summary = "gradients of train.rms_norm (statistics recomputed from the input)";
+  let description = [{
+    Yields the input gradient and, when the forward op had a scale, its
+    gradient.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$scale, AnyRankedTensor:$result_grad,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis, DefaultValuedAttr<F32Attr, "1e-6f">:$epsilon);
+  let results = (outs Variadic<AnyRankedTensor>:$grads);
+}
+
+def Train_AttentionGradOp : Train_GradOp<"attention_grad"> {
+  let summary = "gradients of train.attention for query, key and value";
+  let description = [{
+    Recomputes the attention probabilities (as the fused backward kernels do:
+    no s x s matrix is kept from the forward pass) and yields dq, dk, dv. The
+    mask, when present, receives no gradient; attention dropout must be 0.
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
+                       Optional<AnyRankedTensor>:$mask, AnyRankedTensor:$result_grad, F32Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs AnyRankedTensor:$query_grad, AnyRankedTensor:$key_grad, AnyRankedTensor:$value_grad);
+}
+
+def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad"> {
+  let summary = "gradient of train.cross_entropy with respect to the logits";
+  let description = [{
+    `(softmax(logits) - onehot(labels)) * dloss`, divided by the number of
+    counted labels under `mean`; rows labelled `ignore_index` get zero.
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels, AnyRankedTensor:$loss_grad,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction, OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AnyRankedTensor:$logits_grad);
+}
+
+def Train_GatherGradOp : Train_GradOp<"gather_grad"> {
+  let summary = "gradient of train.gather: scatter-add into zeros of the data's shape";
+  let description = [{
+    Repeated indices add up (an embedding row used twice gets both
+    gradients); negative indices count from the end, as in the forward op.
+  }];
+  let arguments = (ins AnyRankedTensor:$indices, AnyRankedTensor:$result_grad, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$data_grad);
+}
+
+def Train_SliceGradOp : Train_GradOp<"slice_grad"> {
+  let summary = "gradient of train.slice: the result gradient placed into zeros of the input's shape";
+  let arguments = (ins AnyRankedTensor:$result_grad, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$limits,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs AnyRankedTensor:$input_grad);
+}
+
 #endif // COLOSSAL_TRAIN_OPS

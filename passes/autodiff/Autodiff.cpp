@@ -1,0 +1,162 @@
+//===- Autodiff.cpp - reverse-mode differentiation of @forward ------------===//
+
+#include "Autodiff.h"
+
+#include "GradientRules.h"
+#include "colossal/Dialect/Train/TrainDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace colossal::autodiff {
+
+using namespace mlir;
+using namespace colossal::train;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+} // namespace
+
+FailureOr<func::FuncOp> buildForwardBackward(ModuleOp module, double lossScale) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return module.emitError("autodiff: the module has no @forward function"), failure();
+  if (module.lookupSymbol("forward_backward"))
+    return module.emitError("autodiff: @forward_backward already exists"), failure();
+  if (forward.getNumResults() < 1)
+    return forward.emitError("autodiff: @forward returns nothing to differentiate"), failure();
+  auto lossType = dyn_cast<RankedTensorType>(forward.getResultTypes()[0]);
+  if (!lossType || lossType.getRank() != 0 || !isa<FloatType>(lossType.getElementType()))
+    return forward.emitError("autodiff: the first result of @forward must be a floating-point scalar loss, not ")
+               << forward.getResultTypes()[0],
+           failure();
+
+  SmallVector<ParameterOp> trainable;
+  for (ParameterOp p : module.getOps<ParameterOp>())
+    if (p.getTrainable())
+      trainable.push_back(p);
+  if (trainable.empty())
+    return module.emitError("autodiff: no trainable parameter (mark some with --trainable, or unfreeze them)"),
+           failure();
+
+  OpBuilder builder(module.getContext());
+  builder.setInsertionPointAfter(forward);
+  auto function = cast<func::FuncOp>(builder.clone(*forward));
+  function.setSymName("forward_backward");
+  Block &body = function.getBody().front();
+  Operation *terminator = body.getTerminator();
+  Value loss = terminator->getOperand(0);
+
+  // Active values: floating-point values that depend on a trainable parameter.
+  llvm::DenseSet<StringRef> trainableNames;
+  for (ParameterOp p : trainable)
+    trainableNames.insert(p.getSymName());
+  llvm::DenseSet<Value> active;
+  for (Operation &op : body.without_terminator()) {
+    bool depends = false;
+    if (auto param = dyn_cast<ParamOp>(op))
+      depends = trainableNames.contains(param.getName());
+    for (Value operand : op.getOperands())
+      depends |= active.contains(operand);
+    if (depends)
+      for (Value result : op.getResults())
+        if (isFloatTensor(result))
+          active.insert(result);
+  }
+
+  // Backward, in reverse order, accumulating gradients.
+  llvm::DenseMap<Value, Value> grads;
+  builder.setInsertionPoint(terminator);
+  Location loc = terminator->getLoc();
+  auto scalar = RankedTensorType::get({}, lossType.getElementType());
+  grads[loss] = ConstantOp::create(
+      builder, loc,
+      cast<ElementsAttr>(DenseElementsAttr::get(scalar, builder.getFloatAttr(lossType.getElementType(), lossScale))));
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value result : op->getResults()) {
+      Value g = grads.lookup(result);
+      resultGrads.push_back(g);
+      any |= bool(g);
+    }
+    if (!any)
+      continue;
+    builder.setInsertionPoint(terminator);
+    SmallVector<Value> operandGrads;
+    if (failed(gradientOf(op, resultGrads, operandGrads, builder)))
+      return failure();
+    for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!g || !active.contains(operand))
+        continue;
+      Value &slot = grads[operand];
+      slot = slot ? Value(AddOp::create(builder, loc, slot.getType(), slot, g)) : g;
+    }
+  }
+
+  // One gradient per trainable parameter: the sum over its reads (tied weights).
+  SmallVector<Value> results{loss};
+  SmallVector<Type> resultTypes{loss.getType()};
+  for (ParameterOp p : trainable) {
+    Value total;
+    for (Operation &op : body.without_terminator())
+      if (auto read = dyn_cast<ParamOp>(op); read && read.getName() == p.getSymName())
+        if (Value g = grads.lookup(read.getResult()))
+          total = total ? Value(AddOp::create(builder, loc, g.getType(), total, g)) : g;
+    if (!total)
+      total = zerosLike(builder, loc, p.getType());
+    results.push_back(total);
+    resultTypes.push_back(total.getType());
+  }
+  func::ReturnOp::create(builder, loc, results);
+  terminator->erase();
+  // Rules build every operand's gradient; drop those nothing uses (inputs
+  // and frozen weights).
+  SmallVector<Operation *> all;
+  for (Operation &op : body.without_terminator())
+    all.push_back(&op);
+  for (Operation *op : llvm::reverse(all))
+    if (isOpTriviallyDead(op))
+      op->erase();
+  function.setFunctionType(builder.getFunctionType(function.getArgumentTypes(), resultTypes));
+  SmallVector<Attribute> resultAttrs{
+      builder.getDictionaryAttr(builder.getNamedAttr("train.name", builder.getStringAttr("loss")))};
+  for (ParameterOp p : trainable)
+    resultAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr("train.name", builder.getStringAttr("grad:" + p.getSymName().str()))));
+  function.setAllResultAttrs(resultAttrs);
+  return function;
+}
+
+namespace {
+
+struct AutodiffPass : public PassWrapper<AutodiffPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutodiffPass)
+  StringRef getArgument() const final { return "train-autodiff"; }
+  StringRef getDescription() const final {
+    return "Adds @forward_backward: the loss and the gradient of every trainable parameter";
+  }
+  void runOnOperation() override {
+    if (failed(buildForwardBackward(getOperation())))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createAutodiffPass() { return std::make_unique<AutodiffPass>(); }
+
+void registerAutodiffPass() { PassRegistration<AutodiffPass>(); }
+
+} // namespace colossal::autodiff
