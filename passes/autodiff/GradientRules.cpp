@@ -39,7 +39,7 @@ struct Builder {
     return ReshapeOp::create(b, loc, to, v);
   }
   Value add(Value x, Value y) { return AddOp::create(b, loc, typeOf(x), x, y); }
-  Value sub(Value x, Value y) { return SubOp::create(b, loc, typeOf(x), x, y); }
+  Value sub(Value x, Value y, RankedTensorType type) { return SubOp::create(b, loc, type, x, y); }
   Value mul(Value x, Value y, RankedTensorType type) { return MulOp::create(b, loc, type, x, y); }
   Value div(Value x, Value y, RankedTensorType type) { return DivOp::create(b, loc, type, x, y); }
   Value neg(Value x) { return NegOp::create(b, loc, typeOf(x), x); }
@@ -255,7 +255,7 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     // dy (1 - tanh^2)
     Value y = op->getResult(0);
     Value one = h.constant(typeOf(y), 1.0);
-    out[0] = h.mul(dy, h.sub(one, h.mul(y, y, typeOf(y))), typeOf(dy));
+    out[0] = h.mul(dy, h.sub(one, h.mul(y, y, typeOf(y)), typeOf(y)), typeOf(dy));
     return success();
   }
   if (isa<ReluOp>(op)) {
