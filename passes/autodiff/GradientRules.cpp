@@ -370,6 +370,146 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     out[0] = h.mul(spread, h.constant(in, 1.0 / count), in);
     return success();
   }
+  if (auto c = dyn_cast<ConvOp>(op)) {
+    auto grad = ConvGradOp::create(builder, op->getLoc(), operandType(0), operandType(1), c.getInput(), c.getWeight(),
+                                   dy, c.getStridesAttr(), c.getPadsAttr(), c.getDilationsAttr(), c.getGroupAttr());
+    out[0] = grad.getInputGrad();
+    out[1] = grad.getWeightGrad();
+    if (c.getBias()) {
+      // Sum over the batch and every spatial dimension.
+      SmallVector<int64_t> axes{0};
+      for (int64_t d = 2; d < typeOf(dy).getRank(); ++d)
+        axes.push_back(d);
+      out[2] = h.reshape(h.reduceSum(dy, axes), typeOf(c.getBias()));
+    }
+    return success();
+  }
+  if (auto s = dyn_cast<SoftmaxOp>(op)) {
+    // dx = y (dy - sum(dy y, axis))
+    Value y = op->getResult(0);
+    RankedTensorType t = typeOf(y);
+    int64_t axis = int64_t(s.getAxis());
+    if (axis < 0)
+      axis += t.getRank();
+    Value dot = h.reduceSum(h.mul(dy, y, t), {axis});
+    out[0] = h.mul(y, h.sub(dy, dot, t), t);
+    return success();
+  }
+  if (auto s = dyn_cast<LogSoftmaxOp>(op)) {
+    // dx = dy - exp(y) sum(dy, axis)
+    Value y = op->getResult(0);
+    RankedTensorType t = typeOf(y);
+    int64_t axis = int64_t(s.getAxis());
+    if (axis < 0)
+      axis += t.getRank();
+    Value total = h.reduceSum(dy, {axis});
+    Value p = ExpOp::create(builder, op->getLoc(), t, y);
+    out[0] = h.sub(dy, h.mul(p, total, t), t);
+    return success();
+  }
+  if (isa<WhereOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    Value cond = op->getOperand(0), zero = h.constant(t, 0.0);
+    out[1] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, cond, dy, zero), operandType(1));
+    out[2] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, cond, zero, dy), operandType(2));
+    return success();
+  }
+  if (isa<MaxOp, MinOp>(op)) {
+    // The larger (smaller) operand takes the gradient; ties go to the first.
+    RankedTensorType t = typeOf(dy);
+    Value a = op->getOperand(0), b = op->getOperand(1), zero = h.constant(t, 0.0);
+    auto boolType = RankedTensorType::get(t.getShape(), builder.getI1Type());
+    Value secondWins = isa<MaxOp>(op) ? Value(GreaterOp::create(builder, op->getLoc(), boolType, b, a))
+                                      : Value(LessOp::create(builder, op->getLoc(), boolType, b, a));
+    out[0] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, secondWins, zero, dy), operandType(0));
+    out[1] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, secondWins, dy, zero), operandType(1));
+    return success();
+  }
+  if (isa<PowOp>(op)) {
+    // d a^b / da = b a^(b-1); d a^b / db = a^b log a
+    RankedTensorType t = typeOf(dy);
+    Value a = op->getOperand(0), b = op->getOperand(1), y = op->getResult(0);
+    Value bMinusOne = SubOp::create(builder, op->getLoc(), typeOf(b), b, h.constant(typeOf(b), 1.0));
+    Value da = h.mul(h.mul(dy, b, t), PowOp::create(builder, op->getLoc(), t, a, bMinusOne), t);
+    out[0] = h.unbroadcast(da, operandType(0));
+    Value logA = LogOp::create(builder, op->getLoc(), typeOf(a), a);
+    out[1] = h.unbroadcast(h.mul(h.mul(dy, y, t), logA, t), operandType(1));
+    return success();
+  }
+  if (isa<SqrtOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    out[0] = h.div(h.mul(dy, h.constant(t, 0.5), t), op->getResult(0), t);
+    return success();
+  }
+  if (isa<ReciprocalOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    Value y = op->getResult(0);
+    out[0] = h.neg(h.mul(dy, h.mul(y, y, t), t));
+    return success();
+  }
+  if (isa<SigmoidOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    Value y = op->getResult(0);
+    out[0] = h.mul(h.mul(dy, y, t), h.sub(h.constant(t, 1.0), y, t), t);
+    return success();
+  }
+  if (isa<LogOp>(op)) {
+    out[0] = h.div(dy, op->getOperand(0), typeOf(dy));
+    return success();
+  }
+  if (isa<AbsOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    auto boolType = RankedTensorType::get(t.getShape(), builder.getI1Type());
+    Value negative = LessOp::create(builder, op->getLoc(), boolType, op->getOperand(0), h.constant(t, 0.0));
+    out[0] = WhereOp::create(builder, op->getLoc(), t, negative, h.neg(dy), dy);
+    return success();
+  }
+  if (isa<ErfOp>(op)) {
+    // 2 / sqrt(pi) exp(-x^2)
+    RankedTensorType t = typeOf(dy);
+    Value x = op->getOperand(0);
+    Value e = ExpOp::create(builder, op->getLoc(), t, h.neg(h.mul(x, x, t)));
+    out[0] = h.mul(h.mul(dy, e, t), h.constant(t, 1.1283791670955126), t);
+    return success();
+  }
+  if (auto r = dyn_cast<ReduceMaxOp>(op)) {
+    // The elements equal to the maximum take the gradient (every one of them
+    // on ties).
+    RankedTensorType in = operandType(0);
+    SmallVector<int64_t> kept(in.getShape());
+    for (int64_t a : r.getAxes())
+      kept[a < 0 ? a + in.getRank() : a] = 1;
+    if (r.getAxes().empty())
+      kept.assign(in.getRank(), 1);
+    Value y = h.reshape(op->getResult(0), withShape(typeOf(op->getResult(0)), kept));
+    Value g = h.reshape(dy, withShape(typeOf(dy), kept));
+    auto boolType = RankedTensorType::get(in.getShape(), builder.getI1Type());
+    Value isMax = EqualOp::create(builder, op->getLoc(), boolType, op->getOperand(0), y);
+    Value spread = BroadcastOp::create(builder, op->getLoc(), in, g);
+    out[0] = WhereOp::create(builder, op->getLoc(), in, isMax, spread, h.constant(in, 0.0));
+    return success();
+  }
+  if (auto g = dyn_cast<GemmOp>(op)) {
+    // y = alpha op(a) op(b) + beta c
+    RankedTensorType at = operandType(0), bt = operandType(1), yt = typeOf(dy);
+    double alpha = g.getAlpha().convertToDouble(), beta = g.getBeta().convertToDouble();
+    Value scaled = h.mul(dy, h.constant(yt, alpha), yt);
+    Value opB = g.getTransB() ? g.getB() : h.transpose(g.getB(), {1, 0});   // op(b)^T
+    Value opA = g.getTransA() ? g.getA() : h.transpose(g.getA(), {1, 0});   // op(a)^T
+    int64_t m = yt.getDimSize(0), n = yt.getDimSize(1), k = g.getTransA() ? at.getDimSize(0) : at.getDimSize(1);
+    Value dOpA = h.matmul(scaled, opB, withShape(yt, {m, k}));
+    Value dOpB = h.matmul(opA, scaled, withShape(yt, {k, n}));
+    out[0] = g.getTransA() ? h.transpose(dOpA, {1, 0}) : dOpA;
+    out[1] = g.getTransB() ? h.transpose(dOpB, {1, 0}) : dOpB;
+    if (g.getC())
+      out[2] = h.unbroadcast(h.mul(dy, h.constant(yt, beta), yt), typeOf(g.getC()));
+    (void)bt;
+    return success();
+  }
+  if (auto t = dyn_cast<TriluOp>(op)) {
+    out[0] = TriluOp::create(builder, op->getLoc(), typeOf(dy), dy, t.getUpperAttr(), t.getKAttr());
+    return success();
+  }
   if (auto e = dyn_cast<EinsumOp>(op))
     return einsumGrad(e, dy, out, h);
   return op->emitError("autodiff: no gradient rule for ") << op->getName();

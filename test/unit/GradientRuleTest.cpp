@@ -121,6 +121,45 @@ const RuleCase kCases[] = {
    "%y = train.einsum %o, %c {equation = \"ij,jk->ik\"} : (tensor<3x4xf64>, tensor<4x2xf64>) -> tensor<3x2xf64>", "tensor<3x2xf64>"},
   {"broadcast", "train.parameter @a : tensor<1x3xf64> {trainable}",
    "%a = train.param @a : tensor<1x3xf64>\n %y = train.broadcast %a : (tensor<1x3xf64>) -> tensor<2x3xf64>", "tensor<2x3xf64>"},
+  {"conv_grouped_strided_padded", "train.parameter @x : tensor<2x4x5x5xf64> {trainable}\n train.parameter @w : tensor<6x2x3x2xf64> {trainable}\n train.parameter @b : tensor<6xf64> {trainable}",
+   "%x = train.param @x : tensor<2x4x5x5xf64>\n %w = train.param @w : tensor<6x2x3x2xf64>\n %b = train.param @b : tensor<6xf64>\n"
+   "%y = train.conv %x, %w, %b {strides = array<i64: 2, 1>, pads = array<i64: 1, 0, 1, 1>, dilations = array<i64: 1, 2>, group = 2 : i64} : (tensor<2x4x5x5xf64>, tensor<6x2x3x2xf64>, tensor<6xf64>) -> tensor<2x6x3x4xf64>", "tensor<2x6x3x4xf64>"},
+  {"softmax_log_softmax", "train.parameter @a : tensor<3x4xf64> {trainable}",
+   "%a = train.param @a : tensor<3x4xf64>\n"
+   "%s = train.softmax %a {axis = 1 : i64} : (tensor<3x4xf64>) -> tensor<3x4xf64>\n"
+   "%y = train.log_softmax %s {axis = 0 : i64} : (tensor<3x4xf64>) -> tensor<3x4xf64>", "tensor<3x4xf64>"},
+  {"where_max_min", "train.parameter @a : tensor<2x3xf64> {trainable}\n train.parameter @b : tensor<3xf64> {trainable}",
+   "%a = train.param @a : tensor<2x3xf64>\n %b = train.param @b : tensor<3xf64>\n"
+   "%c = train.constant dense<[[true, false, true], [false, false, true]]> : tensor<2x3xi1>\n"
+   "%w = train.where %c, %a, %b : (tensor<2x3xi1>, tensor<2x3xf64>, tensor<3xf64>) -> tensor<2x3xf64>\n"
+   "%m = train.max %w, %b : (tensor<2x3xf64>, tensor<3xf64>) -> tensor<2x3xf64>\n"
+   "%y = train.min %m, %a : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>", "tensor<2x3xf64>"},
+  {"pow_sqrt_reciprocal_log", "train.parameter @a : tensor<2x3xf64> {trainable}\n train.parameter @b : tensor<2x3xf64> {trainable}",
+   "%a = train.param @a : tensor<2x3xf64>\n %b = train.param @b : tensor<2x3xf64>\n"
+   "%one = train.constant dense<1.5> : tensor<f64>\n"
+   "%aa = train.mul %a, %a : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>\n"
+   "%base = train.add %aa, %one : (tensor<2x3xf64>, tensor<f64>) -> tensor<2x3xf64>\n"
+   "%q = train.pow %base, %b : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>\n"
+   "%r = train.sqrt %q : (tensor<2x3xf64>) -> tensor<2x3xf64>\n"
+   "%s = train.reciprocal %r : (tensor<2x3xf64>) -> tensor<2x3xf64>\n"
+   "%t = train.add %s, %one : (tensor<2x3xf64>, tensor<f64>) -> tensor<2x3xf64>\n"
+   "%y = train.log %t : (tensor<2x3xf64>) -> tensor<2x3xf64>", "tensor<2x3xf64>"},
+  {"sigmoid_abs_erf", "train.parameter @a : tensor<2x3xf64> {trainable}",
+   "%a = train.param @a : tensor<2x3xf64>\n"
+   "%s = train.sigmoid %a : (tensor<2x3xf64>) -> tensor<2x3xf64>\n"
+   "%e = train.erf %a : (tensor<2x3xf64>) -> tensor<2x3xf64>\n"
+   "%b = train.abs %a : (tensor<2x3xf64>) -> tensor<2x3xf64>\n"
+   "%m = train.mul %s, %e : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>\n"
+   "%y = train.add %m, %b : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>", "tensor<2x3xf64>"},
+  {"reduce_max", "train.parameter @a : tensor<3x4xf64> {trainable}",
+   "%a = train.param @a : tensor<3x4xf64>\n"
+   "%y = train.reduce_max %a {axes = array<i64: 1>, keepdims = false} : (tensor<3x4xf64>) -> tensor<3xf64>", "tensor<3xf64>"},
+  {"gemm_transposed_with_c", "train.parameter @a : tensor<4x3xf64> {trainable}\n train.parameter @b : tensor<5x4xf64> {trainable}\n train.parameter @c : tensor<5xf64> {trainable}",
+   "%a = train.param @a : tensor<4x3xf64>\n %b = train.param @b : tensor<5x4xf64>\n %c = train.param @c : tensor<5xf64>\n"
+   "%y = train.gemm %a, %b, %c {trans_a = true, trans_b = true, alpha = 0.5 : f32, beta = 2.0 : f32} : (tensor<4x3xf64>, tensor<5x4xf64>, tensor<5xf64>) -> tensor<3x5xf64>", "tensor<3x5xf64>"},
+  {"trilu", "train.parameter @a : tensor<3x4xf64> {trainable}",
+   "%a = train.param @a : tensor<3x4xf64>\n"
+   "%y = train.trilu %a {upper = false, k = 1 : i64} : (tensor<3x4xf64>) -> tensor<3x4xf64>", "tensor<3x4xf64>"},
 };
 // clang-format on
 

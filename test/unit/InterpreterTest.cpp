@@ -186,7 +186,7 @@ TEST_P(FixtureGradients, MatchPyTorch) {
   std::printf("%s: %d gradients compared, worst relative error %.2e\n", model.c_str(), compared, worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureGradients, ::testing::Values("mlp", "gpt2", "bert", "llama"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureGradients, ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureForward,

@@ -912,6 +912,49 @@ HostValue sliceGrad(train::SliceGradOp op, const HostValue &dy) {
   return out;
 }
 
+
+std::vector<HostValue> convGrad(train::ConvGradOp op, const HostValue &x, const HostValue &w, const HostValue &dy) {
+  HostValue dx = makeValue(op.getInputGrad()), dw = makeValue(op.getWeightGrad());
+  ArrayRef<int64_t> strides = op.getStrides(), pads = op.getPads(), dilations = op.getDilations();
+  int64_t group = int64_t(op.getGroup());
+  size_t spatial = x.shape.size() - 2;
+  int64_t N = x.shape[0], C = x.shape[1], M = w.shape[0], Cg = C / group, Mg = M / group;
+  std::vector<int64_t> inSpatial(x.shape.begin() + 2, x.shape.end()), kSpatial(w.shape.begin() + 2, w.shape.end()),
+      outSpatial(dy.shape.begin() + 2, dy.shape.end());
+  int64_t outPositions = product(outSpatial), kPositions = product(kSpatial), inPositions = product(inSpatial);
+  std::vector<int64_t> inStrides = stridesOf(inSpatial);
+  std::vector<int64_t> oc(spatial), kc(spatial);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t mo = 0; mo < M; ++mo) {
+      int64_t g = mo / Mg;
+      for (int64_t o = 0; o < outPositions; ++o) {
+        int64_t rest = o;
+        for (size_t d = spatial; d-- > 0;)
+          oc[d] = rest % outSpatial[d], rest /= outSpatial[d];
+        double grad = dy.data[size_t((n * M + mo) * outPositions + o)];
+        for (int64_t c = 0; c < Cg; ++c)
+          for (int64_t kp = 0; kp < kPositions; ++kp) {
+            int64_t krest = kp, at = 0;
+            bool inside = true;
+            for (size_t d = spatial; d-- > 0;) {
+              kc[d] = krest % kSpatial[d], krest /= kSpatial[d];
+              int64_t pos = oc[d] * strides[d] - pads[d] + kc[d] * dilations[d];
+              if (pos < 0 || pos >= inSpatial[d])
+                inside = false;
+              at += pos * inStrides[d];
+            }
+            if (!inside)
+              continue;
+            size_t xi = size_t((n * C + g * Cg + c) * inPositions + at), wi = size_t((mo * Cg + c) * kPositions + kp);
+            dx.data[xi] += w.data[wi] * grad;
+            dw.data[wi] += x.data[xi] * grad;
+          }
+      }
+    }
+  finish(dx), finish(dw);
+  return {dx, dw};
+}
+
 //===----------------------------------------------------------------------===//
 // The dispatcher
 //===----------------------------------------------------------------------===//
@@ -1156,6 +1199,8 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
     return one(gatherGrad(g, *in[0], *in[1]));
   if (auto s = dyn_cast<train::SliceGradOp>(op))
     return one(sliceGrad(s, *in[0]));
+  if (auto c = dyn_cast<train::ConvGradOp>(op))
+    return convGrad(c, *in[0], *in[1], *in[2]);
   throw Unsupported{"the interpreter has no rule for this op"};
 }
 

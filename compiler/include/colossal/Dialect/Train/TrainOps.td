@@ -876,4 +876,18 @@ def Train_SliceGradOp : Train_GradOp<"slice_grad"> {
   let results = (outs AnyRankedTensor:$input_grad);
 }
 
+def Train_ConvGradOp : Train_GradOp<"conv_grad"> {
+  let summary = "gradients of train.conv for its input and weight";
+  let description = [{
+    The input gradient is the transposed convolution of the result gradient
+    with the weight; the weight gradient correlates the input with the
+    result gradient. Attributes as on the forward op. (The bias gradient is
+    a sum of the result gradient, built from train.reduce_sum.)
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight, AnyRankedTensor:$result_grad,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs AnyRankedTensor:$input_grad, AnyRankedTensor:$weight_grad);
+}
+
 #endif // COLOSSAL_TRAIN_OPS
