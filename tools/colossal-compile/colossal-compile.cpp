@@ -1,6 +1,6 @@
 //===- colossal-compile.cpp - the compiler driver -----------------------===//
 //
-// colossal-compile model.onnx [--batch B --seq S] --emit=mlir|raised
+// colossal-compile model.onnx [--batch B --seq S] --emit=mlir|raised|train
 //
 // Stops after the requested phase and prints the program; a model summary
 // goes to the standard error stream (or stdout with --summary-only).
@@ -10,6 +10,7 @@
 #include "ModelSummary.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
+#include "passes/autodiff/Autodiff.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,12 +36,15 @@ cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::Req
 cl::opt<std::string> outputPath("o", cl::desc("Write the program here (default: standard output)"),
                                 cl::value_desc("file"), cl::init("-"), cl::cat(category));
 
-enum class Phase { Mlir, Raised };
+enum class Phase { Mlir, Raised, Train };
 cl::opt<Phase> emit("emit", cl::desc("Stop after this phase and print its program (default: raised)"),
                     cl::values(clEnumValN(Phase::Mlir, "mlir", "the imported train dialect"),
                                clEnumValN(Phase::Raised, "raised",
                                           "after raising to named ops (gelu, layer_norm, "
-                                          "attention, cross_entropy, ...)")),
+                                          "attention, cross_entropy, ...)"),
+                               clEnumValN(Phase::Train, "train",
+                                          "with @forward_backward: the loss and every trainable "
+                                          "parameter's gradient (train-autodiff)")),
                     cl::init(Phase::Raised), cl::cat(category));
 
 cl::opt<int64_t> batch("batch", cl::desc("Bind dynamic dimensions named like 'batch' to N"),
@@ -113,13 +117,17 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  if (emit == Phase::Raised) {
+  if (emit == Phase::Raised || emit == Phase::Train) {
     PassManager pm(&context);
     colossal::train::buildRaisePipeline(pm);
     if (failed(pm.run(*module))) {
       printError("raising failed on " + inputPath);
       return 1;
     }
+  }
+  if (emit == Phase::Train && failed(colossal::autodiff::buildForwardBackward(*module))) {
+    printError("differentiating " + inputPath + " failed (see the error above)");
+    return 1;
   }
 
   if (summaryOnly) {
