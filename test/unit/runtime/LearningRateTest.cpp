@@ -1,0 +1,51 @@
+//===- LearningRateTest.cpp - schedules at their defining points ----------===//
+
+#include "colossal/runtime/LearningRate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace colossal::rt;
+
+TEST(LearningRateTest, WarmupThenEachDecay) {
+  LearningRateSchedule s;
+  s.base = 0.01, s.warmupSteps = 10, s.totalSteps = 110, s.minRatio = 0.1;
+  // Warm-up is linear from base / W at step 1 to base at step W.
+  for (Decay d : {Decay::Constant, Decay::Cosine, Decay::Linear, Decay::Polynomial}) {
+    s.decay = d;
+    EXPECT_DOUBLE_EQ(s.at(1), 0.001) << nameOf(d);
+    EXPECT_DOUBLE_EQ(s.at(10), 0.01) << nameOf(d);
+  }
+  s.decay = Decay::Constant;
+  EXPECT_DOUBLE_EQ(s.at(1000), 0.01);
+  // Cosine: halfway through the decay it sits halfway between base and floor.
+  s.decay = Decay::Cosine;
+  EXPECT_NEAR(s.at(60), 0.001 + 0.009 * 0.5, 1e-15);
+  EXPECT_NEAR(s.at(35), 0.001 + 0.009 * 0.5 * (1 + std::cos(M_PI * 0.25)), 1e-15);
+  EXPECT_DOUBLE_EQ(s.at(110), 0.001);
+  EXPECT_DOUBLE_EQ(s.at(500), 0.001); // clamped after the end
+  s.decay = Decay::Linear;
+  EXPECT_NEAR(s.at(85), 0.001 + 0.009 * 0.25, 1e-15);
+  s.decay = Decay::Polynomial;
+  s.power = 2;
+  EXPECT_NEAR(s.at(60), 0.001 + 0.009 * 0.25, 1e-15);
+  // Decays never go below the floor and never rise after warm-up.
+  for (Decay d : {Decay::Cosine, Decay::Linear, Decay::Polynomial}) {
+    s.decay = d;
+    for (int64_t t = 11; t <= 200; ++t) {
+      EXPECT_LE(s.at(t), s.at(t - 1) + 1e-18) << nameOf(d) << " " << t;
+      EXPECT_GE(s.at(t), 0.001 - 1e-18) << nameOf(d) << " " << t;
+    }
+  }
+  EXPECT_EQ(parseDecay("cosine"), Decay::Cosine);
+  EXPECT_FALSE(parseDecay("exponential"));
+}
+
+TEST(LearningRateTest, NoWarmup) {
+  LearningRateSchedule s;
+  s.base = 2.0, s.totalSteps = 4, s.decay = Decay::Linear;
+  EXPECT_DOUBLE_EQ(s.at(0), 2.0);
+  EXPECT_DOUBLE_EQ(s.at(2), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(4), 0.0);
+}
