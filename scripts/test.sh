@@ -34,8 +34,9 @@ CC=clang-22 CXX=clang++-22 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan --output-on-failure -j "$jobs"
 
-# A fixed seed and run count make CI's fuzzing reproducible (a finding fails
-# the same way on every machine); FUZZ_SEED and FUZZ_RUNS explore further.
+# A fixed seed and run count bound CI's fuzzing; libFuzzer's path still
+# depends on the binary, so a finding is printed and kept for replay (and
+# becomes a regression test). FUZZ_SEED and FUZZ_RUNS explore further.
 echo "== fuzzing the ONNX importer: ${FUZZ_RUNS:-80000} runs, seed ${FUZZ_SEED:-1}, at most ${FUZZ_SECONDS:-120} s"
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
@@ -45,7 +46,17 @@ if ! (cd "$corpus" && "$OLDPWD"/build-asan/tools/fuzz/onnx-import-fuzzer "$corpu
       -seed="${FUZZ_SEED:-1}" -runs="${FUZZ_RUNS:-80000}" -max_total_time="${FUZZ_SECONDS:-120}" \
       -rss_limit_mb=2048 -max_len=65536 -timeout=10 -print_final_stats=1 > "$log" 2>&1); then
   grep -E -A40 "ERROR|runtime error" "$log" | head -n 60
-  echo "fuzzing: the importer crashed or a sanitizer reported (input above)"
+  # Keep the input that failed (the corpus directory is removed on exit) and
+  # print it, so the finding can be replayed: onnx-import-fuzzer FILE.
+  mkdir -p build-asan/fuzz-findings
+  for finding in "$corpus"/crash-* "$corpus"/leak-* "$corpus"/timeout-*; do
+    [ -e "$finding" ] || continue
+    cp "$finding" build-asan/fuzz-findings/
+    echo "finding $(basename "$finding") ($(wc -c < "$finding") bytes), base64:"
+    base64 -w 0 "$finding" | head -c 20000
+    echo
+  done
+  echo "fuzzing: the importer crashed or a sanitizer reported (input above; copies in build-asan/fuzz-findings)"
   exit 1
 fi
 tail -n 4 "$log"

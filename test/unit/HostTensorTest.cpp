@@ -82,6 +82,20 @@ TEST(HostTensor, SliceWithNegativeStep) {
   EXPECT_EQ(out.ints, (std::vector<int64_t>{6, 4, 2}));
 }
 
+TEST(HostTensor, SliceWithAStepBeyondTheDimension) {
+  // Found by the fuzzer: a step far larger than the dimension selects one
+  // element, and its stride must not overflow (UBSan checks in CI).
+  std::vector<int64_t> values(24);
+  for (int64_t i = 0; i < 24; ++i)
+    values[size_t(i)] = i;
+  HostTensor out = foldSlice(ints({3, 8}, values), {1, 0}, {3, 8}, {4611686018427387860, 1});
+  EXPECT_EQ(out.shape, (std::vector<int64_t>{1, 8}));
+  EXPECT_EQ(out.ints, (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15}));
+  HostTensor back = foldSlice(ints({3, 8}, values), {2, 7}, {-1, -1}, {-4611686018427387860, -4611686018427387860});
+  EXPECT_EQ(back.shape, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(back.ints, (std::vector<int64_t>{23}));
+}
+
 TEST(HostTensor, TransposeAndBroadcast) {
   HostTensor t = foldTranspose(ints({2, 3}, {1, 2, 3, 4, 5, 6}), {1, 0});
   EXPECT_EQ(t.shape, (std::vector<int64_t>{3, 2}));

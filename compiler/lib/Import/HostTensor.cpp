@@ -421,7 +421,10 @@ HostTensor foldSlice(const HostTensor &x, const std::vector<int64_t> &starts,
     int64_t extent = steps[d] > 0 ? limits[d] - starts[d] : starts[d] - limits[d];
     uint64_t magnitude = steps[d] > 0 ? uint64_t(steps[d]) : 0 - uint64_t(steps[d]);
     shape.push_back(extent <= 0 ? 0 : int64_t((uint64_t(extent) - 1) / magnitude + 1));
-    strides.push_back(sourceStrides[d] * steps[d]);
+    // A dimension that keeps at most one element never moves by its stride;
+    // otherwise the step is smaller than the dimension and the product fits
+    // (a step of 2^62 on a dimension of 3 would overflow it).
+    strides.push_back(shape.back() <= 1 ? 0 : sourceStrides[d] * steps[d]);
     base += starts[d] * sourceStrides[d];
   }
   std::vector<int64_t> offsets;
