@@ -87,6 +87,17 @@ struct Builder {
   }
 };
 
+/// The shape a reduction over `axes` keeps (reduced dimensions become 1;
+/// no axes reduces everything).
+SmallVector<int64_t> keptShape(RankedTensorType in, ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> kept(in.getShape());
+  for (int64_t a : axes)
+    kept[a < 0 ? a + in.getRank() : a] = 1;
+  if (axes.empty())
+    kept.assign(in.getRank(), 1);
+  return kept;
+}
+
 /// Gradients of `einsum`'s operand `which`: the einsum of the other
 /// operands and the result gradient, into the operand's subscripts.
 LogicalResult einsumGrad(EinsumOp op, Value grad, SmallVectorImpl<Value> &out, Builder &h) {
@@ -350,21 +361,13 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
   }
   if (auto r = dyn_cast<ReduceSumOp>(op)) {
     RankedTensorType in = operandType(0);
-    SmallVector<int64_t> kept(in.getShape());
-    for (int64_t a : r.getAxes())
-      kept[a < 0 ? a + in.getRank() : a] = 1;
-    if (r.getAxes().empty())
-      kept.assign(in.getRank(), 1);
+    SmallVector<int64_t> kept = keptShape(in, r.getAxes());
     out[0] = BroadcastOp::create(builder, op->getLoc(), in, h.reshape(dy, withShape(typeOf(dy), kept)));
     return success();
   }
   if (auto r = dyn_cast<ReduceMeanOp>(op)) {
     RankedTensorType in = operandType(0);
-    SmallVector<int64_t> kept(in.getShape());
-    for (int64_t a : r.getAxes())
-      kept[a < 0 ? a + in.getRank() : a] = 1;
-    if (r.getAxes().empty())
-      kept.assign(in.getRank(), 1);
+    SmallVector<int64_t> kept = keptShape(in, r.getAxes());
     double count = double(in.getNumElements()) / double(withShape(in, kept).getNumElements());
     Value spread = BroadcastOp::create(builder, op->getLoc(), in, h.reshape(dy, withShape(typeOf(dy), kept)));
     out[0] = h.mul(spread, h.constant(in, 1.0 / count), in);
@@ -476,11 +479,7 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     // The elements equal to the maximum take the gradient (every one of them
     // on ties).
     RankedTensorType in = operandType(0);
-    SmallVector<int64_t> kept(in.getShape());
-    for (int64_t a : r.getAxes())
-      kept[a < 0 ? a + in.getRank() : a] = 1;
-    if (r.getAxes().empty())
-      kept.assign(in.getRank(), 1);
+    SmallVector<int64_t> kept = keptShape(in, r.getAxes());
     Value y = h.reshape(op->getResult(0), withShape(typeOf(op->getResult(0)), kept));
     Value g = h.reshape(dy, withShape(typeOf(dy), kept));
     auto boolType = RankedTensorType::get(in.getShape(), builder.getI1Type());

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FixtureData.h"
 #include "OnnxModel.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Execute/HostInterpreter.h"
@@ -44,17 +45,7 @@ class FixtureForward : public ::testing::TestWithParam<const char *> {};
 double runLoss(mlir::ModuleOp module, const std::string &dir, const std::map<std::string, HostValue> &parameters) {
   auto function = module.lookupSymbol<mlir::func::FuncOp>("forward");
   EXPECT_TRUE(function);
-  std::vector<HostValue> arguments;
-  for (unsigned a = 0; a < function.getNumArguments(); ++a) {
-    std::string name = function.getArgAttrOfType<mlir::StringAttr>(a, "train.name").str();
-    colossal::rt::NpyArray array = colossal::rt::readNpy(dir + "/feed/" + name + ".npy");
-    HostValue v;
-    v.shape = array.shape;
-    for (int64_t i = 0; i < array.elements(); ++i)
-      v.data.push_back(array.dtype == colossal::rt::DType::I64 ? double(array.as<int64_t>()[i])
-                                                               : double(array.as<float>()[i]));
-    arguments.push_back(std::move(v));
-  }
+  std::vector<HostValue> arguments = colossal::test::loadFeeds(function, dir);
   std::vector<HostValue> results;
   std::string error;
   EXPECT_TRUE(colossal::execute::interpret(function, arguments, parameters, results, error)) << error;
@@ -73,19 +64,7 @@ TEST_P(FixtureForward, LossMatchesPyTorch) {
   double expected = reference->find("loss")->asNumber();
 
   // Initial weights from the ONNX file's initializers.
-  onnx::ModelProto proto;
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(proto.ParseFromIstream(&in));
-  std::map<std::string, HostValue> parameters;
-  for (const onnx::TensorProto &init : proto.graph().initializer()) {
-    std::optional<colossal::import::HostTensor> t = colossal::import::readTensor(init, dir, error);
-    ASSERT_TRUE(t) << init.name() << ": " << error;
-    HostValue v;
-    v.shape = t->shape;
-    for (int64_t i = 0; i < t->numElements(); ++i)
-      v.data.push_back(t->asDouble(i));
-    parameters[init.name()] = std::move(v);
-  }
+  std::map<std::string, HostValue> parameters = colossal::test::loadInitializers(path, dir);
 
   mlir::MLIRContext context;
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
@@ -118,19 +97,7 @@ TEST_P(FixtureGradients, MatchPyTorch) {
   std::string dir = std::string(COLOSSAL_FIXTURES_DIR) + "/" + model;
   std::string path = dir + "/" + model + "_opset17.onnx";
   std::string error;
-  onnx::ModelProto proto;
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(proto.ParseFromIstream(&in));
-  std::map<std::string, HostValue> parameters;
-  for (const onnx::TensorProto &init : proto.graph().initializer()) {
-    std::optional<colossal::import::HostTensor> t = colossal::import::readTensor(init, dir, error);
-    ASSERT_TRUE(t) << init.name() << ": " << error;
-    HostValue v;
-    v.shape = t->shape;
-    for (int64_t i = 0; i < t->numElements(); ++i)
-      v.data.push_back(t->asDouble(i));
-    parameters[init.name()] = std::move(v);
-  }
+  std::map<std::string, HostValue> parameters = colossal::test::loadInitializers(path, dir);
   mlir::MLIRContext context;
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
     ADD_FAILURE() << diag.str();
@@ -147,17 +114,7 @@ TEST_P(FixtureGradients, MatchPyTorch) {
   ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
   auto function = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
   ASSERT_TRUE(function);
-  std::vector<HostValue> arguments;
-  for (unsigned a = 0; a < function.getNumArguments(); ++a) {
-    std::string name = function.getArgAttrOfType<mlir::StringAttr>(a, "train.name").str();
-    colossal::rt::NpyArray array = colossal::rt::readNpy(dir + "/feed/" + name + ".npy");
-    HostValue v;
-    v.shape = array.shape;
-    for (int64_t i = 0; i < array.elements(); ++i)
-      v.data.push_back(array.dtype == colossal::rt::DType::I64 ? double(array.as<int64_t>()[i])
-                                                               : double(array.as<float>()[i]));
-    arguments.push_back(std::move(v));
-  }
+  std::vector<HostValue> arguments = colossal::test::loadFeeds(function, dir);
   std::vector<HostValue> results;
   ASSERT_TRUE(colossal::execute::interpret(function, arguments, parameters, results, error)) << error;
   int compared = 0;

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FixtureData.h"
 #include "OnnxModel.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Execute/HostInterpreter.h"
@@ -77,29 +78,8 @@ TEST_P(TrainingTrajectory, LossesMatchPyTorch) {
   ASSERT_TRUE(function);
 
   // Weights from the ONNX file; fp32 masters for the trainable ones.
-  onnx::ModelProto proto;
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(proto.ParseFromIstream(&in));
-  std::map<std::string, HostValue> parameters;
-  for (const onnx::TensorProto &init : proto.graph().initializer()) {
-    std::optional<colossal::import::HostTensor> t = colossal::import::readTensor(init, dir, error);
-    ASSERT_TRUE(t) << error;
-    HostValue v;
-    v.shape = t->shape;
-    for (int64_t i = 0; i < t->numElements(); ++i)
-      v.data.push_back(t->asDouble(i));
-    parameters[init.name()] = std::move(v);
-  }
-  std::vector<HostValue> arguments;
-  for (unsigned a = 0; a < function.getNumArguments(); ++a) {
-    std::string name = function.getArgAttrOfType<mlir::StringAttr>(a, "train.name").str();
-    rt::NpyArray array = rt::readNpy(dir + "/feed/" + name + ".npy");
-    HostValue v;
-    v.shape = array.shape;
-    for (int64_t i = 0; i < array.elements(); ++i)
-      v.data.push_back(array.dtype == rt::DType::I64 ? double(array.as<int64_t>()[i]) : double(array.as<float>()[i]));
-    arguments.push_back(std::move(v));
-  }
+  std::map<std::string, HostValue> parameters = colossal::test::loadInitializers(path, dir);
+  std::vector<HostValue> arguments = colossal::test::loadFeeds(function, dir);
   struct Slot {
     std::string name;
     std::vector<float> w, g, m, v, u;

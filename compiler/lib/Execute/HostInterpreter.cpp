@@ -254,14 +254,17 @@ HostValue linear(train::LinearOp op, const HostValue &x, const HostValue &w, con
   return out;
 }
 
-HostValue conv(train::ConvOp op, const HostValue &x, const HostValue &w, const HostValue *bias) {
-  HostValue out = makeValue(op.getResult());
-  ArrayRef<int64_t> strides = op.getStrides(), pads = op.getPads(), dilations = op.getDilations();
-  int64_t group = int64_t(op.getGroup());
-  size_t spatial = x.shape.size() - 2;
-  int64_t N = x.shape[0], C = x.shape[1], M = w.shape[0], Cg = C / group, Mg = M / group;
-  std::vector<int64_t> inSpatial(x.shape.begin() + 2, x.shape.end()), kSpatial(w.shape.begin() + 2, w.shape.end()),
-      outSpatial(out.shape.begin() + 2, out.shape.end());
+/// Calls f(input index, weight index, output index) for every tap of a
+/// grouped, strided, padded, dilated N-d convolution (taps in the padding
+/// are skipped).
+template <typename F>
+void forEachConvTap(const std::vector<int64_t> &xShape, const std::vector<int64_t> &wShape,
+                    const std::vector<int64_t> &yShape, ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                    ArrayRef<int64_t> dilations, int64_t group, F f) {
+  size_t spatial = xShape.size() - 2;
+  int64_t N = xShape[0], C = xShape[1], M = wShape[0], Cg = C / group, Mg = M / group;
+  std::vector<int64_t> inSpatial(xShape.begin() + 2, xShape.end()), kSpatial(wShape.begin() + 2, wShape.end()),
+      outSpatial(yShape.begin() + 2, yShape.end());
   int64_t outPositions = product(outSpatial), kPositions = product(kSpatial), inPositions = product(inSpatial);
   std::vector<int64_t> inStrides = stridesOf(inSpatial);
   std::vector<int64_t> oc(spatial), kc(spatial);
@@ -272,7 +275,7 @@ HostValue conv(train::ConvOp op, const HostValue &x, const HostValue &w, const H
         int64_t rest = o;
         for (size_t d = spatial; d-- > 0;)
           oc[d] = rest % outSpatial[d], rest /= outSpatial[d];
-        double sum = bias ? bias->data[size_t(mo)] : 0.0;
+        size_t yi = size_t((n * M + mo) * outPositions + o);
         for (int64_t c = 0; c < Cg; ++c)
           for (int64_t kp = 0; kp < kPositions; ++kp) {
             int64_t krest = kp, at = 0;
@@ -284,15 +287,20 @@ HostValue conv(train::ConvOp op, const HostValue &x, const HostValue &w, const H
                 inside = false;
               at += pos * inStrides[d];
             }
-            if (!inside)
-              continue;
-            double xv = x.data[size_t((n * C + g * Cg + c) * inPositions + at)];
-            double wv = w.data[size_t((mo * Cg + c) * kPositions + kp)];
-            sum += xv * wv;
+            if (inside)
+              f(size_t((n * C + g * Cg + c) * inPositions + at), size_t((mo * Cg + c) * kPositions + kp), yi);
           }
-        out.data[size_t((n * M + mo) * outPositions + o)] = sum;
       }
     }
+}
+
+HostValue conv(train::ConvOp op, const HostValue &x, const HostValue &w, const HostValue *bias) {
+  HostValue out = makeValue(op.getResult());
+  int64_t M = w.shape[0], positions = product(out.shape, 2);
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = bias ? bias->data[size_t((int64_t(i) / positions) % M)] : 0.0;
+  forEachConvTap(x.shape, w.shape, out.shape, op.getStrides(), op.getPads(), op.getDilations(), int64_t(op.getGroup()),
+                 [&](size_t xi, size_t wi, size_t yi) { out.data[yi] += x.data[xi] * w.data[wi]; });
   finish(out);
   return out;
 }
@@ -915,42 +923,11 @@ HostValue sliceGrad(train::SliceGradOp op, const HostValue &dy) {
 
 std::vector<HostValue> convGrad(train::ConvGradOp op, const HostValue &x, const HostValue &w, const HostValue &dy) {
   HostValue dx = makeValue(op.getInputGrad()), dw = makeValue(op.getWeightGrad());
-  ArrayRef<int64_t> strides = op.getStrides(), pads = op.getPads(), dilations = op.getDilations();
-  int64_t group = int64_t(op.getGroup());
-  size_t spatial = x.shape.size() - 2;
-  int64_t N = x.shape[0], C = x.shape[1], M = w.shape[0], Cg = C / group, Mg = M / group;
-  std::vector<int64_t> inSpatial(x.shape.begin() + 2, x.shape.end()), kSpatial(w.shape.begin() + 2, w.shape.end()),
-      outSpatial(dy.shape.begin() + 2, dy.shape.end());
-  int64_t outPositions = product(outSpatial), kPositions = product(kSpatial), inPositions = product(inSpatial);
-  std::vector<int64_t> inStrides = stridesOf(inSpatial);
-  std::vector<int64_t> oc(spatial), kc(spatial);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t mo = 0; mo < M; ++mo) {
-      int64_t g = mo / Mg;
-      for (int64_t o = 0; o < outPositions; ++o) {
-        int64_t rest = o;
-        for (size_t d = spatial; d-- > 0;)
-          oc[d] = rest % outSpatial[d], rest /= outSpatial[d];
-        double grad = dy.data[size_t((n * M + mo) * outPositions + o)];
-        for (int64_t c = 0; c < Cg; ++c)
-          for (int64_t kp = 0; kp < kPositions; ++kp) {
-            int64_t krest = kp, at = 0;
-            bool inside = true;
-            for (size_t d = spatial; d-- > 0;) {
-              kc[d] = krest % kSpatial[d], krest /= kSpatial[d];
-              int64_t pos = oc[d] * strides[d] - pads[d] + kc[d] * dilations[d];
-              if (pos < 0 || pos >= inSpatial[d])
-                inside = false;
-              at += pos * inStrides[d];
-            }
-            if (!inside)
-              continue;
-            size_t xi = size_t((n * C + g * Cg + c) * inPositions + at), wi = size_t((mo * Cg + c) * kPositions + kp);
-            dx.data[xi] += w.data[wi] * grad;
-            dw.data[wi] += x.data[xi] * grad;
-          }
-      }
-    }
+  forEachConvTap(x.shape, w.shape, dy.shape, op.getStrides(), op.getPads(), op.getDilations(), int64_t(op.getGroup()),
+                 [&](size_t xi, size_t wi, size_t yi) {
+                   dx.data[xi] += w.data[wi] * dy.data[yi];
+                   dw.data[wi] += x.data[xi] * dy.data[yi];
+                 });
   finish(dx), finish(dw);
   return {dx, dw};
 }
