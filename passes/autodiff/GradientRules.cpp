@@ -169,12 +169,11 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
   }
   if (isa<DivOp>(op)) {
     RankedTensorType t = typeOf(dy);
-    Value x = op->getOperand(0), y = op->getOperand(1);
+    Value y = op->getOperand(1);
     out[0] = h.unbroadcast(h.div(dy, y, t), operandType(0));
     // d(x / y)/dy = -x / y^2 = -(x / y) / y.
     Value quotient = op->getResult(0);
     out[1] = h.unbroadcast(h.neg(h.div(h.mul(dy, quotient, t), y, t)), operandType(1));
-    (void)x;
     return success();
   }
   if (isa<NegOp>(op)) {
@@ -490,7 +489,7 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
   }
   if (auto g = dyn_cast<GemmOp>(op)) {
     // y = alpha op(a) op(b) + beta c
-    RankedTensorType at = operandType(0), bt = operandType(1), yt = typeOf(dy);
+    RankedTensorType at = operandType(0), yt = typeOf(dy);
     double alpha = g.getAlpha().convertToDouble(), beta = g.getBeta().convertToDouble();
     Value scaled = h.mul(dy, h.constant(yt, alpha), yt);
     Value opB = g.getTransB() ? g.getB() : h.transpose(g.getB(), {1, 0});   // op(b)^T
@@ -502,7 +501,6 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     out[1] = g.getTransB() ? h.transpose(dOpB, {1, 0}) : dOpB;
     if (g.getC())
       out[2] = h.unbroadcast(h.mul(dy, h.constant(yt, beta), yt), typeOf(g.getC()));
-    (void)bt;
     return success();
   }
   if (auto t = dyn_cast<TriluOp>(op)) {

@@ -5,10 +5,15 @@
 
 #include "OnnxModel.h"
 #include "colossal/Execute/HostInterpreter.h"
+#include "colossal/Import/OnnxImporter.h"
+#include "passes/autodiff/Autodiff.h"
+#include "passes/raise/Passes.h"
 #include "colossal/runtime/Npy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -60,6 +65,33 @@ inline std::vector<execute::HostValue> loadFeeds(mlir::func::FuncOp function, co
     arguments.push_back(std::move(v));
   }
   return arguments;
+}
+
+/// Imports the fixture at `path` with batch 2 and sequence 8 (and exactly
+/// `trainable`, when given), raised and, with `differentiate`, with
+/// @forward_backward added. Failures are test failures; null on failure.
+inline mlir::OwningOpRef<mlir::ModuleOp>
+importFixture(mlir::MLIRContext &context, const std::string &path, bool raise, bool differentiate,
+              const std::optional<std::vector<std::string>> &trainable = std::nullopt) {
+  ImportOptions options;
+  options.batch = 2;
+  options.seq = 8;
+  options.trainable = trainable;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importOnnxFile(context, path, options);
+  if (!module) {
+    ADD_FAILURE() << "cannot import " << path;
+    return nullptr;
+  }
+  mlir::PassManager pm(&context);
+  if (raise)
+    train::buildRaisePipeline(pm);
+  if (differentiate)
+    pm.addPass(autodiff::createAutodiffPass());
+  if (mlir::failed(pm.run(*module))) {
+    ADD_FAILURE() << "raising or differentiating " << path << " failed";
+    return nullptr;
+  }
+  return module;
 }
 
 } // namespace colossal::test

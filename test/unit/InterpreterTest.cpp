@@ -71,17 +71,12 @@ TEST_P(FixtureForward, LossMatchesPyTorch) {
     ADD_FAILURE() << diag.str();
     return mlir::success();
   });
-  colossal::ImportOptions options;
-  options.batch = 2;
-  options.seq = 8;
-  auto imported = colossal::importOnnxFile(context, path, options);
+  auto imported = colossal::test::importFixture(context, path, /*raise=*/false, /*differentiate=*/false);
   ASSERT_TRUE(imported);
   double unraised = runLoss(*imported, dir, parameters);
-
-  mlir::PassManager pm(&context);
-  colossal::train::buildRaisePipeline(pm);
-  ASSERT_TRUE(mlir::succeeded(pm.run(*imported)));
-  double raised = runLoss(*imported, dir, parameters);
+  auto raisedModule = colossal::test::importFixture(context, path, /*raise=*/true, /*differentiate=*/false);
+  ASSERT_TRUE(raisedModule);
+  double raised = runLoss(*raisedModule, dir, parameters);
 
   EXPECT_NEAR(raised, expected, 1e-5 * std::fabs(expected)) << model << " raised";
   EXPECT_NEAR(unraised, expected, 1e-5 * std::fabs(expected)) << model << " as imported";
@@ -103,15 +98,8 @@ TEST_P(FixtureGradients, MatchPyTorch) {
     ADD_FAILURE() << diag.str();
     return mlir::success();
   });
-  colossal::ImportOptions options;
-  options.batch = 2;
-  options.seq = 8;
-  auto module = colossal::importOnnxFile(context, path, options);
+  auto module = colossal::test::importFixture(context, path, /*raise=*/true, /*differentiate=*/true);
   ASSERT_TRUE(module);
-  mlir::PassManager pm(&context);
-  colossal::train::buildRaisePipeline(pm);
-  pm.addPass(colossal::autodiff::createAutodiffPass());
-  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
   auto function = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
   ASSERT_TRUE(function);
   std::vector<HostValue> arguments = colossal::test::loadFeeds(function, dir);

@@ -64,16 +64,8 @@ TEST_P(TrainingTrajectory, LossesMatchPyTorch) {
     ADD_FAILURE() << diag.str();
     return mlir::success();
   });
-  colossal::ImportOptions options;
-  options.batch = 2;
-  options.seq = 8;
-  options.trainable = *trainable;
-  auto module = colossal::importOnnxFile(context, path, options);
+  auto module = colossal::test::importFixture(context, path, /*raise=*/true, /*differentiate=*/true, trainable);
   ASSERT_TRUE(module);
-  mlir::PassManager pm(&context);
-  colossal::train::buildRaisePipeline(pm);
-  pm.addPass(colossal::autodiff::createAutodiffPass());
-  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
   auto function = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
   ASSERT_TRUE(function);
 

@@ -38,10 +38,9 @@ struct Unsupported {
 };
 
 int64_t product(const std::vector<int64_t> &shape, size_t from = 0, size_t to = SIZE_MAX) {
-  int64_t n = 1;
-  for (size_t i = from; i < std::min(to, shape.size()); ++i)
-    n *= shape[i];
-  return n;
+  auto first = shape.begin() + long(std::min(from, shape.size()));
+  auto last = shape.begin() + long(std::min(to, shape.size()));
+  return first < last ? std::accumulate(first, last, int64_t(1), std::multiplies<int64_t>()) : 1;
 }
 
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
@@ -93,6 +92,25 @@ void finish(HostValue &v) {
     x = representable(x, v.elementType);
 }
 
+/// Steps a row-major multi-index through `shape` (last dimension fastest).
+void nextCoordinate(std::vector<int64_t> &coord, const std::vector<int64_t> &shape) {
+  for (size_t d = coord.size(); d-- > 0;) {
+    if (++coord[d] < shape[d])
+      return;
+    coord[d] = 0;
+  }
+}
+
+/// A gather index with negative values counted from the end, checked.
+int64_t gatherIndex(double raw, int64_t n) {
+  int64_t index = int64_t(raw);
+  if (index < 0)
+    index += n;
+  if (index < 0 || index >= n)
+    throw Unsupported{"gather index " + std::to_string(int64_t(raw)) + " outside " + std::to_string(n)};
+  return index;
+}
+
 /// For every element of `out`, the flat index of the element of `in` that
 /// numpy broadcasting maps to it (shapes right-aligned).
 std::vector<int64_t> broadcastIndex(const std::vector<int64_t> &out, const std::vector<int64_t> &in) {
@@ -106,11 +124,7 @@ std::vector<int64_t> broadcastIndex(const std::vector<int64_t> &out, const std::
       if (in[d - offset] != 1)
         at += coord[d] * inStrides[d - offset];
     index[flat] = at;
-    for (size_t d = rank; d-- > 0;) {
-      if (++coord[d] < out[d])
-        break;
-      coord[d] = 0;
-    }
+    nextCoordinate(coord, out);
   }
   return index;
 }
@@ -570,11 +584,7 @@ HostValue transpose(train::TransposeOp op, const HostValue &x) {
     for (size_t d = 0; d < coord.size(); ++d)
       at += coord[d] * inStrides[size_t(perm[d])];
     out.data[flat] = x.data[size_t(at)];
-    for (size_t d = coord.size(); d-- > 0;) {
-      if (++coord[d] < out.shape[d])
-        break;
-      coord[d] = 0;
-    }
+    nextCoordinate(coord, out.shape);
   }
   return out;
 }
@@ -586,12 +596,7 @@ HostValue gather(train::GatherOp op, const HostValue &data, const HostValue &ind
           inner = product(data.shape, size_t(axis) + 1), count = indices.elements();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < count; ++i) {
-      int64_t index = int64_t(indices.data[size_t(i)]);
-      if (index < 0)
-        index += n;
-      if (index < 0 || index >= n)
-        throw Unsupported{"gather index " + std::to_string(int64_t(indices.data[size_t(i)])) + " outside " +
-                          std::to_string(n)};
+      int64_t index = gatherIndex(indices.data[size_t(i)], n);
       for (int64_t j = 0; j < inner; ++j)
         out.data[size_t((o * count + i) * inner + j)] = data.data[size_t((o * n + index) * inner + j)];
     }
@@ -608,11 +613,7 @@ HostValue slice(train::SliceOp op, const HostValue &x) {
     for (size_t d = 0; d < coord.size(); ++d)
       at += (starts[d] + coord[d] * steps[d]) * inStrides[d];
     out.data[flat] = x.data[size_t(at)];
-    for (size_t d = coord.size(); d-- > 0;) {
-      if (++coord[d] < out.shape[d])
-        break;
-      coord[d] = 0;
-    }
+    nextCoordinate(coord, out.shape);
   }
   return out;
 }
@@ -668,11 +669,7 @@ HostValue reduce(Operation *op, const HostValue &x, ArrayRef<int64_t> axesAttr, 
       if (!reduced[d])
         at += coord[d] * keptStrides[d];
     acc[size_t(at)] = kind == 2 ? std::max(acc[size_t(at)], x.data[flat]) : acc[size_t(at)] + x.data[flat];
-    for (size_t d = coord.size(); d-- > 0;) {
-      if (++coord[d] < x.shape[d])
-        break;
-      coord[d] = 0;
-    }
+    nextCoordinate(coord, x.shape);
   }
   if (kind == 1) {
     double count = double(x.elements()) / double(std::max<int64_t>(1, product(keptShape)));
@@ -889,11 +886,7 @@ HostValue gatherGrad(train::GatherGradOp op, const HostValue &indices, const Hos
           inner = product(out.shape, size_t(axis) + 1), count = indices.elements();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < count; ++i) {
-      int64_t index = int64_t(indices.data[size_t(i)]);
-      if (index < 0)
-        index += n;
-      if (index < 0 || index >= n)
-        throw Unsupported{"gather index outside the data"};
+      int64_t index = gatherIndex(indices.data[size_t(i)], n);
       for (int64_t j = 0; j < inner; ++j)
         out.data[size_t((o * n + index) * inner + j)] += dy.data[size_t((o * count + i) * inner + j)];
     }
@@ -911,11 +904,7 @@ HostValue sliceGrad(train::SliceGradOp op, const HostValue &dy) {
     for (size_t d = 0; d < coord.size(); ++d)
       at += (starts[d] + coord[d] * steps[d]) * outStrides[d];
     out.data[size_t(at)] += dy.data[flat];
-    for (size_t d = coord.size(); d-- > 0;) {
-      if (++coord[d] < dy.shape[d])
-        break;
-      coord[d] = 0;
-    }
+    nextCoordinate(coord, dy.shape);
   }
   return out;
 }
