@@ -124,11 +124,32 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::split(int color, int key, co
                                                           std::vector<int> worldRanks) {
   ncclComm_t child = nullptr;
   ncclConfig_t config = nonBlockingConfig();
-  ncclResult_t status = ncclCommSplit(asComm(comm_), color, key, &child, &config);
-  if (status == ncclInProgress)
-    settleComm(child, status, "ncclCommSplit for axis " + axis, timeout());
-  else if (status != ncclSuccess)
-    fail("ncclCommSplit for axis " + axis, ncclGetErrorString(status));
+  const std::string call = "ncclCommSplit for axis " + axis;
+  // A non-blocking split fills in the child's handle only once the parent
+  // leaves the in-progress state (NVIDIA/nccl#1472), so wait on the parent
+  // first, then on the child's own initialisation.
+  settleComm(asComm(comm_), ncclCommSplit(asComm(comm_), color, key, &child, &config), call, timeout());
+  // The query of the parent completes the split's group job, which is what
+  // writes the child's handle; poll until it appears.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout());
+  while (!child) {
+    ncclResult_t parentStatus = ncclSuccess;
+    ncclCommGetAsyncError(asComm(comm_), &parentStatus);
+    if (parentStatus != ncclSuccess && parentStatus != ncclInProgress)
+      fail(call, ncclGetErrorString(parentStatus));
+    if (child)
+      break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      int version = 0;
+      ncclGetVersion(&version);
+      fail(call, "NCCL " + std::to_string(version) + " returned no communicator for color " + std::to_string(color) +
+                     " within " + std::to_string(int(timeout())) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  ncclResult_t childStatus = ncclSuccess;
+  ncclCommGetAsyncError(child, &childStatus);
+  settleComm(child, childStatus, call, timeout());
   auto result = std::unique_ptr<NcclCommunicator>(new NcclCommunicator(child, axis, std::move(worldRanks), counters()));
   result->setTimeout(timeout());
   return result;

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -78,6 +79,15 @@ void compare(const std::string &name, const std::vector<float> &device, const st
       worst = std::isnan(excess) ? INFINITY : excess;
   }
   rows.push_back({name, worst, 1.0});
+}
+
+/// Bit-exact comparison: the error is the number of differing elements, and
+/// none is tolerated.
+void compareExact(const std::string &name, const std::vector<float> &device, const std::vector<float> &host) {
+  double mismatches = 0;
+  for (size_t i = 0; i < host.size(); ++i)
+    mismatches += std::memcmp(&device[i], &host[i], sizeof(float)) != 0;
+  rows.push_back({name, mismatches, 0.0});
 }
 
 const Stream hostStream{};
@@ -165,7 +175,7 @@ void checkKernels(Stream s) {
   DeviceVector<int64_t> dids(ids);
   cpu::embeddingForward(hostStream, table.data(), ids.data(), emb.data(), tokens, tableRows, dim);
   cuda::embeddingForward(s, dtab.data, dids.data, dembOut.data, tokens, tableRows, dim);
-  compare("embedding forward", dembOut.host(), emb, 0, 0);
+  compareExact("embedding forward", dembOut.host(), emb);
   cpu::embeddingBackward(hostStream, demb.data(), ids.data(), dtable.data(), tokens, tableRows, dim);
   cuda::embeddingBackward(s, ddemb.data, dids.data, ddtable.data, tokens, tableRows, dim);
   compare("embedding backward", ddtable.host(), dtable, 1e-5);
@@ -176,7 +186,7 @@ void checkKernels(Stream s) {
   DeviceVector<float> dones(ones), dmask(static_cast<size_t>(n));
   cpu::dropoutForward(hostStream, ones.data(), hostMask.data(), n, 0.1f, 42, 7, 12345);
   cuda::dropoutForward(s, dones.data, dmask.data, n, 0.1f, 42, 7, 12345);
-  compare("dropout mask (exact)", dmask.host(), hostMask, 0, 0);
+  compareExact("dropout mask (exact)", dmask.host(), hostMask);
 
   // Casts round to nearest even on both sides.
   std::vector<uint16_t> hostBf(x.size()), hostHalf(x.size());
@@ -186,8 +196,8 @@ void checkKernels(Stream s) {
   cpu::cast(hostStream, x.data(), DType::F32, hostHalf.data(), DType::F16, int64_t(x.size()));
   cuda::cast(s, dx_.data, DType::F32, dhalf.data, DType::F16, int64_t(x.size()));
   auto asFloat = [](const std::vector<uint16_t> &v) { return std::vector<float>(v.begin(), v.end()); };
-  compare("cast f32->bf16 (exact bits)", asFloat(dbf.host()), asFloat(hostBf), 0, 0);
-  compare("cast f32->f16 (exact bits)", asFloat(dhalf.host()), asFloat(hostHalf), 0, 0);
+  compareExact("cast f32->bf16 (exact bits)", asFloat(dbf.host()), asFloat(hostBf));
+  compareExact("cast f32->f16 (exact bits)", asFloat(dhalf.host()), asFloat(hostHalf));
 }
 
 void checkAttention(Stream s) {
@@ -387,7 +397,11 @@ int main(int argc, char **argv) {
         for (const Row &r : rows) {
           bool ok = r.error <= r.tolerance;
           failed += !ok;
-          std::printf("%-34s %12.3g  %s\n", r.name.c_str(), r.error, ok ? "pass" : "FAIL");
+          if (r.tolerance == 0) // bit-exact rows count differing elements
+            std::printf("%-34s %12s  %s\n", r.name.c_str(), (std::to_string(int64_t(r.error)) + " differ").c_str(),
+                        ok ? "pass" : "FAIL");
+          else
+            std::printf("%-34s %12.3g  %s\n", r.name.c_str(), r.error, ok ? "pass" : "FAIL");
         }
         auto cluster = presetFor(device.name);
         benchmark(s, cluster);
@@ -404,8 +418,10 @@ int main(int argc, char **argv) {
           std::fprintf(f, "{\"device\": \"%s\", \"peak_source\": \"%s\", \"checks\": [", device.name.c_str(),
                        cluster ? cluster->name.c_str() : "none");
           for (size_t i = 0; i < rows.size(); ++i)
-            std::fprintf(f, "%s{\"name\": \"%s\", \"error_over_tolerance\": %.6g}", i ? ", " : "",
-                         rows[i].name.c_str(), std::isfinite(rows[i].error) ? rows[i].error : 1e30);
+            std::fprintf(f, "%s{\"name\": \"%s\", \"%s\": %.6g, \"passed\": %s}", i ? ", " : "",
+                         rows[i].name.c_str(), rows[i].tolerance == 0 ? "differing_elements" : "error_over_tolerance",
+                         std::isfinite(rows[i].error) ? rows[i].error : 1e30,
+                         rows[i].error <= rows[i].tolerance ? "true" : "false");
           std::fprintf(f, "], \"benchmarks\": [");
           for (size_t i = 0; i < timings.size(); ++i)
             std::fprintf(f, "%s{\"name\": \"%s\", \"seconds\": %.6g, \"flops\": %.6g, \"peak_flops\": %.6g}",
