@@ -7,6 +7,7 @@
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/Kernels.h"
 #include "colossal/runtime/Philox.h"
+#include "colossal/runtime/TensorIndexing.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -37,18 +38,11 @@ struct Unsupported {
   std::string reason;
 };
 
-int64_t product(const std::vector<int64_t> &shape, size_t from = 0, size_t to = SIZE_MAX) {
-  auto first = shape.begin() + long(std::min(from, shape.size()));
-  auto last = shape.begin() + long(std::min(to, shape.size()));
-  return first < last ? std::accumulate(first, last, int64_t(1), std::multiplies<int64_t>()) : 1;
-}
-
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;)
-    strides[i - 1] = strides[i] * shape[i];
-  return strides;
-}
+using rt::indexing::broadcastIndex;
+using rt::indexing::nextCoordinate;
+using rt::indexing::normalizeAxis;
+using rt::indexing::product;
+using rt::indexing::stridesOf;
 
 bool isF32(Type t) { return t.isF32(); }
 
@@ -92,41 +86,14 @@ void finish(HostValue &v) {
     x = representable(x, v.elementType);
 }
 
-/// Steps a row-major multi-index through `shape` (last dimension fastest).
-void nextCoordinate(std::vector<int64_t> &coord, const std::vector<int64_t> &shape) {
-  for (size_t d = coord.size(); d-- > 0;) {
-    if (++coord[d] < shape[d])
-      return;
-    coord[d] = 0;
-  }
-}
-
-/// A gather index with negative values counted from the end, checked.
-int64_t gatherIndex(double raw, int64_t n) {
-  int64_t index = int64_t(raw);
-  if (index < 0)
-    index += n;
-  if (index < 0 || index >= n)
-    throw Unsupported{"gather index " + std::to_string(int64_t(raw)) + " outside " + std::to_string(n)};
-  return index;
-}
-
-/// For every element of `out`, the flat index of the element of `in` that
-/// numpy broadcasting maps to it (shapes right-aligned).
-std::vector<int64_t> broadcastIndex(const std::vector<int64_t> &out, const std::vector<int64_t> &in) {
-  size_t rank = out.size(), offset = rank - in.size();
-  std::vector<int64_t> inStrides = stridesOf(in);
-  std::vector<int64_t> index(size_t(product(out)));
-  std::vector<int64_t> coord(rank, 0);
-  for (size_t flat = 0; flat < index.size(); ++flat) {
-    int64_t at = 0;
-    for (size_t d = offset; d < rank; ++d)
-      if (in[d - offset] != 1)
-        at += coord[d] * inStrides[d - offset];
-    index[flat] = at;
-    nextCoordinate(coord, out);
-  }
-  return index;
+/// Integer operands (indices) held as doubles, as int64; values no int64
+/// holds become the largest one, which every range check refuses.
+std::vector<int64_t> toIndices(const HostValue &v) {
+  std::vector<int64_t> out;
+  out.reserve(v.data.size());
+  for (double x : v.data)
+    out.push_back(std::fabs(x) < 9.2e18 ? int64_t(x) : std::numeric_limits<int64_t>::max());
+  return out;
 }
 
 HostValue fromAttribute(ElementsAttr attr) {
@@ -154,7 +121,6 @@ HostValue fromAttribute(ElementsAttr attr) {
 
 std::vector<float> toFloat(const HostValue &v) { return std::vector<float>(v.data.begin(), v.data.end()); }
 
-int64_t normalizeAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + int64_t(rank) : axis; }
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -576,121 +542,57 @@ HostValue classLoss(Operation *op, const HostValue &scores, const HostValue &lab
 
 HostValue transpose(train::TransposeOp op, const HostValue &x) {
   HostValue out = makeValue(op.getResult());
-  ArrayRef<int64_t> perm = op.getPerm();
-  std::vector<int64_t> inStrides = stridesOf(x.shape);
-  std::vector<int64_t> coord(out.shape.size(), 0);
-  for (size_t flat = 0; flat < out.data.size(); ++flat) {
-    int64_t at = 0;
-    for (size_t d = 0; d < coord.size(); ++d)
-      at += coord[d] * inStrides[size_t(perm[d])];
-    out.data[flat] = x.data[size_t(at)];
-    nextCoordinate(coord, out.shape);
-  }
+  rt::indexing::transpose(x.data.data(), x.shape, std::vector<int64_t>(op.getPerm()), out.data.data());
   return out;
 }
 
 HostValue gather(train::GatherOp op, const HostValue &data, const HostValue &indices) {
   HostValue out = makeValue(op.getResult());
   int64_t axis = normalizeAxis(int64_t(op.getAxis()), data.shape.size());
-  int64_t outer = product(data.shape, 0, size_t(axis)), n = data.shape[size_t(axis)],
-          inner = product(data.shape, size_t(axis) + 1), count = indices.elements();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t index = gatherIndex(indices.data[size_t(i)], n);
-      for (int64_t j = 0; j < inner; ++j)
-        out.data[size_t((o * count + i) * inner + j)] = data.data[size_t((o * n + index) * inner + j)];
-    }
+  rt::indexing::gather(data.data.data(), data.shape, toIndices(indices).data(), indices.elements(), axis,
+                       out.data.data());
   return out;
 }
 
 HostValue slice(train::SliceOp op, const HostValue &x) {
   HostValue out = makeValue(op.getResult());
-  ArrayRef<int64_t> starts = op.getStarts(), steps = op.getSteps();
-  std::vector<int64_t> inStrides = stridesOf(x.shape);
-  std::vector<int64_t> coord(out.shape.size(), 0);
-  for (size_t flat = 0; flat < out.data.size(); ++flat) {
-    int64_t at = 0;
-    for (size_t d = 0; d < coord.size(); ++d)
-      at += (starts[d] + coord[d] * steps[d]) * inStrides[d];
-    out.data[flat] = x.data[size_t(at)];
-    nextCoordinate(coord, out.shape);
-  }
+  rt::indexing::slice(x.data.data(), x.shape, std::vector<int64_t>(op.getStarts()), std::vector<int64_t>(op.getSteps()),
+                      out.shape, out.data.data());
   return out;
 }
 
-HostValue concat(train::ConcatOp op, const std::vector<HostValue> &inputs) {
+HostValue concat(train::ConcatOp op, std::vector<HostValue> inputs) {
   HostValue out = makeValue(op.getResult());
-  int64_t axis = normalizeAxis(int64_t(op.getAxis()), out.shape.size());
-  int64_t outer = product(out.shape, 0, size_t(axis)), inner = product(out.shape, size_t(axis) + 1);
-  int64_t offset = 0, total = out.shape[size_t(axis)];
-  for (const HostValue &in : inputs) {
-    int64_t n = in.shape[size_t(axis)];
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < n * inner; ++j)
-        out.data[size_t((o * total + offset) * inner + j)] = in.data[size_t(o * n * inner + j)];
-    offset += n;
+  int64_t axis = normalizeAxis(int64_t(op.getAxis()), out.shape.size()), offset = 0;
+  for (HostValue &in : inputs) {
+    rt::indexing::copyAlongAxis(out.data.data(), out.shape, in.data.data(), in.shape, axis, offset, true);
+    offset += in.shape[size_t(axis)];
   }
   return out;
 }
 
-std::vector<HostValue> split(train::SplitOp op, const HostValue &x) {
-  int64_t axis = normalizeAxis(int64_t(op.getAxis()), x.shape.size());
-  int64_t outer = product(x.shape, 0, size_t(axis)), inner = product(x.shape, size_t(axis) + 1),
-          total = x.shape[size_t(axis)], offset = 0;
+std::vector<HostValue> split(train::SplitOp op, HostValue x) {
+  int64_t axis = normalizeAxis(int64_t(op.getAxis()), x.shape.size()), offset = 0;
   std::vector<HostValue> outs;
   for (Value result : op->getResults()) {
     HostValue out = makeValue(result);
-    int64_t n = out.shape[size_t(axis)];
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < n * inner; ++j)
-        out.data[size_t(o * n * inner + j)] = x.data[size_t((o * total + offset) * inner + j)];
-    offset += n;
+    rt::indexing::copyAlongAxis(x.data.data(), x.shape, out.data.data(), out.shape, axis, offset, false);
+    offset += out.shape[size_t(axis)];
     outs.push_back(std::move(out));
   }
   return outs;
 }
 
-HostValue reduce(Operation *op, const HostValue &x, ArrayRef<int64_t> axesAttr, int kind) {
+HostValue reduce(Operation *op, const HostValue &x, ArrayRef<int64_t> axes, rt::indexing::Reduction kind) {
   HostValue out = makeValue(op->getResult(0));
-  std::vector<bool> reduced(x.shape.size(), false);
-  for (int64_t a : axesAttr)
-    reduced[size_t(normalizeAxis(a, x.shape.size()))] = true;
-  if (axesAttr.empty())
-    reduced.assign(x.shape.size(), true);
-  std::vector<int64_t> keptShape;
-  for (size_t d = 0; d < x.shape.size(); ++d)
-    keptShape.push_back(reduced[d] ? 1 : x.shape[d]);
-  std::vector<int64_t> keptStrides = stridesOf(keptShape);
-  std::vector<double> acc(size_t(product(keptShape)), kind == 2 ? -std::numeric_limits<double>::infinity() : 0.0);
-  std::vector<int64_t> coord(x.shape.size(), 0);
-  for (size_t flat = 0; flat < x.data.size(); ++flat) {
-    int64_t at = 0;
-    for (size_t d = 0; d < coord.size(); ++d)
-      if (!reduced[d])
-        at += coord[d] * keptStrides[d];
-    acc[size_t(at)] = kind == 2 ? std::max(acc[size_t(at)], x.data[flat]) : acc[size_t(at)] + x.data[flat];
-    nextCoordinate(coord, x.shape);
-  }
-  if (kind == 1) {
-    double count = double(x.elements()) / double(std::max<int64_t>(1, product(keptShape)));
-    for (double &a : acc)
-      a /= count;
-  }
-  out.data = acc;
+  rt::indexing::reduce(x.data.data(), x.shape, std::vector<int64_t>(axes), kind, out.data.data());
   finish(out);
   return out;
 }
 
 HostValue trilu(train::TriluOp op, const HostValue &x) {
   HostValue out = makeValue(op.getResult());
-  size_t rank = x.shape.size();
-  int64_t rows = x.shape[rank - 2], cols = x.shape[rank - 1], k = int64_t(op.getK());
-  bool upper = op.getUpper();
-  for (size_t flat = 0; flat < x.data.size(); ++flat) {
-    int64_t c = int64_t(flat) % cols, r = (int64_t(flat) / cols) % rows;
-    bool keep = upper ? c - r >= k : c - r <= k;
-    out.data[flat] = keep ? x.data[flat] : 0.0;
-  }
+  rt::indexing::trilu(x.data.data(), x.shape, op.getUpper(), int64_t(op.getK()), out.data.data());
   return out;
 }
 
@@ -882,30 +784,16 @@ HostValue crossEntropyGrad(train::CrossEntropyGradOp op, const HostValue &scores
 HostValue gatherGrad(train::GatherGradOp op, const HostValue &indices, const HostValue &dy) {
   HostValue out = makeValue(op.getDataGrad());
   int64_t axis = normalizeAxis(int64_t(op.getAxis()), out.shape.size());
-  int64_t outer = product(out.shape, 0, size_t(axis)), n = out.shape[size_t(axis)],
-          inner = product(out.shape, size_t(axis) + 1), count = indices.elements();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t index = gatherIndex(indices.data[size_t(i)], n);
-      for (int64_t j = 0; j < inner; ++j)
-        out.data[size_t((o * n + index) * inner + j)] += dy.data[size_t((o * count + i) * inner + j)];
-    }
+  rt::indexing::gatherGrad(toIndices(indices).data(), indices.elements(), dy.data.data(), out.shape, axis,
+                           out.data.data());
   finish(out);
   return out;
 }
 
 HostValue sliceGrad(train::SliceGradOp op, const HostValue &dy) {
   HostValue out = makeValue(op.getInputGrad());
-  ArrayRef<int64_t> starts = op.getStarts(), steps = op.getSteps();
-  std::vector<int64_t> outStrides = stridesOf(out.shape);
-  std::vector<int64_t> coord(dy.shape.size(), 0);
-  for (size_t flat = 0; flat < dy.data.size(); ++flat) {
-    int64_t at = 0;
-    for (size_t d = 0; d < coord.size(); ++d)
-      at += (starts[d] + coord[d] * steps[d]) * outStrides[d];
-    out.data[size_t(at)] += dy.data[flat];
-    nextCoordinate(coord, dy.shape);
-  }
+  rt::indexing::sliceGrad(dy.data.data(), dy.shape, std::vector<int64_t>(op.getStarts()),
+                          std::vector<int64_t>(op.getSteps()), out.shape, out.data.data());
   return out;
 }
 
@@ -1066,11 +954,11 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
   if (auto a = dyn_cast<train::AttentionOp>(op))
     return one(attention(a, *in[0], *in[1], *in[2], optional(a.getMask())));
   if (auto r = dyn_cast<train::ReduceSumOp>(op))
-    return one(reduce(op, *in[0], r.getAxes(), 0));
+    return one(reduce(op, *in[0], r.getAxes(), rt::indexing::Reduction::Sum));
   if (auto r = dyn_cast<train::ReduceMeanOp>(op))
-    return one(reduce(op, *in[0], r.getAxes(), 1));
+    return one(reduce(op, *in[0], r.getAxes(), rt::indexing::Reduction::Mean));
   if (auto r = dyn_cast<train::ReduceMaxOp>(op))
-    return one(reduce(op, *in[0], r.getAxes(), 2));
+    return one(reduce(op, *in[0], r.getAxes(), rt::indexing::Reduction::Max));
   if (auto d = dyn_cast<train::DropoutOp>(op)) {
     HostValue out = makeValue(op->getResult(0)), mask = makeValue(op->getResult(1));
     float ratio = float(d.getRatio().convertToDouble());
@@ -1114,9 +1002,7 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
     return one(transpose(t, *in[0]));
   if (isa<train::BroadcastOp>(op)) {
     HostValue out = makeValue(op->getResult(0));
-    std::vector<int64_t> index = broadcastIndex(out.shape, in[0]->shape);
-    for (size_t i = 0; i < out.data.size(); ++i)
-      out.data[i] = in[0]->data[size_t(index[i])];
+    rt::indexing::broadcastTo(in[0]->data.data(), in[0]->shape, out.shape, out.data.data());
     return one(std::move(out));
   }
   if (auto t = dyn_cast<train::TriluOp>(op))

@@ -1,0 +1,219 @@
+//===- TensorIndexing.h - data movement on row-major tensors ------*- C++ -*-===//
+//
+// The index arithmetic of the train dialect's data-movement ops (transpose,
+// slice, concat, split, gather, broadcast, reductions, trilu) and of their
+// gradients, on plain row-major arrays with explicit shapes. Templates over
+// the element type: emitted host programs instantiate them for float and
+// int64, the compiler's float64 reference interpreter for double, so both
+// move data by the same rules.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_RUNTIME_TENSORINDEXING_H
+#define COLOSSAL_RUNTIME_TENSORINDEXING_H
+
+#include "colossal/runtime/Error.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace colossal::rt::indexing {
+
+using Shape = std::vector<int64_t>;
+
+/// The product of shape[from, to).
+inline int64_t product(const Shape &shape, size_t from = 0, size_t to = SIZE_MAX) {
+  auto first = shape.begin() + long(std::min(from, shape.size()));
+  auto last = shape.begin() + long(std::min(to, shape.size()));
+  return first < last ? std::accumulate(first, last, int64_t(1), std::multiplies<int64_t>()) : 1;
+}
+
+inline Shape stridesOf(const Shape &shape) {
+  Shape strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+/// Steps a row-major multi-index through `shape` (last dimension fastest).
+inline void nextCoordinate(Shape &coord, const Shape &shape) {
+  for (size_t d = coord.size(); d-- > 0;) {
+    if (++coord[d] < shape[d])
+      return;
+    coord[d] = 0;
+  }
+}
+
+inline int64_t normalizeAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + int64_t(rank) : axis; }
+
+/// For every element of `out`, the flat index of the element of `in` that
+/// numpy broadcasting maps to it (shapes right-aligned).
+inline std::vector<int64_t> broadcastIndex(const Shape &out, const Shape &in) {
+  size_t rank = out.size(), offset = rank - in.size();
+  Shape inStrides = stridesOf(in);
+  std::vector<int64_t> index(size_t(product(out)));
+  Shape coord(rank, 0);
+  for (size_t flat = 0; flat < index.size(); ++flat) {
+    int64_t at = 0;
+    for (size_t d = offset; d < rank; ++d)
+      if (in[d - offset] != 1)
+        at += coord[d] * inStrides[d - offset];
+    index[flat] = at;
+    nextCoordinate(coord, out);
+  }
+  return index;
+}
+
+/// A gather index with negative values counted from the end, checked.
+inline int64_t gatherIndex(int64_t index, int64_t n) {
+  int64_t at = index < 0 ? index + n : index;
+  if (at < 0 || at >= n)
+    fail("gather", "index " + std::to_string(index) + " outside a dimension of " + std::to_string(n));
+  return at;
+}
+
+/// out[c] = x[c permuted]: out dimension d is input dimension perm[d].
+template <typename T>
+void transpose(const T *x, const Shape &xShape, const Shape &perm, T *out) {
+  Shape outShape(perm.size()), inStrides = stridesOf(xShape), coord(perm.size(), 0);
+  for (size_t d = 0; d < perm.size(); ++d)
+    outShape[d] = xShape[size_t(perm[d])];
+  for (int64_t flat = 0, n = product(outShape); flat < n; ++flat) {
+    int64_t at = 0;
+    for (size_t d = 0; d < coord.size(); ++d)
+      at += coord[d] * inStrides[size_t(perm[d])];
+    out[flat] = x[at];
+    nextCoordinate(coord, outShape);
+  }
+}
+
+/// Calls f(input flat index, output flat index) for every element of a
+/// strided slice of an `inShape` tensor whose result has `outShape`.
+template <typename F>
+void forEachSliced(const Shape &inShape, const Shape &outShape, const Shape &starts, const Shape &steps, F f) {
+  Shape inStrides = stridesOf(inShape), coord(outShape.size(), 0);
+  for (int64_t flat = 0, n = product(outShape); flat < n; ++flat) {
+    int64_t at = 0;
+    for (size_t d = 0; d < coord.size(); ++d)
+      at += (starts[d] + coord[d] * steps[d]) * inStrides[d];
+    f(at, flat);
+    nextCoordinate(coord, outShape);
+  }
+}
+
+template <typename T>
+void slice(const T *x, const Shape &xShape, const Shape &starts, const Shape &steps, const Shape &outShape, T *out) {
+  forEachSliced(xShape, outShape, starts, steps, [&](int64_t in, int64_t o) { out[o] = x[in]; });
+}
+
+/// The slice's gradient: dy added into the sliced positions of `dx` (zeroed
+/// by the caller), which has the input's shape.
+template <typename T>
+void sliceGrad(const T *dy, const Shape &dyShape, const Shape &starts, const Shape &steps, const Shape &dxShape,
+               T *dx) {
+  forEachSliced(dxShape, dyShape, starts, steps, [&](int64_t in, int64_t o) { dx[in] += dy[o]; });
+}
+
+/// Copies `part` (its extent along `axis` is part's own) into `whole` at
+/// `offset` along `axis` (concat), or the reverse with `intoWhole` false
+/// (split). Both shapes agree except on `axis`.
+template <typename T>
+void copyAlongAxis(T *whole, const Shape &wholeShape, T *part, const Shape &partShape, int64_t axis, int64_t offset,
+                   bool intoWhole) {
+  int64_t outer = product(wholeShape, 0, size_t(axis)), inner = product(wholeShape, size_t(axis) + 1);
+  int64_t total = wholeShape[size_t(axis)], n = partShape[size_t(axis)];
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < n * inner; ++j) {
+      T &w = whole[(o * total + offset) * inner + j];
+      T &p = part[o * n * inner + j];
+      if (intoWhole)
+        w = p;
+      else
+        p = w;
+    }
+}
+
+/// out = data taken at `indices` along `axis` (numpy.take); out has shape
+/// data[:axis] + indices + data[axis+1:].
+template <typename T>
+void gather(const T *data, const Shape &dataShape, const int64_t *indices, int64_t count, int64_t axis, T *out) {
+  int64_t outer = product(dataShape, 0, size_t(axis)), n = dataShape[size_t(axis)],
+          inner = product(dataShape, size_t(axis) + 1);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t at = gatherIndex(indices[i], n);
+      std::copy(data + (o * n + at) * inner, data + (o * n + at + 1) * inner, out + (o * count + i) * inner);
+    }
+}
+
+/// The gather's gradient: dy summed into the gathered rows of `ddata`
+/// (zeroed by the caller); repeated indices accumulate.
+template <typename T>
+void gatherGrad(const int64_t *indices, int64_t count, const T *dy, const Shape &dataShape, int64_t axis, T *ddata) {
+  int64_t outer = product(dataShape, 0, size_t(axis)), n = dataShape[size_t(axis)],
+          inner = product(dataShape, size_t(axis) + 1);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t at = gatherIndex(indices[i], n);
+      for (int64_t j = 0; j < inner; ++j)
+        ddata[(o * n + at) * inner + j] += dy[(o * count + i) * inner + j];
+    }
+}
+
+template <typename T>
+void broadcastTo(const T *x, const Shape &xShape, const Shape &outShape, T *out) {
+  std::vector<int64_t> index = broadcastIndex(outShape, xShape);
+  for (size_t i = 0; i < index.size(); ++i)
+    out[i] = x[index[i]];
+}
+
+enum class Reduction { Sum, Mean, Max };
+
+/// Reduces `axes` (all when empty) of x into `out`, which holds the kept
+/// elements in row-major order (keepdims only changes the shape). Sums
+/// accumulate in `Acc`.
+template <typename T, typename Acc = double>
+void reduce(const T *x, const Shape &xShape, const Shape &axes, Reduction kind, T *out) {
+  std::vector<bool> reduced(xShape.size(), axes.empty());
+  for (int64_t a : axes)
+    reduced[size_t(normalizeAxis(a, xShape.size()))] = true;
+  Shape keptShape;
+  for (size_t d = 0; d < xShape.size(); ++d)
+    keptShape.push_back(reduced[d] ? 1 : xShape[d]);
+  Shape keptStrides = stridesOf(keptShape), coord(xShape.size(), 0);
+  std::vector<Acc> acc(size_t(product(keptShape)),
+                       kind == Reduction::Max ? -std::numeric_limits<Acc>::infinity() : Acc(0));
+  for (int64_t flat = 0, n = product(xShape); flat < n; ++flat) {
+    int64_t at = 0;
+    for (size_t d = 0; d < coord.size(); ++d)
+      if (!reduced[d])
+        at += coord[d] * keptStrides[d];
+    acc[size_t(at)] = kind == Reduction::Max ? std::max(acc[size_t(at)], Acc(x[flat])) : acc[size_t(at)] + Acc(x[flat]);
+    nextCoordinate(coord, xShape);
+  }
+  Acc count = Acc(product(xShape)) / Acc(std::max<int64_t>(1, product(keptShape)));
+  for (size_t i = 0; i < acc.size(); ++i)
+    out[i] = T(kind == Reduction::Mean ? acc[i] / count : acc[i]);
+}
+
+/// Keeps the upper (c - r >= k) or lower (c - r <= k) triangle of the last
+/// two dimensions.
+template <typename T>
+void trilu(const T *x, const Shape &shape, bool upper, int64_t k, T *out) {
+  size_t rank = shape.size();
+  int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  for (int64_t flat = 0, n = product(shape); flat < n; ++flat) {
+    int64_t c = flat % cols, r = (flat / cols) % rows;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    out[flat] = keep ? x[flat] : T(0);
+  }
+}
+
+} // namespace colossal::rt::indexing
+
+#endif // COLOSSAL_RUNTIME_TENSORINDEXING_H
