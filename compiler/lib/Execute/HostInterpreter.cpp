@@ -234,52 +234,13 @@ HostValue linear(train::LinearOp op, const HostValue &x, const HostValue &w, con
   return out;
 }
 
-/// Calls f(input index, weight index, output index) for every tap of a
-/// grouped, strided, padded, dilated N-d convolution (taps in the padding
-/// are skipped).
-template <typename F>
-void forEachConvTap(const std::vector<int64_t> &xShape, const std::vector<int64_t> &wShape,
-                    const std::vector<int64_t> &yShape, ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
-                    ArrayRef<int64_t> dilations, int64_t group, F f) {
-  size_t spatial = xShape.size() - 2;
-  int64_t N = xShape[0], C = xShape[1], M = wShape[0], Cg = C / group, Mg = M / group;
-  std::vector<int64_t> inSpatial(xShape.begin() + 2, xShape.end()), kSpatial(wShape.begin() + 2, wShape.end()),
-      outSpatial(yShape.begin() + 2, yShape.end());
-  int64_t outPositions = product(outSpatial), kPositions = product(kSpatial), inPositions = product(inSpatial);
-  std::vector<int64_t> inStrides = stridesOf(inSpatial);
-  std::vector<int64_t> oc(spatial), kc(spatial);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t mo = 0; mo < M; ++mo) {
-      int64_t g = mo / Mg;
-      for (int64_t o = 0; o < outPositions; ++o) {
-        int64_t rest = o;
-        for (size_t d = spatial; d-- > 0;)
-          oc[d] = rest % outSpatial[d], rest /= outSpatial[d];
-        size_t yi = size_t((n * M + mo) * outPositions + o);
-        for (int64_t c = 0; c < Cg; ++c)
-          for (int64_t kp = 0; kp < kPositions; ++kp) {
-            int64_t krest = kp, at = 0;
-            bool inside = true;
-            for (size_t d = spatial; d-- > 0;) {
-              kc[d] = krest % kSpatial[d], krest /= kSpatial[d];
-              int64_t pos = oc[d] * strides[d] - pads[d] + kc[d] * dilations[d];
-              if (pos < 0 || pos >= inSpatial[d])
-                inside = false;
-              at += pos * inStrides[d];
-            }
-            if (inside)
-              f(size_t((n * C + g * Cg + c) * inPositions + at), size_t((mo * Cg + c) * kPositions + kp), yi);
-          }
-      }
-    }
-}
-
 HostValue conv(train::ConvOp op, const HostValue &x, const HostValue &w, const HostValue *bias) {
   HostValue out = makeValue(op.getResult());
   int64_t M = w.shape[0], positions = product(out.shape, 2);
   for (size_t i = 0; i < out.data.size(); ++i)
     out.data[i] = bias ? bias->data[size_t((int64_t(i) / positions) % M)] : 0.0;
-  forEachConvTap(x.shape, w.shape, out.shape, op.getStrides(), op.getPads(), op.getDilations(), int64_t(op.getGroup()),
+  rt::indexing::forEachConvTap(x.shape, w.shape, out.shape, op.getStrides(), op.getPads(), op.getDilations(),
+                               int64_t(op.getGroup()),
                  [&](size_t xi, size_t wi, size_t yi) { out.data[yi] += x.data[xi] * w.data[wi]; });
   finish(out);
   return out;
@@ -287,63 +248,13 @@ HostValue conv(train::ConvOp op, const HostValue &x, const HostValue &w, const H
 
 HostValue einsum(train::EinsumOp op, const std::vector<HostValue> &inputs) {
   HostValue out = makeValue(op.getResult());
-  std::string equation = op.getEquation().str();
-  equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());
-  if (equation.find('.') != std::string::npos)
-    throw Unsupported{"einsum with an ellipsis"};
-  size_t arrow = equation.find("->");
-  std::string lhs = equation.substr(0, arrow), rhs;
-  std::vector<std::string> terms;
-  size_t start = 0;
-  for (size_t comma; (comma = lhs.find(',', start)) != std::string::npos; start = comma + 1)
-    terms.push_back(lhs.substr(start, comma - start));
-  terms.push_back(lhs.substr(start));
-  std::map<char, int64_t> size;
-  std::map<char, int> count;
-  for (size_t t = 0; t < terms.size(); ++t)
-    for (size_t d = 0; d < terms[t].size(); ++d) {
-      size[terms[t][d]] = inputs[t].shape[d];
-      ++count[terms[t][d]];
-    }
-  if (arrow != std::string::npos) {
-    rhs = equation.substr(arrow + 2);
-  } else {
-    for (const auto &[letter, n] : count)
-      if (n == 1)
-        rhs += letter;
+  std::vector<const double *> data;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const HostValue &in : inputs) {
+    data.push_back(in.data.data());
+    shapes.push_back(in.shape);
   }
-  std::vector<char> letters;
-  for (const auto &[letter, n] : size)
-    letters.push_back(letter);
-  std::map<char, size_t> position;
-  for (size_t i = 0; i < letters.size(); ++i)
-    position[letters[i]] = i;
-  std::vector<int64_t> coord(letters.size(), 0);
-  int64_t total = 1;
-  for (char l : letters)
-    total *= size[l];
-  std::vector<std::vector<int64_t>> termStrides;
-  for (size_t t = 0; t < terms.size(); ++t)
-    termStrides.push_back(stridesOf(inputs[t].shape));
-  std::vector<int64_t> outStrides = stridesOf(out.shape);
-  for (int64_t flat = 0; flat < total; ++flat) {
-    double value = 1;
-    for (size_t t = 0; t < terms.size(); ++t) {
-      int64_t at = 0;
-      for (size_t d = 0; d < terms[t].size(); ++d)
-        at += coord[position[terms[t][d]]] * termStrides[t][d];
-      value *= inputs[t].data[size_t(at)];
-    }
-    int64_t at = 0;
-    for (size_t d = 0; d < rhs.size(); ++d)
-      at += coord[position[rhs[d]]] * outStrides[d];
-    out.data[size_t(at)] += value;
-    for (size_t d = letters.size(); d-- > 0;) {
-      if (++coord[d] < size[letters[d]])
-        break;
-      coord[d] = 0;
-    }
-  }
+  rt::indexing::einsum(op.getEquation().str(), data, shapes, out.shape, out.data.data());
   finish(out);
   return out;
 }
@@ -800,7 +711,8 @@ HostValue sliceGrad(train::SliceGradOp op, const HostValue &dy) {
 
 std::vector<HostValue> convGrad(train::ConvGradOp op, const HostValue &x, const HostValue &w, const HostValue &dy) {
   HostValue dx = makeValue(op.getInputGrad()), dw = makeValue(op.getWeightGrad());
-  forEachConvTap(x.shape, w.shape, dy.shape, op.getStrides(), op.getPads(), op.getDilations(), int64_t(op.getGroup()),
+  rt::indexing::forEachConvTap(x.shape, w.shape, dy.shape, op.getStrides(), op.getPads(), op.getDilations(),
+                               int64_t(op.getGroup()),
                  [&](size_t xi, size_t wi, size_t yi) {
                    dx.data[xi] += w.data[wi] * dy.data[yi];
                    dw.data[wi] += x.data[xi] * dy.data[yi];

@@ -214,6 +214,111 @@ void trilu(const T *x, const Shape &shape, bool upper, int64_t k, T *out) {
   }
 }
 
+/// Calls f(input index, weight index, output index) for every tap of a
+/// grouped, strided, padded, dilated N-d convolution of x [N, C, spatial...]
+/// with w [M, C / group, kernel...] into y [N, M, spatial...]; taps that fall
+/// in the padding are skipped.
+template <typename F>
+void forEachConvTap(const Shape &xShape, const Shape &wShape, const Shape &yShape, const Shape &strides,
+                    const Shape &pads, const Shape &dilations, int64_t group, F f) {
+  size_t spatial = xShape.size() - 2;
+  int64_t N = xShape[0], C = xShape[1], M = wShape[0], Cg = C / group, Mg = M / group;
+  Shape inSpatial(xShape.begin() + 2, xShape.end()), kSpatial(wShape.begin() + 2, wShape.end()),
+      outSpatial(yShape.begin() + 2, yShape.end());
+  int64_t outPositions = product(outSpatial), kPositions = product(kSpatial), inPositions = product(inSpatial);
+  Shape inStrides = stridesOf(inSpatial), oc(spatial), kc(spatial);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t mo = 0; mo < M; ++mo) {
+      int64_t g = mo / Mg;
+      for (int64_t o = 0; o < outPositions; ++o) {
+        int64_t rest = o;
+        for (size_t d = spatial; d-- > 0;)
+          oc[d] = rest % outSpatial[d], rest /= outSpatial[d];
+        size_t yi = size_t((n * M + mo) * outPositions + o);
+        for (int64_t c = 0; c < Cg; ++c)
+          for (int64_t kp = 0; kp < kPositions; ++kp) {
+            int64_t krest = kp, at = 0;
+            bool inside = true;
+            for (size_t d = spatial; d-- > 0;) {
+              kc[d] = krest % kSpatial[d], krest /= kSpatial[d];
+              int64_t pos = oc[d] * strides[d] - pads[d] + kc[d] * dilations[d];
+              if (pos < 0 || pos >= inSpatial[d])
+                inside = false;
+              at += pos * inStrides[d];
+            }
+            if (inside)
+              f(size_t((n * C + g * Cg + c) * inPositions + at), size_t((mo * Cg + c) * kPositions + kp), yi);
+          }
+      }
+    }
+}
+
+/// Einstein summation over explicit letters ("ij,jk->ik"; an implicit
+/// output keeps the letters used once, in alphabetical order). No ellipsis.
+/// Products accumulate in double.
+template <typename T>
+void einsum(std::string equation, const std::vector<const T *> &inputs, const std::vector<Shape> &shapes,
+            const Shape &outShape, T *out) {
+  equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());
+  if (equation.find('.') != std::string::npos)
+    fail("einsum", "an ellipsis in '" + equation + "' is not supported");
+  size_t arrow = equation.find("->");
+  std::string lhs = equation.substr(0, arrow), rhs;
+  std::vector<std::string> terms;
+  size_t start = 0;
+  for (size_t comma; (comma = lhs.find(',', start)) != std::string::npos; start = comma + 1)
+    terms.push_back(lhs.substr(start, comma - start));
+  terms.push_back(lhs.substr(start));
+  if (terms.size() != inputs.size())
+    fail("einsum", "'" + equation + "' names " + std::to_string(terms.size()) + " operands, " +
+                       std::to_string(inputs.size()) + " given");
+  int64_t sizes[128] = {}, counts[128] = {};
+  for (size_t t = 0; t < terms.size(); ++t)
+    for (size_t d = 0; d < terms[t].size(); ++d) {
+      unsigned char letter = static_cast<unsigned char>(terms[t][d]) & 127;
+      sizes[letter] = shapes[t][d];
+      ++counts[letter];
+    }
+  if (arrow != std::string::npos) {
+    rhs = equation.substr(arrow + 2);
+  } else {
+    for (int letter = 0; letter < 128; ++letter)
+      if (counts[letter] == 1)
+        rhs += char(letter);
+  }
+  std::vector<char> letters;
+  int position[128] = {};
+  for (int letter = 0; letter < 128; ++letter)
+    if (counts[letter]) {
+      position[letter] = int(letters.size());
+      letters.push_back(char(letter));
+    }
+  Shape loopShape, coord(letters.size(), 0);
+  for (char l : letters)
+    loopShape.push_back(sizes[int(l)]);
+  std::vector<Shape> termStrides;
+  for (const Shape &shape : shapes)
+    termStrides.push_back(stridesOf(shape));
+  Shape outStrides = stridesOf(outShape);
+  std::vector<double> acc(size_t(product(outShape)), 0.0);
+  for (int64_t flat = 0, total = product(loopShape); flat < total; ++flat) {
+    double value = 1;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      int64_t at = 0;
+      for (size_t d = 0; d < terms[t].size(); ++d)
+        at += coord[size_t(position[int(terms[t][d]) & 127])] * termStrides[t][d];
+      value *= double(inputs[t][at]);
+    }
+    int64_t at = 0;
+    for (size_t d = 0; d < rhs.size(); ++d)
+      at += coord[size_t(position[int(rhs[d]) & 127])] * outStrides[d];
+    acc[size_t(at)] += value;
+    nextCoordinate(coord, loopShape);
+  }
+  for (size_t i = 0; i < acc.size(); ++i)
+    out[i] = T(acc[i]);
+}
+
 } // namespace colossal::rt::indexing
 
 #endif // COLOSSAL_RUNTIME_TENSORINDEXING_H
