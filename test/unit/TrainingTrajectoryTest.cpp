@@ -16,7 +16,7 @@
 #include "colossal/Import/OnnxImporter.h"
 #include "colossal/cost/Json.h"
 #include "colossal/runtime/Npy.h"
-#include "colossal/runtime/Optimizers.h"
+#include "colossal/runtime/OptimizerStep.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/raise/Passes.h"
 
@@ -75,7 +75,7 @@ TEST_P(TrainingTrajectory, LossesMatchPyTorch) {
   struct Slot {
     std::string name;
     std::vector<float> w, g, m, v, u;
-    bool matrix;
+    size_t rank;
   };
   std::vector<Slot> slots;
   for (unsigned r = 1; r < function.getNumResults(); ++r) {
@@ -84,53 +84,38 @@ TEST_P(TrainingTrajectory, LossesMatchPyTorch) {
     const HostValue &p = parameters.at(s.name);
     s.w.assign(p.data.begin(), p.data.end());
     s.g.assign(s.w.size(), 0), s.m.assign(s.w.size(), 0), s.v.assign(s.w.size(), 0), s.u.assign(s.w.size(), 0);
-    s.matrix = p.shape.size() > 1;
+    s.rank = p.shape.size();
     slots.push_back(std::move(s));
   }
 
-  std::string kind = c.optimizer;
-  auto number = [&](const char *key) { return float(hyper.find(key)->asNumber()); };
+  rt::OptimizerConfig config;
+  config.kind = *rt::parseOptimizer(c.optimizer);
+  auto number = [&](const char *key, double otherwise) {
+    const colossal::cost::Json *v = hyper.find(key);
+    return v ? v->asNumber() : otherwise;
+  };
+  config.lr = number("lr", 0), config.eps = number("eps", 0), config.weightDecay = number("weight_decay", 0);
+  config.momentum = number("momentum", 0), config.eta = number("eta", 0);
+  if (const colossal::cost::Json *betas = hyper.find("betas"))
+    config.beta1 = betas->asArray()[0].asNumber(), config.beta2 = betas->asArray()[1].asNumber();
+  if (const colossal::cost::Json *nesterov = hyper.find("nesterov"))
+    config.nesterov = nesterov->asBool();
   for (int step = 1; step <= int(expected.size()); ++step) {
     for (Slot &s : slots)
       parameters[s.name].data.assign(s.w.begin(), s.w.end());
     std::vector<HostValue> results;
     ASSERT_TRUE(colossal::execute::interpret(function, arguments, parameters, results, error)) << error;
     double loss = results[0].data[0], want = expected[size_t(step - 1)].asNumber();
-    EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << c.model << " " << kind << " step " << step;
+    EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << c.model << " " << c.optimizer << " step " << step;
     std::vector<rt::OptimizerTensor> tensors;
     for (size_t i = 0; i < slots.size(); ++i) {
       Slot &s = slots[i];
       s.g.assign(results[i + 1].data.begin(), results[i + 1].data.end());
-      // AdamW and SGD decay everything (torch.optim); LAMB and LARS exclude
-      // rank-1 tensors, and LARS gives them no trust ratio.
-      bool decay = kind == "adamw" || kind == "sgd" || s.matrix;
-      tensors.push_back({s.w.data(), s.g.data(), s.m.data(), s.v.data(), s.u.data(), int64_t(s.w.size()), decay,
-                         s.matrix});
+      rt::OptimizerTensor t{s.w.data(), s.g.data(), s.m.data(), s.v.data(), s.u.data(), int64_t(s.w.size())};
+      rt::applyConventions(config.kind, s.rank, t);
+      tensors.push_back(t);
     }
-    std::vector<float> squares(2 * tensors.size());
-    if (kind == "sgd") {
-      rt::SgdSettings sgd;
-      sgd.lr = number("lr"), sgd.momentum = number("momentum"), sgd.weightDecay = number("weight_decay");
-      sgd.nesterov = hyper.find("nesterov")->asBool(), sgd.step = step;
-      rt::cpu::sgdStep(rt::Stream{}, tensors.data(), int64_t(tensors.size()), sgd, 1.0f);
-    } else if (kind == "adamw" || kind == "lamb") {
-      rt::AdamSettings adam;
-      adam.lr = number("lr"), adam.eps = number("eps"), adam.weightDecay = number("weight_decay"), adam.step = step;
-      adam.beta1 = float(hyper.find("betas")->asArray()[0].asNumber());
-      adam.beta2 = float(hyper.find("betas")->asArray()[1].asNumber());
-      if (kind == "adamw") {
-        rt::cpu::adamwStep(rt::Stream{}, tensors.data(), int64_t(tensors.size()), adam, 1.0f);
-      } else {
-        rt::cpu::lambStage1(rt::Stream{}, tensors.data(), int64_t(tensors.size()), adam, 1.0f, squares.data());
-        rt::cpu::lambStage2(rt::Stream{}, tensors.data(), int64_t(tensors.size()), adam.lr, squares.data());
-      }
-    } else {
-      rt::LarsSettings lars;
-      lars.lr = number("lr"), lars.momentum = number("momentum"), lars.eta = number("eta");
-      lars.weightDecay = number("weight_decay");
-      rt::cpu::tensorSquares(rt::Stream{}, tensors.data(), int64_t(tensors.size()), 1.0f, squares.data());
-      rt::cpu::larsStep(rt::Stream{}, tensors.data(), int64_t(tensors.size()), lars, 1.0f, squares.data());
-    }
+    rt::optimizerStep(config, config.lr, step, tensors);
   }
 }
 

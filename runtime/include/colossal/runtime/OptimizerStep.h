@@ -1,0 +1,54 @@
+//===- OptimizerStep.h - one optimizer step over a model's tensors -*- C++ -*-===//
+//
+// The choice of optimizer, its settings and the conventions of which tensors
+// decay, as one step over the fused host kernels. LAMB is the default (the
+// large-batch optimizer); AdamW and SGD follow torch.optim (every tensor
+// decays); LAMB and LARS exclude rank-1 tensors (biases, normalisation
+// weights) from weight decay, and LARS gives them no trust ratio.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_RUNTIME_OPTIMIZERSTEP_H
+#define COLOSSAL_RUNTIME_OPTIMIZERSTEP_H
+
+#include "colossal/runtime/Optimizers.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace colossal::rt {
+
+enum class OptimizerKind { Lamb, AdamW, Sgd, Lars };
+const char *nameOf(OptimizerKind kind);
+std::optional<OptimizerKind> parseOptimizer(const std::string &name);
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::Lamb;
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-6;
+  double weightDecay = 0.01;
+  /// SGD and LARS.
+  double momentum = 0.9;
+  bool nesterov = false;
+  /// LARS's trust coefficient.
+  double eta = 1e-3;
+  /// Clip the global gradient norm to this (0: no clipping).
+  double clipGradNorm = 0;
+};
+
+/// Sets `tensor.decay` and `tensor.trustRatio` for a tensor of `rank`.
+void applyConventions(OptimizerKind kind, size_t rank, OptimizerTensor &tensor);
+
+/// The global gradient norm (before clipping) of `tensors`.
+double gradientNorm(const std::vector<OptimizerTensor> &tensors);
+
+/// One step (1-based `step`, learning rate `lr`) on the host; gradients are
+/// first scaled by `gradScale` (clipping, loss-scale removal).
+void optimizerStep(const OptimizerConfig &config, double lr, int64_t step, std::vector<OptimizerTensor> &tensors,
+                   float gradScale = 1.0f);
+
+} // namespace colossal::rt
+
+#endif // COLOSSAL_RUNTIME_OPTIMIZERSTEP_H

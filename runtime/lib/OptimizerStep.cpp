@@ -1,0 +1,78 @@
+//===- OptimizerStep.cpp - one optimizer step over a model's tensors -------===//
+
+#include "colossal/runtime/OptimizerStep.h"
+
+#include <cmath>
+
+namespace colossal::rt {
+
+const char *nameOf(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::Lamb: return "lamb";
+  case OptimizerKind::AdamW: return "adamw";
+  case OptimizerKind::Sgd: return "sgd";
+  case OptimizerKind::Lars: return "lars";
+  }
+  return "?";
+}
+
+std::optional<OptimizerKind> parseOptimizer(const std::string &name) {
+  for (OptimizerKind k : {OptimizerKind::Lamb, OptimizerKind::AdamW, OptimizerKind::Sgd, OptimizerKind::Lars})
+    if (name == nameOf(k))
+      return k;
+  return std::nullopt;
+}
+
+void applyConventions(OptimizerKind kind, size_t rank, OptimizerTensor &tensor) {
+  bool matrix = rank > 1;
+  tensor.decay = kind == OptimizerKind::AdamW || kind == OptimizerKind::Sgd || matrix;
+  tensor.trustRatio = matrix;
+}
+
+double gradientNorm(const std::vector<OptimizerTensor> &tensors) {
+  std::vector<float> squares(2 * tensors.size());
+  cpu::tensorSquares(Stream{}, tensors.data(), int64_t(tensors.size()), 1.0f, squares.data());
+  double sum = 0;
+  for (size_t t = 0; t < tensors.size(); ++t)
+    sum += squares[2 * t + 1];
+  return std::sqrt(sum);
+}
+
+void optimizerStep(const OptimizerConfig &config, double lr, int64_t step, std::vector<OptimizerTensor> &tensors,
+                   float gradScale) {
+  const Stream host{};
+  int64_t count = int64_t(tensors.size());
+  std::vector<float> squares(2 * tensors.size());
+  switch (config.kind) {
+  case OptimizerKind::Sgd: {
+    SgdSettings sgd;
+    sgd.lr = float(lr), sgd.momentum = float(config.momentum), sgd.weightDecay = float(config.weightDecay);
+    sgd.nesterov = config.nesterov, sgd.step = step;
+    cpu::sgdStep(host, tensors.data(), count, sgd, gradScale);
+    return;
+  }
+  case OptimizerKind::AdamW:
+  case OptimizerKind::Lamb: {
+    AdamSettings adam;
+    adam.lr = float(lr), adam.beta1 = float(config.beta1), adam.beta2 = float(config.beta2);
+    adam.eps = float(config.eps), adam.weightDecay = float(config.weightDecay), adam.step = step;
+    if (config.kind == OptimizerKind::AdamW) {
+      cpu::adamwStep(host, tensors.data(), count, adam, gradScale);
+    } else {
+      cpu::lambStage1(host, tensors.data(), count, adam, gradScale, squares.data());
+      cpu::lambStage2(host, tensors.data(), count, adam.lr, squares.data());
+    }
+    return;
+  }
+  case OptimizerKind::Lars: {
+    LarsSettings lars;
+    lars.lr = float(lr), lars.momentum = float(config.momentum), lars.eta = float(config.eta);
+    lars.weightDecay = float(config.weightDecay);
+    cpu::tensorSquares(host, tensors.data(), count, gradScale, squares.data());
+    cpu::larsStep(host, tensors.data(), count, lars, gradScale, squares.data());
+    return;
+  }
+  }
+}
+
+} // namespace colossal::rt
