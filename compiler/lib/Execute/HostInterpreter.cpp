@@ -472,22 +472,22 @@ HostValue slice(train::SliceOp op, const HostValue &x) {
   return out;
 }
 
-HostValue concat(train::ConcatOp op, std::vector<HostValue> inputs) {
+HostValue concat(train::ConcatOp op, const std::vector<HostValue> &inputs) {
   HostValue out = makeValue(op.getResult());
   int64_t axis = normalizeAxis(int64_t(op.getAxis()), out.shape.size()), offset = 0;
-  for (HostValue &in : inputs) {
-    rt::indexing::copyAlongAxis(out.data.data(), out.shape, in.data.data(), in.shape, axis, offset, true);
+  for (const HostValue &in : inputs) {
+    rt::indexing::insertAlongAxis(in.data.data(), in.shape, out.data.data(), out.shape, axis, offset);
     offset += in.shape[size_t(axis)];
   }
   return out;
 }
 
-std::vector<HostValue> split(train::SplitOp op, HostValue x) {
+std::vector<HostValue> split(train::SplitOp op, const HostValue &x) {
   int64_t axis = normalizeAxis(int64_t(op.getAxis()), x.shape.size()), offset = 0;
   std::vector<HostValue> outs;
   for (Value result : op->getResults()) {
     HostValue out = makeValue(result);
-    rt::indexing::copyAlongAxis(x.data.data(), x.shape, out.data.data(), out.shape, axis, offset, false);
+    rt::indexing::extractAlongAxis(x.data.data(), x.shape, out.data.data(), out.shape, axis, offset);
     offset += out.shape[size_t(axis)];
     outs.push_back(std::move(out));
   }

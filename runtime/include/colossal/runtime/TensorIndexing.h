@@ -119,23 +119,30 @@ void sliceGrad(const T *dy, const Shape &dyShape, const Shape &starts, const Sha
   forEachSliced(dxShape, dyShape, starts, steps, [&](int64_t in, int64_t o) { dx[in] += dy[o]; });
 }
 
-/// Copies `part` (its extent along `axis` is part's own) into `whole` at
-/// `offset` along `axis` (concat), or the reverse with `intoWhole` false
-/// (split). Both shapes agree except on `axis`.
-template <typename T>
-void copyAlongAxis(T *whole, const Shape &wholeShape, T *part, const Shape &partShape, int64_t axis, int64_t offset,
-                   bool intoWhole) {
+/// Calls f(whole flat index, part flat index) for every element of `part`,
+/// a block of `whole` starting at `offset` along `axis` (both shapes agree
+/// except on `axis`).
+template <typename F>
+void forEachAlongAxis(const Shape &wholeShape, const Shape &partShape, int64_t axis, int64_t offset, F f) {
   int64_t outer = product(wholeShape, 0, size_t(axis)), inner = product(wholeShape, size_t(axis) + 1);
   int64_t total = wholeShape[size_t(axis)], n = partShape[size_t(axis)];
   for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < n * inner; ++j) {
-      T &w = whole[(o * total + offset) * inner + j];
-      T &p = part[o * n * inner + j];
-      if (intoWhole)
-        w = p;
-      else
-        p = w;
-    }
+    for (int64_t j = 0; j < n * inner; ++j)
+      f((o * total + offset) * inner + j, o * n * inner + j);
+}
+
+/// One operand of a concat written into the result.
+template <typename T>
+void insertAlongAxis(const T *part, const Shape &partShape, T *whole, const Shape &wholeShape, int64_t axis,
+                     int64_t offset) {
+  forEachAlongAxis(wholeShape, partShape, axis, offset, [&](int64_t w, int64_t p) { whole[w] = part[p]; });
+}
+
+/// One result of a split read out of its operand.
+template <typename T>
+void extractAlongAxis(const T *whole, const Shape &wholeShape, T *part, const Shape &partShape, int64_t axis,
+                      int64_t offset) {
+  forEachAlongAxis(wholeShape, partShape, axis, offset, [&](int64_t w, int64_t p) { part[p] = whole[w]; });
 }
 
 /// out = data taken at `indices` along `axis` (numpy.take); out has shape

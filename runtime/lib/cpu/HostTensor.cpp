@@ -1,0 +1,689 @@
+//===- HostTensor.cpp - the ops of emitted host programs ------------------===//
+
+#include "colossal/runtime/HostTensor.h"
+
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/Philox.h"
+#include "colossal/runtime/TensorIndexing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace colossal::rt::host {
+
+namespace ix = rt::indexing;
+
+Tensor Tensor::zeros(Shape shape, bool integer) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.integer = integer;
+  if (integer)
+    t.ints.assign(size_t(ix::product(t.shape)), 0);
+  else
+    t.floats.assign(size_t(ix::product(t.shape)), 0.0f);
+  return t;
+}
+
+Tensor Tensor::ofFloats(Shape shape, std::vector<float> values) {
+  if (int64_t(values.size()) != ix::product(shape))
+    fail("constant", std::to_string(values.size()) + " values for shape " + describe(shape));
+  Tensor t;
+  t.shape = std::move(shape);
+  t.floats = std::move(values);
+  return t;
+}
+
+Tensor Tensor::ofInts(Shape shape, std::vector<int64_t> values) {
+  if (int64_t(values.size()) != ix::product(shape))
+    fail("constant", std::to_string(values.size()) + " values for shape " + describe(shape));
+  Tensor t;
+  t.shape = std::move(shape);
+  t.integer = true;
+  t.ints = std::move(values);
+  return t;
+}
+
+int64_t Tensor::elements() const { return ix::product(shape); }
+
+std::string describe(const Shape &shape) {
+  std::string text = "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
+void expect(const Tensor &t, const Shape &shape, bool integer, const char *what) {
+  if (t.shape != shape || t.integer != integer)
+    fail(what, "produced " + std::string(t.integer ? "int64 " : "float ") + describe(t.shape) + ", the program expects " +
+                   (integer ? "int64 " : "float ") + describe(shape));
+}
+
+namespace {
+
+const Stream host{};
+
+void requireFloat(const Tensor &t, const char *op) {
+  if (t.integer)
+    fail(op, "takes a floating-point operand, got int64 " + describe(t.shape));
+}
+
+void requireInteger(const Tensor &t, const char *op) {
+  if (!t.integer)
+    fail(op, "takes an integer operand, got float " + describe(t.shape));
+}
+
+void requireShape(const Tensor &t, const Shape &shape, const char *op) {
+  if (t.shape != shape)
+    fail(op, "takes an operand of shape " + describe(shape) + ", got " + describe(t.shape));
+}
+
+/// The operand's value at flat index i as a double, whatever its kind.
+double valueAt(const Tensor &t, int64_t i) { return t.integer ? double(t.ints[size_t(i)]) : double(t.floats[size_t(i)]); }
+
+std::vector<int64_t> broadcastIndexChecked(const Shape &out, const Shape &in, const char *op) {
+  if (in.size() > out.size())
+    fail(op, "cannot broadcast " + describe(in) + " to " + describe(out));
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t want = out[out.size() - in.size() + d];
+    if (in[d] != 1 && in[d] != want)
+      fail(op, "cannot broadcast " + describe(in) + " to " + describe(out));
+  }
+  return ix::broadcastIndex(out, in);
+}
+
+/// C[b] = A[b] (m x k) * B[b] (k x n) through the host GEMM.
+void batchedGemm(const float *a, const std::vector<int64_t> &aOffsets, const float *b,
+                 const std::vector<int64_t> &bOffsets, float *c, int64_t m, int64_t k, int64_t n, bool transA = false,
+                 bool transB = false) {
+  GemmShape g;
+  g.m = m, g.n = n, g.k = k, g.transA = transA, g.transB = transB;
+  for (size_t i = 0; i < aOffsets.size(); ++i)
+    cpu::gemm(host, g, DType::F32, a + aOffsets[i], b + bOffsets[i], c + int64_t(i) * m * n, 1.0f, 0.0f);
+}
+
+int64_t axisOf(int64_t axis, const Shape &shape, const char *op) {
+  int64_t a = ix::normalizeAxis(axis, shape.size());
+  if (a < 0 || a >= int64_t(shape.size()))
+    fail(op, "axis " + std::to_string(axis) + " outside a tensor of rank " + std::to_string(shape.size()));
+  return a;
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+} // namespace
+
+Tensor binary(Binary op, const Tensor &a, const Tensor &b, const Shape &out, bool integerResult) {
+  std::vector<int64_t> ia = broadcastIndexChecked(out, a.shape, "elementwise op"),
+                       ib = broadcastIndexChecked(out, b.shape, "elementwise op");
+  Tensor result = Tensor::zeros(out, integerResult);
+  if (integerResult) {
+    if (!a.integer || !b.integer)
+      fail("elementwise op", "an integer result needs integer operands");
+    for (size_t i = 0; i < ia.size(); ++i) {
+      int64_t x = a.ints[size_t(ia[i])], y = b.ints[size_t(ib[i])], r = 0;
+      switch (op) {
+      case Binary::Add: r = x + y; break;
+      case Binary::Sub: r = x - y; break;
+      case Binary::Mul: r = x * y; break;
+      case Binary::Div: r = y == 0 ? 0 : x / y; break;
+      case Binary::Pow: r = int64_t(std::pow(double(x), double(y))); break;
+      case Binary::Max: r = std::max(x, y); break;
+      case Binary::Min: r = std::min(x, y); break;
+      }
+      result.ints[i] = r;
+    }
+    return result;
+  }
+  for (size_t i = 0; i < ia.size(); ++i) {
+    float x = float(valueAt(a, ia[i])), y = float(valueAt(b, ib[i])), r = 0;
+    switch (op) {
+    case Binary::Add: r = x + y; break;
+    case Binary::Sub: r = x - y; break;
+    case Binary::Mul: r = x * y; break;
+    case Binary::Div: r = x / y; break;
+    case Binary::Pow: r = std::pow(x, y); break;
+    case Binary::Max: r = std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y); break;
+    case Binary::Min: r = std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y); break;
+    }
+    result.floats[i] = r;
+  }
+  return result;
+}
+
+Tensor compare(Compare op, const Tensor &a, const Tensor &b, const Shape &out) {
+  std::vector<int64_t> ia = broadcastIndexChecked(out, a.shape, "comparison"),
+                       ib = broadcastIndexChecked(out, b.shape, "comparison");
+  Tensor result = Tensor::zeros(out, true);
+  for (size_t i = 0; i < ia.size(); ++i) {
+    double x = valueAt(a, ia[i]), y = valueAt(b, ib[i]);
+    result.ints[i] = op == Compare::Equal ? x == y : op == Compare::Less ? x < y : x > y;
+  }
+  return result;
+}
+
+Tensor where(const Tensor &condition, const Tensor &a, const Tensor &b, const Shape &out) {
+  requireInteger(condition, "where");
+  if (a.integer != b.integer)
+    fail("where", "both branches must be of one kind");
+  std::vector<int64_t> ic = broadcastIndexChecked(out, condition.shape, "where"),
+                       ia = broadcastIndexChecked(out, a.shape, "where"), ib = broadcastIndexChecked(out, b.shape, "where");
+  Tensor result = Tensor::zeros(out, a.integer);
+  for (size_t i = 0; i < ic.size(); ++i) {
+    bool take = condition.ints[size_t(ic[i])] != 0;
+    if (a.integer)
+      result.ints[i] = take ? a.ints[size_t(ia[i])] : b.ints[size_t(ib[i])];
+    else
+      result.floats[i] = take ? a.floats[size_t(ia[i])] : b.floats[size_t(ib[i])];
+  }
+  return result;
+}
+
+Tensor unary(Unary op, const Tensor &x) {
+  requireFloat(x, "unary op");
+  Tensor out = Tensor::zeros(x.shape);
+  int64_t n = x.elements();
+  const float *in = x.floats.data();
+  float *y = out.floats.data();
+  switch (op) {
+  case Unary::Silu: cpu::siluForward(host, in, y, n); return out;
+  case Unary::Gelu: cpu::geluForward(host, in, y, n, GeluApproximation::None); return out;
+  case Unary::GeluTanh: cpu::geluForward(host, in, y, n, GeluApproximation::Tanh); return out;
+  default: break;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float v = in[i];
+    switch (op) {
+    case Unary::Sqrt: v = std::sqrt(v); break;
+    case Unary::Reciprocal: v = 1.0f / v; break;
+    case Unary::Neg: v = -v; break;
+    case Unary::Abs: v = std::fabs(v); break;
+    case Unary::Exp: v = std::exp(v); break;
+    case Unary::Log: v = std::log(v); break;
+    case Unary::Erf: v = std::erf(v); break;
+    case Unary::Tanh: v = std::tanh(v); break;
+    case Unary::Sigmoid: v = sigmoid(v); break;
+    case Unary::Relu: v = v > 0 ? v : 0.0f; break;
+    case Unary::Sin: v = std::sin(v); break;
+    case Unary::Cos: v = std::cos(v); break;
+    default: break;
+    }
+    y[i] = v;
+  }
+  return out;
+}
+
+Tensor cast(const Tensor &x, bool toInteger, bool toBool) {
+  Tensor out = Tensor::zeros(x.shape, toInteger || toBool);
+  for (int64_t i = 0; i < x.elements(); ++i) {
+    double v = valueAt(x, i);
+    if (toBool)
+      out.ints[size_t(i)] = v != 0;
+    else if (toInteger)
+      out.ints[size_t(i)] = std::isnan(v) || std::fabs(v) >= 9.2e18 ? 0 : int64_t(v);
+    else
+      out.floats[size_t(i)] = float(v);
+  }
+  return out;
+}
+
+Tensor matmul(const Tensor &a0, const Tensor &b0, const Shape &out) {
+  requireFloat(a0, "matmul");
+  requireFloat(b0, "matmul");
+  Shape as = a0.shape, bs = b0.shape;
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  if (bs[bs.size() - 2] != k)
+    fail("matmul", "cannot multiply " + describe(a0.shape) + " by " + describe(b0.shape));
+  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
+  size_t rank = std::max(aBatch.size(), bBatch.size());
+  Shape batch(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t x = d + aBatch.size() >= rank ? aBatch[d + aBatch.size() - rank] : 1;
+    int64_t y = d + bBatch.size() >= rank ? bBatch[d + bBatch.size() - rank] : 1;
+    batch[d] = std::max(x, y);
+  }
+  std::vector<int64_t> ia = broadcastIndexChecked(batch, aBatch, "matmul"),
+                       ib = broadcastIndexChecked(batch, bBatch, "matmul");
+  for (int64_t &x : ia)
+    x *= m * k;
+  for (int64_t &x : ib)
+    x *= k * n;
+  Tensor result = Tensor::zeros(out);
+  if (result.elements() != ix::product(batch) * m * n)
+    fail("matmul", "the product of " + describe(a0.shape) + " and " + describe(b0.shape) + " is not " + describe(out));
+  batchedGemm(a0.floats.data(), ia, b0.floats.data(), ib, result.floats.data(), m, k, n);
+  return result;
+}
+
+Tensor gemm(const Tensor &a, const Tensor &b, const Tensor *c, bool transA, bool transB, float alpha, float beta,
+            const Shape &out) {
+  requireFloat(a, "gemm");
+  requireFloat(b, "gemm");
+  Tensor result = Tensor::zeros(out);
+  int64_t m = out[0], n = out[1], k = transA ? a.shape[0] : a.shape[1];
+  batchedGemm(a.floats.data(), {0}, b.floats.data(), {0}, result.floats.data(), m, k, n, transA, transB);
+  std::vector<int64_t> ic = c ? broadcastIndexChecked(out, c->shape, "gemm") : std::vector<int64_t>{};
+  for (size_t i = 0; i < result.floats.size(); ++i)
+    result.floats[i] = alpha * result.floats[i] + (c ? beta * c->floats[size_t(ic[i])] : 0.0f);
+  return result;
+}
+
+Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias, const Shape &out) {
+  requireFloat(x, "linear");
+  requireFloat(w, "linear");
+  int64_t k = x.shape.back(), n = w.shape.back(), rows = x.elements() / std::max<int64_t>(1, k);
+  if (w.shape.size() != 2 || w.shape[0] != k)
+    fail("linear", "cannot multiply " + describe(x.shape) + " by " + describe(w.shape));
+  Tensor result = Tensor::zeros(out);
+  batchedGemm(x.floats.data(), {0}, w.floats.data(), {0}, result.floats.data(), rows, k, n);
+  if (bias) {
+    requireShape(*bias, {n}, "linear bias");
+    cpu::addRowBias(host, result.floats.data(), bias->floats.data(), result.floats.data(), rows, n);
+  }
+  return result;
+}
+
+Tensor conv(const Tensor &x, const Tensor &w, const Tensor *bias, const Shape &strides, const Shape &pads,
+            const Shape &dilations, int64_t group, const Shape &out) {
+  requireFloat(x, "conv");
+  requireFloat(w, "conv");
+  Tensor result = Tensor::zeros(out);
+  int64_t M = w.shape[0], positions = ix::product(out, 2);
+  std::vector<double> acc(result.floats.size());
+  for (size_t i = 0; i < acc.size(); ++i)
+    acc[i] = bias ? bias->floats[size_t((int64_t(i) / positions) % M)] : 0.0;
+  ix::forEachConvTap(x.shape, w.shape, out, strides, pads, dilations, group, [&](size_t xi, size_t wi, size_t yi) {
+    acc[yi] += double(x.floats[xi]) * w.floats[wi];
+  });
+  std::copy(acc.begin(), acc.end(), result.floats.begin());
+  return result;
+}
+
+std::vector<Tensor> convGrad(const Tensor &x, const Tensor &w, const Tensor &dy, const Shape &strides,
+                             const Shape &pads, const Shape &dilations, int64_t group) {
+  std::vector<double> dx(size_t(x.elements())), dw(size_t(w.elements()));
+  ix::forEachConvTap(x.shape, w.shape, dy.shape, strides, pads, dilations, group, [&](size_t xi, size_t wi, size_t yi) {
+    dx[xi] += double(w.floats[wi]) * dy.floats[yi];
+    dw[wi] += double(x.floats[xi]) * dy.floats[yi];
+  });
+  return {Tensor::ofFloats(x.shape, std::vector<float>(dx.begin(), dx.end())),
+          Tensor::ofFloats(w.shape, std::vector<float>(dw.begin(), dw.end()))};
+}
+
+Tensor einsum(const std::string &equation, const std::vector<const Tensor *> &inputs, const Shape &out) {
+  std::vector<const float *> data;
+  std::vector<Shape> shapes;
+  for (const Tensor *t : inputs) {
+    requireFloat(*t, "einsum");
+    data.push_back(t->floats.data());
+    shapes.push_back(t->shape);
+  }
+  Tensor result = Tensor::zeros(out);
+  ix::einsum(equation, data, shapes, out, result.floats.data());
+  return result;
+}
+
+Tensor softmax(const Tensor &x, int64_t axis, bool log) {
+  requireFloat(x, "softmax");
+  axis = axisOf(axis, x.shape, "softmax");
+  int64_t outer = ix::product(x.shape, 0, size_t(axis)), n = x.shape[size_t(axis)],
+          inner = ix::product(x.shape, size_t(axis) + 1);
+  Tensor out = Tensor::zeros(x.shape);
+  if (!log && inner == 1) {
+    cpu::softmaxForward(host, x.floats.data(), out.floats.data(), outer, n);
+    return out;
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t j) { return size_t((o * n + j) * inner + i); };
+      float max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j)
+        max = std::max(max, x.floats[at(j)]);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(double(x.floats[at(j)]) - max);
+      for (int64_t j = 0; j < n; ++j) {
+        double v = double(x.floats[at(j)]) - max;
+        out.floats[at(j)] = float(log ? v - std::log(sum) : std::exp(v) / sum);
+      }
+    }
+  return out;
+}
+
+namespace {
+
+struct Rows {
+  int64_t rows, cols;
+};
+
+Rows normalizedRows(const Tensor &x, int64_t axis, const Tensor *scale, const char *op) {
+  requireFloat(x, op);
+  axis = axisOf(axis, x.shape, op);
+  Rows r{ix::product(x.shape, 0, size_t(axis)), ix::product(x.shape, size_t(axis))};
+  if (scale && scale->elements() != r.cols)
+    fail(op, "a scale of " + describe(scale->shape) + " for rows of " + std::to_string(r.cols));
+  return r;
+}
+
+const float *dataOrNull(const Tensor *t) { return t ? t->floats.data() : nullptr; }
+
+} // namespace
+
+Tensor layerNorm(const Tensor &x, const Tensor *scale, const Tensor *bias, int64_t axis, float eps) {
+  Rows r = normalizedRows(x, axis, scale, "layer_norm");
+  Tensor out = Tensor::zeros(x.shape);
+  std::vector<float> mean(size_t(r.rows)), rstd(size_t(r.rows));
+  cpu::layerNormForward(host, x.floats.data(), dataOrNull(scale), dataOrNull(bias), out.floats.data(), mean.data(),
+                        rstd.data(), r.rows, r.cols, eps);
+  return out;
+}
+
+Tensor rmsNorm(const Tensor &x, const Tensor *scale, int64_t axis, float eps) {
+  Rows r = normalizedRows(x, axis, scale, "rms_norm");
+  Tensor out = Tensor::zeros(x.shape);
+  std::vector<float> rstd(size_t(r.rows));
+  cpu::rmsNormForward(host, x.floats.data(), dataOrNull(scale), out.floats.data(), rstd.data(), r.rows, r.cols, eps);
+  return out;
+}
+
+std::vector<Tensor> layerNormGrad(const Tensor &x, const Tensor *scale, const Tensor &dy, int64_t axis, float eps,
+                                  bool hasBias, size_t results) {
+  Rows r = normalizedRows(x, axis, scale, "layer_norm_grad");
+  requireShape(dy, x.shape, "layer_norm_grad");
+  std::vector<float> mean(size_t(r.rows)), rstd(size_t(r.rows)), y(x.floats.size());
+  Tensor dx = Tensor::zeros(x.shape), dscale = Tensor::zeros({r.cols}), dbias = Tensor::zeros({r.cols});
+  cpu::layerNormForward(host, x.floats.data(), dataOrNull(scale), nullptr, y.data(), mean.data(), rstd.data(), r.rows,
+                        r.cols, eps);
+  cpu::layerNormBackward(host, dy.floats.data(), x.floats.data(), dataOrNull(scale), mean.data(), rstd.data(),
+                         dx.floats.data(), scale ? dscale.floats.data() : nullptr,
+                         hasBias ? dbias.floats.data() : nullptr, r.rows, r.cols);
+  std::vector<Tensor> out{std::move(dx), std::move(dscale), std::move(dbias)};
+  out.resize(std::min<size_t>(results, 3));
+  if (scale && out.size() > 1)
+    out[1].shape = scale->shape;
+  if (scale && out.size() > 2)
+    out[2].shape = scale->shape;
+  return out;
+}
+
+std::vector<Tensor> rmsNormGrad(const Tensor &x, const Tensor *scale, const Tensor &dy, int64_t axis, float eps,
+                                size_t results) {
+  Rows r = normalizedRows(x, axis, scale, "rms_norm_grad");
+  requireShape(dy, x.shape, "rms_norm_grad");
+  std::vector<float> rstd(size_t(r.rows)), y(x.floats.size());
+  Tensor dx = Tensor::zeros(x.shape), dscale = Tensor::zeros(scale ? scale->shape : Shape{r.cols});
+  cpu::rmsNormForward(host, x.floats.data(), dataOrNull(scale), y.data(), rstd.data(), r.rows, r.cols, eps);
+  cpu::rmsNormBackward(host, dy.floats.data(), x.floats.data(), dataOrNull(scale), rstd.data(), dx.floats.data(),
+                       scale ? dscale.floats.data() : nullptr, r.rows, r.cols);
+  std::vector<Tensor> out{std::move(dx), std::move(dscale)};
+  out.resize(std::min<size_t>(results, 2));
+  return out;
+}
+
+namespace {
+
+AttentionShape attentionShapeOf(const Tensor &q, const Tensor &k, const Tensor &v, float scale, bool causal) {
+  requireFloat(q, "attention");
+  requireFloat(k, "attention");
+  requireFloat(v, "attention");
+  size_t rank = q.shape.size();
+  if (rank < 2 || k.shape.size() != rank || v.shape != k.shape ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) || q.shape.back() != k.shape.back())
+    fail("attention", "queries " + describe(q.shape) + ", keys " + describe(k.shape) + " and values " +
+                          describe(v.shape) + " do not fit one another (values must have the keys' shape)");
+  AttentionShape s;
+  s.batchHeads = ix::product(q.shape, 0, rank - 2);
+  s.queries = q.shape[rank - 2], s.keys = k.shape[rank - 2], s.headDim = q.shape.back();
+  s.scale = scale, s.causal = causal;
+  // The kernel's causal rule (key j visible to query i when j <= i) is the
+  // op's (j <= i + sk - sq) with the queries' offset sk - sq.
+  s.queryOffset = s.keys - s.queries;
+  return s;
+}
+
+} // namespace
+
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, float scale, bool causal) {
+  AttentionShape s = attentionShapeOf(q, k, v, scale, causal);
+  Tensor out = Tensor::zeros(q.shape);
+  std::vector<float> lse(size_t(s.batchHeads * s.queries));
+  cpu::attentionForward(host, s, q.floats.data(), k.floats.data(), v.floats.data(), out.floats.data(), lse.data());
+  return out;
+}
+
+std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &dOut, float scale,
+                                  bool causal) {
+  AttentionShape s = attentionShapeOf(q, k, v, scale, causal);
+  requireShape(dOut, q.shape, "attention_grad");
+  std::vector<float> o(q.floats.size()), lse(size_t(s.batchHeads * s.queries));
+  cpu::attentionForward(host, s, q.floats.data(), k.floats.data(), v.floats.data(), o.data(), lse.data());
+  Tensor dq = Tensor::zeros(q.shape), dk = Tensor::zeros(k.shape), dv = Tensor::zeros(v.shape);
+  cpu::attentionBackward(host, s, q.floats.data(), k.floats.data(), v.floats.data(), o.data(), dOut.floats.data(),
+                         lse.data(), dq.floats.data(), dk.floats.data(), dv.floats.data());
+  return {std::move(dq), std::move(dk), std::move(dv)};
+}
+
+namespace {
+
+struct LossRows {
+  int64_t rows, classes, ignore, counted;
+  std::vector<float> loss, lse;
+};
+
+LossRows crossEntropyRows(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
+                          const char *op) {
+  requireFloat(scores, op);
+  requireInteger(labels, op);
+  if (scores.shape.size() != 2 || labels.shape != Shape{scores.shape[0]})
+    fail(op, "takes scores [N, C] and labels [N], got " + describe(scores.shape) + " and " + describe(labels.shape));
+  LossRows r;
+  r.rows = scores.shape[0], r.classes = scores.shape[1];
+  r.ignore = ignoreIndex.value_or(std::numeric_limits<int64_t>::min());
+  r.loss.resize(size_t(r.rows)), r.lse.resize(size_t(r.rows));
+  cpu::crossEntropyForward(host, scores.floats.data(), labels.ints.data(), r.loss.data(), r.lse.data(), r.rows,
+                           r.classes, r.ignore);
+  r.counted = int64_t(std::count_if(labels.ints.begin(), labels.ints.end(), [&](int64_t l) { return l != r.ignore; }));
+  return r;
+}
+
+} // namespace
+
+Tensor crossEntropy(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
+                    const std::string &reduction) {
+  LossRows r = crossEntropyRows(scores, labels, ignoreIndex, "cross_entropy");
+  if (reduction == "none")
+    return Tensor::ofFloats({r.rows}, r.loss);
+  double total = 0;
+  for (float l : r.loss)
+    total += l;
+  if (reduction == "mean")
+    total = r.counted > 0 ? total / double(r.counted) : 0.0;
+  return Tensor::ofFloats({}, {float(total)});
+}
+
+Tensor crossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
+                        std::optional<int64_t> ignoreIndex, const std::string &reduction) {
+  LossRows r = crossEntropyRows(scores, labels, ignoreIndex, "cross_entropy_grad");
+  requireFloat(dloss, "cross_entropy_grad");
+  std::vector<float> perRow(size_t(r.rows));
+  for (int64_t i = 0; i < r.rows; ++i) {
+    double scale = reduction == "none" ? dloss.floats[size_t(i)] : dloss.floats[0];
+    if (reduction == "mean")
+      scale /= double(std::max<int64_t>(1, r.counted));
+    perRow[size_t(i)] = float(scale);
+  }
+  Tensor out = Tensor::zeros(scores.shape);
+  cpu::crossEntropyBackward(host, scores.floats.data(), labels.ints.data(), r.lse.data(), perRow.data(),
+                            out.floats.data(), r.rows, r.classes, r.ignore);
+  return out;
+}
+
+Tensor geluGrad(const Tensor &x, const Tensor &dy, bool tanhApproximation) {
+  requireFloat(x, "gelu_grad");
+  requireShape(dy, x.shape, "gelu_grad");
+  Tensor out = Tensor::zeros(x.shape);
+  cpu::geluBackward(host, x.floats.data(), dy.floats.data(), out.floats.data(), x.elements(),
+                    tanhApproximation ? GeluApproximation::Tanh : GeluApproximation::None);
+  return out;
+}
+
+Tensor siluGrad(const Tensor &x, const Tensor &dy) {
+  requireFloat(x, "silu_grad");
+  requireShape(dy, x.shape, "silu_grad");
+  Tensor out = Tensor::zeros(x.shape);
+  cpu::siluBackward(host, x.floats.data(), dy.floats.data(), out.floats.data(), x.elements());
+  return out;
+}
+
+std::vector<Tensor> dropout(const Tensor &x, float ratio) {
+  requireFloat(x, "dropout");
+  Tensor out = Tensor::zeros(x.shape), mask = Tensor::zeros(x.shape, true);
+  for (int64_t i = 0; i < x.elements(); ++i) {
+    bool keep = dropoutKeeps(0, 0, uint64_t(i), ratio);
+    mask.ints[size_t(i)] = keep;
+    out.floats[size_t(i)] = keep ? float(double(x.floats[size_t(i)]) / (1.0 - double(ratio))) : 0.0f;
+  }
+  return {std::move(out), std::move(mask)};
+}
+
+Tensor reshape(const Tensor &x, const Shape &out) {
+  if (ix::product(out) != x.elements())
+    fail("reshape", "cannot reshape " + describe(x.shape) + " into " + describe(out));
+  Tensor result = x;
+  result.shape = out;
+  return result;
+}
+
+namespace {
+
+/// Runs f on the tensor's data, whichever kind it holds.
+template <typename F>
+void withData(const Tensor &in, Tensor &out, F f) {
+  if (in.integer)
+    f(in.ints.data(), out.ints.data());
+  else
+    f(in.floats.data(), out.floats.data());
+}
+
+} // namespace
+
+Tensor transpose(const Tensor &x, const Shape &perm) {
+  if (perm.size() != x.shape.size())
+    fail("transpose", "a permutation of " + std::to_string(perm.size()) + " for a tensor of rank " +
+                          std::to_string(x.shape.size()));
+  Shape out(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d)
+    out[d] = x.shape[size_t(perm[d])];
+  Tensor result = Tensor::zeros(out, x.integer);
+  withData(x, result, [&](const auto *in, auto *o) { ix::transpose(in, x.shape, perm, o); });
+  return result;
+}
+
+Tensor broadcast(const Tensor &x, const Shape &out) {
+  broadcastIndexChecked(out, x.shape, "broadcast");
+  Tensor result = Tensor::zeros(out, x.integer);
+  withData(x, result, [&](const auto *in, auto *o) { ix::broadcastTo(in, x.shape, out, o); });
+  return result;
+}
+
+Tensor slice(const Tensor &x, const Shape &starts, const Shape &steps, const Shape &out) {
+  for (size_t d = 0; d < out.size(); ++d)
+    if (out[d] > 0 && (starts[d] < 0 || starts[d] >= x.shape[d] || starts[d] + (out[d] - 1) * steps[d] < 0 ||
+                       starts[d] + (out[d] - 1) * steps[d] >= x.shape[d]))
+      fail("slice", "dimension " + std::to_string(d) + " of " + describe(out) + " leaves " + describe(x.shape));
+  Tensor result = Tensor::zeros(out, x.integer);
+  withData(x, result, [&](const auto *in, auto *o) { ix::slice(in, x.shape, starts, steps, out, o); });
+  return result;
+}
+
+Tensor sliceGrad(const Tensor &dy, const Shape &starts, const Shape &steps, const Shape &inputShape) {
+  requireFloat(dy, "slice_grad");
+  Tensor result = Tensor::zeros(inputShape);
+  ix::sliceGrad(dy.floats.data(), dy.shape, starts, steps, inputShape, result.floats.data());
+  return result;
+}
+
+Tensor concat(const std::vector<const Tensor *> &inputs, int64_t axis, const Shape &out) {
+  axis = axisOf(axis, out, "concat");
+  Tensor result = Tensor::zeros(out, !inputs.empty() && inputs[0]->integer);
+  int64_t offset = 0;
+  for (const Tensor *in : inputs) {
+    if (in->integer != result.integer)
+      fail("concat", "operands of different kinds");
+    if (result.integer)
+      ix::insertAlongAxis(in->ints.data(), in->shape, result.ints.data(), out, axis, offset);
+    else
+      ix::insertAlongAxis(in->floats.data(), in->shape, result.floats.data(), out, axis, offset);
+    offset += in->shape[size_t(axis)];
+  }
+  if (offset != out[size_t(axis)])
+    fail("concat", "operands cover " + std::to_string(offset) + " of " + std::to_string(out[size_t(axis)]));
+  return result;
+}
+
+std::vector<Tensor> split(const Tensor &x, int64_t axis, const std::vector<Shape> &outs) {
+  axis = axisOf(axis, x.shape, "split");
+  std::vector<Tensor> results;
+  int64_t offset = 0;
+  for (const Shape &shape : outs) {
+    if (offset + shape[size_t(axis)] > x.shape[size_t(axis)])
+      fail("split", "parts larger than " + describe(x.shape));
+    Tensor part = Tensor::zeros(shape, x.integer);
+    if (x.integer)
+      ix::extractAlongAxis(x.ints.data(), x.shape, part.ints.data(), shape, axis, offset);
+    else
+      ix::extractAlongAxis(x.floats.data(), x.shape, part.floats.data(), shape, axis, offset);
+    offset += shape[size_t(axis)];
+    results.push_back(std::move(part));
+  }
+  return results;
+}
+
+Tensor gather(const Tensor &data, const Tensor &indices, int64_t axis, const Shape &out) {
+  requireInteger(indices, "gather");
+  axis = axisOf(axis, data.shape, "gather");
+  Tensor result = Tensor::zeros(out, data.integer);
+  if (result.elements() != ix::product(data.shape) / data.shape[size_t(axis)] * indices.elements())
+    fail("gather", "cannot take " + describe(indices.shape) + " from " + describe(data.shape) + " into " +
+                       describe(out));
+  withData(data, result, [&](const auto *in, auto *o) {
+    ix::gather(in, data.shape, indices.ints.data(), indices.elements(), axis, o);
+  });
+  return result;
+}
+
+Tensor gatherGrad(const Tensor &indices, const Tensor &dy, int64_t axis, const Shape &dataShape) {
+  requireInteger(indices, "gather_grad");
+  requireFloat(dy, "gather_grad");
+  axis = axisOf(axis, dataShape, "gather_grad");
+  Tensor result = Tensor::zeros(dataShape);
+  ix::gatherGrad(indices.ints.data(), indices.elements(), dy.floats.data(), dataShape, axis, result.floats.data());
+  return result;
+}
+
+Tensor reduce(ReduceKind kind, const Tensor &x, const Shape &axes, const Shape &out) {
+  requireFloat(x, "reduce");
+  for (int64_t a : axes)
+    axisOf(a, x.shape, "reduce");
+  Tensor result = Tensor::zeros(out);
+  ix::Reduction k = kind == ReduceKind::Sum ? ix::Reduction::Sum
+                    : kind == ReduceKind::Mean ? ix::Reduction::Mean
+                                               : ix::Reduction::Max;
+  ix::reduce(x.floats.data(), x.shape, axes, k, result.floats.data());
+  return result;
+}
+
+Tensor trilu(const Tensor &x, bool upper, int64_t k) {
+  if (x.shape.size() < 2)
+    fail("trilu", "takes a tensor of rank 2 or more, got " + describe(x.shape));
+  Tensor result = Tensor::zeros(x.shape, x.integer);
+  withData(x, result, [&](const auto *in, auto *o) { ix::trilu(in, x.shape, upper, k, o); });
+  return result;
+}
+
+} // namespace colossal::rt::host
