@@ -1,13 +1,16 @@
 //===- colossal-compile.cpp - the compiler driver -----------------------===//
 //
-// colossal-compile model.onnx [--batch B --seq S] --emit=mlir|raised|train
-//
-// Stops after the requested phase and prints the program; a model summary
-// goes to the standard error stream (or stdout with --summary-only).
+// colossal-compile model.onnx -o DIR [--batch B --seq S] [training settings]
+//   builds DIR/model_train (the training program), its weights and manifest;
+// colossal-compile model.onnx --emit=mlir|raised|train [-o FILE]
+//   stops after that phase and prints the program.
+// A model summary goes to the standard error stream (or stdout with
+// --summary-only).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ModelSummary.h"
+#include "colossal/Codegen/Package.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
 #include "passes/autodiff/Autodiff.h"
@@ -20,9 +23,13 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+
+#include <tuple>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -33,19 +40,58 @@ cl::OptionCategory category("colossal-compile options");
 
 cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::Required,
                                cl::cat(category));
-cl::opt<std::string> outputPath("o", cl::desc("Write the program here (default: standard output)"),
-                                cl::value_desc("file"), cl::init("-"), cl::cat(category));
+cl::opt<std::string> outputPath("o",
+                                cl::desc("The output directory for --emit=exe and source (the executable, its "
+                                         "weights and manifest); the program file for the other phases "
+                                         "(default: standard output)"),
+                                cl::value_desc("DIR|file"), cl::init("-"), cl::cat(category));
 
-enum class Phase { Mlir, Raised, Train };
-cl::opt<Phase> emit("emit", cl::desc("Stop after this phase and print its program (default: raised)"),
+enum class Phase { Mlir, Raised, Train, Source, Exe };
+cl::opt<Phase> emit("emit",
+                    cl::desc("What to produce (default: exe with -o, raised without)"),
                     cl::values(clEnumValN(Phase::Mlir, "mlir", "the imported train dialect"),
                                clEnumValN(Phase::Raised, "raised",
                                           "after raising to named ops (gelu, layer_norm, "
                                           "attention, cross_entropy, ...)"),
                                clEnumValN(Phase::Train, "train",
                                           "with @forward_backward: the loss and every trainable "
-                                          "parameter's gradient (train-autodiff)")),
+                                          "parameter's gradient (train-autodiff)"),
+                               clEnumValN(Phase::Source, "source",
+                                          "DIR/train_step.cpp, weights.safetensors and manifest.json, not built"),
+                               clEnumValN(Phase::Exe, "exe", "all of source, and DIR/model_train built")),
                     cl::init(Phase::Raised), cl::cat(category));
+
+cl::opt<std::string> target("target", cl::desc("Where the program runs: cpu (host C++; default) or cuda"),
+                            cl::init("cpu"), cl::cat(category));
+cl::opt<int64_t> gpus("gpus", cl::desc("Ranks to train on (default 1)"), cl::init(1), cl::cat(category));
+cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"), cl::init("fp32"),
+                               cl::cat(category));
+cl::opt<std::string> optimizer("optimizer", cl::desc("lamb (default), adamw, sgd or lars"), cl::init("lamb"),
+                               cl::cat(category));
+cl::opt<double> lr("lr", cl::desc("Peak learning rate (default 1e-3)"), cl::init(1e-3), cl::cat(category));
+cl::opt<double> weightDecay("weight-decay", cl::desc("Decoupled weight decay (default 0.01)"), cl::init(0.01),
+                            cl::cat(category));
+cl::opt<double> beta1("beta1", cl::desc("LAMB/AdamW first-moment decay (default 0.9)"), cl::init(0.9),
+                      cl::cat(category));
+cl::opt<double> beta2("beta2", cl::desc("LAMB/AdamW second-moment decay (default 0.999)"), cl::init(0.999),
+                      cl::cat(category));
+cl::opt<double> eps("eps", cl::desc("LAMB/AdamW epsilon (default 1e-6 for LAMB, 1e-8 for AdamW)"),
+                    cl::cat(category));
+cl::opt<double> momentum("momentum", cl::desc("SGD/LARS momentum (default 0.9)"), cl::init(0.9), cl::cat(category));
+cl::opt<bool> nesterov("nesterov", cl::desc("Nesterov momentum for SGD"), cl::cat(category));
+cl::opt<double> clipGradNorm("clip-grad-norm", cl::desc("Clip the global gradient norm to X (default 0: off)"),
+                             cl::init(0.0), cl::cat(category));
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("Linear warm-up steps (default 0)"), cl::init(0),
+                             cl::cat(category));
+cl::opt<std::string> schedule("schedule",
+                              cl::desc("After warm-up: constant (default), cosine, linear or polynomial decay"),
+                              cl::init("constant"), cl::cat(category));
+cl::opt<int64_t> steps("steps", cl::desc("Default number of steps of the program (default 10)"), cl::init(10),
+                       cl::cat(category));
+cl::opt<int64_t> microbatches("microbatches",
+                              cl::desc("Microbatches per step, gradients accumulated (default 1); --batch is "
+                                       "the global batch"),
+                              cl::init(1), cl::cat(category));
 
 cl::opt<int64_t> batch("batch", cl::desc("Bind dynamic dimensions named like 'batch' to N"),
                        cl::value_desc("N"), cl::cat(category));
@@ -77,9 +123,44 @@ int main(int argc, char **argv) {
                               "colossal-compile: ONNX training graphs to distributed training "
                               "programs\n");
 
+  bool toDirectory = emit.getNumOccurrences() ? (emit == Phase::Source || emit == Phase::Exe) : outputPath != "-";
+  Phase phase = emit.getNumOccurrences() ? Phase(emit) : (toDirectory ? Phase::Exe : Phase::Raised);
+  if (toDirectory && outputPath == "-") {
+    printError("--emit=exe and --emit=source write a directory: give -o DIR");
+    return 1;
+  }
+  if (gpus != 1) {
+    printError("--gpus " + std::to_string(gpus) +
+               ": this version emits single-rank programs only (partitioning across ranks is not built yet)");
+    return 1;
+  }
+  if (microbatches < 1) {
+    printError("--microbatches must be at least 1");
+    return 1;
+  }
+  for (const auto &[flag, value, allowed] :
+       {std::tuple<const char *, std::string, const char *>{"--optimizer", optimizer, "lamb,adamw,sgd,lars"},
+        {"--schedule", schedule, "constant,cosine,linear,polynomial"},
+        {"--target", target, "cpu,cuda"},
+        {"--precision", precision, "fp32,bf16,fp16"}}) {
+    llvm::SmallVector<llvm::StringRef> names;
+    llvm::StringRef(allowed).split(names, ',');
+    if (!llvm::is_contained(names, value)) {
+      printError(std::string(flag) + " " + value + ": expected one of " + allowed);
+      return 1;
+    }
+  }
+
   colossal::ImportOptions options;
-  if (batch.getNumOccurrences())
-    options.batch = batch;
+  if (batch.getNumOccurrences()) {
+    if (batch % microbatches != 0) {
+      printError("--batch " + std::to_string(batch) + " does not divide into " + std::to_string(microbatches) +
+                 " microbatches");
+      return 1;
+    }
+    // The step is compiled for one microbatch; the program runs M of them.
+    options.batch = batch / microbatches;
+  }
   if (seq.getNumOccurrences())
     options.seq = seq;
   for (const std::string &binding : bind) {
@@ -117,7 +198,7 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  if (emit == Phase::Raised || emit == Phase::Train) {
+  if (phase != Phase::Mlir) {
     PassManager pm(&context);
     colossal::train::buildRaisePipeline(pm);
     if (failed(pm.run(*module))) {
@@ -125,7 +206,7 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  if (emit == Phase::Train && failed(colossal::autodiff::buildForwardBackward(*module))) {
+  if (phase != Phase::Mlir && phase != Phase::Raised && failed(colossal::autodiff::buildForwardBackward(*module))) {
     printError("differentiating " + inputPath + " failed (see the error above)");
     return 1;
   }
@@ -136,6 +217,28 @@ int main(int argc, char **argv) {
   }
   if (!quiet)
     colossal::printModelSummary(*module, inputPath, llvm::errs());
+
+  if (toDirectory) {
+    colossal::codegen::PackageOptions package;
+    package.directory = outputPath;
+    package.onnxPath = inputPath;
+    package.target = target;
+    package.precision = precision;
+    package.build = phase == Phase::Exe;
+    colossal::codegen::ProgramSettings &s = package.settings;
+    s.model = llvm::sys::path::stem(inputPath).str();
+    s.optimizer = optimizer, s.lr = lr, s.beta1 = beta1, s.beta2 = beta2, s.weightDecay = weightDecay;
+    s.eps = eps.getNumOccurrences() ? double(eps) : (optimizer == "adamw" ? 1e-8 : 1e-6);
+    s.momentum = momentum, s.nesterov = nesterov, s.clipGradNorm = clipGradNorm, s.warmupSteps = warmupSteps;
+    s.schedule = schedule, s.steps = steps, s.microbatches = microbatches;
+    if (failed(colossal::codegen::writePackage(*module, package)))
+      return 1;
+    llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")
+                 << " (" << target << ", " << precision << ", " << optimizer << "); run "
+                 << (package.build ? outputPath + "/model_train --help" : std::string("with --emit=exe to build"))
+                 << "\n";
+    return 0;
+  }
 
   std::string error;
   auto output = mlir::openOutputFile(outputPath, &error);

@@ -7,6 +7,7 @@
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/Kernels.h"
 #include "colossal/runtime/Philox.h"
+#include "colossal/runtime/ReferenceAttention.h"
 #include "colossal/runtime/TensorIndexing.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -330,6 +331,23 @@ HostValue normalize(Operation *op, const HostValue &x, const HostValue *scale, c
   return out;
 }
 
+/// For every attention score [batch..., sq, sk], the flat index of the mask
+/// element that applies to it (empty without a mask).
+std::vector<int64_t> scoreIndex(const HostValue &q, const HostValue &k, const HostValue *mask) {
+  if (!mask)
+    return {};
+  std::vector<int64_t> scoreShape(q.shape.begin(), q.shape.end() - 2);
+  scoreShape.push_back(q.shape[q.shape.size() - 2]);
+  scoreShape.push_back(k.shape[k.shape.size() - 2]);
+  return broadcastIndex(scoreShape, mask->shape);
+}
+
+rt::AttentionMask<double> maskOf(const HostValue *mask, const std::vector<int64_t> &index) {
+  if (!mask)
+    return {};
+  return {mask->data.data(), index.data(), isa<IntegerType>(mask->elementType)};
+}
+
 HostValue attention(train::AttentionOp op, const HostValue &q, const HostValue &k, const HostValue &v,
                     const HostValue *mask) {
   HostValue out = makeValue(op.getResult());
@@ -351,43 +369,10 @@ HostValue attention(train::AttentionOp op, const HostValue &q, const HostValue &
     finish(out);
     return out;
   }
-  std::vector<int64_t> maskShape(rank, 1);
-  std::vector<int64_t> scoreShape(q.shape.begin(), q.shape.end() - 2);
-  scoreShape.push_back(sq);
-  scoreShape.push_back(sk);
-  std::vector<int64_t> maskIndex = mask ? broadcastIndex(scoreShape, mask->shape) : std::vector<int64_t>{};
-  bool booleanMask = mask && isa<IntegerType>(mask->elementType);
-  std::vector<double> p(static_cast<size_t>(sk));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t i = 0; i < sq; ++i) {
-      double max = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < sk; ++j) {
-        double s = -std::numeric_limits<double>::infinity();
-        bool visible = !causal || j <= i + sk - sq;
-        size_t scoreAt = size_t((b * sq + i) * sk + j);
-        if (visible && booleanMask && mask->data[size_t(maskIndex[scoreAt])] == 0)
-          visible = false;
-        if (visible) {
-          double dot = 0;
-          for (int64_t c = 0; c < d; ++c)
-            dot += q.data[size_t((b * sq + i) * d + c)] * k.data[size_t((b * sk + j) * d + c)];
-          s = dot * scale + (mask && !booleanMask ? mask->data[size_t(maskIndex[scoreAt])] : 0.0);
-        }
-        p[size_t(j)] = s;
-        max = std::max(max, s);
-      }
-      double sum = 0;
-      for (double &x : p)
-        sum += (x = max == -std::numeric_limits<double>::infinity() ? 0.0 : std::exp(x - max));
-      for (int64_t j = 0; j < sk; ++j) {
-        double weight = sum > 0 ? p[size_t(j)] / sum : 0.0;
-        if (dropout > 0)
-          weight = rt::dropoutKeeps(0, 0, uint64_t((b * sq + i) * sk + j), float(dropout)) ? weight / (1 - dropout)
-                                                                                          : 0.0;
-        for (int64_t c = 0; c < dv; ++c)
-          out.data[size_t((b * sq + i) * dv + c)] += weight * v.data[size_t((b * sk + j) * dv + c)];
-      }
-    }
+  std::vector<int64_t> maskIndex = scoreIndex(q, k, mask);
+  rt::ReferenceAttentionShape shape{batch, sq, sk, d, dv, scale, causal, dropout};
+  rt::referenceAttentionForward(shape, q.data.data(), k.data.data(), v.data.data(), maskOf(mask, maskIndex),
+                                out.data.data());
   finish(out);
   return out;
 }
@@ -611,50 +596,10 @@ std::vector<HostValue> attentionGrad(train::AttentionGradOp op, const HostValue 
     finish(dq), finish(dk), finish(dv);
     return {dq, dk, dv};
   }
-  std::vector<int64_t> scoreShape(q.shape.begin(), q.shape.end() - 2);
-  scoreShape.push_back(sq);
-  scoreShape.push_back(sk);
-  std::vector<int64_t> maskIndex = mask ? broadcastIndex(scoreShape, mask->shape) : std::vector<int64_t>{};
-  bool booleanMask = mask && isa<IntegerType>(mask->elementType);
-  std::vector<double> p(static_cast<size_t>(sk)), dp(static_cast<size_t>(sk));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t i = 0; i < sq; ++i) {
-      double max = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < sk; ++j) {
-        size_t at = size_t((b * sq + i) * sk + j);
-        bool visible = (!causal || j <= i + sk - sq) && !(booleanMask && mask->data[size_t(maskIndex[at])] == 0);
-        double s = -std::numeric_limits<double>::infinity();
-        if (visible) {
-          double dot = 0;
-          for (int64_t c = 0; c < d; ++c)
-            dot += q.data[size_t((b * sq + i) * d + c)] * k.data[size_t((b * sk + j) * d + c)];
-          s = dot * scale + (mask && !booleanMask ? mask->data[size_t(maskIndex[at])] : 0.0);
-        }
-        p[size_t(j)] = s;
-        max = std::max(max, s);
-      }
-      double sum = 0;
-      for (double &x : p)
-        sum += (x = max == -std::numeric_limits<double>::infinity() ? 0.0 : std::exp(x - max));
-      double rowDot = 0;
-      for (int64_t j = 0; j < sk; ++j) {
-        p[size_t(j)] = sum > 0 ? p[size_t(j)] / sum : 0.0;
-        double g = 0;
-        for (int64_t c = 0; c < dvd; ++c)
-          g += dO.data[size_t((b * sq + i) * dvd + c)] * v.data[size_t((b * sk + j) * dvd + c)];
-        dp[size_t(j)] = g;
-        rowDot += p[size_t(j)] * g;
-        for (int64_t c = 0; c < dvd; ++c)
-          dv.data[size_t((b * sk + j) * dvd + c)] += p[size_t(j)] * dO.data[size_t((b * sq + i) * dvd + c)];
-      }
-      for (int64_t j = 0; j < sk; ++j) {
-        double ds = p[size_t(j)] * (dp[size_t(j)] - rowDot) * scale;
-        for (int64_t c = 0; c < d; ++c) {
-          dq.data[size_t((b * sq + i) * d + c)] += ds * k.data[size_t((b * sk + j) * d + c)];
-          dk.data[size_t((b * sk + j) * d + c)] += ds * q.data[size_t((b * sq + i) * d + c)];
-        }
-      }
-    }
+  std::vector<int64_t> maskIndex = scoreIndex(q, k, mask);
+  rt::ReferenceAttentionShape shape{batch, sq, sk, d, dvd, scale, causal, 0.0};
+  rt::referenceAttentionBackward(shape, q.data.data(), k.data.data(), v.data.data(), maskOf(mask, maskIndex),
+                                 dO.data.data(), dq.data.data(), dk.data.data(), dv.data.data());
   finish(dq), finish(dk), finish(dv);
   return {dq, dk, dv};
 }

@@ -182,14 +182,14 @@ static double bfloat16ToDouble(uint16_t b) {
 }
 
 std::optional<HostTensor> readTensor(const onnx::TensorProto &tensor, const std::string &baseDir,
-                                     std::string &error) {
+                                     std::string &error, int64_t maxElements) {
   TensorDataLocation location;
   if (!checkTensorData(tensor, baseDir, location, error))
     return std::nullopt;
   auto shape = tensorShape(tensor, error);
   int64_t n = numElementsOf(*shape);
-  if (n > kMaxFoldedElements) {
-    error = "is too large to read as a constant";
+  if (n > maxElements) {
+    error = "has " + std::to_string(n) + " elements, more than the " + std::to_string(maxElements) + " read here";
     return std::nullopt;
   }
   int32_t type = tensor.data_type();

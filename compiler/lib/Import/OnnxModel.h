@@ -39,9 +39,10 @@ struct TensorDataLocation {
 bool checkTensorData(const onnx::TensorProto &tensor, const std::string &baseDir,
                      TensorDataLocation &location, std::string &error);
 
-/// Reads a tensor's values (at most kMaxFoldedElements elements).
+/// Reads a tensor's values (at most `maxElements` elements: constants fold
+/// up to kMaxFoldedElements, initial weights may be larger).
 std::optional<HostTensor> readTensor(const onnx::TensorProto &tensor, const std::string &baseDir,
-                                     std::string &error);
+                                     std::string &error, int64_t maxElements = kMaxFoldedElements);
 
 /// The dims of a tensor proto, checked to be non-negative and not to overflow.
 std::optional<std::vector<int64_t>> tensorShape(const onnx::TensorProto &tensor,

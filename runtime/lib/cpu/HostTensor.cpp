@@ -5,6 +5,7 @@
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/Kernels.h"
 #include "colossal/runtime/Philox.h"
+#include "colossal/runtime/ReferenceAttention.h"
 #include "colossal/runtime/TensorIndexing.h"
 
 #include <algorithm>
@@ -427,42 +428,88 @@ std::vector<Tensor> rmsNormGrad(const Tensor &x, const Tensor *scale, const Tens
 
 namespace {
 
-AttentionShape attentionShapeOf(const Tensor &q, const Tensor &k, const Tensor &v, float scale, bool causal) {
+struct AttentionOperands {
+  ReferenceAttentionShape shape;
+  /// The fused kernels take this case: no mask, equal key and value widths.
+  bool fused = false;
+  std::vector<int64_t> maskIndex;
+  std::vector<float> maskValues;
+  AttentionMask<float> mask;
+
+  AttentionShape kernelShape() const {
+    AttentionShape s;
+    s.batchHeads = shape.batch, s.queries = shape.queries, s.keys = shape.keys, s.headDim = shape.headDim;
+    s.scale = float(shape.scale), s.causal = shape.causal;
+    // The kernel's causal rule (key j visible to query i when j <= i) is the
+    // op's (j <= i + sk - sq) with the queries' offset sk - sq.
+    s.queryOffset = shape.keys - shape.queries;
+    return s;
+  }
+};
+
+AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
+                                    float scale, bool causal) {
   requireFloat(q, "attention");
   requireFloat(k, "attention");
   requireFloat(v, "attention");
   size_t rank = q.shape.size();
-  if (rank < 2 || k.shape.size() != rank || v.shape != k.shape ||
-      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) || q.shape.back() != k.shape.back())
+  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
+      !std::equal(k.shape.begin(), k.shape.end() - 1, v.shape.begin()) || q.shape.back() != k.shape.back())
     fail("attention", "queries " + describe(q.shape) + ", keys " + describe(k.shape) + " and values " +
-                          describe(v.shape) + " do not fit one another (values must have the keys' shape)");
-  AttentionShape s;
-  s.batchHeads = ix::product(q.shape, 0, rank - 2);
-  s.queries = q.shape[rank - 2], s.keys = k.shape[rank - 2], s.headDim = q.shape.back();
-  s.scale = scale, s.causal = causal;
-  // The kernel's causal rule (key j visible to query i when j <= i) is the
-  // op's (j <= i + sk - sq) with the queries' offset sk - sq.
-  s.queryOffset = s.keys - s.queries;
-  return s;
+                          describe(v.shape) + " do not fit one another");
+  AttentionOperands a;
+  a.shape.batch = ix::product(q.shape, 0, rank - 2);
+  a.shape.queries = q.shape[rank - 2], a.shape.keys = k.shape[rank - 2];
+  a.shape.headDim = q.shape.back(), a.shape.valueDim = v.shape.back();
+  a.shape.scale = scale, a.shape.causal = causal;
+  a.fused = !mask && a.shape.headDim == a.shape.valueDim;
+  if (mask) {
+    Shape scores(q.shape.begin(), q.shape.end() - 2);
+    scores.push_back(a.shape.queries);
+    scores.push_back(a.shape.keys);
+    a.maskIndex = broadcastIndexChecked(scores, mask->shape, "attention mask");
+    if (mask->integer)
+      a.maskValues.assign(mask->ints.begin(), mask->ints.end());
+    else
+      a.maskValues = mask->floats;
+    a.mask = {a.maskValues.data(), a.maskIndex.data(), mask->integer};
+  }
+  return a;
 }
 
 } // namespace
 
-Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, float scale, bool causal) {
-  AttentionShape s = attentionShapeOf(q, k, v, scale, causal);
-  Tensor out = Tensor::zeros(q.shape);
-  std::vector<float> lse(size_t(s.batchHeads * s.queries));
-  cpu::attentionForward(host, s, q.floats.data(), k.floats.data(), v.floats.data(), out.floats.data(), lse.data());
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal) {
+  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
+  Shape outShape = q.shape;
+  outShape.back() = a.shape.valueDim;
+  Tensor out = Tensor::zeros(outShape);
+  if (!a.fused) {
+    referenceAttentionForward(a.shape, q.floats.data(), k.floats.data(), v.floats.data(), a.mask, out.floats.data());
+    return out;
+  }
+  std::vector<float> lse(size_t(a.shape.batch * a.shape.queries));
+  cpu::attentionForward(host, a.kernelShape(), q.floats.data(), k.floats.data(), v.floats.data(), out.floats.data(),
+                        lse.data());
   return out;
 }
 
-std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &dOut, float scale,
-                                  bool causal) {
-  AttentionShape s = attentionShapeOf(q, k, v, scale, causal);
-  requireShape(dOut, q.shape, "attention_grad");
-  std::vector<float> o(q.floats.size()), lse(size_t(s.batchHeads * s.queries));
-  cpu::attentionForward(host, s, q.floats.data(), k.floats.data(), v.floats.data(), o.data(), lse.data());
+std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
+                                  const Tensor &dOut, float scale, bool causal) {
+  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
+  Shape outShape = q.shape;
+  outShape.back() = a.shape.valueDim;
+  requireShape(dOut, outShape, "attention_grad");
   Tensor dq = Tensor::zeros(q.shape), dk = Tensor::zeros(k.shape), dv = Tensor::zeros(v.shape);
+  if (!a.fused) {
+    referenceAttentionBackward(a.shape, q.floats.data(), k.floats.data(), v.floats.data(), a.mask, dOut.floats.data(),
+                               dq.floats.data(), dk.floats.data(), dv.floats.data());
+    return {std::move(dq), std::move(dk), std::move(dv)};
+  }
+  std::vector<float> o(dOut.floats.size()), lse(size_t(a.shape.batch * a.shape.queries));
+  AttentionShape s = a.kernelShape();
+  cpu::attentionForward(host, s, q.floats.data(), k.floats.data(), v.floats.data(), o.data(), lse.data());
   cpu::attentionBackward(host, s, q.floats.data(), k.floats.data(), v.floats.data(), o.data(), dOut.floats.data(),
                          lse.data(), dq.floats.data(), dk.floats.data(), dv.floats.data());
   return {std::move(dq), std::move(dk), std::move(dv)};

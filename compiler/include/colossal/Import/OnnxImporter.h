@@ -41,6 +41,21 @@ struct ImportOptions {
   std::map<std::string, std::string> constantInputs;
 };
 
+/// A parameter's initial value: float kinds as float32, integer kinds as int64.
+struct InitialValue {
+  std::vector<int64_t> shape;
+  bool integer = false;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+};
+
+/// The initial values of the initializers `names` of the ONNX file at
+/// `path`; an error names the file and the tensor (a missing one is a
+/// shape-only parameter).
+std::optional<std::map<std::string, InitialValue>> readInitialValues(const std::string &path,
+                                                                     const std::vector<std::string> &names,
+                                                                     std::string &error);
+
 /// Imports the ONNX file at `path`. On failure, diagnostics naming the file,
 /// the node and the reason have been emitted through the context's handler.
 mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &context,

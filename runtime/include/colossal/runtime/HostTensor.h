@@ -77,12 +77,13 @@ std::vector<Tensor> layerNormGrad(const Tensor &x, const Tensor *scale, const Te
                                   bool hasBias, size_t results);
 std::vector<Tensor> rmsNormGrad(const Tensor &x, const Tensor *scale, const Tensor &dy, int64_t axis, float eps,
                                 size_t results);
-/// q [..., sq, d], k [..., sk, d], v [..., sk, d]; causal aligns the last
-/// query with the last key.
-Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, float scale, bool causal);
+/// q [..., sq, d], k [..., sk, d], v [..., sk, dv]; causal aligns the last
+/// query with the last key; an optional mask (float: added to the scores;
+/// integer: zero hides the key) broadcasts to [..., sq, sk].
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal);
 /// {dq, dk, dv}.
-std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &dOut, float scale,
-                                  bool causal);
+std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
+                                  const Tensor &dOut, float scale, bool causal);
 
 /// Softmax cross-entropy of scores [N, C] against labels [N]; reduction
 /// "mean" (over labels not ignored), "sum" or "none".

@@ -1,0 +1,41 @@
+//===- HostSource.h - the training step as host C++ ---------------*- C++ -*-===//
+//
+// Turns a module with @forward_backward (train-autodiff's output) into one
+// C++ translation unit: a step function with one statement per op, each a
+// call into the runtime's host tensor ops (`colossal/runtime/HostTensor.h`),
+// and a `main` that hands the step to the runtime's trainer. The source is
+// meant to be read: every statement carries the op it came from.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_CODEGEN_HOSTSOURCE_H
+#define COLOSSAL_CODEGEN_HOSTSOURCE_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace colossal::codegen {
+
+/// What the emitted program records besides the step: its defaults.
+struct ProgramSettings {
+  std::string model;
+  std::string optimizer = "lamb";
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weightDecay = 0.01, momentum = 0.9, eta = 1e-3;
+  bool nesterov = false;
+  double clipGradNorm = 0;
+  int64_t warmupSteps = 0;
+  std::string schedule = "constant";
+  int64_t steps = 10;
+  int64_t microbatches = 1;
+};
+
+/// Writes the program; on failure emits an error at the op that cannot be
+/// lowered (its name, location and why) and returns failure.
+mlir::LogicalResult emitHostSource(mlir::ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os);
+
+} // namespace colossal::codegen
+
+#endif // COLOSSAL_CODEGEN_HOSTSOURCE_H

@@ -1,0 +1,446 @@
+//===- HostSource.cpp - the training step as host C++ ---------------------===//
+
+#include "colossal/Codegen/HostSource.h"
+
+#include "colossal/Dialect/Train/TrainDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace colossal::codegen {
+
+using namespace mlir;
+using namespace colossal::train;
+
+namespace {
+
+/// A float as a C++ float literal.
+std::string floatLiteral(double value) {
+  if (std::isnan(value))
+    return "std::numeric_limits<float>::quiet_NaN()";
+  if (std::isinf(value))
+    return value > 0 ? "std::numeric_limits<float>::infinity()" : "-std::numeric_limits<float>::infinity()";
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%.9g", value);
+  if (text.find_first_of(".e") == std::string::npos)
+    text += ".0";
+  return text + "f";
+}
+
+std::string shapeLiteral(ArrayRef<int64_t> shape) {
+  std::string text = "Shape{";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "}";
+}
+
+std::string quoted(StringRef text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+/// The element kind the host target stores a value as.
+enum class Kind { Float, Integer };
+
+class Emitter {
+public:
+  Emitter(ModuleOp module, func::FuncOp step, llvm::raw_ostream &os) : module_(module), step_(step), os_(os) {}
+
+  LogicalResult emitStep(const std::map<std::string, size_t> &parameterIndex,
+                         const std::vector<std::string> &trainableOrder);
+
+private:
+  FailureOr<Kind> kindOf(Value v, Operation *user) {
+    Type element = cast<ShapedType>(v.getType()).getElementType();
+    if (element.isF32())
+      return Kind::Float;
+    if (isa<IntegerType>(element))
+      return Kind::Integer;
+    return user->emitError() << "the host target computes in float32; this op has a value of type " << v.getType()
+                             << " (compile with --precision fp32, or use --target cuda for 16-bit types)";
+  }
+
+  std::string shape(Value v) { return shapeLiteral(cast<ShapedType>(v.getType()).getShape()); }
+  std::string ref(Value v) { return names_.lookup(v); }
+  std::string optionalRef(Value v) { return v ? "&" + ref(v) : "nullptr"; }
+  /// The op and, when it came from a named ONNX node, that node.
+  std::string describe(Operation *op) {
+    std::string text = op->getName().getStringRef().str();
+    if (auto named = dyn_cast<NameLoc>(op->getLoc()))
+      text += " (node " + named.getName().str() + ")";
+    return quoted(text);
+  }
+
+  /// Declares `result = expression` and checks the result's shape and kind.
+  LogicalResult define(Operation *op, Value result, const std::string &expression) {
+    FailureOr<Kind> kind = kindOf(result, op);
+    if (failed(kind))
+      return failure();
+    std::string name = "v" + std::to_string(counter_++);
+    names_[result] = name;
+    os_ << "  Tensor " << name << " = " << expression << ";\n";
+    os_ << "  expect(" << name << ", " << shape(result) << ", " << (*kind == Kind::Integer ? "true" : "false") << ", "
+        << describe(op) << ");\n";
+    return success();
+  }
+
+  /// Declares the results of a multi-result op from a vector expression.
+  LogicalResult defineAll(Operation *op, const std::string &expression) {
+    std::string list = "r" + std::to_string(counter_++);
+    os_ << "  std::vector<Tensor> " << list << " = " << expression << ";\n";
+    for (auto [i, result] : llvm::enumerate(op->getResults()))
+      if (failed(define(op, result, "std::move(" + list + "[" + std::to_string(i) + "])")))
+        return failure();
+    return success();
+  }
+
+  std::string ints(ArrayRef<int64_t> values) { return shapeLiteral(values); }
+
+  LogicalResult emitConstant(ConstantOp op);
+  LogicalResult emitOp(Operation *op, const std::map<std::string, size_t> &parameterIndex);
+
+  ModuleOp module_;
+  func::FuncOp step_;
+  llvm::raw_ostream &os_;
+  llvm::DenseMap<Value, std::string> names_;
+  int counter_ = 0;
+};
+
+LogicalResult Emitter::emitConstant(ConstantOp op) {
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return op.emitError() << "the host target needs dense constants";
+  FailureOr<Kind> kind = kindOf(op.getResult(), op);
+  if (failed(kind))
+    return failure();
+  int64_t n = dense.getNumElements();
+  std::string values;
+  if (*kind == Kind::Float) {
+    if (dense.isSplat()) {
+      values = "std::vector<float>(" + std::to_string(n) + ", " +
+               floatLiteral(dense.getSplatValue<APFloat>().convertToDouble()) + ")";
+    } else {
+      values = "std::vector<float>{";
+      int64_t i = 0;
+      for (APFloat v : dense.getValues<APFloat>())
+        values += (i++ ? ", " : "") + floatLiteral(v.convertToDouble());
+      values += "}";
+    }
+    return define(op, op.getResult(), "Tensor::ofFloats(" + shape(op.getResult()) + ", " + values + ")");
+  }
+  bool boolean = dense.getElementType().isInteger(1);
+  auto asInt = [&](const APInt &v) { return std::to_string(boolean ? int64_t(v.getBoolValue()) : v.getSExtValue()); };
+  if (dense.isSplat()) {
+    values = "std::vector<int64_t>(" + std::to_string(n) + ", " + asInt(dense.getSplatValue<APInt>()) + ")";
+  } else {
+    values = "std::vector<int64_t>{";
+    int64_t i = 0;
+    for (APInt v : dense.getValues<APInt>())
+      values += (i++ ? ", " : "") + asInt(v);
+    values += "}";
+  }
+  return define(op, op.getResult(), "Tensor::ofInts(" + shape(op.getResult()) + ", " + values + ")");
+}
+
+std::string ignoreLiteral(std::optional<uint64_t> ignore) {
+  return ignore ? "std::optional<int64_t>(" + std::to_string(int64_t(*ignore)) + ")" : "std::nullopt";
+}
+
+LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t> &parameterIndex) {
+  auto in = [&](unsigned i) { return ref(op->getOperand(i)); };
+  auto out = [&]() { return shape(op->getResult(0)); };
+  auto one = [&](const std::string &expression) { return define(op, op->getResult(0), expression); };
+  auto binaryOp = [&](const char *kind) {
+    bool integer = isa<IntegerType>(cast<ShapedType>(op->getResult(0).getType()).getElementType());
+    return one(std::string("binary(Binary::") + kind + ", " + in(0) + ", " + in(1) + ", " + out() + ", " +
+               (integer ? "true" : "false") + ")");
+  };
+  auto compareOp = [&](const char *kind) {
+    return one(std::string("compare(Compare::") + kind + ", " + in(0) + ", " + in(1) + ", " + out() + ")");
+  };
+  auto unaryOp = [&](const char *kind) { return one(std::string("unary(Unary::") + kind + ", " + in(0) + ")"); };
+
+  if (auto p = dyn_cast<ParamOp>(op)) {
+    auto it = parameterIndex.find(p.getName().str());
+    if (it == parameterIndex.end())
+      return op->emitError() << "reads @" << p.getName() << ", which the module does not declare";
+    std::string name = "v" + std::to_string(counter_++);
+    names_[p.getResult()] = name;
+    os_ << "  const Tensor &" << name << " = parameters[" << it->second << "]; // @" << p.getName() << "\n";
+    return success();
+  }
+  if (auto c = dyn_cast<ConstantOp>(op))
+    return emitConstant(c);
+  if (isa<AddOp>(op)) return binaryOp("Add");
+  if (isa<SubOp>(op)) return binaryOp("Sub");
+  if (isa<MulOp>(op)) return binaryOp("Mul");
+  if (isa<DivOp>(op)) return binaryOp("Div");
+  if (isa<PowOp>(op)) return binaryOp("Pow");
+  if (isa<MaxOp>(op)) return binaryOp("Max");
+  if (isa<MinOp>(op)) return binaryOp("Min");
+  if (isa<EqualOp>(op)) return compareOp("Equal");
+  if (isa<LessOp>(op)) return compareOp("Less");
+  if (isa<GreaterOp>(op)) return compareOp("Greater");
+  if (isa<SqrtOp>(op)) return unaryOp("Sqrt");
+  if (isa<ReciprocalOp>(op)) return unaryOp("Reciprocal");
+  if (isa<NegOp>(op)) return unaryOp("Neg");
+  if (isa<AbsOp>(op)) return unaryOp("Abs");
+  if (isa<ExpOp>(op)) return unaryOp("Exp");
+  if (isa<LogOp>(op)) return unaryOp("Log");
+  if (isa<ErfOp>(op)) return unaryOp("Erf");
+  if (isa<TanhOp>(op)) return unaryOp("Tanh");
+  if (isa<SigmoidOp>(op)) return unaryOp("Sigmoid");
+  if (isa<ReluOp>(op)) return unaryOp("Relu");
+  if (isa<SinOp>(op)) return unaryOp("Sin");
+  if (isa<CosOp>(op)) return unaryOp("Cos");
+  if (isa<SiluOp>(op)) return unaryOp("Silu");
+  if (auto g = dyn_cast<GeluOp>(op))
+    return unaryOp(g.getApproximate() == "tanh" ? "GeluTanh" : "Gelu");
+  if (isa<WhereOp>(op))
+    return one("where(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + out() + ")");
+  if (auto c = dyn_cast<CastOp>(op)) {
+    Type to = c.getTo();
+    if (!to.isF32() && !isa<IntegerType>(to))
+      return op->emitError() << "the host target computes in float32; cannot cast to " << to;
+    bool toBool = to.isInteger(1), toInteger = isa<IntegerType>(to) && !toBool;
+    return one("cast(" + in(0) + ", " + (toInteger ? "true" : "false") + ", " + (toBool ? "true" : "false") + ")");
+  }
+  if (isa<MatMulOp>(op))
+    return one("matmul(" + in(0) + ", " + in(1) + ", " + out() + ")");
+  if (auto g = dyn_cast<GemmOp>(op))
+    return one("gemm(" + in(0) + ", " + in(1) + ", " + optionalRef(g.getC()) + ", " +
+               (g.getTransA() ? "true" : "false") + ", " + (g.getTransB() ? "true" : "false") + ", " +
+               floatLiteral(g.getAlpha().convertToDouble()) + ", " + floatLiteral(g.getBeta().convertToDouble()) +
+               ", " + out() + ")");
+  if (auto l = dyn_cast<LinearOp>(op))
+    return one("linear(" + in(0) + ", " + in(1) + ", " + optionalRef(l.getBias()) + ", " + out() + ")");
+  if (auto c = dyn_cast<ConvOp>(op))
+    return one("conv(" + in(0) + ", " + in(1) + ", " + optionalRef(c.getBias()) + ", " + ints(c.getStrides()) + ", " +
+               ints(c.getPads()) + ", " + ints(c.getDilations()) + ", " + std::to_string(int64_t(c.getGroup())) +
+               ", " + out() + ")");
+  if (auto e = dyn_cast<EinsumOp>(op)) {
+    std::string list = "{";
+    for (auto [i, v] : llvm::enumerate(e.getInputs()))
+      list += (i ? ", &" : "&") + ref(v);
+    return one("einsum(" + quoted(e.getEquation()) + ", " + list + "}, " + out() + ")");
+  }
+  if (auto s = dyn_cast<SoftmaxOp>(op))
+    return one("softmax(" + in(0) + ", " + std::to_string(int64_t(s.getAxis())) + ", false)");
+  if (auto s = dyn_cast<LogSoftmaxOp>(op))
+    return one("softmax(" + in(0) + ", " + std::to_string(int64_t(s.getAxis())) + ", true)");
+  if (auto n = dyn_cast<LayerNormOp>(op))
+    return one("layerNorm(" + in(0) + ", " + optionalRef(n.getScale()) + ", " + optionalRef(n.getBias()) + ", " +
+               std::to_string(int64_t(n.getAxis())) + ", " + floatLiteral(n.getEpsilon().convertToDouble()) + ")");
+  if (auto n = dyn_cast<RmsNormOp>(op))
+    return one("rmsNorm(" + in(0) + ", " + optionalRef(n.getScale()) + ", " + std::to_string(int64_t(n.getAxis())) +
+               ", " + floatLiteral(n.getEpsilon().convertToDouble()) + ")");
+  if (auto a = dyn_cast<AttentionOp>(op)) {
+    if (!a.getDropout().isZero())
+      return op->emitError() << "attention dropout has no host lowering yet";
+    return one("attention(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + optionalRef(a.getMask()) + ", " +
+               floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") + ")");
+  }
+  if (auto r = dyn_cast<ReduceSumOp>(op))
+    return one("reduce(ReduceKind::Sum, " + in(0) + ", " + ints(r.getAxes()) + ", " + out() + ")");
+  if (auto r = dyn_cast<ReduceMeanOp>(op))
+    return one("reduce(ReduceKind::Mean, " + in(0) + ", " + ints(r.getAxes()) + ", " + out() + ")");
+  if (auto r = dyn_cast<ReduceMaxOp>(op))
+    return one("reduce(ReduceKind::Max, " + in(0) + ", " + ints(r.getAxes()) + ", " + out() + ")");
+  if (auto d = dyn_cast<DropoutOp>(op))
+    return defineAll(op, "dropout(" + in(0) + ", " + floatLiteral(d.getRatio().convertToDouble()) + ")");
+  if (auto l = dyn_cast<CrossEntropyOp>(op))
+    return one("crossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) + ", " +
+               quoted(l.getReduction()) + ")");
+  if (auto g = dyn_cast<GatherOp>(op))
+    return one("gather(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " + out() + ")");
+  if (auto s = dyn_cast<SliceOp>(op))
+    return one("slice(" + in(0) + ", " + ints(s.getStarts()) + ", " + ints(s.getSteps()) + ", " + out() + ")");
+  if (auto c = dyn_cast<ConcatOp>(op)) {
+    std::string list = "{";
+    for (auto [i, v] : llvm::enumerate(c.getInputs()))
+      list += (i ? ", &" : "&") + ref(v);
+    return one("concat(" + list + "}, " + std::to_string(int64_t(c.getAxis())) + ", " + out() + ")");
+  }
+  if (auto s = dyn_cast<SplitOp>(op)) {
+    std::string shapes = "{";
+    for (auto [i, r] : llvm::enumerate(s.getResults()))
+      shapes += (i ? ", " : "") + shape(r);
+    return defineAll(op, "split(" + in(0) + ", " + std::to_string(int64_t(s.getAxis())) + ", " + shapes + "})");
+  }
+  if (isa<ReshapeOp>(op))
+    return one("reshape(" + in(0) + ", " + out() + ")");
+  if (auto t = dyn_cast<TransposeOp>(op))
+    return one("transpose(" + in(0) + ", " + ints(t.getPerm()) + ")");
+  if (isa<BroadcastOp>(op))
+    return one("broadcast(" + in(0) + ", " + out() + ")");
+  if (auto t = dyn_cast<TriluOp>(op))
+    return one("trilu(" + in(0) + ", " + (t.getUpper() ? "true" : "false") + ", " + std::to_string(int64_t(t.getK())) +
+               ")");
+  if (auto g = dyn_cast<GeluGradOp>(op))
+    return one("geluGrad(" + in(0) + ", " + in(1) + ", " + (g.getApproximate() == "tanh" ? "true" : "false") + ")");
+  if (isa<SiluGradOp>(op))
+    return one("siluGrad(" + in(0) + ", " + in(1) + ")");
+  if (auto n = dyn_cast<LayerNormGradOp>(op))
+    return defineAll(op, "layerNormGrad(" + ref(n.getInput()) + ", " + optionalRef(n.getScale()) + ", " +
+                             ref(n.getResultGrad()) + ", " + std::to_string(int64_t(n.getAxis())) + ", " +
+                             floatLiteral(n.getEpsilon().convertToDouble()) + ", " +
+                             (n.getHasBias() ? "true" : "false") + ", " + std::to_string(op->getNumResults()) + ")");
+  if (auto n = dyn_cast<RmsNormGradOp>(op))
+    return defineAll(op, "rmsNormGrad(" + ref(n.getInput()) + ", " + optionalRef(n.getScale()) + ", " +
+                             ref(n.getResultGrad()) + ", " + std::to_string(int64_t(n.getAxis())) + ", " +
+                             floatLiteral(n.getEpsilon().convertToDouble()) + ", " +
+                             std::to_string(op->getNumResults()) + ")");
+  if (auto a = dyn_cast<AttentionGradOp>(op)) {
+    return defineAll(op, "attentionGrad(" + ref(a.getQuery()) + ", " + ref(a.getKey()) + ", " + ref(a.getValue()) +
+                             ", " + optionalRef(a.getMask()) + ", " + ref(a.getResultGrad()) + ", " + floatLiteral(a.getScale().convertToDouble()) +
+                             ", " + (a.getCausal() ? "true" : "false") + ")");
+  }
+  if (auto c = dyn_cast<CrossEntropyGradOp>(op))
+    return one("crossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + ignoreLiteral(c.getIgnoreIndex()) +
+               ", " + quoted(c.getReduction()) + ")");
+  if (auto g = dyn_cast<GatherGradOp>(op))
+    return one("gatherGrad(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " + out() +
+               ")");
+  if (auto s = dyn_cast<SliceGradOp>(op))
+    return one("sliceGrad(" + in(0) + ", " + ints(s.getStarts()) + ", " + ints(s.getSteps()) + ", " + out() + ")");
+  if (auto c = dyn_cast<ConvGradOp>(op))
+    return defineAll(op, "convGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + ints(c.getStrides()) + ", " +
+                             ints(c.getPads()) + ", " + ints(c.getDilations()) + ", " +
+                             std::to_string(int64_t(c.getGroup())) + ")");
+  return op->emitError() << "has no host lowering yet (the interpreter runs it; emitted programs cannot)";
+}
+
+LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIndex,
+                                const std::vector<std::string> &trainableOrder) {
+  Block &body = step_.getBody().front();
+  os_ << "void trainStep(const std::vector<Tensor> &inputs, const std::vector<Tensor> &parameters, Tensor &loss,\n"
+         "               std::vector<Tensor> &gradients) {\n";
+  for (BlockArgument arg : body.getArguments()) {
+    std::string name = "v" + std::to_string(counter_++);
+    names_[arg] = name;
+    auto inputName = step_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+    os_ << "  const Tensor &" << name << " = inputs[" << arg.getArgNumber() << "]; // "
+        << (inputName ? inputName.getValue() : StringRef("input")) << "\n";
+  }
+  for (Operation &op : body.without_terminator())
+    if (failed(emitOp(&op, parameterIndex)))
+      return failure();
+  Operation *terminator = body.getTerminator();
+  std::map<std::string, Value> gradientByName;
+  for (unsigned r = 1; r < step_.getNumResults(); ++r)
+    if (auto name = step_.getResultAttrOfType<StringAttr>(r, "train.name"))
+      gradientByName[name.getValue().str()] = terminator->getOperand(r);
+  os_ << "  loss = " << ref(terminator->getOperand(0)) << ";\n";
+  os_ << "  gradients.clear();\n";
+  for (const std::string &name : trainableOrder) {
+    auto it = gradientByName.find("grad:" + name);
+    if (it == gradientByName.end())
+      return step_.emitError() << "@forward_backward returns no gradient for trainable parameter @" << name;
+    os_ << "  gradients.push_back(" << ref(it->second) << "); // @" << name << "\n";
+  }
+  os_ << "}\n";
+  return success();
+}
+
+/// The range of synthetic values for an integer input: the smallest table it
+/// indexes or class count it labels; 2 when it does neither.
+int64_t integerRange(Value input) {
+  int64_t range = std::numeric_limits<int64_t>::max();
+  for (Operation *user : input.getUsers()) {
+    if (auto g = dyn_cast<GatherOp>(user); g && g.getIndices() == input) {
+      auto data = cast<ShapedType>(g.getData().getType());
+      int64_t axis = int64_t(g.getAxis());
+      axis = axis < 0 ? axis + data.getRank() : axis;
+      range = std::min(range, data.getDimSize(axis));
+    }
+    if (auto c = dyn_cast<CrossEntropyOp>(user); c && c.getLabels() == input)
+      range = std::min(range, cast<ShapedType>(c.getLogits().getType()).getDimSize(1));
+  }
+  return range == std::numeric_limits<int64_t>::max() ? 2 : range;
+}
+
+} // namespace
+
+LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os) {
+  auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!step || !forward)
+    return module.emitError() << "the module has no @forward_backward (run train-autodiff first)";
+  std::map<std::string, size_t> parameterIndex;
+  std::vector<ParameterOp> parameters;
+  std::vector<std::string> trainableOrder;
+  for (ParameterOp p : module.getOps<ParameterOp>()) {
+    parameterIndex[p.getSymName().str()] = parameters.size();
+    parameters.push_back(p);
+    if (p.getTrainable())
+      trainableOrder.push_back(p.getSymName().str());
+  }
+
+  os << "// The training step of " << settings.model << ", emitted by colossal-compile for the host target\n"
+     << "// (float32, one statement per op of @forward_backward). Built against the\n"
+     << "// runtime's public headers; main() hands the step to the runtime's trainer.\n\n"
+     << "#include \"colossal/runtime/HostTensor.h\"\n"
+     << "#include \"colossal/runtime/Trainer.h\"\n\n"
+     << "#include <limits>\n#include <optional>\n#include <utility>\n#include <vector>\n\n"
+     << "namespace {\n\nusing namespace colossal::rt::host;\n\n";
+  Emitter emitter(module, step, os);
+  if (failed(emitter.emitStep(parameterIndex, trainableOrder)))
+    return failure();
+
+  os << "\ncolossal::rt::TrainingProgram program() {\n"
+     << "  colossal::rt::TrainingProgram p;\n"
+     << "  p.model = " << quoted(settings.model) << ";\n";
+  Block &body = step.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+    auto type = cast<ShapedType>(arg.getType());
+    bool integer = isa<IntegerType>(type.getElementType());
+    if (!integer && !type.getElementType().isF32())
+      return step.emitError() << "graph input " << arg.getArgNumber() << " has type " << type
+                              << "; the host target takes float32 and integer inputs";
+    os << "  p.inputs.push_back({" << quoted(name ? name.getValue() : "input") << ", "
+       << shapeLiteral(type.getShape()) << ", " << (integer ? "true" : "false") << ", "
+       << (integer ? integerRange(forward.getArgument(arg.getArgNumber())) : 0) << "});\n";
+  }
+  for (ParameterOp p : parameters)
+    os << "  p.parameters.push_back({" << quoted(p.getSymName()) << ", "
+       << shapeLiteral(cast<ShapedType>(p.getType()).getShape()) << ", " << (p.getTrainable() ? "true" : "false")
+       << "});\n";
+  os << "  colossal::rt::TrainingSettings &s = p.settings;\n"
+     << "  s.optimizer.kind = *colossal::rt::parseOptimizer(" << quoted(settings.optimizer) << ");\n"
+     << "  s.optimizer.lr = " << llvm::format("%.9g", settings.lr) << ";\n"
+     << "  s.optimizer.beta1 = " << llvm::format("%.9g", settings.beta1) << ";\n"
+     << "  s.optimizer.beta2 = " << llvm::format("%.9g", settings.beta2) << ";\n"
+     << "  s.optimizer.eps = " << llvm::format("%.9g", settings.eps) << ";\n"
+     << "  s.optimizer.weightDecay = " << llvm::format("%.9g", settings.weightDecay) << ";\n"
+     << "  s.optimizer.momentum = " << llvm::format("%.9g", settings.momentum) << ";\n"
+     << "  s.optimizer.nesterov = " << (settings.nesterov ? "true" : "false") << ";\n"
+     << "  s.optimizer.eta = " << llvm::format("%.9g", settings.eta) << ";\n"
+     << "  s.optimizer.clipGradNorm = " << llvm::format("%.9g", settings.clipGradNorm) << ";\n"
+     << "  s.warmupSteps = " << settings.warmupSteps << ";\n"
+     << "  s.schedule = *colossal::rt::parseDecay(" << quoted(settings.schedule) << ");\n"
+     << "  s.steps = " << settings.steps << ";\n"
+     << "  s.microbatches = " << settings.microbatches << ";\n"
+     << "  p.step = trainStep;\n"
+     << "  return p;\n}\n\n} // namespace\n\n"
+     << "int main(int argc, char **argv) { return colossal::rt::trainerMain(argc, argv, program()); }\n";
+  return success();
+}
+
+} // namespace colossal::codegen

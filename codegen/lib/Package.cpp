@@ -1,0 +1,195 @@
+//===- Package.cpp - an output directory with a ready executable ----------===//
+
+#include "colossal/Codegen/Package.h"
+
+#include "BuildPaths.h"
+#include "colossal/Dialect/Train/TrainDialect.h"
+#include "colossal/Import/OnnxImporter.h"
+#include "colossal/cost/Json.h"
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/Safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+
+namespace colossal::codegen {
+
+using namespace mlir;
+using cost::Json;
+
+namespace {
+
+LogicalResult writeText(ModuleOp module, const std::string &path, const std::string &text) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return module.emitError() << "cannot write " << path << ": " << ec.message();
+  os << text;
+  os.close();
+  if (os.has_error())
+    return module.emitError() << "cannot write " << path << ": " << os.error().message();
+  return success();
+}
+
+Json shapeJson(ArrayRef<int64_t> shape) {
+  Json::Array dims;
+  for (int64_t d : shape)
+    dims.push_back(Json(d));
+  return Json(dims);
+}
+
+LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const std::string &path) {
+  std::vector<std::string> names;
+  for (train::ParameterOp p : module.getOps<train::ParameterOp>())
+    names.push_back(p.getSymName().str());
+  std::string error;
+  std::optional<std::map<std::string, InitialValue>> values = readInitialValues(options.onnxPath, names, error);
+  if (!values)
+    return module.emitError() << error;
+  std::vector<rt::TensorView> views;
+  for (train::ParameterOp p : module.getOps<train::ParameterOp>()) {
+    const InitialValue &v = values->at(p.getSymName().str());
+    auto type = cast<ShapedType>(p.getType());
+    if (v.shape != std::vector<int64_t>(type.getShape().begin(), type.getShape().end()))
+      return module.emitError() << options.onnxPath << ": initializer '" << p.getSymName() << "' has another shape "
+                                << "than the parameter " << type;
+    if (!v.integer && !type.getElementType().isF32())
+      return module.emitError() << "parameter @" << p.getSymName() << " is " << type.getElementType()
+                                << "; the host target keeps float32 weights (--precision fp32)";
+    rt::TensorView view;
+    view.name = p.getSymName().str();
+    view.shape = v.shape;
+    if (v.integer) {
+      view.dtype = rt::DType::I64, view.data = v.ints.data(), view.bytes = int64_t(v.ints.size() * sizeof(int64_t));
+    } else {
+      view.dtype = rt::DType::F32, view.data = v.floats.data(), view.bytes = int64_t(v.floats.size() * sizeof(float));
+    }
+    views.push_back(view);
+  }
+  try {
+    rt::writeSafetensors(path, views, {{"source", options.onnxPath}});
+  } catch (const rt::Error &e) {
+    return module.emitError() << e.what();
+  }
+  return success();
+}
+
+Json manifestOf(ModuleOp module, const PackageOptions &options) {
+  const ProgramSettings &s = options.settings;
+  Json::Object m;
+  m["format"] = "colossal-package/1";
+  m["model"] = s.model;
+  m["source"] = options.onnxPath;
+  m["target"] = options.target;
+  m["precision"] = options.precision;
+  m["gpus"] = Json(1);
+  m["executable"] = "model_train";
+  m["weights"] = "weights.safetensors";
+  Json::Array inputs, parameters;
+  if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward"))
+    for (BlockArgument arg : step.getArguments()) {
+      auto type = cast<ShapedType>(arg.getType());
+      auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+      std::string element;
+      llvm::raw_string_ostream(element) << type.getElementType();
+      inputs.push_back(Json(Json::Object{{"name", name ? name.getValue().str() : std::string("input")},
+                                         {"shape", shapeJson(type.getShape())},
+                                         {"dtype", element}}));
+    }
+  for (train::ParameterOp p : module.getOps<train::ParameterOp>())
+    parameters.push_back(Json(Json::Object{{"name", p.getSymName().str()},
+                                           {"shape", shapeJson(cast<ShapedType>(p.getType()).getShape())},
+                                           {"trainable", Json(bool(p.getTrainable()))}}));
+  m["inputs"] = Json(inputs);
+  m["parameters"] = Json(parameters);
+  m["training"] = Json(Json::Object{
+      {"optimizer", s.optimizer}, {"lr", s.lr}, {"beta1", s.beta1}, {"beta2", s.beta2}, {"eps", s.eps},
+      {"weight_decay", s.weightDecay}, {"momentum", s.momentum}, {"nesterov", Json(s.nesterov)}, {"eta", s.eta},
+      {"clip_grad_norm", s.clipGradNorm}, {"warmup_steps", Json(s.warmupSteps)}, {"schedule", s.schedule},
+      {"steps", Json(s.steps)}, {"microbatches", Json(s.microbatches)}});
+  return Json(m);
+}
+
+/// Splits a CMake list (';'-separated) into its items.
+std::vector<std::string> cmakeList(const char *list) {
+  std::vector<std::string> items;
+  std::string item;
+  for (const char *c = list; *c; ++c) {
+    if (*c == ';') {
+      if (!item.empty())
+        items.push_back(item);
+      item.clear();
+    } else {
+      item += *c;
+    }
+  }
+  if (!item.empty())
+    items.push_back(item);
+  return items;
+}
+
+LogicalResult buildExecutable(ModuleOp module, const std::string &dir) {
+  std::vector<std::string> args{kCxxCompiler, "-O2", "-std=c++17"};
+  for (const std::string &flag : cmakeList(kSanitizerFlags))
+    args.push_back(flag);
+  for (const std::string &include : cmakeList(kRuntimeIncludes))
+    args.push_back("-I" + include);
+  args.insert(args.end(), {dir + "/train_step.cpp", "-o", dir + "/model_train", kRuntimeLibrary, kJsonLibrary});
+  for (const std::string &library : cmakeList(kRuntimeLinkLibraries))
+    args.push_back(library);
+  args.push_back("-lpthread");
+  std::vector<llvm::StringRef> argv(args.begin(), args.end());
+  std::string log = dir + "/build.log";
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log), llvm::StringRef(log)};
+  std::string command;
+  for (const std::string &a : args)
+    command += (command.empty() ? "" : " ") + a;
+  llvm::errs() << "colossal-compile: building " << dir << "/model_train\n";
+  std::string error;
+  int status = llvm::sys::ExecuteAndWait(kCxxCompiler, argv, std::nullopt, redirects, 0, 0, &error);
+  if (status != 0) {
+    std::string tail;
+    if (auto text = llvm::MemoryBuffer::getFile(log))
+      tail = (*text)->getBuffer().take_back(2000).str();
+    return module.emitError() << "building " << dir << "/model_train failed"
+                              << (error.empty() ? "" : " (" + error + ")") << "; the command was:\n  " << command
+                              << "\nits output (" << log << ") ends:\n"
+                              << tail;
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult writePackage(ModuleOp module, const PackageOptions &options) {
+  if (options.target != "cpu")
+    return module.emitError() << "--target " << options.target
+                              << ": only the host target (cpu) emits programs in this version";
+  if (options.precision != "fp32")
+    return module.emitError() << "--precision " << options.precision
+                              << ": the host target trains in fp32 (bf16 and fp16 come with the CUDA target)";
+  const std::string &dir = options.directory;
+  if (llvm::sys::fs::exists(dir) && !llvm::sys::fs::is_directory(dir))
+    return module.emitError() << "-o " << dir << ": exists and is not a directory";
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return module.emitError() << "cannot create " << dir << ": " << ec.message();
+  std::string source;
+  llvm::raw_string_ostream os(source);
+  if (failed(emitHostSource(module, options.settings, os)))
+    return failure();
+  if (failed(writeText(module, dir + "/train_step.cpp", source)) ||
+      failed(writeWeights(module, options, dir + "/weights.safetensors")) ||
+      failed(writeText(module, dir + "/manifest.json", manifestOf(module, options).dump() + "\n")))
+    return failure();
+  if (options.build && failed(buildExecutable(module, dir)))
+    return failure();
+  return success();
+}
+
+} // namespace colossal::codegen

@@ -1,0 +1,63 @@
+//===- InitialValues.cpp - a model's initial weights ----------------------===//
+//
+// The values of the initializers named by the module's parameters, read
+// with the same checks as the importer (external data within its file,
+// sizes that agree with the shape), for the weights an emitted program
+// starts from.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OnnxModel.h"
+#include "colossal/Import/OnnxImporter.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace colossal {
+
+std::optional<std::map<std::string, InitialValue>> readInitialValues(const std::string &path,
+                                                                     const std::vector<std::string> &names,
+                                                                     std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": cannot open the file";
+    return std::nullopt;
+  }
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  onnx::ModelProto model;
+  if (!import::parseModel(bytes.data(), bytes.size(), model, error)) {
+    error = path + ": " + error;
+    return std::nullopt;
+  }
+  std::string baseDir = std::filesystem::path(path).parent_path().string();
+  std::set<std::string> wanted(names.begin(), names.end());
+  std::map<std::string, InitialValue> values;
+  for (const onnx::TensorProto &init : model.graph().initializer()) {
+    if (!wanted.count(init.name()))
+      continue;
+    std::optional<import::HostTensor> t =
+        import::readTensor(init, baseDir.empty() ? "." : baseDir, error, import::kMaxTensorElements);
+    if (!t) {
+      error = path + ": initializer '" + init.name() + "' " + error;
+      return std::nullopt;
+    }
+    InitialValue v;
+    v.shape = t->shape;
+    v.integer = !t->isFloat();
+    if (v.integer)
+      v.ints = std::move(t->ints);
+    else
+      v.floats.assign(t->floats.begin(), t->floats.end());
+    values[init.name()] = std::move(v);
+  }
+  for (const std::string &name : names)
+    if (!values.count(name)) {
+      error = path + ": parameter '" + name +
+              "' has no initial value in the file (a shape-only parameter); export the model with its weights";
+      return std::nullopt;
+    }
+  return values;
+}
+
+} // namespace colossal

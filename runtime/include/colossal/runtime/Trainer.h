@@ -1,0 +1,74 @@
+//===- Trainer.h - the main loop of an emitted training program ---*- C++ -*-===//
+//
+// An emitted program describes its step (inputs, parameters, the function
+// computing the loss and the gradients) and the settings it was compiled
+// with; `trainerMain` does the rest: flags, initial weights, feeds or
+// synthetic data, the optimizer and learning-rate schedule, the step log, a
+// progress line, checkpoints and resumption. Resuming from a checkpoint
+// saved at step k and running to step n gives the same weights, bit for bit,
+// as running to step n at once: the optimizer state, the step and the data
+// position are all in the checkpoint, and the data of step s depends on s
+// alone.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_RUNTIME_TRAINER_H
+#define COLOSSAL_RUNTIME_TRAINER_H
+
+#include "colossal/runtime/HostTensor.h"
+#include "colossal/runtime/LearningRate.h"
+#include "colossal/runtime/OptimizerStep.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace colossal::rt {
+
+struct ProgramInput {
+  std::string name;
+  host::Shape shape;
+  bool integer = false;
+  /// Synthetic integer data is drawn from [0, range): the compiler sets it
+  /// from the input's uses (a table's rows, a loss's classes).
+  int64_t range = 2;
+};
+
+struct ProgramParameter {
+  std::string name;
+  host::Shape shape;
+  bool trainable = true;
+};
+
+/// The settings the program was compiled with; flags override them.
+struct TrainingSettings {
+  OptimizerConfig optimizer;
+  int64_t warmupSteps = 0;
+  Decay schedule = Decay::Constant;
+  double minLrRatio = 0.0;
+  int64_t steps = 10;
+  int64_t microbatches = 1;
+};
+
+/// Computes the loss and the gradients of the trainable parameters (in the
+/// order of `parameters`, skipping frozen ones) from the inputs and all
+/// parameters.
+using StepFunction = std::function<void(const std::vector<host::Tensor> &inputs,
+                                        const std::vector<host::Tensor> &parameters, host::Tensor &loss,
+                                        std::vector<host::Tensor> &gradients)>;
+
+struct TrainingProgram {
+  std::string model;
+  std::vector<ProgramInput> inputs;
+  std::vector<ProgramParameter> parameters;
+  TrainingSettings settings;
+  StepFunction step;
+};
+
+/// The emitted program's main: parses argv, trains, returns the exit status.
+/// Every failure is a message naming what and where, and a nonzero status.
+int trainerMain(int argc, char **argv, const TrainingProgram &program);
+
+} // namespace colossal::rt
+
+#endif // COLOSSAL_RUNTIME_TRAINER_H

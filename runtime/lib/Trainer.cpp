@@ -1,0 +1,541 @@
+//===- Trainer.cpp - the main loop of an emitted training program ---------===//
+
+#include "colossal/runtime/Trainer.h"
+
+#include "colossal/runtime/Checkpoint.h"
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/Health.h"
+#include "colossal/runtime/Npy.h"
+#include "colossal/runtime/Philox.h"
+#include "colossal/runtime/Safetensors.h"
+#include "colossal/runtime/SingleRankCommunicator.h"
+#include "colossal/runtime/StepLog.h"
+#include "colossal/runtime/TensorIndexing.h"
+#include "colossal/runtime/TokenData.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <unistd.h>
+
+namespace colossal::rt {
+
+namespace {
+
+using host::Shape;
+using host::Tensor;
+
+struct Options {
+  TrainingSettings settings;
+  uint64_t seed = 0;
+  std::string feed, data, log, save, resume, weights;
+  bool quiet = false;
+};
+
+const char *kUsage = R"(usage: %s [flags]
+
+Trains %s, compiled by colossal-compile, on the host.
+
+  --steps N            optimizer steps to reach (default %lld; with --resume, the total)
+  --seed S             seed of synthetic data and of the data order (default 0)
+  --feed DIR           one .npy per graph input, named after it, holding the global
+                       batch; a leading extra dimension holds one batch per step
+  --data FILE          token file (u16/u32/.npy) for language models: inputs and
+                       labels are consecutive windows of it
+                       (default: synthetic data, the same for every run with one seed)
+  --weights FILE       initial weights (default: weights.safetensors beside the program)
+  --log FILE           one JSON object per step: step, loss, lr, grad_norm,
+                       loss_scale, tokens_per_s, time
+  --save DIR           write a checkpoint of the last step here
+  --resume DIR         continue from a checkpoint written by --save
+  --optimizer NAME     lamb, adamw, sgd or lars (default %s)
+  --lr X               peak learning rate (default %g)
+  --weight-decay X     decoupled weight decay (default %g)
+  --beta1 X, --beta2 X LAMB/AdamW moment decays (default %g, %g)
+  --eps X              LAMB/AdamW epsilon (default %g; switching --optimizer
+                       resets it to 1e-6 for LAMB, 1e-8 for AdamW)
+  --momentum X         SGD/LARS momentum (default %g)
+  --nesterov           Nesterov momentum for SGD
+  --eta X              LARS trust coefficient (default %g)
+  --clip-grad-norm X   clip the global gradient norm to X (default %g: off)
+  --warmup-steps N     linear warm-up steps (default %lld)
+  --schedule NAME      constant, cosine, linear or polynomial decay after warm-up
+                       (default %s)
+  --quiet              no progress line
+  --help               this text
+)";
+
+void usage(const char *argv0, const TrainingProgram &p) {
+  const TrainingSettings &s = p.settings;
+  const OptimizerConfig &o = s.optimizer;
+  std::printf(kUsage, argv0, p.model.c_str(), (long long)s.steps, nameOf(o.kind), o.lr, o.weightDecay, o.beta1,
+              o.beta2, o.eps, o.momentum, o.eta, o.clipGradNorm, (long long)s.warmupSteps, nameOf(s.schedule));
+}
+
+double parseNumber(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != 0 || !std::isfinite(v))
+    fail(flag, "expects a number, got '" + text + "'");
+  return v;
+}
+
+int64_t parseCount(const std::string &flag, const std::string &text, int64_t minimum) {
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != 0 || v < minimum)
+    fail(flag, "expects an integer of at least " + std::to_string(minimum) + ", got '" + text + "'");
+  return int64_t(v);
+}
+
+std::string besideExecutable(const char *argv0, const std::string &file) {
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  std::string exe = n > 0 ? std::string(path, size_t(n)) : std::string(argv0);
+  size_t slash = exe.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/" + file;
+}
+
+/// Returns nullopt after --help.
+std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram &program) {
+  Options o;
+  o.settings = program.settings;
+  o.weights = besideExecutable(argv[0], "weights.safetensors");
+  bool epsGiven = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      usage(argv[0], program);
+      return std::nullopt;
+    }
+    if (flag == "--quiet" || flag == "--nesterov") {
+      (flag == "--quiet" ? o.quiet : o.settings.optimizer.nesterov) = true;
+      continue;
+    }
+    std::string value;
+    size_t eq = flag.find('=');
+    if (eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    static const char *const kValued[] = {"--steps", "--seed", "--feed", "--data", "--weights", "--log",
+                                          "--save", "--resume", "--optimizer", "--lr", "--weight-decay",
+                                          "--clip-grad-norm", "--warmup-steps", "--schedule", "--eps",
+                                          "--beta1", "--beta2", "--momentum", "--eta"};
+    if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
+      fail(flag, "unknown flag (see --help)");
+    if (eq == std::string::npos) {
+      if (i + 1 >= argc)
+        fail(flag, "expects a value (see --help)");
+      value = argv[++i];
+    }
+    OptimizerConfig &opt = o.settings.optimizer;
+    if (flag == "--steps")
+      o.settings.steps = parseCount(flag, value, 0);
+    else if (flag == "--seed")
+      o.seed = uint64_t(parseCount(flag, value, 0));
+    else if (flag == "--feed")
+      o.feed = value;
+    else if (flag == "--data")
+      o.data = value;
+    else if (flag == "--weights")
+      o.weights = value;
+    else if (flag == "--log")
+      o.log = value;
+    else if (flag == "--save")
+      o.save = value;
+    else if (flag == "--resume")
+      o.resume = value;
+    else if (flag == "--optimizer") {
+      std::optional<OptimizerKind> kind = parseOptimizer(value);
+      if (!kind)
+        fail(flag, "unknown optimizer '" + value + "' (lamb, adamw, sgd, lars)");
+      if (*kind != opt.kind && !epsGiven)
+        opt.eps = *kind == OptimizerKind::AdamW ? 1e-8 : 1e-6;
+      opt.kind = *kind;
+    } else if (flag == "--eps") {
+      opt.eps = parseNumber(flag, value);
+      epsGiven = true;
+    } else if (flag == "--beta1")
+      opt.beta1 = parseNumber(flag, value);
+    else if (flag == "--beta2")
+      opt.beta2 = parseNumber(flag, value);
+    else if (flag == "--momentum")
+      opt.momentum = parseNumber(flag, value);
+    else if (flag == "--eta")
+      opt.eta = parseNumber(flag, value);
+    else if (flag == "--lr")
+      opt.lr = parseNumber(flag, value);
+    else if (flag == "--weight-decay")
+      opt.weightDecay = parseNumber(flag, value);
+    else if (flag == "--clip-grad-norm")
+      opt.clipGradNorm = parseNumber(flag, value);
+    else if (flag == "--warmup-steps")
+      o.settings.warmupSteps = parseCount(flag, value, 0);
+    else if (flag == "--schedule") {
+      std::optional<Decay> decay = parseDecay(value);
+      if (!decay)
+        fail(flag, "unknown schedule '" + value + "' (constant, cosine, linear, polynomial)");
+      o.settings.schedule = *decay;
+    }
+  }
+  if (!o.feed.empty() && !o.data.empty())
+    fail("--feed and --data", "give one source of data");
+  return o;
+}
+
+//===----------------------------------------------------------------------===//
+// Data
+//===----------------------------------------------------------------------===//
+
+/// Where each step's global batch comes from.
+class DataSource {
+public:
+  DataSource(const TrainingProgram &program, const Options &options) : program_(program), options_(options) {
+    microbatches_ = options.settings.microbatches;
+    for (const ProgramInput &in : program.inputs)
+      globalShapes_.push_back(globalShape(in));
+    if (!options.feed.empty())
+      loadFeeds();
+    else if (!options.data.empty())
+      openTokens();
+  }
+
+  /// The inputs of microbatch `m` of (0-based) step `step`.
+  std::vector<Tensor> microbatch(int64_t step, int64_t m) {
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < program_.inputs.size(); ++i) {
+      const ProgramInput &in = program_.inputs[i];
+      Tensor global = globalInput(i, step);
+      // Microbatch m is rows [m * rows, (m + 1) * rows) of the global batch:
+      // one contiguous block.
+      int64_t count = indexing::product(in.shape), begin = m * count;
+      Tensor part = Tensor::zeros(in.shape, in.integer);
+      if (in.integer)
+        std::copy(global.ints.begin() + begin, global.ints.begin() + begin + count, part.ints.begin());
+      else
+        std::copy(global.floats.begin() + begin, global.floats.begin() + begin + count, part.floats.begin());
+      inputs.push_back(std::move(part));
+    }
+    return inputs;
+  }
+
+  /// Tokens per step for the throughput figure: the elements of the first
+  /// integer input, else the global batch size.
+  int64_t tokensPerStep() const {
+    for (size_t i = 0; i < program_.inputs.size(); ++i)
+      if (program_.inputs[i].integer)
+        return indexing::product(globalShapes_[i]);
+    return globalShapes_.empty() || globalShapes_[0].empty() ? 1 : globalShapes_[0][0];
+  }
+
+private:
+  Shape globalShape(const ProgramInput &in) const {
+    Shape s = in.shape;
+    if (!s.empty())
+      s[0] *= microbatches_;
+    return s;
+  }
+
+  void loadFeeds() {
+    for (size_t i = 0; i < program_.inputs.size(); ++i) {
+      const ProgramInput &in = program_.inputs[i];
+      std::string path = options_.feed + "/" + in.name + ".npy";
+      if (access(path.c_str(), R_OK) != 0)
+        fail("--feed", "no file for graph input '" + in.name + "': " + path);
+      NpyArray array = readNpy(path);
+      bool integerFile = array.dtype == DType::I64 || array.dtype == DType::I32;
+      if (in.integer != integerFile || (!in.integer && array.dtype != DType::F32))
+        fail(path, std::string("holds ") + nameOf(array.dtype) + "; graph input '" + in.name + "' takes " +
+                       (in.integer ? "int64 (or int32)" : "float32"));
+      const Shape &want = globalShapes_[i];
+      bool perStep = array.shape.size() == want.size() + 1 &&
+                     std::equal(want.begin(), want.end(), array.shape.begin() + 1);
+      if (array.shape != want && !perStep)
+        fail(path, "has shape " + host::describe(array.shape) + "; graph input '" + in.name + "' takes " +
+                       host::describe(want) + " per step (or [steps, ...] with one batch per step)");
+      Feed feed;
+      feed.batches = perStep ? array.shape[0] : 1;
+      int64_t n = array.elements();
+      if (in.integer) {
+        feed.ints.resize(size_t(n));
+        for (int64_t k = 0; k < n; ++k)
+          feed.ints[size_t(k)] = array.dtype == DType::I64 ? array.as<int64_t>()[k] : array.as<int32_t>()[k];
+      } else {
+        feed.floats.assign(array.as<float>(), array.as<float>() + n);
+      }
+      feeds_.push_back(std::move(feed));
+    }
+  }
+
+  void openTokens() {
+    std::vector<size_t> integers;
+    for (size_t i = 0; i < program_.inputs.size(); ++i)
+      if (program_.inputs[i].integer)
+        integers.push_back(i);
+    if (integers.size() != 2 || program_.inputs.size() != 2 || globalShapes_[0] != globalShapes_[1] ||
+        globalShapes_[0].size() != 2)
+      fail("--data", "token files feed models with two integer inputs (tokens and labels) of shape [batch, seq]; "
+                     "use --feed for this model");
+    tokens_.emplace(TokenDataset::open(options_.data, TokenFormat::Auto, program_.inputs[0].range));
+  }
+
+  Tensor globalInput(size_t i, int64_t step) {
+    const ProgramInput &in = program_.inputs[i];
+    const Shape &shape = globalShapes_[i];
+    Tensor t = Tensor::zeros(shape, in.integer);
+    int64_t n = t.elements();
+    if (!feeds_.empty()) {
+      const Feed &f = feeds_[i];
+      int64_t at = (step % f.batches) * n;
+      if (in.integer)
+        std::copy(f.ints.begin() + at, f.ints.begin() + at + n, t.ints.begin());
+      else
+        std::copy(f.floats.begin() + at, f.floats.begin() + at + n, t.floats.begin());
+      return t;
+    }
+    if (tokens_) {
+      std::vector<int64_t> inputs(static_cast<size_t>(n)), labels(static_cast<size_t>(n));
+      tokens_->batch(step, shape[0], shape[1], 0, shape[0], options_.seed, inputs.data(), labels.data());
+      t.ints = i == 0 ? inputs : labels;
+      return t;
+    }
+    // Synthetic: uniform in [-1, 1) or integers in [0, range), keyed by the
+    // seed, the input and the step, so a resumed run sees the same data.
+    for (int64_t k = 0; k < n; ++k) {
+      float u = philoxUniform(options_.seed * 1000003u + i, uint64_t(step), uint64_t(k));
+      if (in.integer)
+        t.ints[size_t(k)] = std::min<int64_t>(in.range - 1, int64_t(u * float(in.range)));
+      else
+        t.floats[size_t(k)] = 2.0f * u - 1.0f;
+    }
+    return t;
+  }
+
+  struct Feed {
+    int64_t batches = 1;
+    std::vector<float> floats;
+    std::vector<int64_t> ints;
+  };
+
+  const TrainingProgram &program_;
+  const Options &options_;
+  int64_t microbatches_ = 1;
+  std::vector<Shape> globalShapes_;
+  std::vector<Feed> feeds_;
+  std::optional<TokenDataset> tokens_;
+};
+
+//===----------------------------------------------------------------------===//
+// Weights and optimizer state
+//===----------------------------------------------------------------------===//
+
+struct State {
+  std::vector<Tensor> parameters;
+  /// Per trainable parameter (in program order): gradient, moments, scratch.
+  std::vector<size_t> trainable;
+  std::vector<std::vector<float>> grads, m, v, scratch;
+  std::vector<OptimizerTensor> tensors;
+};
+
+State loadWeights(const TrainingProgram &program, const std::string &path) {
+  if (access(path.c_str(), R_OK) != 0)
+    fail("weights", "cannot read " + path + " (give --weights FILE)");
+  SafetensorsFile file = SafetensorsFile::read(path);
+  State s;
+  for (const ProgramParameter &p : program.parameters) {
+    const TensorView *view = file.find(p.name);
+    if (!view)
+      fail(path, "holds no tensor '" + p.name + "'");
+    bool integer = view->dtype == DType::I64;
+    const TensorView &t = file.require(p.name, integer ? DType::I64 : DType::F32, p.shape);
+    Tensor value = Tensor::zeros(p.shape, integer);
+    if (integer)
+      std::memcpy(value.ints.data(), t.data, size_t(t.bytes));
+    else
+      std::memcpy(value.floats.data(), t.data, size_t(t.bytes));
+    if (p.trainable && integer)
+      fail(path, "trainable parameter '" + p.name + "' is not floating-point");
+    s.parameters.push_back(std::move(value));
+  }
+  return s;
+}
+
+void prepareOptimizer(const TrainingProgram &program, const OptimizerConfig &config, State &s) {
+  for (size_t i = 0; i < program.parameters.size(); ++i) {
+    if (!program.parameters[i].trainable)
+      continue;
+    size_t n = s.parameters[i].floats.size();
+    s.trainable.push_back(i);
+    s.grads.emplace_back(n, 0.0f), s.m.emplace_back(n, 0.0f), s.v.emplace_back(n, 0.0f);
+    s.scratch.emplace_back(n, 0.0f);
+  }
+  for (size_t t = 0; t < s.trainable.size(); ++t) {
+    OptimizerTensor o{s.parameters[s.trainable[t]].floats.data(), s.grads[t].data(), s.m[t].data(), s.v[t].data(),
+                      s.scratch[t].data(), int64_t(s.grads[t].size())};
+    applyConventions(config.kind, program.parameters[s.trainable[t]].shape.size(), o);
+    s.tensors.push_back(o);
+  }
+}
+
+TensorView viewOf(const std::string &name, const Shape &shape, const std::vector<float> &data) {
+  return TensorView{name, DType::F32, shape, data.data(), int64_t(data.size() * sizeof(float))};
+}
+
+void saveState(const std::string &dir, const TrainingProgram &program, const Options &o, const State &s,
+               int64_t step) {
+  SingleRankCommunicator world;
+  std::vector<Shard> shards;
+  auto add = [&](TensorView view) { shards.push_back(Shard{view, view.shape, Shape(view.shape.size(), 0)}); };
+  for (size_t i = 0; i < program.parameters.size(); ++i) {
+    const ProgramParameter &p = program.parameters[i];
+    const Tensor &t = s.parameters[i];
+    if (t.integer)
+      add(TensorView{p.name, DType::I64, p.shape, t.ints.data(), int64_t(t.ints.size() * sizeof(int64_t))});
+    else
+      add(viewOf(p.name, p.shape, t.floats));
+  }
+  for (size_t t = 0; t < s.trainable.size(); ++t) {
+    const ProgramParameter &p = program.parameters[s.trainable[t]];
+    add(viewOf("optimizer.m:" + p.name, p.shape, s.m[t]));
+    add(viewOf("optimizer.v:" + p.name, p.shape, s.v[t]));
+  }
+  saveCheckpoint(dir, world, step, shards,
+                 {{"model", program.model}, {"optimizer", nameOf(o.settings.optimizer.kind)},
+                  {"seed", std::to_string(o.seed)}, {"microbatches", std::to_string(o.settings.microbatches)}});
+}
+
+int64_t resumeState(const std::string &dir, const TrainingProgram &program, const Options &o, State &s) {
+  SingleRankCommunicator world;
+  LoadedCheckpoint checkpoint = LoadedCheckpoint::load(dir, world);
+  auto info = [&](const std::string &key) {
+    auto it = checkpoint.info().find(key);
+    return it == checkpoint.info().end() ? std::string() : it->second;
+  };
+  if (info("model") != program.model)
+    fail("--resume " + dir, "the checkpoint is of model '" + info("model") + "', this program trains '" +
+                                program.model + "'");
+  if (info("optimizer") != nameOf(o.settings.optimizer.kind))
+    fail("--resume " + dir, "the checkpoint was trained with " + info("optimizer") + ", this run uses " +
+                                nameOf(o.settings.optimizer.kind) + " (give --optimizer " + info("optimizer") + ")");
+  if (info("seed") != std::to_string(o.seed))
+    fail("--resume " + dir, "the checkpoint's data order has seed " + info("seed") + ", this run " +
+                                std::to_string(o.seed) + " (give --seed " + info("seed") + ")");
+  const SafetensorsFile &file = checkpoint.shard();
+  auto restore = [&](const std::string &name, const Shape &shape, std::vector<float> &into) {
+    const TensorView &t = file.require(name, DType::F32, shape);
+    std::memcpy(into.data(), t.data, size_t(t.bytes));
+  };
+  for (size_t i = 0; i < program.parameters.size(); ++i) {
+    const ProgramParameter &p = program.parameters[i];
+    Tensor &t = s.parameters[i];
+    if (t.integer)
+      std::memcpy(t.ints.data(), file.require(p.name, DType::I64, p.shape).data, t.ints.size() * sizeof(int64_t));
+    else
+      restore(p.name, p.shape, t.floats);
+  }
+  for (size_t t = 0; t < s.trainable.size(); ++t) {
+    const ProgramParameter &p = program.parameters[s.trainable[t]];
+    restore("optimizer.m:" + p.name, p.shape, s.m[t]);
+    restore("optimizer.v:" + p.name, p.shape, s.v[t]);
+  }
+  return checkpoint.step();
+}
+
+//===----------------------------------------------------------------------===//
+// The loop
+//===----------------------------------------------------------------------===//
+
+void train(const TrainingProgram &program, const Options &o) {
+  State s = loadWeights(program, o.weights);
+  prepareOptimizer(program, o.settings.optimizer, s);
+  if (s.trainable.empty())
+    fail(program.model, "has no trainable parameter");
+  int64_t start = o.resume.empty() ? 0 : resumeState(o.resume, program, o, s);
+  if (start > o.settings.steps)
+    fail("--steps", "the checkpoint is at step " + std::to_string(start) + ", past --steps " +
+                        std::to_string(o.settings.steps));
+  DataSource data(program, o);
+  LearningRateSchedule schedule;
+  schedule.base = o.settings.optimizer.lr, schedule.warmupSteps = o.settings.warmupSteps;
+  schedule.totalSteps = o.settings.steps, schedule.decay = o.settings.schedule;
+  schedule.minRatio = o.settings.minLrRatio;
+  StepLog log(o.log);
+  ProgressLine progress(o.settings.steps, !o.quiet);
+  auto begin = std::chrono::steady_clock::now();
+  int64_t microbatches = o.settings.microbatches;
+  for (int64_t step = start + 1; step <= o.settings.steps; ++step) {
+    auto stepBegin = std::chrono::steady_clock::now();
+    for (std::vector<float> &g : s.grads)
+      std::fill(g.begin(), g.end(), 0.0f);
+    double loss = 0;
+    for (int64_t m = 0; m < microbatches; ++m) {
+      std::vector<Tensor> inputs = data.microbatch(step - 1, m), grads;
+      Tensor microLoss;
+      program.step(inputs, s.parameters, microLoss, grads);
+      if (microLoss.integer || microLoss.floats.size() != 1)
+        fail(program.model, "the step's loss is not a float scalar");
+      if (grads.size() != s.trainable.size())
+        fail(program.model, "the step returned " + std::to_string(grads.size()) + " gradients for " +
+                                std::to_string(s.trainable.size()) + " trainable parameters");
+      loss += microLoss.floats[0];
+      for (size_t t = 0; t < grads.size(); ++t) {
+        if (grads[t].floats.size() != s.grads[t].size())
+          fail(program.model, "the gradient of '" + program.parameters[s.trainable[t]].name + "' has " +
+                                  std::to_string(grads[t].floats.size()) + " elements");
+        // Microbatch gradients of a mean loss average into the batch's.
+        if (microbatches == 1)
+          s.grads[t].swap(grads[t].floats);
+        else
+          for (size_t k = 0; k < s.grads[t].size(); ++k)
+            s.grads[t][k] += grads[t].floats[k] / float(microbatches);
+      }
+    }
+    // A swap above may have replaced the buffers: point the optimizer at them.
+    for (size_t t = 0; t < s.tensors.size(); ++t)
+      s.tensors[t].grad = s.grads[t].data();
+    loss /= double(microbatches);
+    double gradNorm = gradientNorm(s.tensors);
+    requireFiniteStep(step, loss, gradNorm);
+    double clip = o.settings.optimizer.clipGradNorm;
+    float gradScale = clip > 0 && gradNorm > clip ? float(clip / gradNorm) : 1.0f;
+    double lr = schedule.at(step);
+    optimizerStep(o.settings.optimizer, lr, step, s.tensors, gradScale);
+
+    auto now = std::chrono::steady_clock::now();
+    StepRecord record;
+    record.step = step, record.loss = loss, record.lr = lr, record.gradNorm = gradNorm;
+    double stepSeconds = std::chrono::duration<double>(now - stepBegin).count();
+    record.tokensPerSecond = stepSeconds > 0 ? double(data.tokensPerStep()) / stepSeconds : 0;
+    record.time = std::chrono::duration<double>(now - begin).count();
+    log.write(record);
+    progress.update(record);
+  }
+  progress.finish();
+  if (!o.save.empty())
+    saveState(o.save, program, o, s, std::max(start, o.settings.steps));
+}
+
+} // namespace
+
+int trainerMain(int argc, char **argv, const TrainingProgram &program) {
+  try {
+    std::optional<Options> options = parseOptions(argc, argv, program);
+    if (!options)
+      return 0;
+    train(program, *options);
+    return 0;
+  } catch (const Error &e) {
+    // One process: the rank adds nothing.
+    std::fprintf(stderr, "%s: error: %s: %s\n", argv[0], e.call().c_str(), e.reason().c_str());
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+  }
+  return 1;
+}
+
+} // namespace colossal::rt
