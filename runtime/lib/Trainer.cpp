@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <malloc.h>
 #include <map>
 #include <optional>
 #include <unistd.h>
@@ -523,6 +524,10 @@ void train(const TrainingProgram &program, const Options &o) {
 } // namespace
 
 int trainerMain(int argc, char **argv, const TrainingProgram &program) {
+  // Every step allocates the same tensors again: keep freed blocks in the
+  // heap rather than returning them to the system and faulting them back in.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   try {
     std::optional<Options> options = parseOptions(argc, argv, program);
     if (!options)

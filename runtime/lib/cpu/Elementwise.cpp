@@ -75,8 +75,10 @@ constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 void geluForward(Stream, const float *x, float *y, int64_t n, GeluApproximation approximation) {
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
+    // 0.5 (1 + tanh(u)) = sigmoid(2u): one exp instead of tanh, and no
+    // cancellation where tanh(u) nears -1.
     if (approximation == GeluApproximation::Tanh)
-      y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+      y[i] = v / (1.0f + std::exp(-2.0f * kSqrt2OverPi * (v + 0.044715f * v * v * v)));
     else
       y[i] = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
   }
@@ -87,9 +89,9 @@ void geluBackward(Stream, const float *x, const float *dy, float *dx, int64_t n,
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i], d;
     if (approximation == GeluApproximation::Tanh) {
-      float inner = kSqrt2OverPi * (v + 0.044715f * v * v * v);
-      float t = std::tanh(inner);
-      d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
+      // With s = sigmoid(2u) = 0.5 (1 + tanh u): 0.5 (1 - tanh^2 u) = 2 s (1 - s).
+      float s = 1.0f / (1.0f + std::exp(-2.0f * kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+      d = s + 2.0f * v * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
     } else {
       d = 0.5f * (1.0f + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
     }

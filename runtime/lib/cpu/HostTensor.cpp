@@ -116,9 +116,23 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 } // namespace
 
 Tensor binary(Binary op, const Tensor &a, const Tensor &b, const Shape &out, bool integerResult) {
+  Tensor result = Tensor::zeros(out, integerResult);
+  // Most operands have the result's shape or are scalars: no index tables.
+  if (!integerResult && !a.integer && !b.integer && (a.shape == out || a.elements() == 1) &&
+      (b.shape == out || b.elements() == 1)) {
+    const float *x = a.floats.data(), *y = b.floats.data();
+    float *r = result.floats.data();
+    int64_t n = result.elements(), sa = a.shape == out ? 1 : 0, sb = b.shape == out ? 1 : 0;
+    switch (op) {
+    case Binary::Add: for (int64_t i = 0; i < n; ++i) r[i] = x[i * sa] + y[i * sb]; return result;
+    case Binary::Sub: for (int64_t i = 0; i < n; ++i) r[i] = x[i * sa] - y[i * sb]; return result;
+    case Binary::Mul: for (int64_t i = 0; i < n; ++i) r[i] = x[i * sa] * y[i * sb]; return result;
+    case Binary::Div: for (int64_t i = 0; i < n; ++i) r[i] = x[i * sa] / y[i * sb]; return result;
+    default: break;
+    }
+  }
   std::vector<int64_t> ia = broadcastIndexChecked(out, a.shape, "elementwise op"),
                        ib = broadcastIndexChecked(out, b.shape, "elementwise op");
-  Tensor result = Tensor::zeros(out, integerResult);
   if (integerResult) {
     if (!a.integer || !b.integer)
       fail("elementwise op", "an integer result needs integer operands");
@@ -590,6 +604,11 @@ Tensor siluGrad(const Tensor &x, const Tensor &dy) {
 std::vector<Tensor> dropout(const Tensor &x, float ratio) {
   requireFloat(x, "dropout");
   Tensor out = Tensor::zeros(x.shape), mask = Tensor::zeros(x.shape, true);
+  if (ratio == 0) { // inference-style dropout layers: keep everything
+    out.floats = x.floats;
+    std::fill(mask.ints.begin(), mask.ints.end(), 1);
+    return {std::move(out), std::move(mask)};
+  }
   for (int64_t i = 0; i < x.elements(); ++i) {
     bool keep = dropoutKeeps(0, 0, uint64_t(i), ratio);
     mask.ints[size_t(i)] = keep;

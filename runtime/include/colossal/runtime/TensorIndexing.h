@@ -77,18 +77,30 @@ inline int64_t gatherIndex(int64_t index, int64_t n) {
   return at;
 }
 
-/// out[c] = x[c permuted]: out dimension d is input dimension perm[d].
+/// out[c] = x[c permuted]: out dimension d is input dimension perm[d]. Walks
+/// the output's rows, each a strided run of the input.
 template <typename T>
 void transpose(const T *x, const Shape &xShape, const Shape &perm, T *out) {
-  Shape outShape(perm.size()), inStrides = stridesOf(xShape), coord(perm.size(), 0);
-  for (size_t d = 0; d < perm.size(); ++d)
+  size_t rank = perm.size();
+  Shape outShape(rank), inStrides = stridesOf(xShape);
+  for (size_t d = 0; d < rank; ++d)
     outShape[d] = xShape[size_t(perm[d])];
-  for (int64_t flat = 0, n = product(outShape); flat < n; ++flat) {
+  int64_t total = product(outShape);
+  if (rank == 0 || total == 0) {
+    if (total)
+      out[0] = x[0];
+    return;
+  }
+  int64_t rowLength = outShape.back(), stride = inStrides[size_t(perm.back())];
+  Shape rowShape(outShape.begin(), outShape.end() - 1), coord(rank - 1, 0);
+  for (int64_t row = 0, rows = total / rowLength; row < rows; ++row) {
     int64_t at = 0;
-    for (size_t d = 0; d < coord.size(); ++d)
+    for (size_t d = 0; d + 1 < rank; ++d)
       at += coord[d] * inStrides[size_t(perm[d])];
-    out[flat] = x[at];
-    nextCoordinate(coord, outShape);
+    T *o = out + row * rowLength;
+    for (int64_t j = 0; j < rowLength; ++j)
+      o[j] = x[at + j * stride];
+    nextCoordinate(coord, rowShape);
   }
 }
 
