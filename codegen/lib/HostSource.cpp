@@ -437,6 +437,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.schedule = *colossal::rt::parseDecay(" << quoted(settings.schedule) << ");\n"
      << "  s.steps = " << settings.steps << ";\n"
      << "  s.microbatches = " << settings.microbatches << ";\n"
+     << "  s.ranks = " << settings.ranks << ";\n"
      << "  p.step = trainStep;\n"
      << "  return p;\n}\n\n} // namespace\n\n"
      << "int main(int argc, char **argv) { return colossal::rt::trainerMain(argc, argv, program()); }\n";

@@ -88,7 +88,9 @@ Json manifestOf(ModuleOp module, const PackageOptions &options) {
   m["source"] = options.onnxPath;
   m["target"] = options.target;
   m["precision"] = options.precision;
-  m["gpus"] = Json(1);
+  m["gpus"] = Json(s.ranks);
+  m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(1)}, {"pp", Json(1)}, {"sp", Json(1)},
+                                    {"microbatches", Json(s.microbatches)}, {"zero", Json(0)}});
   m["executable"] = "model_train";
   m["weights"] = "weights.safetensors";
   Json::Array inputs, parameters;

@@ -4,9 +4,14 @@
 
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/CommCounters.h"
 #include "colossal/runtime/Health.h"
+#include "colossal/runtime/Launch.h"
+#include "colossal/runtime/Mesh.h"
+#include "colossal/runtime/MpiCommunicator.h"
 #include "colossal/runtime/Npy.h"
 #include "colossal/runtime/Philox.h"
+#include "colossal/runtime/ProcessGroups.h"
 #include "colossal/runtime/Safetensors.h"
 #include "colossal/runtime/SingleRankCommunicator.h"
 #include "colossal/runtime/StepLog.h"
@@ -20,6 +25,7 @@
 #include <cstring>
 #include <malloc.h>
 #include <map>
+#include <memory>
 #include <optional>
 #include <unistd.h>
 
@@ -102,7 +108,7 @@ std::string besideExecutable(const char *argv0, const std::string &file) {
 }
 
 /// Returns nullopt after --help.
-std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram &program) {
+std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram &program, bool printHelp = true) {
   Options o;
   o.settings = program.settings;
   o.weights = besideExecutable(argv[0], "weights.safetensors");
@@ -110,7 +116,8 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      usage(argv[0], program);
+      if (printHelp)
+        usage(argv[0], program);
       return std::nullopt;
     }
     if (flag == "--quiet" || flag == "--nesterov") {
@@ -196,7 +203,10 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
 /// Where each step's global batch comes from.
 class DataSource {
 public:
-  DataSource(const TrainingProgram &program, const Options &options) : program_(program), options_(options) {
+  /// Rank `rank` of `ranks` reads rows [rank, rank + 1) * (its share) of
+  /// every global batch.
+  DataSource(const TrainingProgram &program, const Options &options, int rank, int ranks)
+      : program_(program), options_(options), rank_(rank), ranks_(ranks) {
     microbatches_ = options.settings.microbatches;
     for (const ProgramInput &in : program.inputs)
       globalShapes_.push_back(globalShape(in));
@@ -212,9 +222,9 @@ public:
     for (size_t i = 0; i < program_.inputs.size(); ++i) {
       const ProgramInput &in = program_.inputs[i];
       Tensor global = globalInput(i, step);
-      // Microbatch m is rows [m * rows, (m + 1) * rows) of the global batch:
-      // one contiguous block.
-      int64_t count = indexing::product(in.shape), begin = m * count;
+      // This rank's microbatch m is block rank * M + m of the global batch,
+      // each block `rows` rows: contiguous.
+      int64_t count = indexing::product(in.shape), begin = (rank_ * microbatches_ + m) * count;
       Tensor part = Tensor::zeros(in.shape, in.integer);
       if (in.integer)
         std::copy(global.ints.begin() + begin, global.ints.begin() + begin + count, part.ints.begin());
@@ -238,7 +248,7 @@ private:
   Shape globalShape(const ProgramInput &in) const {
     Shape s = in.shape;
     if (!s.empty())
-      s[0] *= microbatches_;
+      s[0] *= microbatches_ * ranks_;
     return s;
   }
 
@@ -324,7 +334,8 @@ private:
   };
 
   const TrainingProgram &program_;
-  const Options &options_;
+  Options options_;
+  int64_t rank_ = 0, ranks_ = 1;
   int64_t microbatches_ = 1;
   std::vector<Shape> globalShapes_;
   std::vector<Feed> feeds_;
@@ -387,9 +398,10 @@ TensorView viewOf(const std::string &name, const Shape &shape, const std::vector
   return TensorView{name, DType::F32, shape, data.data(), int64_t(data.size() * sizeof(float))};
 }
 
-void saveState(const std::string &dir, const TrainingProgram &program, const Options &o, const State &s,
-               int64_t step) {
-  SingleRankCommunicator world;
+/// Collective over the data-parallel ranks: each writes the (replicated)
+/// weights and optimizer state as its own shard file.
+void saveState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
+               const State &s, int64_t step) {
   std::vector<Shard> shards;
   auto add = [&](TensorView view) { shards.push_back(Shard{view, view.shape, Shape(view.shape.size(), 0)}); };
   for (size_t i = 0; i < program.parameters.size(); ++i) {
@@ -410,8 +422,8 @@ void saveState(const std::string &dir, const TrainingProgram &program, const Opt
                   {"seed", std::to_string(o.seed)}, {"microbatches", std::to_string(o.settings.microbatches)}});
 }
 
-int64_t resumeState(const std::string &dir, const TrainingProgram &program, const Options &o, State &s) {
-  SingleRankCommunicator world;
+int64_t resumeState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
+                    State &s) {
   LoadedCheckpoint checkpoint = LoadedCheckpoint::load(dir, world);
   auto info = [&](const std::string &key) {
     auto it = checkpoint.info().find(key);
@@ -451,31 +463,57 @@ int64_t resumeState(const std::string &dir, const TrainingProgram &program, cons
 // The loop
 //===----------------------------------------------------------------------===//
 
-void train(const TrainingProgram &program, const Options &o) {
-  State s = loadWeights(program, o.weights);
-  prepareOptimizer(program, o.settings.optimizer, s);
-  if (s.trainable.empty())
+/// Everything a rank prepares before the first collective.
+struct Prepared {
+  Options options;
+  State state;
+  std::unique_ptr<DataSource> data;
+};
+
+Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int ranks) {
+  Prepared p{o, loadWeights(program, o.weights), nullptr};
+  prepareOptimizer(program, o.settings.optimizer, p.state);
+  if (p.state.trainable.empty())
     fail(program.model, "has no trainable parameter");
-  int64_t start = o.resume.empty() ? 0 : resumeState(o.resume, program, o, s);
+  p.data = std::make_unique<DataSource>(program, p.options, rank, ranks);
+  return p;
+}
+
+/// Averages `values` over the data-parallel ranks.
+void averageOverRanks(Communicator &dp, float *values, int64_t n) {
+  if (dp.size() == 1)
+    return;
+  dp.allReduce(Buffer::of(values, DType::F32, n));
+  float inverse = 1.0f / float(dp.size());
+  for (int64_t k = 0; k < n; ++k)
+    values[k] *= inverse;
+}
+
+void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCounters *counters) {
+  const Options &o = p.options;
+  State &s = p.state;
+  bool lead = dp.rank() == 0;
+  int64_t start = o.resume.empty() ? 0 : resumeState(dp, o.resume, program, o, s);
   if (start > o.settings.steps)
     fail("--steps", "the checkpoint is at step " + std::to_string(start) + ", past --steps " +
                         std::to_string(o.settings.steps));
-  DataSource data(program, o);
   LearningRateSchedule schedule;
   schedule.base = o.settings.optimizer.lr, schedule.warmupSteps = o.settings.warmupSteps;
   schedule.totalSteps = o.settings.steps, schedule.decay = o.settings.schedule;
   schedule.minRatio = o.settings.minLrRatio;
-  StepLog log(o.log);
-  ProgressLine progress(o.settings.steps, !o.quiet);
+  StepLog log(lead ? o.log : std::string());
+  ProgressLine progress(o.settings.steps, lead && !o.quiet);
   auto begin = std::chrono::steady_clock::now();
   int64_t microbatches = o.settings.microbatches;
   for (int64_t step = start + 1; step <= o.settings.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
+    if (counters)
+      counters->reset();
     for (std::vector<float> &g : s.grads)
       std::fill(g.begin(), g.end(), 0.0f);
-    double loss = 0;
+    float loss = 0;
     for (int64_t m = 0; m < microbatches; ++m) {
-      std::vector<Tensor> inputs = data.microbatch(step - 1, m), grads;
+      std::vector<Tensor> inputs = p.data->microbatch(step - 1, m), grads;
       Tensor microLoss;
       program.step(inputs, s.parameters, microLoss, grads);
       if (microLoss.integer || microLoss.floats.size() != 1)
@@ -483,7 +521,7 @@ void train(const TrainingProgram &program, const Options &o) {
       if (grads.size() != s.trainable.size())
         fail(program.model, "the step returned " + std::to_string(grads.size()) + " gradients for " +
                                 std::to_string(s.trainable.size()) + " trainable parameters");
-      loss += microLoss.floats[0];
+      loss += microLoss.floats[0] / float(microbatches);
       for (size_t t = 0; t < grads.size(); ++t) {
         if (grads[t].floats.size() != s.grads[t].size())
           fail(program.model, "the gradient of '" + program.parameters[s.trainable[t]].name + "' has " +
@@ -496,10 +534,14 @@ void train(const TrainingProgram &program, const Options &o) {
             s.grads[t][k] += grads[t].floats[k] / float(microbatches);
       }
     }
-    // A swap above may have replaced the buffers: point the optimizer at them.
-    for (size_t t = 0; t < s.tensors.size(); ++t)
+    // Data parallel: every rank ends the step with the average of all ranks'
+    // gradients (one all-reduce per tensor, in parameter order), so the
+    // replicated weights stay identical.
+    for (size_t t = 0; t < s.tensors.size(); ++t) {
       s.tensors[t].grad = s.grads[t].data();
-    loss /= double(microbatches);
+      averageOverRanks(dp, s.grads[t].data(), int64_t(s.grads[t].size()));
+    }
+    averageOverRanks(dp, &loss, 1);
     double gradNorm = gradientNorm(s.tensors);
     requireFiniteStep(step, loss, gradNorm);
     double clip = o.settings.optimizer.clipGradNorm;
@@ -511,14 +553,79 @@ void train(const TrainingProgram &program, const Options &o) {
     StepRecord record;
     record.step = step, record.loss = loss, record.lr = lr, record.gradNorm = gradNorm;
     double stepSeconds = std::chrono::duration<double>(now - stepBegin).count();
-    record.tokensPerSecond = stepSeconds > 0 ? double(data.tokensPerStep()) / stepSeconds : 0;
+    record.tokensPerSecond = stepSeconds > 0 ? double(p.data->tokensPerStep()) / stepSeconds : 0;
     record.time = std::chrono::duration<double>(now - begin).count();
+    if (counters)
+      record.extra.push_back({"comm", counters->json()});
     log.write(record);
     progress.update(record);
   }
   progress.finish();
   if (!o.save.empty())
-    saveState(o.save, program, o, s, std::max(start, o.settings.steps));
+    saveState(dp, o.save, program, o, s, std::max(start, o.settings.steps));
+}
+
+void printError(const char *argv0, const std::string &call, const std::string &reason) {
+  std::fprintf(stderr, "%s: error: %s: %s\n", argv0, call.c_str(), reason.c_str());
+}
+
+/// One rank: a single process without a launcher.
+int trainAlone(int argc, char **argv, const TrainingProgram &program) {
+  try {
+    std::optional<Options> options = parseOptions(argc, argv, program);
+    if (!options)
+      return 0;
+    Prepared p = prepare(program, *options, 0, 1);
+    SingleRankCommunicator dp("dp");
+    train(program, p, dp, nullptr);
+    return 0;
+  } catch (const Error &e) {
+    printError(argv[0], e.call(), e.reason());
+  } catch (const std::exception &e) {
+    printError(argv[0], program.model, e.what());
+  }
+  return 1;
+}
+
+/// Data-parallel ranks under a launcher. Set-up failures (flags, files) are
+/// agreed on before the first collective, so every rank leaves and the
+/// lowest failing rank says why; failures after that abort the job.
+int trainDataParallel(int argc, char **argv, const TrainingProgram &program, int ranks) {
+  MpiSession mpi(&argc, &argv);
+  CommCounters counters;
+  std::unique_ptr<MpiCommunicator> world = MpiCommunicator::world(&counters);
+  ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse("dp=" + std::to_string(ranks)), *world);
+  Communicator &dp = groups.axis("dp");
+  std::optional<Prepared> prepared;
+  std::string call, reason;
+  bool help = false;
+  try {
+    std::optional<Options> options = parseOptions(argc, argv, program, /*printHelp=*/mpi.rank() == 0);
+    if (!options)
+      help = true;
+    else
+      prepared.emplace(prepare(program, *options, mpi.rank(), ranks));
+  } catch (const Error &e) {
+    call = e.call(), reason = e.reason();
+  } catch (const std::exception &e) {
+    call = program.model, reason = e.what();
+  }
+  int64_t failed = reason.empty() ? 0 : ranks - mpi.rank();
+  dp.allReduce(Buffer::of(&failed, DType::I64, 1), ReduceOp::Max);
+  if (failed > 0) {
+    if (!reason.empty() && ranks - mpi.rank() == failed)
+      printError(argv[0], (mpi.rank() == 0 ? "" : "rank " + std::to_string(mpi.rank()) + ": ") + call, reason);
+    return 1;
+  }
+  if (help)
+    return 0;
+  counters.reset();
+  return runOrAbort(
+      [&] {
+        train(program, *prepared, dp, &counters);
+        return 0;
+      },
+      [] { MpiSession::abort(1); });
 }
 
 } // namespace
@@ -528,19 +635,25 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
   // heap rather than returning them to the system and faulting them back in.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  int ranks = int(program.settings.ranks);
+  LaunchInfo launch;
   try {
-    std::optional<Options> options = parseOptions(argc, argv, program);
-    if (!options)
-      return 0;
-    train(program, *options);
-    return 0;
+    launch = detectLaunch();
   } catch (const Error &e) {
-    // One process: the rank adds nothing.
-    std::fprintf(stderr, "%s: error: %s: %s\n", argv[0], e.call().c_str(), e.reason().c_str());
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+    printError(argv[0], e.call(), e.reason());
+    return 1;
   }
-  return 1;
+  if (launch.worldSize != ranks) {
+    if (launch.rank == 0)
+      printError(argv[0], "launch",
+                 "this program was compiled for " + std::to_string(ranks) + " data-parallel rank" +
+                     (ranks == 1 ? "" : "s") + " and started as " + std::to_string(launch.worldSize) + " (" +
+                     (ranks == 1 ? std::string("run it without mpirun, or recompile with --gpus N")
+                                 : "run it with mpirun -np " + std::to_string(ranks)) +
+                     ")");
+    return 1;
+  }
+  return ranks == 1 ? trainAlone(argc, argv, program) : trainDataParallel(argc, argv, program, ranks);
 }
 
 } // namespace colossal::rt

@@ -63,7 +63,10 @@ cl::opt<Phase> emit("emit",
 
 cl::opt<std::string> target("target", cl::desc("Where the program runs: cpu (host C++; default) or cuda"),
                             cl::init("cpu"), cl::cat(category));
-cl::opt<int64_t> gpus("gpus", cl::desc("Ranks to train on (default 1)"), cl::init(1), cl::cat(category));
+cl::opt<int64_t> gpus("gpus",
+                      cl::desc("Ranks to train on (default 1); more than one trains data parallel under "
+                               "mpirun -np N, --batch being the global batch"),
+                      cl::init(1), cl::cat(category));
 cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"), cl::init("fp32"),
                                cl::cat(category));
 cl::opt<std::string> optimizer("optimizer", cl::desc("lamb (default), adamw, sgd or lars"), cl::init("lamb"),
@@ -129,9 +132,8 @@ int main(int argc, char **argv) {
     printError("--emit=exe and --emit=source write a directory: give -o DIR");
     return 1;
   }
-  if (gpus != 1) {
-    printError("--gpus " + std::to_string(gpus) +
-               ": this version emits single-rank programs only (partitioning across ranks is not built yet)");
+  if (gpus < 1) {
+    printError("--gpus must be at least 1");
     return 1;
   }
   if (microbatches < 1) {
@@ -153,13 +155,14 @@ int main(int argc, char **argv) {
 
   colossal::ImportOptions options;
   if (batch.getNumOccurrences()) {
-    if (batch % microbatches != 0) {
-      printError("--batch " + std::to_string(batch) + " does not divide into " + std::to_string(microbatches) +
-                 " microbatches");
+    if (batch % (microbatches * gpus) != 0) {
+      printError("--batch " + std::to_string(batch) + " does not divide into " + std::to_string(gpus) +
+                 " rank(s) x " + std::to_string(microbatches) + " microbatch(es)");
       return 1;
     }
-    // The step is compiled for one microbatch; the program runs M of them.
-    options.batch = batch / microbatches;
+    // The step is compiled for one microbatch of one rank; each of the N
+    // data-parallel ranks runs M of them.
+    options.batch = batch / (microbatches * gpus);
   }
   if (seq.getNumOccurrences())
     options.seq = seq;
@@ -230,7 +233,7 @@ int main(int argc, char **argv) {
     s.optimizer = optimizer, s.lr = lr, s.beta1 = beta1, s.beta2 = beta2, s.weightDecay = weightDecay;
     s.eps = eps.getNumOccurrences() ? double(eps) : (optimizer == "adamw" ? 1e-8 : 1e-6);
     s.momentum = momentum, s.nesterov = nesterov, s.clipGradNorm = clipGradNorm, s.warmupSteps = warmupSteps;
-    s.schedule = schedule, s.steps = steps, s.microbatches = microbatches;
+    s.schedule = schedule, s.steps = steps, s.microbatches = microbatches, s.ranks = gpus;
     if (failed(colossal::codegen::writePackage(*module, package)))
       return 1;
     llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")

@@ -30,6 +30,8 @@ struct ProgramSettings {
   std::string schedule = "constant";
   int64_t steps = 10;
   int64_t microbatches = 1;
+  /// Data-parallel ranks.
+  int64_t ranks = 1;
 };
 
 /// Writes the program; on failure emits an error at the op that cannot be

@@ -48,6 +48,9 @@ struct TrainingSettings {
   double minLrRatio = 0.0;
   int64_t steps = 10;
   int64_t microbatches = 1;
+  /// Data-parallel ranks the program was compiled for; more than one runs
+  /// under mpirun with exactly this many processes.
+  int64_t ranks = 1;
 };
 
 /// Computes the loss and the gradients of the trainable parameters (in the
