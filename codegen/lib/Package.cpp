@@ -5,9 +5,11 @@
 #include "BuildPaths.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
+#include "colossal/cost/Estimator.h"
 #include "colossal/cost/Json.h"
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/Safetensors.h"
+#include "passes/plan/CostGraphBridge.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -80,6 +82,36 @@ LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const
   return success();
 }
 
+/// The cost model's bytes per step by collective and axis for this
+/// program's strategy, what the program's counters must report: the plan
+/// that a user can check against the run.
+FailureOr<Json> predictedCommunication(ModuleOp module, const ProgramSettings &s) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return module.emitWarning() << "no communication prediction: the module has no @forward";
+  FailureOr<cost::Graph> graph = plan::buildCostGraph(forward);
+  if (failed(graph))
+    return failure();
+  std::string error;
+  std::optional<cost::Strategy> strategy = cost::Strategy::parse(
+      "dp=" + std::to_string(s.ranks) + ",microbatches=" + std::to_string(s.microbatches), error);
+  // The bytes do not depend on the machine; any preset evaluates them.
+  std::optional<cost::Cluster> cluster = cost::Cluster::preset("dgx-a100", 1 + int(s.ranks - 1) / 8);
+  std::optional<cost::Estimate> estimate =
+      strategy && cluster ? cost::estimate(*graph, *strategy, *cluster, error) : std::nullopt;
+  if (!estimate)
+    return module.emitWarning() << "no communication prediction: the cost model cannot evaluate dp=" << s.ranks
+                                << ": " << error;
+  Json::Object byCollective;
+  for (const cost::CommTotal &c : estimate->stages.front().comm) {
+    Json &entry = byCollective[cost::nameOf(c.collective)];
+    if (!entry.isObject())
+      entry = Json(Json::Object{});
+    entry.asObject()[c.axis] = Json(c.bytes);
+  }
+  return Json(byCollective);
+}
+
 Json manifestOf(ModuleOp module, const PackageOptions &options) {
   const ProgramSettings &s = options.settings;
   Json::Object m;
@@ -108,6 +140,8 @@ Json manifestOf(ModuleOp module, const PackageOptions &options) {
     parameters.push_back(Json(Json::Object{{"name", p.getSymName().str()},
                                            {"shape", shapeJson(cast<ShapedType>(p.getType()).getShape())},
                                            {"trainable", Json(bool(p.getTrainable()))}}));
+  if (FailureOr<Json> predicted = predictedCommunication(module, s); succeeded(predicted))
+    m["predicted_comm_bytes_per_step"] = *predicted;
   m["inputs"] = Json(inputs);
   m["parameters"] = Json(parameters);
   m["training"] = Json(Json::Object{

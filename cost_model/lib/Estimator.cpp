@@ -572,7 +572,9 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       stageActivations[layerStage[l]] += kept[l] * double(graph.repeatOf(int(l)));
       stageLargestLayer[layerStage[l]] = std::max(stageLargestLayer[layerStage[l]], everything[l]);
     }
-  std::vector<double> params(ranks, 0), layerParams(ranks, 0);
+  // All parameter elements per rank (stored, gathered) and the trainable
+  // ones (reduced, updated, with optimizer state).
+  std::vector<double> params(ranks, 0), trainableParams(ranks, 0), layerParams(ranks, 0);
   std::vector<int> firstLayer(ranks, -1);
   std::vector<std::set<int>> seen(ranks);
   double weightBytes = 2, optimizerBytes = 12;
@@ -584,6 +586,8 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
         continue;
       double n = localElements(graph.ops[o], sharding[o], mesh, use.dims) / weightShare;
       params[rank] += n * repeatOf(o);
+      if (!value.frozen)
+        trainableParams[rank] += n * repeatOf(o);
       // One layer's weights: what ZeRO-3 gathers (and prefetches) at a time.
       if (graph.ops[o].layer >= 0 && firstLayer[rank] < 0)
         firstLayer[rank] = graph.ops[o].layer;
@@ -614,7 +618,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       re.forward += st.forward;
       re.backward += st.backward;
     }
-    double gradBytes = params[r] * weightBytes;
+    double gradBytes = trainableParams[r] * weightBytes;
     double layers = 0;
     for (int c = 0; c < chunks; ++c)
       layers += double(split[size_t(c * ranks + r)]);
@@ -651,7 +655,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     }
     re.dataParallelSeconds = dpTotal;
     re.dataParallelExposed = dpExposed;
-    double optimizerParams = strategy.zero >= 1 ? params[r] / dpSize : params[r];
+    double optimizerParams = strategy.zero >= 1 ? trainableParams[r] / dpSize : trainableParams[r];
     // Read weight, gradient, master, m, v; write weight, master, m, v.
     double optimizerTraffic = optimizerParams * (2 * weightBytes + 3 * 4 + 3 * 4 + weightBytes);
     if (strategy.offloadOptimizer) {
@@ -665,7 +669,11 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
 
     // Memory.
     ModelStateBytes states =
-        zeroModelStates(params[r], dpSize, strategy.zero, weightBytes, optimizerBytes);
+        zeroModelStates(trainableParams[r], dpSize, strategy.zero, weightBytes, optimizerBytes);
+    // Frozen weights are stored like the others (sharded under ZeRO-3) but
+    // have no gradient or optimizer state.
+    double frozen = params[r] - trainableParams[r];
+    states.parameters += (strategy.zero >= 3 ? frozen / dpSize : frozen) * weightBytes;
     MemoryBreakdown &mem = re.memory;
     mem.parameters = states.parameters;
     mem.gradients = states.gradients;

@@ -156,12 +156,15 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
       return failure();
     }
     std::string name;
-    bool isParameter = false;
+    bool isParameter = false, frozen = false;
     if (auto param = v.getDefiningOp<train::ParamOp>()) {
       name = param.getName().str();
       isParameter = true;
+      auto declared = SymbolTable::lookupNearestSymbolFrom<train::ParameterOp>(param, param.getNameAttr());
+      frozen = declared && !declared.getTrainable();
     }
     int index = graph.addValue(name, *dtype, isParameter);
+    graph.values[size_t(index)].frozen = frozen;
     valueIndex[v] = index;
     return index;
   };

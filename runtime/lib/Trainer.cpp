@@ -541,6 +541,8 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
       s.tensors[t].grad = s.grads[t].data();
       averageOverRanks(dp, s.grads[t].data(), int64_t(s.grads[t].size()));
     }
+    // The step's communication, without the loss's reduction for the log.
+    std::string comm = counters ? counters->json() : std::string();
     averageOverRanks(dp, &loss, 1);
     double gradNorm = gradientNorm(s.tensors);
     requireFiniteStep(step, loss, gradNorm);
@@ -556,7 +558,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     record.tokensPerSecond = stepSeconds > 0 ? double(p.data->tokensPerStep()) / stepSeconds : 0;
     record.time = std::chrono::duration<double>(now - begin).count();
     if (counters)
-      record.extra.push_back({"comm", counters->json()});
+      record.extra.push_back({"comm", comm});
     log.write(record);
     progress.update(record);
   }

@@ -10,7 +10,8 @@ clear error and a nonzero exit.
 
 Data parallel: programs compiled with --gpus 2 and 4 run under mpirun and
 follow the same trajectories as one rank, their final weights within 1e-5 of
-the single-rank program's.
+the single-rank program's, and every step moves exactly the bytes the cost
+model predicts (the manifest's plan against the runtime's counters).
 
   emitted_programs.py COMPILER FIXTURES WORKDIR MPIRUN
 """
@@ -223,7 +224,16 @@ for model in ["gpt2", "bert", "llama"]:
                 error, key = weight_error(a, b, f"{FIXTURES}/{model}/grads")
                 if error >= worst_weight:
                     worst_weight, where = error, key
-            print(f"{model:8} {ranks:5} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where})")
+            # The cost model's communication, exactly: the plan in the
+            # manifest against the counters every step logs.
+            predicted = json.load(open(f"{parallel}/manifest.json"))["predicted_comm_bytes_per_step"]
+            for line in open(f"{WORK}/{tag}-n.log"):
+                measured = {c: {axis: e["bytes"] for axis, e in axes.items()}
+                            for c, axes in json.loads(line)["comm"].items()}
+                check(measured == predicted, f"{tag}: the program moved {measured} bytes, the plan says {predicted}")
+            comm = ", ".join(f"{c} on {axis}: {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
+            print(f"{model:8} {ranks:5} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {comm}, "
+                  f"measured = predicted)")
             check(loss_error <= 1e-5, f"{tag}: data-parallel losses differ from PyTorch's by {loss_error:.2e}")
             check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 

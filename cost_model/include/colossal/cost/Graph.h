@@ -81,6 +81,9 @@ struct Value {
   std::string name;
   DType dtype = DType::BF16;
   bool isParameter = false;
+  /// A parameter without a gradient (a frozen weight or buffer): stored and
+  /// read, never reduced or updated.
+  bool frozen = false;
   /// The op that produces it (-1 for inputs and parameters).
   int producer = -1;
 };
