@@ -60,7 +60,8 @@ enum class Kind { Float, Integer };
 
 class Emitter {
 public:
-  Emitter(ModuleOp module, func::FuncOp step, llvm::raw_ostream &os) : module_(module), step_(step), os_(os) {}
+  Emitter(ModuleOp module, func::FuncOp step, llvm::raw_ostream &os, bool device)
+      : module_(module), step_(step), os_(os), device_(device) {}
 
   LogicalResult emitStep(const std::map<std::string, size_t> &parameterIndex,
                          const std::vector<std::string> &trainableOrder);
@@ -120,6 +121,8 @@ private:
   llvm::raw_ostream &os_;
   llvm::DenseMap<Value, std::string> names_;
   int counter_ = 0;
+  /// The CUDA target: values live on the device.
+  bool device_ = false;
 };
 
 LogicalResult Emitter::emitConstant(ConstantOp op) {
@@ -182,7 +185,10 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
       return op->emitError() << "reads @" << p.getName() << ", which the module does not declare";
     std::string name = "v" + std::to_string(counter_++);
     names_[p.getResult()] = name;
-    os_ << "  const Tensor &" << name << " = parameters[" << it->second << "]; // @" << p.getName() << "\n";
+    if (device_)
+      os_ << "  const Tensor " << name << " = upload(parameters[" << it->second << "]); // @" << p.getName() << "\n";
+    else
+      os_ << "  const Tensor &" << name << " = parameters[" << it->second << "]; // @" << p.getName() << "\n";
     return success();
   }
   if (auto c = dyn_cast<ConstantOp>(op))
@@ -329,13 +335,14 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
 LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIndex,
                                 const std::vector<std::string> &trainableOrder) {
   Block &body = step_.getBody().front();
-  os_ << "void trainStep(const std::vector<Tensor> &inputs, const std::vector<Tensor> &parameters, Tensor &loss,\n"
-         "               std::vector<Tensor> &gradients) {\n";
+  os_ << "void trainStep(const std::vector<HostTensor> &inputs, const std::vector<HostTensor> &parameters,\n"
+         "               HostTensor &loss, std::vector<HostTensor> &gradients) {\n";
   for (BlockArgument arg : body.getArguments()) {
     std::string name = "v" + std::to_string(counter_++);
     names_[arg] = name;
     auto inputName = step_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
-    os_ << "  const Tensor &" << name << " = inputs[" << arg.getArgNumber() << "]; // "
+    os_ << (device_ ? "  const Tensor " : "  const Tensor &") << name << " = "
+        << (device_ ? "upload(inputs[" : "inputs[") << arg.getArgNumber() << (device_ ? "])" : "]") << "; // "
         << (inputName ? inputName.getValue() : StringRef("input")) << "\n";
   }
   for (Operation &op : body.without_terminator())
@@ -346,13 +353,14 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   for (unsigned r = 1; r < step_.getNumResults(); ++r)
     if (auto name = step_.getResultAttrOfType<StringAttr>(r, "train.name"))
       gradientByName[name.getValue().str()] = terminator->getOperand(r);
-  os_ << "  loss = " << ref(terminator->getOperand(0)) << ";\n";
+  auto toHost = [&](Value v) { return device_ ? "download(" + ref(v) + ")" : ref(v); };
+  os_ << "  loss = " << toHost(terminator->getOperand(0)) << ";\n";
   os_ << "  gradients.clear();\n";
   for (const std::string &name : trainableOrder) {
     auto it = gradientByName.find("grad:" + name);
     if (it == gradientByName.end())
       return step_.emitError() << "@forward_backward returns no gradient for trainable parameter @" << name;
-    os_ << "  gradients.push_back(" << ref(it->second) << "); // @" << name << "\n";
+    os_ << "  gradients.push_back(" << toHost(it->second) << "); // @" << name << "\n";
   }
   os_ << "}\n";
   return success();
@@ -392,14 +400,20 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
       trainableOrder.push_back(p.getSymName().str());
   }
 
-  os << "// The training step of " << settings.model << ", emitted by colossal-compile for the host target\n"
+  bool device = settings.target == "cuda";
+  os << "// The training step of " << settings.model << ", emitted by colossal-compile for the "
+     << (device ? "CUDA" : "host") << " target\n"
      << "// (float32, one statement per op of @forward_backward). Built against the\n"
      << "// runtime's public headers; main() hands the step to the runtime's trainer.\n\n"
      << "#include \"colossal/runtime/HostTensor.h\"\n"
-     << "#include \"colossal/runtime/Trainer.h\"\n\n"
-     << "#include <limits>\n#include <optional>\n#include <utility>\n#include <vector>\n\n"
-     << "namespace {\n\nusing namespace colossal::rt::host;\n\n";
-  Emitter emitter(module, step, os);
+     << "#include \"colossal/runtime/Trainer.h\"\n";
+  if (device)
+    os << "#include \"colossal/runtime/CudaDevice.h\"\n#include \"colossal/runtime/DeviceTensor.h\"\n"
+       << "#include \"colossal/runtime/Error.h\"\n#include \"colossal/runtime/Launch.h\"\n\n#include <cstdio>\n";
+  os << "\n#include <limits>\n#include <optional>\n#include <utility>\n#include <vector>\n\n"
+     << "namespace {\n\nusing HostTensor = colossal::rt::host::Tensor;\n"
+     << "using namespace colossal::rt::" << (device ? "device" : "host") << ";\n\n";
+  Emitter emitter(module, step, os, device);
   if (failed(emitter.emitStep(parameterIndex, trainableOrder)))
     return failure();
 
@@ -440,7 +454,16 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.ranks = " << settings.ranks << ";\n"
      << "  p.step = trainStep;\n"
      << "  return p;\n}\n\n} // namespace\n\n"
-     << "int main(int argc, char **argv) { return colossal::rt::trainerMain(argc, argv, program()); }\n";
+     << (device ? "int main(int argc, char **argv) {\n"
+                  "  try {\n"
+                  "    // One GPU per rank: the local rank picks it.\n"
+                  "    colossal::rt::cuda::initializeCudaDevice(colossal::rt::detectLaunch().localRank);\n"
+                  "  } catch (const colossal::rt::Error &e) {\n"
+                  "    std::fprintf(stderr, \"%s: error: %s: %s\\n\", argv[0], e.call().c_str(), e.reason().c_str());\n"
+                  "    return 1;\n"
+                  "  }\n"
+                  "  return colossal::rt::trainerMain(argc, argv, program());\n}\n"
+                : "int main(int argc, char **argv) { return colossal::rt::trainerMain(argc, argv, program()); }\n");
   return success();
 }
 

@@ -170,15 +170,32 @@ std::vector<std::string> cmakeList(const char *list) {
   return items;
 }
 
-LogicalResult buildExecutable(ModuleOp module, const std::string &dir) {
-  std::vector<std::string> args{kCxxCompiler, "-O2", "-std=c++17"};
-  for (const std::string &flag : cmakeList(kSanitizerFlags))
-    args.push_back(flag);
+/// The host target: the system C++ compiler (with this build's sanitizers);
+/// the CUDA target: nvcc, linking the CUDA runtime library, cuBLAS and NCCL.
+LogicalResult buildExecutable(ModuleOp module, const std::string &dir, bool cuda) {
+  std::vector<std::string> args;
+  std::string source = dir + "/train_step.cpp";
+  if (cuda) {
+    // The step is host code calling the runtime's device ops, whose kernels
+    // the runtime's build compiled for this build's architectures; nvcc
+    // compiles it with the host compiler and links the CUDA libraries.
+    args = {kNvcc, "-O2", "-std=c++17"};
+  } else {
+    args = {kCxxCompiler, "-O2", "-std=c++17"};
+    for (const std::string &flag : cmakeList(kSanitizerFlags))
+      args.push_back(flag);
+  }
   for (const std::string &include : cmakeList(kRuntimeIncludes))
     args.push_back("-I" + include);
-  args.insert(args.end(), {dir + "/train_step.cpp", "-o", dir + "/model_train", kRuntimeLibrary, kJsonLibrary});
+  args.insert(args.end(), {source, "-o", dir + "/model_train"});
+  if (cuda)
+    args.push_back(kRuntimeCudaLibrary);
+  args.insert(args.end(), {kRuntimeLibrary, kJsonLibrary});
   for (const std::string &library : cmakeList(kRuntimeLinkLibraries))
     args.push_back(library);
+  if (cuda)
+    for (const std::string &library : cmakeList(kCudaLinkLibraries))
+      args.push_back(library);
   args.push_back("-lpthread");
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::string log = dir + "/build.log";
@@ -188,7 +205,8 @@ LogicalResult buildExecutable(ModuleOp module, const std::string &dir) {
     command += (command.empty() ? "" : " ") + a;
   llvm::errs() << "colossal-compile: building " << dir << "/model_train\n";
   std::string error;
-  int status = llvm::sys::ExecuteAndWait(kCxxCompiler, argv, std::nullopt, redirects, 0, 0, &error);
+  llvm::sys::fs::remove(log);
+  int status = llvm::sys::ExecuteAndWait(args[0], argv, std::nullopt, redirects, 0, 0, &error);
   if (status != 0) {
     std::string tail;
     if (auto text = llvm::MemoryBuffer::getFile(log))
@@ -198,18 +216,23 @@ LogicalResult buildExecutable(ModuleOp module, const std::string &dir) {
                               << "\nits output (" << log << ") ends:\n"
                               << tail;
   }
+  // The compiler's output is kept only when the build fails.
+  llvm::sys::fs::remove(log);
   return success();
 }
 
 } // namespace
 
 LogicalResult writePackage(ModuleOp module, const PackageOptions &options) {
-  if (options.target != "cpu")
-    return module.emitError() << "--target " << options.target
-                              << ": only the host target (cpu) emits programs in this version";
+  bool cuda = options.target == "cuda";
+  if (!cuda && options.target != "cpu")
+    return module.emitError() << "--target " << options.target << ": expected cpu or cuda";
+  if (cuda && std::string(kNvcc).empty())
+    return module.emitError() << "--target cuda: this colossal-compile was built without CUDA (configure with "
+                              << "-DCOLOSSAL_CUDA=ON where /usr/local/cuda has nvcc)";
   if (options.precision != "fp32")
     return module.emitError() << "--precision " << options.precision
-                              << ": the host target trains in fp32 (bf16 and fp16 come with the CUDA target)";
+                              << ": emitted programs train in fp32 in this version (bf16 and fp16 are not built yet)";
   const std::string &dir = options.directory;
   if (llvm::sys::fs::exists(dir) && !llvm::sys::fs::is_directory(dir))
     return module.emitError() << "-o " << dir << ": exists and is not a directory";
@@ -223,7 +246,7 @@ LogicalResult writePackage(ModuleOp module, const PackageOptions &options) {
       failed(writeWeights(module, options, dir + "/weights.safetensors")) ||
       failed(writeText(module, dir + "/manifest.json", manifestOf(module, options).dump() + "\n")))
     return failure();
-  if (options.build && failed(buildExecutable(module, dir)))
+  if (options.build && failed(buildExecutable(module, dir, cuda)))
     return failure();
   return success();
 }

@@ -260,7 +260,7 @@ cases = [
     ("a 1-rank program under mpirun", train(gpt2, *feed, ranks=2), "compiled for 1 data-parallel rank"),
     ("a batch that does not divide", compile_model("gpt2", f"{WORK}/x", "--gpus", "4", batch=6),
      "does not divide into 4 rank(s)"),
-    ("16-bit host program", compile_model("mlp", f"{WORK}/x", "--precision", "bf16"), "trains in fp32"),
+    ("a 16-bit program", compile_model("mlp", f"{WORK}/x", "--precision", "bf16"), "train in fp32"),
 ]
 shutil.copy(f"{FIXTURES}/mlp/feed/labels.npy", f"{bad}/input_ids.npy")
 cases.append(("feed of the wrong shape", train(gpt2, "--feed", bad), "has shape [4]; graph input 'input_ids' takes [2, 8]"))

@@ -230,6 +230,7 @@ int main(int argc, char **argv) {
     package.build = phase == Phase::Exe;
     colossal::codegen::ProgramSettings &s = package.settings;
     s.model = llvm::sys::path::stem(inputPath).str();
+    s.target = target;
     s.optimizer = optimizer, s.lr = lr, s.beta1 = beta1, s.beta2 = beta2, s.weightDecay = weightDecay;
     s.eps = eps.getNumOccurrences() ? double(eps) : (optimizer == "adamw" ? 1e-8 : 1e-6);
     s.momentum = momentum, s.nesterov = nesterov, s.clipGradNorm = clipGradNorm, s.warmupSteps = warmupSteps;

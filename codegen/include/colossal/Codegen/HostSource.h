@@ -22,6 +22,9 @@ namespace colossal::codegen {
 /// What the emitted program records besides the step: its defaults.
 struct ProgramSettings {
   std::string model;
+  /// "cpu": the step on host tensors; "cuda": the same statements on device
+  /// tensors, inputs and parameters uploaded, loss and gradients downloaded.
+  std::string target = "cpu";
   std::string optimizer = "lamb";
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weightDecay = 0.01, momentum = 0.9, eta = 1e-3;
   bool nesterov = false;
