@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Trains the emitted CUDA programs on a GPU and compares them with PyTorch.
+#
+# On a machine with colossal-compile (no GPU needed), build the programs:
+#   tools/gpu-train-check.sh build DIR
+# then, on the GPU machine (CUDA and cuBLAS libraries, an MPI and OpenBLAS
+# runtime, python3), from the repository root:
+#   tools/gpu-train-check.sh run DIR [OUTPUT_DIR]
+# Each fixture (mlp, gpt2, bert, llama) trains ten steps with SGD, AdamW,
+# LAMB and LARS on its bundled batch; the losses must equal PyTorch's
+# (reference.json) to 1e-5 relative.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:?build or run} dir=${2:?program directory}
+fixtures=test/fixtures
+if [ "$mode" = build ]; then
+  compiler=${COLOSSAL_COMPILE:-build/tools/colossal-compile/colossal-compile}
+  for model in mlp gpt2 bert llama; do
+    extra=()
+    [ -f "$fixtures/$model/trainable.txt" ] && extra=(--trainable "$fixtures/$model/trainable.txt")
+    "$compiler" "$fixtures/$model/${model}_opset17.onnx" --batch 2 --seq 8 --target cuda -o "$dir/$model" --quiet \
+      "${extra[@]}" || exit 1
+  done
+  exit 0
+fi
+out=${3:-${OUT:-$dir/results}}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt" || exit 2
+python3 - "$dir" "$fixtures" "$out" <<'PY'
+import json, subprocess, sys
+programs, fixtures, out = sys.argv[1:4]
+worst, lines = 0.0, []
+for model in ["mlp", "gpt2", "bert", "llama"]:
+    reference = json.load(open(f"{fixtures}/{model}/reference.json"))
+    for name, h in reference["hyper_parameters"].items():
+        log = f"{out}/{model}-{name}.jsonl"
+        args = [f"{programs}/{model}/model_train", "--feed", f"{fixtures}/{model}/feed", "--quiet", "--optimizer",
+                name, "--lr", str(h["lr"]), "--weight-decay", str(h["weight_decay"]), "--log", log]
+        for key in ("eps", "momentum", "eta"):
+            if key in h:
+                args += ["--" + key, str(h[key])]
+        if "betas" in h:
+            args += ["--beta1", str(h["betas"][0]), "--beta2", str(h["betas"][1])]
+        if h.get("nesterov"):
+            args.append("--nesterov")
+        run = subprocess.run(args, capture_output=True, text=True)
+        if run.returncode:
+            lines.append(f"{model} {name}: FAILED {run.stderr[-500:]}")
+            worst = float("inf")
+            continue
+        got = [json.loads(line)["loss"] for line in open(log)]
+        error = max(abs(a - b) / abs(b) for a, b in zip(got, reference["losses"][name]))
+        worst = max(worst, error)
+        lines.append(f"{model:6} {name:6} worst relative loss error over 10 steps: {error:.2e}")
+lines.append(f"worst {worst:.2e}: {'passed' if worst <= 1e-5 else 'FAILED'}")
+print("\n".join(lines))
+open(f"{out}/cuda-programs.txt", "w").write("\n".join(lines) + "\n")
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
