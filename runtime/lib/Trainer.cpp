@@ -22,11 +22,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <malloc.h>
 #include <map>
 #include <memory>
 #include <optional>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace colossal::rt {
@@ -39,7 +41,7 @@ using host::Tensor;
 struct Options {
   TrainingSettings settings;
   uint64_t seed = 0;
-  std::string feed, data, log, save, resume, weights;
+  std::string feed, data, log, save, resume, weights, dumpGradients;
   bool quiet = false;
 };
 
@@ -58,6 +60,8 @@ Trains %s, compiled by colossal-compile, on the host.
   --log FILE           one JSON object per step: step, loss, lr, grad_norm,
                        loss_scale, tokens_per_s, time
   --save DIR           write a checkpoint of the last step here
+  --dump-gradients DIR write the first step's gradients (averaged over
+                       microbatches and ranks, before clipping) as DIR/NAME.npy
   --resume DIR         continue from a checkpoint written by --save
   --optimizer NAME     lamb, adamw, sgd or lars (default %s)
   --lr X               peak learning rate (default %g)
@@ -133,7 +137,7 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
     static const char *const kValued[] = {"--steps", "--seed", "--feed", "--data", "--weights", "--log",
                                           "--save", "--resume", "--optimizer", "--lr", "--weight-decay",
                                           "--clip-grad-norm", "--warmup-steps", "--schedule", "--eps",
-                                          "--beta1", "--beta2", "--momentum", "--eta"};
+                                          "--beta1", "--beta2", "--momentum", "--eta", "--dump-gradients"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail(flag, "unknown flag (see --help)");
     if (eq == std::string::npos) {
@@ -158,6 +162,8 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
       o.save = value;
     else if (flag == "--resume")
       o.resume = value;
+    else if (flag == "--dump-gradients")
+      o.dumpGradients = value;
     else if (flag == "--optimizer") {
       std::optional<OptimizerKind> kind = parseOptimizer(value);
       if (!kind)
@@ -544,6 +550,14 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     // The step's communication, without the loss's reduction for the log.
     std::string comm = counters ? counters->json() : std::string();
     averageOverRanks(dp, &loss, 1);
+    if (!o.dumpGradients.empty() && step == start + 1 && lead) {
+      if (mkdir(o.dumpGradients.c_str(), 0755) != 0 && errno != EEXIST)
+        fail("--dump-gradients", "cannot create " + o.dumpGradients + ": " + std::strerror(errno));
+      for (size_t t = 0; t < s.trainable.size(); ++t) {
+        const ProgramParameter &param = program.parameters[s.trainable[t]];
+        writeNpy(o.dumpGradients + "/" + param.name + ".npy", DType::F32, param.shape, s.grads[t].data());
+      }
+    }
     double gradNorm = gradientNorm(s.tensors);
     requireFiniteStep(step, loss, gradNorm);
     double clip = o.settings.optimizer.clipGradNorm;

@@ -159,6 +159,34 @@ for model in MODELS:
         print(f"{model:8} {name:9} {error:40.2e}")
         check(error <= 1e-5, f"{model} {name}: losses differ from PyTorch's by {error:.2e} relative")
 
+# 1b. First-step gradients against PyTorch's (the fixtures' grads/*.npy): at
+# most 1e-4 of the tensor's largest gradient. Tensors whose gradient is
+# rounding noise in both (zero in exact arithmetic: BERT's and GPT-2's key
+# biases cannot change the softmax) are compared absolutely, against 1e-6 of
+# the model's largest gradient.
+print(f"{'model':8} {'worst first-step gradient error (relative to the tensor)':>58}")
+for model in MODELS:
+    out = f"{WORK}/{model}"
+    dump = f"{WORK}/{model}-gradients"
+    run = train(out, "--feed", f"{FIXTURES}/{model}/feed", "--steps", "1", "--dump-gradients", dump)
+    check(run.returncode == 0, f"{model}: --dump-gradients failed: {run.stderr[-1500:]}")
+    if run.returncode:
+        continue
+    names = [n[:-4] for n in os.listdir(f"{FIXTURES}/{model}/grads")]
+    reference = {n: npy_floats(f"{FIXTURES}/{model}/grads/{n}.npy") for n in names}
+    largest = max(max(abs(g) for g in grad) for grad in reference.values())
+    worst, where, noise = 0.0, "", 0.0
+    for name, want in reference.items():
+        got = npy_floats(f"{dump}/{name}.npy")
+        scale, difference = max(abs(g) for g in want), max(abs(a - b) for a, b in zip(got, want))
+        if scale < 1e-6 * largest:
+            noise = max(noise, difference / largest)
+        elif difference / scale > worst:
+            worst, where = difference / scale, name
+    print(f"{model:8} {worst:58.2e}  ({where}; rounding-noise tensors within {noise:.1e} of the largest gradient)")
+    check(worst <= 1e-4, f"{model}: first-step gradient of {where} differs from PyTorch's by {worst:.2e}")
+    check(noise <= 1e-6, f"{model}: a zero-in-exact-arithmetic gradient is {noise:.2e} of the largest")
+
 # 2. Two microbatches of one sample accumulate to the batch of two.
 reference = json.load(open(f"{FIXTURES}/gpt2/reference.json"))
 out = f"{WORK}/gpt2-microbatches"
