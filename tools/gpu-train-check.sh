@@ -28,21 +28,16 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt" || exit 2
 python3 - "$dir" "$fixtures" "$out" <<'PY'
 import json, subprocess, sys
+sys.path.insert(0, "test/codegen")
+from fixture_runs import optimizer_flags
 programs, fixtures, out = sys.argv[1:4]
 worst, lines = 0.0, []
 for model in ["mlp", "gpt2", "bert", "llama"]:
     reference = json.load(open(f"{fixtures}/{model}/reference.json"))
     for name, h in reference["hyper_parameters"].items():
         log = f"{out}/{model}-{name}.jsonl"
-        args = [f"{programs}/{model}/model_train", "--feed", f"{fixtures}/{model}/feed", "--quiet", "--optimizer",
-                name, "--lr", str(h["lr"]), "--weight-decay", str(h["weight_decay"]), "--log", log]
-        for key in ("eps", "momentum", "eta"):
-            if key in h:
-                args += ["--" + key, str(h[key])]
-        if "betas" in h:
-            args += ["--beta1", str(h["betas"][0]), "--beta2", str(h["betas"][1])]
-        if h.get("nesterov"):
-            args.append("--nesterov")
+        args = [f"{programs}/{model}/model_train", "--feed", f"{fixtures}/{model}/feed", "--quiet", "--log", log,
+                *optimizer_flags(name, h)]
         run = subprocess.run(args, capture_output=True, text=True)
         if run.returncode:
             lines.append(f"{model} {name}: FAILED {run.stderr[-500:]}")

@@ -13,6 +13,7 @@
 #include "colossal/runtime/Kernels.h"
 #include "colossal/runtime/Philox.h"
 #include "colossal/runtime/TensorIndexing.h"
+#include "colossal/runtime/TensorOpShapes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -116,12 +117,7 @@ void requireFloat(const Tensor &t, const char *op) {
     fail(op, "takes a floating-point operand, got int64 " + host::describe(t.shape));
 }
 
-int64_t axisOf(int64_t axis, const Shape &shape, const char *op) {
-  int64_t a = ix::normalizeAxis(axis, shape.size());
-  if (a < 0 || a >= int64_t(shape.size()))
-    fail(op, "axis " + std::to_string(axis) + " outside a tensor of rank " + std::to_string(shape.size()));
-  return a;
-}
+using shapes::axisOf;
 
 __device__ double operandAt(const float *f, const int64_t *i, int64_t at) { return f ? double(f[at]) : double(i[at]); }
 
@@ -559,40 +555,28 @@ Tensor cast(const Tensor &x, bool toInteger, bool toBool) {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-Tensor matmul(const Tensor &a0, const Tensor &b0, const Shape &out) {
-  requireFloat(a0, "matmul");
-  requireFloat(b0, "matmul");
-  Shape as = a0.shape, bs = b0.shape;
-  if (as.size() == 1)
-    as.insert(as.begin(), 1);
-  if (bs.size() == 1)
-    bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  if (bs[bs.size() - 2] != k)
-    fail("matmul", "cannot multiply " + host::describe(a0.shape) + " by " + host::describe(b0.shape));
-  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
-  int64_t aCount = ix::product(aBatch), bCount = ix::product(bBatch);
+Tensor matmul(const Tensor &a, const Tensor &b, const Shape &out) {
+  requireFloat(a, "matmul");
+  requireFloat(b, "matmul");
+  shapes::MatmulDims d = shapes::matmulDims(a.shape, b.shape);
+  int64_t m = d.m, k = d.k, n = d.n, aCount = ix::product(d.aBatch), bCount = ix::product(d.bBatch),
+          batch = ix::product(d.batch);
   Tensor r = Tensor::zeros(out);
-  int64_t batch = r.elements() / std::max<int64_t>(1, m * n);
+  if (r.elements() != batch * m * n)
+    fail("matmul", "the product of " + host::describe(a.shape) + " and " + host::describe(b.shape) + " is not " +
+                       host::describe(out));
   if (aCount == batch && bCount == batch) {
-    gemmBatched(a0.floats(), b0.floats(), r.floats(), m, k, n, batch, m * k, k * n);
+    gemmBatched(a.floats(), b.floats(), r.floats(), m, k, n, batch, m * k, k * n);
   } else if (bCount == 1 && aCount == batch) {
     // One right-hand matrix: the batches stack into rows.
-    gemmBatched(a0.floats(), b0.floats(), r.floats(), batch * m, k, n, 1, 0, 0);
+    gemmBatched(a.floats(), b.floats(), r.floats(), batch * m, k, n, 1, 0, 0);
   } else if (aCount == 1 && bCount == batch) {
-    gemmBatched(a0.floats(), b0.floats(), r.floats(), m, k, n, batch, 0, k * n);
+    gemmBatched(a.floats(), b.floats(), r.floats(), m, k, n, batch, 0, k * n);
   } else {
     // General broadcasting: one product per batch element.
-    size_t rank = std::max(aBatch.size(), bBatch.size());
-    Shape full(rank, 1);
-    for (size_t d = 0; d < rank; ++d) {
-      int64_t x = d + aBatch.size() >= rank ? aBatch[d + aBatch.size() - rank] : 1;
-      int64_t y = d + bBatch.size() >= rank ? bBatch[d + bBatch.size() - rank] : 1;
-      full[d] = std::max(x, y);
-    }
-    std::vector<int64_t> ia = ix::broadcastIndex(full, aBatch), ib = ix::broadcastIndex(full, bBatch);
+    std::vector<int64_t> ia = ix::broadcastIndex(d.batch, d.aBatch), ib = ix::broadcastIndex(d.batch, d.bBatch);
     for (size_t i = 0; i < ia.size(); ++i)
-      gemmBatched(a0.floats() + ia[i] * m * k, b0.floats() + ib[i] * k * n, r.floats() + int64_t(i) * m * n, m, k, n,
+      gemmBatched(a.floats() + ia[i] * m * k, b.floats() + ib[i] * k * n, r.floats() + int64_t(i) * m * n, m, k, n,
                   1, 0, 0);
   }
   return r;
@@ -696,14 +680,9 @@ Tensor softmax(const Tensor &x, int64_t axis, bool log) {
 
 namespace {
 
-struct Rows {
-  int64_t rows, cols;
-};
-
-Rows rowsOf(const Tensor &x, int64_t axis, const char *op) {
+shapes::NormRows rowsOf(const Tensor &x, int64_t axis, const Tensor *scale, const char *op) {
   requireFloat(x, op);
-  axis = axisOf(axis, x.shape, op);
-  return {ix::product(x.shape, 0, size_t(axis)), ix::product(x.shape, size_t(axis))};
+  return shapes::normRows(x.shape, axis, scale ? std::optional<int64_t>(scale->elements()) : std::nullopt, op);
 }
 
 const float *floatsOrNull(const Tensor *t) { return t ? t->floats() : nullptr; }
@@ -711,7 +690,7 @@ const float *floatsOrNull(const Tensor *t) { return t ? t->floats() : nullptr; }
 } // namespace
 
 Tensor layerNorm(const Tensor &x, const Tensor *scale, const Tensor *bias, int64_t axis, float eps) {
-  Rows r = rowsOf(x, axis, "layer_norm");
+  shapes::NormRows r = rowsOf(x, axis, scale, "layer_norm");
   Tensor out = Tensor::zeros(x.shape), stats = Tensor::zeros({2 * r.rows});
   cuda::layerNormForward(kDefault, x.floats(), floatsOrNull(scale), floatsOrNull(bias), out.floats(), stats.floats(),
                          stats.floats() + r.rows, r.rows, r.cols, eps);
@@ -719,7 +698,7 @@ Tensor layerNorm(const Tensor &x, const Tensor *scale, const Tensor *bias, int64
 }
 
 Tensor rmsNorm(const Tensor &x, const Tensor *scale, int64_t axis, float eps) {
-  Rows r = rowsOf(x, axis, "rms_norm");
+  shapes::NormRows r = rowsOf(x, axis, scale, "rms_norm");
   Tensor out = Tensor::zeros(x.shape), rstd = Tensor::zeros({r.rows});
   cuda::rmsNormForward(kDefault, x.floats(), floatsOrNull(scale), out.floats(), rstd.floats(), r.rows, r.cols, eps);
   return out;
@@ -727,7 +706,7 @@ Tensor rmsNorm(const Tensor &x, const Tensor *scale, int64_t axis, float eps) {
 
 std::vector<Tensor> layerNormGrad(const Tensor &x, const Tensor *scale, const Tensor &dy, int64_t axis, float eps,
                                   bool hasBias, size_t results) {
-  Rows r = rowsOf(x, axis, "layer_norm_grad");
+  shapes::NormRows r = rowsOf(x, axis, scale, "layer_norm_grad");
   Shape paramShape = scale ? scale->shape : Shape{r.cols};
   Tensor y = Tensor::zeros(x.shape), stats = Tensor::zeros({2 * r.rows}), dx = Tensor::zeros(x.shape),
          dscale = Tensor::zeros(paramShape), dbias = Tensor::zeros(paramShape);
@@ -743,7 +722,7 @@ std::vector<Tensor> layerNormGrad(const Tensor &x, const Tensor *scale, const Te
 
 std::vector<Tensor> rmsNormGrad(const Tensor &x, const Tensor *scale, const Tensor &dy, int64_t axis, float eps,
                                 size_t results) {
-  Rows r = rowsOf(x, axis, "rms_norm_grad");
+  shapes::NormRows r = rowsOf(x, axis, scale, "rms_norm_grad");
   Tensor y = Tensor::zeros(x.shape), rstd = Tensor::zeros({r.rows}), dx = Tensor::zeros(x.shape),
          dscale = Tensor::zeros(scale ? scale->shape : Shape{r.cols});
   cuda::rmsNormForward(kDefault, x.floats(), floatsOrNull(scale), y.floats(), rstd.floats(), r.rows, r.cols, eps);
@@ -759,6 +738,7 @@ namespace {
 struct AttentionOperands {
   MaskedAttention masked{};
   bool fused = false;
+  Shape outShape;
 
   AttentionShape kernelShape() const {
     AttentionShape s;
@@ -774,22 +754,15 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
   requireFloat(q, "attention");
   requireFloat(k, "attention");
   requireFloat(v, "attention");
-  size_t rank = q.shape.size();
-  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank ||
-      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
-      !std::equal(k.shape.begin(), k.shape.end() - 1, v.shape.begin()) || q.shape.back() != k.shape.back())
-    fail("attention", "queries " + host::describe(q.shape) + ", keys " + host::describe(k.shape) + " and values " +
-                          host::describe(v.shape) + " do not fit one another");
+  shapes::AttentionDims d = shapes::attentionDims(q.shape, k.shape, v.shape);
   AttentionOperands a;
   MaskedAttention &m = a.masked;
-  m.batch = ix::product(q.shape, 0, rank - 2), m.queries = q.shape[rank - 2], m.keys = k.shape[rank - 2];
-  m.headDim = q.shape.back(), m.valueDim = v.shape.back(), m.scale = scale, m.causal = causal;
+  m.batch = d.batch, m.queries = d.queries, m.keys = d.keys, m.headDim = d.headDim, m.valueDim = d.valueDim;
+  m.scale = scale, m.causal = causal;
+  a.outShape = d.output;
   a.fused = !mask && m.headDim == m.valueDim;
   if (mask) {
-    Shape scores(q.shape.begin(), q.shape.end() - 2);
-    scores.push_back(m.queries);
-    scores.push_back(m.keys);
-    m.mask = broadcastMap(scores, mask->shape, "attention mask");
+    m.mask = broadcastMap(d.scores, mask->shape, "attention mask");
     m.booleanMask = mask->integer;
   }
   return a;
@@ -799,9 +772,7 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
 
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal) {
   AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
-  Shape outShape = q.shape;
-  outShape.back() = a.masked.valueDim;
-  Tensor out = Tensor::zeros(outShape);
+  Tensor out = Tensor::zeros(a.outShape);
   if (a.fused) {
     Tensor lse = Tensor::zeros({a.masked.batch * a.masked.queries});
     cuda::attentionForward(kDefault, a.kernelShape(), q.floats(), k.floats(), v.floats(), out.floats(), lse.floats());
@@ -844,22 +815,12 @@ struct LossRows {
 
 LossRows lossRows(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex, const char *op) {
   requireFloat(scores, op);
-  if (!labels.integer || scores.shape.size() != 2 || labels.shape != Shape{scores.shape[0]})
-    fail(op, "takes scores [N, C] and integer labels [N], got " + host::describe(scores.shape) + " and " +
-                 host::describe(labels.shape));
+  shapes::requireLossOperands(scores.shape, labels.shape, labels.integer, op);
   LossRows r{scores.shape[0], scores.shape[1], ignoreIndex.value_or(std::numeric_limits<int64_t>::min()), 0,
              Tensor::zeros({scores.shape[0]}), Tensor::zeros({scores.shape[0]})};
   // Labels are few: check them on the host, as the host kernel does.
   host::Tensor hostLabels = download(labels);
-  for (int64_t i = 0; i < r.rows; ++i) {
-    int64_t l = hostLabels.ints[size_t(i)];
-    if (l == r.ignore)
-      continue;
-    if (l < 0 || l >= r.classes)
-      fail(op, "row " + std::to_string(i) + " has label " + std::to_string(l) + ", outside " +
-                   std::to_string(r.classes) + " classes");
-    ++r.counted;
-  }
+  r.counted = shapes::countedLabels(hostLabels.ints.data(), r.rows, r.classes, r.ignore, op);
   cuda::crossEntropyForward(kDefault, scores.floats(), labels.ints(), r.loss.floats(), r.lse.floats(), r.rows,
                             r.classes, r.ignore);
   return r;
@@ -872,26 +833,13 @@ Tensor crossEntropy(const Tensor &scores, const Tensor &labels, std::optional<in
   LossRows r = lossRows(scores, labels, ignoreIndex, "cross_entropy");
   if (reduction == "none")
     return r.loss;
-  host::Tensor perRow = download(r.loss);
-  double total = 0;
-  for (float l : perRow.floats)
-    total += l;
-  if (reduction == "mean")
-    total = r.counted > 0 ? total / double(r.counted) : 0.0;
-  return Tensor::ofFloats({}, {float(total)});
+  return Tensor::ofFloats({}, {float(shapes::reduceRowLosses(download(r.loss).floats, r.counted, reduction))});
 }
 
 Tensor crossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
                         std::optional<int64_t> ignoreIndex, const std::string &reduction) {
   LossRows r = lossRows(scores, labels, ignoreIndex, "cross_entropy_grad");
-  host::Tensor d = download(dloss);
-  std::vector<float> perRow(size_t(r.rows));
-  for (int64_t i = 0; i < r.rows; ++i) {
-    double scale = reduction == "none" ? d.floats[size_t(i)] : d.floats[0];
-    if (reduction == "mean")
-      scale /= double(std::max<int64_t>(1, r.counted));
-    perRow[size_t(i)] = float(scale);
-  }
+  std::vector<float> perRow = shapes::rowGradientScales(download(dloss).floats, r.rows, r.counted, reduction);
   Tensor rowGrad = Tensor::ofFloats({r.rows}, perRow), out = Tensor::zeros(scores.shape);
   cuda::crossEntropyBackward(kDefault, scores.floats(), labels.ints(), r.lse.floats(), rowGrad.floats(), out.floats(),
                              r.rows, r.classes, r.ignore);
@@ -952,12 +900,10 @@ namespace {
 
 /// The strided view of a slice of an `in`-shaped tensor with `out` elements.
 Strided sliceMap(const Shape &in, const Shape &out, const Shape &starts, const Shape &steps, const char *op) {
+  shapes::requireSliceInside(in, out, starts, steps, op);
   Shape inStrides = ix::stridesOf(in), strides(out.size());
   int64_t offset = 0;
   for (size_t d = 0; d < out.size(); ++d) {
-    if (out[d] > 0 && (starts[d] < 0 || starts[d] >= in[d] || starts[d] + (out[d] - 1) * steps[d] < 0 ||
-                       starts[d] + (out[d] - 1) * steps[d] >= in[d]))
-      fail(op, "dimension " + std::to_string(d) + " of " + host::describe(out) + " leaves " + host::describe(in));
     offset += starts[d] * inStrides[d];
     strides[d] = steps[d] * inStrides[d];
   }

@@ -24,6 +24,9 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_runs import optimizer_flags  # noqa: E402
+
 COMPILER, FIXTURES, WORK, MPIRUN = sys.argv[1:5]
 MPI_FLAGS = ["--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca",
              "btl_vader_single_copy_mechanism", "none"]
@@ -114,18 +117,6 @@ def safetensors(path):
         begin, end = info["data_offsets"]
         tensors[name] = array.array("f", data[8 + length + begin:8 + length + end])
     return tensors
-
-
-def optimizer_flags(name, hyper):
-    flags = ["--optimizer", name, "--lr", str(hyper["lr"]), "--weight-decay", str(hyper["weight_decay"])]
-    for key in ("eps", "momentum", "eta"):
-        if key in hyper:
-            flags += ["--" + key, str(hyper[key])]
-    if "betas" in hyper:
-        flags += ["--beta1", str(hyper["betas"][0]), "--beta2", str(hyper["betas"][1])]
-    if hyper.get("nesterov"):
-        flags.append("--nesterov")
-    return flags
 
 
 def losses(log):

@@ -7,6 +7,7 @@
 #include "colossal/runtime/Philox.h"
 #include "colossal/runtime/ReferenceAttention.h"
 #include "colossal/runtime/TensorIndexing.h"
+#include "colossal/runtime/TensorOpShapes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -104,12 +105,7 @@ void batchedGemm(const float *a, const std::vector<int64_t> &aOffsets, const flo
     cpu::gemm(host, g, DType::F32, a + aOffsets[i], b + bOffsets[i], c + int64_t(i) * m * n, 1.0f, 0.0f);
 }
 
-int64_t axisOf(int64_t axis, const Shape &shape, const char *op) {
-  int64_t a = ix::normalizeAxis(axis, shape.size());
-  if (a < 0 || a >= int64_t(shape.size()))
-    fail(op, "axis " + std::to_string(axis) + " outside a tensor of rank " + std::to_string(shape.size()));
-  return a;
-}
+using shapes::axisOf;
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
@@ -243,35 +239,19 @@ Tensor cast(const Tensor &x, bool toInteger, bool toBool) {
   return out;
 }
 
-Tensor matmul(const Tensor &a0, const Tensor &b0, const Shape &out) {
-  requireFloat(a0, "matmul");
-  requireFloat(b0, "matmul");
-  Shape as = a0.shape, bs = b0.shape;
-  if (as.size() == 1)
-    as.insert(as.begin(), 1);
-  if (bs.size() == 1)
-    bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  if (bs[bs.size() - 2] != k)
-    fail("matmul", "cannot multiply " + describe(a0.shape) + " by " + describe(b0.shape));
-  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
-  size_t rank = std::max(aBatch.size(), bBatch.size());
-  Shape batch(rank, 1);
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t x = d + aBatch.size() >= rank ? aBatch[d + aBatch.size() - rank] : 1;
-    int64_t y = d + bBatch.size() >= rank ? bBatch[d + bBatch.size() - rank] : 1;
-    batch[d] = std::max(x, y);
-  }
-  std::vector<int64_t> ia = broadcastIndexChecked(batch, aBatch, "matmul"),
-                       ib = broadcastIndexChecked(batch, bBatch, "matmul");
+Tensor matmul(const Tensor &a, const Tensor &b, const Shape &out) {
+  requireFloat(a, "matmul");
+  requireFloat(b, "matmul");
+  shapes::MatmulDims d = shapes::matmulDims(a.shape, b.shape);
+  std::vector<int64_t> ia = ix::broadcastIndex(d.batch, d.aBatch), ib = ix::broadcastIndex(d.batch, d.bBatch);
   for (int64_t &x : ia)
-    x *= m * k;
+    x *= d.m * d.k;
   for (int64_t &x : ib)
-    x *= k * n;
+    x *= d.k * d.n;
   Tensor result = Tensor::zeros(out);
-  if (result.elements() != ix::product(batch) * m * n)
-    fail("matmul", "the product of " + describe(a0.shape) + " and " + describe(b0.shape) + " is not " + describe(out));
-  batchedGemm(a0.floats.data(), ia, b0.floats.data(), ib, result.floats.data(), m, k, n);
+  if (result.elements() != ix::product(d.batch) * d.m * d.n)
+    fail("matmul", "the product of " + describe(a.shape) + " and " + describe(b.shape) + " is not " + describe(out));
+  batchedGemm(a.floats.data(), ia, b.floats.data(), ib, result.floats.data(), d.m, d.k, d.n);
   return result;
 }
 
@@ -372,17 +352,9 @@ Tensor softmax(const Tensor &x, int64_t axis, bool log) {
 
 namespace {
 
-struct Rows {
-  int64_t rows, cols;
-};
-
-Rows normalizedRows(const Tensor &x, int64_t axis, const Tensor *scale, const char *op) {
+shapes::NormRows normalizedRows(const Tensor &x, int64_t axis, const Tensor *scale, const char *op) {
   requireFloat(x, op);
-  axis = axisOf(axis, x.shape, op);
-  Rows r{ix::product(x.shape, 0, size_t(axis)), ix::product(x.shape, size_t(axis))};
-  if (scale && scale->elements() != r.cols)
-    fail(op, "a scale of " + describe(scale->shape) + " for rows of " + std::to_string(r.cols));
-  return r;
+  return shapes::normRows(x.shape, axis, scale ? std::optional<int64_t>(scale->elements()) : std::nullopt, op);
 }
 
 const float *dataOrNull(const Tensor *t) { return t ? t->floats.data() : nullptr; }
@@ -390,7 +362,7 @@ const float *dataOrNull(const Tensor *t) { return t ? t->floats.data() : nullptr
 } // namespace
 
 Tensor layerNorm(const Tensor &x, const Tensor *scale, const Tensor *bias, int64_t axis, float eps) {
-  Rows r = normalizedRows(x, axis, scale, "layer_norm");
+  shapes::NormRows r = normalizedRows(x, axis, scale, "layer_norm");
   Tensor out = Tensor::zeros(x.shape);
   std::vector<float> mean(size_t(r.rows)), rstd(size_t(r.rows));
   cpu::layerNormForward(host, x.floats.data(), dataOrNull(scale), dataOrNull(bias), out.floats.data(), mean.data(),
@@ -399,7 +371,7 @@ Tensor layerNorm(const Tensor &x, const Tensor *scale, const Tensor *bias, int64
 }
 
 Tensor rmsNorm(const Tensor &x, const Tensor *scale, int64_t axis, float eps) {
-  Rows r = normalizedRows(x, axis, scale, "rms_norm");
+  shapes::NormRows r = normalizedRows(x, axis, scale, "rms_norm");
   Tensor out = Tensor::zeros(x.shape);
   std::vector<float> rstd(size_t(r.rows));
   cpu::rmsNormForward(host, x.floats.data(), dataOrNull(scale), out.floats.data(), rstd.data(), r.rows, r.cols, eps);
@@ -408,7 +380,7 @@ Tensor rmsNorm(const Tensor &x, const Tensor *scale, int64_t axis, float eps) {
 
 std::vector<Tensor> layerNormGrad(const Tensor &x, const Tensor *scale, const Tensor &dy, int64_t axis, float eps,
                                   bool hasBias, size_t results) {
-  Rows r = normalizedRows(x, axis, scale, "layer_norm_grad");
+  shapes::NormRows r = normalizedRows(x, axis, scale, "layer_norm_grad");
   requireShape(dy, x.shape, "layer_norm_grad");
   std::vector<float> mean(size_t(r.rows)), rstd(size_t(r.rows)), y(x.floats.size());
   Tensor dx = Tensor::zeros(x.shape), dscale = Tensor::zeros({r.cols}), dbias = Tensor::zeros({r.cols});
@@ -428,7 +400,7 @@ std::vector<Tensor> layerNormGrad(const Tensor &x, const Tensor *scale, const Te
 
 std::vector<Tensor> rmsNormGrad(const Tensor &x, const Tensor *scale, const Tensor &dy, int64_t axis, float eps,
                                 size_t results) {
-  Rows r = normalizedRows(x, axis, scale, "rms_norm_grad");
+  shapes::NormRows r = normalizedRows(x, axis, scale, "rms_norm_grad");
   requireShape(dy, x.shape, "rms_norm_grad");
   std::vector<float> rstd(size_t(r.rows)), y(x.floats.size());
   Tensor dx = Tensor::zeros(x.shape), dscale = Tensor::zeros(scale ? scale->shape : Shape{r.cols});
@@ -449,6 +421,7 @@ struct AttentionOperands {
   std::vector<int64_t> maskIndex;
   std::vector<float> maskValues;
   AttentionMask<float> mask;
+  Shape outShape;
 
   AttentionShape kernelShape() const {
     AttentionShape s;
@@ -466,23 +439,14 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
   requireFloat(q, "attention");
   requireFloat(k, "attention");
   requireFloat(v, "attention");
-  size_t rank = q.shape.size();
-  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank ||
-      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
-      !std::equal(k.shape.begin(), k.shape.end() - 1, v.shape.begin()) || q.shape.back() != k.shape.back())
-    fail("attention", "queries " + describe(q.shape) + ", keys " + describe(k.shape) + " and values " +
-                          describe(v.shape) + " do not fit one another");
+  shapes::AttentionDims d = shapes::attentionDims(q.shape, k.shape, v.shape);
   AttentionOperands a;
-  a.shape.batch = ix::product(q.shape, 0, rank - 2);
-  a.shape.queries = q.shape[rank - 2], a.shape.keys = k.shape[rank - 2];
-  a.shape.headDim = q.shape.back(), a.shape.valueDim = v.shape.back();
+  a.shape.batch = d.batch, a.shape.queries = d.queries, a.shape.keys = d.keys;
+  a.shape.headDim = d.headDim, a.shape.valueDim = d.valueDim, a.outShape = d.output;
   a.shape.scale = scale, a.shape.causal = causal;
   a.fused = !mask && a.shape.headDim == a.shape.valueDim;
   if (mask) {
-    Shape scores(q.shape.begin(), q.shape.end() - 2);
-    scores.push_back(a.shape.queries);
-    scores.push_back(a.shape.keys);
-    a.maskIndex = broadcastIndexChecked(scores, mask->shape, "attention mask");
+    a.maskIndex = broadcastIndexChecked(d.scores, mask->shape, "attention mask");
     if (mask->integer)
       a.maskValues.assign(mask->ints.begin(), mask->ints.end());
     else
@@ -496,9 +460,7 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
 
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal) {
   AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
-  Shape outShape = q.shape;
-  outShape.back() = a.shape.valueDim;
-  Tensor out = Tensor::zeros(outShape);
+  Tensor out = Tensor::zeros(a.outShape);
   if (!a.fused) {
     referenceAttentionForward(a.shape, q.floats.data(), k.floats.data(), v.floats.data(), a.mask, out.floats.data());
     return out;
@@ -512,9 +474,7 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
 std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
                                   const Tensor &dOut, float scale, bool causal) {
   AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
-  Shape outShape = q.shape;
-  outShape.back() = a.shape.valueDim;
-  requireShape(dOut, outShape, "attention_grad");
+  requireShape(dOut, a.outShape, "attention_grad");
   Tensor dq = Tensor::zeros(q.shape), dk = Tensor::zeros(k.shape), dv = Tensor::zeros(v.shape);
   if (!a.fused) {
     referenceAttentionBackward(a.shape, q.floats.data(), k.floats.data(), v.floats.data(), a.mask, dOut.floats.data(),
@@ -539,16 +499,14 @@ struct LossRows {
 LossRows crossEntropyRows(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
                           const char *op) {
   requireFloat(scores, op);
-  requireInteger(labels, op);
-  if (scores.shape.size() != 2 || labels.shape != Shape{scores.shape[0]})
-    fail(op, "takes scores [N, C] and labels [N], got " + describe(scores.shape) + " and " + describe(labels.shape));
+  shapes::requireLossOperands(scores.shape, labels.shape, labels.integer, op);
   LossRows r;
   r.rows = scores.shape[0], r.classes = scores.shape[1];
   r.ignore = ignoreIndex.value_or(std::numeric_limits<int64_t>::min());
+  r.counted = shapes::countedLabels(labels.ints.data(), r.rows, r.classes, r.ignore, op);
   r.loss.resize(size_t(r.rows)), r.lse.resize(size_t(r.rows));
   cpu::crossEntropyForward(host, scores.floats.data(), labels.ints.data(), r.loss.data(), r.lse.data(), r.rows,
                            r.classes, r.ignore);
-  r.counted = int64_t(std::count_if(labels.ints.begin(), labels.ints.end(), [&](int64_t l) { return l != r.ignore; }));
   return r;
 }
 
@@ -559,25 +517,14 @@ Tensor crossEntropy(const Tensor &scores, const Tensor &labels, std::optional<in
   LossRows r = crossEntropyRows(scores, labels, ignoreIndex, "cross_entropy");
   if (reduction == "none")
     return Tensor::ofFloats({r.rows}, r.loss);
-  double total = 0;
-  for (float l : r.loss)
-    total += l;
-  if (reduction == "mean")
-    total = r.counted > 0 ? total / double(r.counted) : 0.0;
-  return Tensor::ofFloats({}, {float(total)});
+  return Tensor::ofFloats({}, {float(shapes::reduceRowLosses(r.loss, r.counted, reduction))});
 }
 
 Tensor crossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
                         std::optional<int64_t> ignoreIndex, const std::string &reduction) {
   LossRows r = crossEntropyRows(scores, labels, ignoreIndex, "cross_entropy_grad");
   requireFloat(dloss, "cross_entropy_grad");
-  std::vector<float> perRow(size_t(r.rows));
-  for (int64_t i = 0; i < r.rows; ++i) {
-    double scale = reduction == "none" ? dloss.floats[size_t(i)] : dloss.floats[0];
-    if (reduction == "mean")
-      scale /= double(std::max<int64_t>(1, r.counted));
-    perRow[size_t(i)] = float(scale);
-  }
+  std::vector<float> perRow = shapes::rowGradientScales(dloss.floats, r.rows, r.counted, reduction);
   Tensor out = Tensor::zeros(scores.shape);
   cpu::crossEntropyBackward(host, scores.floats.data(), labels.ints.data(), r.lse.data(), perRow.data(),
                             out.floats.data(), r.rows, r.classes, r.ignore);
@@ -658,10 +605,7 @@ Tensor broadcast(const Tensor &x, const Shape &out) {
 }
 
 Tensor slice(const Tensor &x, const Shape &starts, const Shape &steps, const Shape &out) {
-  for (size_t d = 0; d < out.size(); ++d)
-    if (out[d] > 0 && (starts[d] < 0 || starts[d] >= x.shape[d] || starts[d] + (out[d] - 1) * steps[d] < 0 ||
-                       starts[d] + (out[d] - 1) * steps[d] >= x.shape[d]))
-      fail("slice", "dimension " + std::to_string(d) + " of " + describe(out) + " leaves " + describe(x.shape));
+  shapes::requireSliceInside(x.shape, out, starts, steps, "slice");
   Tensor result = Tensor::zeros(out, x.integer);
   withData(x, result, [&](const auto *in, auto *o) { ix::slice(in, x.shape, starts, steps, out, o); });
   return result;
