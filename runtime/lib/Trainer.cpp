@@ -224,10 +224,18 @@ public:
 
   /// The inputs of microbatch `m` of (0-based) step `step`.
   std::vector<Tensor> microbatch(int64_t step, int64_t m) {
+    // The step's global batch is made (read, drawn or copied) once for all
+    // its microbatches.
+    if (step != cachedStep_) {
+      cachedGlobal_.clear();
+      for (size_t i = 0; i < program_.inputs.size(); ++i)
+        cachedGlobal_.push_back(globalInput(i, step));
+      cachedStep_ = step;
+    }
     std::vector<Tensor> inputs;
     for (size_t i = 0; i < program_.inputs.size(); ++i) {
       const ProgramInput &in = program_.inputs[i];
-      Tensor global = globalInput(i, step);
+      const Tensor &global = cachedGlobal_[i];
       // This rank's microbatch m is block rank * M + m of the global batch,
       // each block `rows` rows: contiguous.
       int64_t count = indexing::product(in.shape), begin = (rank_ * microbatches_ + m) * count;
@@ -341,6 +349,8 @@ private:
 
   const TrainingProgram &program_;
   Options options_;
+  int64_t cachedStep_ = -1;
+  std::vector<Tensor> cachedGlobal_;
   int64_t rank_ = 0, ranks_ = 1;
   int64_t microbatches_ = 1;
   std::vector<Shape> globalShapes_;
