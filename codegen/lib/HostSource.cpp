@@ -60,8 +60,7 @@ enum class Kind { Float, Integer };
 
 class Emitter {
 public:
-  Emitter(ModuleOp module, func::FuncOp step, llvm::raw_ostream &os, bool device)
-      : module_(module), step_(step), os_(os), device_(device) {}
+  Emitter(func::FuncOp step, llvm::raw_ostream &os, bool device) : step_(step), os_(os), device_(device) {}
 
   LogicalResult emitStep(const std::map<std::string, size_t> &parameterIndex,
                          const std::vector<std::string> &trainableOrder);
@@ -111,12 +110,9 @@ private:
     return success();
   }
 
-  std::string ints(ArrayRef<int64_t> values) { return shapeLiteral(values); }
-
   LogicalResult emitConstant(ConstantOp op);
   LogicalResult emitOp(Operation *op, const std::map<std::string, size_t> &parameterIndex);
 
-  ModuleOp module_;
   func::FuncOp step_;
   llvm::raw_ostream &os_;
   llvm::DenseMap<Value, std::string> names_;
@@ -237,8 +233,8 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   if (auto l = dyn_cast<LinearOp>(op))
     return one("linear(" + in(0) + ", " + in(1) + ", " + optionalRef(l.getBias()) + ", " + out() + ")");
   if (auto c = dyn_cast<ConvOp>(op))
-    return one("conv(" + in(0) + ", " + in(1) + ", " + optionalRef(c.getBias()) + ", " + ints(c.getStrides()) + ", " +
-               ints(c.getPads()) + ", " + ints(c.getDilations()) + ", " + std::to_string(int64_t(c.getGroup())) +
+    return one("conv(" + in(0) + ", " + in(1) + ", " + optionalRef(c.getBias()) + ", " + shapeLiteral(c.getStrides()) + ", " +
+               shapeLiteral(c.getPads()) + ", " + shapeLiteral(c.getDilations()) + ", " + std::to_string(int64_t(c.getGroup())) +
                ", " + out() + ")");
   if (auto e = dyn_cast<EinsumOp>(op)) {
     std::string list = "{";
@@ -263,11 +259,11 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
                floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") + ")");
   }
   if (auto r = dyn_cast<ReduceSumOp>(op))
-    return one("reduce(ReduceKind::Sum, " + in(0) + ", " + ints(r.getAxes()) + ", " + out() + ")");
+    return one("reduce(ReduceKind::Sum, " + in(0) + ", " + shapeLiteral(r.getAxes()) + ", " + out() + ")");
   if (auto r = dyn_cast<ReduceMeanOp>(op))
-    return one("reduce(ReduceKind::Mean, " + in(0) + ", " + ints(r.getAxes()) + ", " + out() + ")");
+    return one("reduce(ReduceKind::Mean, " + in(0) + ", " + shapeLiteral(r.getAxes()) + ", " + out() + ")");
   if (auto r = dyn_cast<ReduceMaxOp>(op))
-    return one("reduce(ReduceKind::Max, " + in(0) + ", " + ints(r.getAxes()) + ", " + out() + ")");
+    return one("reduce(ReduceKind::Max, " + in(0) + ", " + shapeLiteral(r.getAxes()) + ", " + out() + ")");
   if (auto d = dyn_cast<DropoutOp>(op))
     return defineAll(op, "dropout(" + in(0) + ", " + floatLiteral(d.getRatio().convertToDouble()) + ")");
   if (auto l = dyn_cast<CrossEntropyOp>(op))
@@ -276,7 +272,7 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   if (auto g = dyn_cast<GatherOp>(op))
     return one("gather(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " + out() + ")");
   if (auto s = dyn_cast<SliceOp>(op))
-    return one("slice(" + in(0) + ", " + ints(s.getStarts()) + ", " + ints(s.getSteps()) + ", " + out() + ")");
+    return one("slice(" + in(0) + ", " + shapeLiteral(s.getStarts()) + ", " + shapeLiteral(s.getSteps()) + ", " + out() + ")");
   if (auto c = dyn_cast<ConcatOp>(op)) {
     std::string list = "{";
     for (auto [i, v] : llvm::enumerate(c.getInputs()))
@@ -292,7 +288,7 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   if (isa<ReshapeOp>(op))
     return one("reshape(" + in(0) + ", " + out() + ")");
   if (auto t = dyn_cast<TransposeOp>(op))
-    return one("transpose(" + in(0) + ", " + ints(t.getPerm()) + ")");
+    return one("transpose(" + in(0) + ", " + shapeLiteral(t.getPerm()) + ")");
   if (isa<BroadcastOp>(op))
     return one("broadcast(" + in(0) + ", " + out() + ")");
   if (auto t = dyn_cast<TriluOp>(op))
@@ -324,10 +320,10 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return one("gatherGrad(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " + out() +
                ")");
   if (auto s = dyn_cast<SliceGradOp>(op))
-    return one("sliceGrad(" + in(0) + ", " + ints(s.getStarts()) + ", " + ints(s.getSteps()) + ", " + out() + ")");
+    return one("sliceGrad(" + in(0) + ", " + shapeLiteral(s.getStarts()) + ", " + shapeLiteral(s.getSteps()) + ", " + out() + ")");
   if (auto c = dyn_cast<ConvGradOp>(op))
-    return defineAll(op, "convGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + ints(c.getStrides()) + ", " +
-                             ints(c.getPads()) + ", " + ints(c.getDilations()) + ", " +
+    return defineAll(op, "convGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + shapeLiteral(c.getStrides()) + ", " +
+                             shapeLiteral(c.getPads()) + ", " + shapeLiteral(c.getDilations()) + ", " +
                              std::to_string(int64_t(c.getGroup())) + ")");
   return op->emitError() << "has no host lowering yet (the interpreter runs it; emitted programs cannot)";
 }
@@ -413,7 +409,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   os << "\n#include <limits>\n#include <optional>\n#include <utility>\n#include <vector>\n\n"
      << "namespace {\n\nusing HostTensor = colossal::rt::host::Tensor;\n"
      << "using namespace colossal::rt::" << (device ? "device" : "host") << ";\n\n";
-  Emitter emitter(module, step, os, device);
+  Emitter emitter(step, os, device);
   if (failed(emitter.emitStep(parameterIndex, trainableOrder)))
     return failure();
 
