@@ -2,97 +2,15 @@
 
 #include "colossal/cost/Estimator.h"
 #include "colossal/cost/TensorGrid.h"
+#include "ShardedCosts.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
 namespace colossal::cost {
 namespace {
-
-/// How many ways the sharding splits factor `f` of an op.
-int64_t ways(const OpSharding &s, const Mesh &mesh, int f) {
-  int64_t n = 1;
-  for (int a : s[f])
-    n *= mesh.axes[a].size;
-  return n;
-}
-
-double localElements(const Op &op, const OpSharding &s, const Mesh &mesh,
-                     const std::vector<std::vector<int>> &dims) {
-  double n = 1;
-  for (const auto &dim : dims)
-    for (int f : dim)
-      n *= double(op.factors[f].size) / double(ways(s, mesh, f));
-  return n;
-}
-
-double fullElements(const Op &op, const std::vector<std::vector<int>> &dims) {
-  double n = 1;
-  for (const auto &dim : dims)
-    for (int f : dim)
-      n *= double(op.factors[f].size);
-  return n;
-}
-
-/// The op's whole iteration space on one rank, over the whole space.
-double localFraction(const Op &op, const OpSharding &s, const Mesh &mesh) {
-  double fraction = 1;
-  for (size_t f = 0; f < op.factors.size(); ++f)
-    fraction /= double(ways(s, mesh, int(f)));
-  return fraction;
-}
-
-bool indexes(const TensorUse &use, int f) {
-  for (const auto &dim : use.dims)
-    if (std::find(dim.begin(), dim.end(), f) != dim.end())
-      return true;
-  return false;
-}
-
-TensorSpec specOf(const Op &op, const OpSharding &s, const Mesh &mesh, const TensorUse &use,
-                  bool withPartial) {
-  TensorSpec spec;
-  for (const auto &dim : use.dims) {
-    std::vector<int> axes;
-    for (int f : dim)
-      for (int a : s[f])
-        if (mesh.axes[a].size > 1)
-          axes.push_back(a);
-    spec.dims.push_back(axes);
-  }
-  if (withPartial)
-    for (size_t f = 0; f < op.factors.size(); ++f)
-      if (op.factors[f].kind == FactorKind::Reduction && !indexes(use, int(f)))
-        for (int a : s[f])
-          if (mesh.axes[a].size > 1)
-            spec.partial.push_back(a);
-  return spec;
-}
-
-/// The gradient of an operand: laid out like the operand, and a partial sum
-/// over every axis that splits a parallel factor the operand does not have
-/// (each rank computed a different part of the result from it). Splitting a
-/// reduction factor the operand lacks (a row-parallel layer's bias) leaves
-/// its gradient whole.
-TensorSpec gradientSpecOf(const Op &op, const OpSharding &s, const Mesh &mesh,
-                          const TensorUse &use) {
-  TensorSpec spec = specOf(op, s, mesh, use, false);
-  std::set<int> present;
-  for (const auto &dim : spec.dims)
-    present.insert(dim.begin(), dim.end());
-  for (size_t f = 0; f < op.factors.size(); ++f)
-    if (!indexes(use, int(f)) && op.factors[f].kind == FactorKind::Parallel)
-      for (int a : s[f])
-        if (mesh.axes[a].size > 1 && !present.count(a) &&
-            std::find(spec.partial.begin(), spec.partial.end(), a) == spec.partial.end())
-          spec.partial.push_back(a);
-  return spec;
-}
-
-double roofline(double flops, double bytes, double rate, double bandwidth) {
-  return std::max(rate > 0 ? flops / rate : 0.0, bandwidth > 0 ? bytes / bandwidth : 0.0);
-}
 
 void addComm(std::vector<CommTotal> &totals, const Mesh &mesh, const CommEvent &e,
              double times) {
@@ -766,6 +684,41 @@ Json Estimate::toJson() const {
                               {"per_pipeline_rank", perRank}}},
       {"communication", comm},
   };
+}
+
+std::string Estimate::summary() const {
+  auto gib = [](double bytes) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.2f GiB", bytes / double(1ull << 30));
+    return std::string(buffer);
+  };
+  // Seconds for large models, milli- or microseconds for small ones.
+  auto time = [](double seconds) {
+    char buffer[32];
+    if (seconds == 0 || seconds >= 0.1)
+      std::snprintf(buffer, sizeof buffer, "%.4f s", seconds);
+    else if (seconds >= 1e-4)
+      std::snprintf(buffer, sizeof buffer, "%.3f ms", seconds * 1e3);
+    else
+      std::snprintf(buffer, sizeof buffer, "%.2f us", seconds * 1e6);
+    return std::string(buffer);
+  };
+  char text[1024];
+  std::snprintf(text, sizeof text,
+                "step       %s  (compute %s, exposed communication %s, bubble %s, "
+                "optimizer %s, offload %s)\n"
+                "throughput %.1f TFLOP/s per device (MFU %.1f%%), %.0f tokens/s\n"
+                "memory     %s of %s on pipeline rank %d%s\n"
+                "           parameters %s, gradients %s, optimizer %s, activations %s, "
+                "buffers %s, workspace %s\n",
+                time(stepTime).c_str(), time(compute).c_str(), time(exposedComm).c_str(),
+                time(bubble).c_str(), time(optimizer).c_str(), time(offload).c_str(), tflopsPerGpu,
+                100 * mfu, tokensPerSecond, gib(memory.total()).c_str(), gib(capacity).c_str(),
+                peakStage, fits() ? "" : "  (DOES NOT FIT)", gib(memory.parameters).c_str(),
+                gib(memory.gradients).c_str(), gib(memory.optimizer).c_str(),
+                gib(memory.activations).c_str(), gib(memory.communication).c_str(),
+                gib(memory.workspace).c_str());
+  return text;
 }
 
 Json Estimate::chromeTrace() const {

@@ -363,7 +363,7 @@ std::string explainLoss(const SearchCandidate &c, const SearchCandidate &winner)
   std::string out = head;
   for (int i = 0; i < 2; ++i) {
     char item[96];
-    std::snprintf(item, sizeof item, "%s %s %.3f s %s", i ? "," : "", parts[i].name,
+    std::snprintf(item, sizeof item, "%s %s %.3g s %s", i ? "," : "", parts[i].name,
                   std::fabs(parts[i].delta), parts[i].delta >= 0 ? "more" : "less");
     out += item;
   }

@@ -81,6 +81,9 @@ struct Estimate {
   bool fits() const { return memory.total() <= capacity; }
   /// The plan's `predicted`, `memory` and `communication` sections.
   Json toJson() const;
+  /// Step time breakdown, throughput and memory per rank, as lines of text
+  /// for a report.
+  std::string summary() const;
   /// One predicted step per pipeline rank, as Chrome-trace JSON (Perfetto).
   Json chromeTrace() const;
 };

@@ -65,6 +65,9 @@ struct SearchCandidate {
   Strategy strategy;
   int64_t microbatchSize = 1;
   Estimate estimate;
+  /// Per-op shardings the plan was evaluated with; empty when they come
+  /// from the strategy's templates.
+  GraphSharding sharding;
 };
 
 struct SearchResult {

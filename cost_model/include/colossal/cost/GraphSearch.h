@@ -1,0 +1,36 @@
+//===- GraphSearch.h - finding the plan for an imported model -------*- C++ -*-===//
+//
+// The search for a graph that comes from a model file rather than from
+// transformer hyper-parameters: every split of N devices into data x 1D
+// tensor parallelism (the tensor axis inside a node), the tensor axis placed
+// op by op by the sharding solver (ShardingSolver.h, exact under the cost
+// model), every power-of-two microbatch size up to 16 that divides the
+// per-replica batch, ZeRO stages and optimizer offload. Each candidate is
+// evaluated by the estimator; the fastest that fits wins. The space is
+// small enough to enumerate, so nothing is pruned.
+//
+// Pipelines, sequence parallelism, 2D/2.5D/3D grids and recomputation need
+// the model's layers, which an imported graph does not mark yet: a fixed
+// strategy asking for them is refused with that reason.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_COST_GRAPHSEARCH_H
+#define COLOSSAL_COST_GRAPHSEARCH_H
+
+#include "colossal/cost/Search.h"
+
+#include <functional>
+
+namespace colossal::cost {
+
+/// The model's graph for `microbatch` samples per microbatch; nullopt with
+/// `error` when it cannot be built at that size.
+using GraphAtMicrobatch = std::function<std::optional<Graph>(int64_t microbatch, std::string &error)>;
+
+SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &cluster,
+                              const SearchOptions &options);
+
+} // namespace colossal::cost
+
+#endif // COLOSSAL_COST_GRAPHSEARCH_H

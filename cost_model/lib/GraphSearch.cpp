@@ -1,0 +1,186 @@
+//===- GraphSearch.cpp - finding the plan for an imported model -----------===//
+
+#include "colossal/cost/GraphSearch.h"
+#include "colossal/cost/ShardingSolver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace colossal::cost {
+namespace {
+
+std::string gibText(double bytes) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.2f GiB", bytes / double(1ull << 30));
+  return buffer;
+}
+
+/// The fixed parts this search cannot honour, as a reason; empty if none.
+std::string unsupportedFixedParts(const SearchOptions &o) {
+  const Strategy &f = o.fixed;
+  std::string parts;
+  auto add = [&](const char *key, bool asked) {
+    if (o.fixedKeys.count(key) && asked)
+      parts += std::string(parts.empty() ? "" : ", ") + key;
+  };
+  add("pp", f.pp > 1);
+  add("sp", f.sp > 1);
+  add("sp_mode", f.spMode != SequenceMode::None);
+  add("tp_mode", f.tpMode != TensorMode::OneD);
+  add("recompute", f.recompute != Recompute::None);
+  add("virtual_stages", f.virtualStages > 1);
+  add("stage_layers", !f.stageLayers.empty());
+  if (parts.empty())
+    return "";
+  return "the strategy fixes " + parts +
+         ", which need the model's layers; plans for an imported model search data and 1D tensor "
+         "parallelism, microbatches, ZeRO and offload";
+}
+
+bool fixedMismatch(const SearchOptions &o, const char *key, bool differs) {
+  return o.fixedKeys.count(key) && differs;
+}
+
+} // namespace
+
+SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &cluster,
+                              const SearchOptions &options) {
+  auto start = std::chrono::steady_clock::now(), lastProgress = start;
+  const SearchOptions &o = options;
+  const int n = o.devices;
+  SearchResult result;
+  if (n < 1 || cluster.devices() < n) {
+    result.infeasible = "the cluster has " + std::to_string(cluster.devices()) +
+                        " devices; the search was asked for " + std::to_string(n);
+    return result;
+  }
+  if (std::string reason = unsupportedFixedParts(o); !reason.empty()) {
+    result.infeasible = reason;
+    return result;
+  }
+  std::map<int64_t, std::optional<Graph>> graphs;
+  std::map<int64_t, std::string> graphErrors;
+  auto graphFor = [&](int64_t b) -> const Graph * {
+    auto it = graphs.find(b);
+    if (it == graphs.end()) {
+      std::string error;
+      it = graphs.emplace(b, graphAt(b, error)).first;
+      if (!it->second)
+        graphErrors[b] = error;
+    }
+    return it->second ? &*it->second : nullptr;
+  };
+  std::string firstInvalid;
+  EstimateOptions untraced;
+  untraced.recordPipelineTasks = false;
+  for (int tp = 1; tp <= n && tp <= cluster.gpusPerNode; ++tp) {
+    if (n % tp != 0 || fixedMismatch(o, "tp", tp != o.fixed.tp))
+      continue;
+    int dp = n / tp;
+    if (fixedMismatch(o, "dp", dp != o.fixed.dp))
+      continue;
+    if (o.globalBatch % dp != 0) {
+      ++result.invalid;
+      continue;
+    }
+    int64_t perReplica = o.globalBatch / dp;
+    for (int64_t b = 1; b <= perReplica && b <= 16; b *= 2) {
+      if (perReplica % b != 0)
+        continue;
+      int m = int(perReplica / b);
+      if (fixedMismatch(o, "microbatches", m != o.fixed.microbatches))
+        continue;
+      const Graph *graph = graphFor(b);
+      if (!graph) {
+        ++result.invalid;
+        if (firstInvalid.empty())
+          firstInvalid = "microbatch size " + std::to_string(b) + ": " + graphErrors[b];
+        continue;
+      }
+      Strategy s;
+      s.dp = dp;
+      s.tp = tp;
+      s.microbatches = m;
+      Mesh mesh = buildMesh(s, cluster);
+      GraphSharding sharding(graph->ops.size());
+      for (size_t op = 0; op < graph->ops.size(); ++op)
+        sharding[op].resize(graph->ops[op].factors.size());
+      if (tp > 1) {
+        std::string error;
+        std::optional<ShardingSolution> solved =
+            solveAxisSharding(*graph, sharding, mesh, mesh.axisIndex("tp"), cluster, error);
+        if (!solved) {
+          ++result.invalid;
+          if (firstInvalid.empty())
+            firstInvalid = s.str() + ": " + error;
+          continue;
+        }
+        sharding = std::move(solved->sharding);
+      }
+      for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+        if (fixedMismatch(o, "zero", zero != o.fixed.zero))
+          continue;
+        for (bool offload : {false, true}) {
+          if (fixedMismatch(o, "offload", offload != o.fixed.offloadOptimizer) ||
+              (offload && zero == 0 && !o.fixedKeys.count("offload")))
+            continue;
+          s.zero = zero;
+          s.offloadOptimizer = offload;
+          ++result.candidates;
+          std::string error;
+          std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, untraced);
+          if (!e) {
+            ++result.invalid;
+            if (firstInvalid.empty())
+              firstInvalid = s.str() + ": " + error;
+            continue;
+          }
+          ++result.evaluated;
+          SearchCandidate candidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}};
+          if (candidate.estimate.fits()) {
+            auto at = std::upper_bound(
+                result.best.begin(), result.best.end(), candidate.estimate.stepTime,
+                [](double t, const SearchCandidate &c) { return t < c.estimate.stepTime; });
+            result.best.insert(at, std::move(candidate));
+            if (int(result.best.size()) > o.keep)
+              result.best.pop_back();
+          } else if (!result.leastMemory ||
+                     candidate.estimate.memory.total() < result.leastMemory->estimate.memory.total()) {
+            result.leastMemory = std::move(candidate);
+          }
+          if (o.progress && std::chrono::duration<double>(std::chrono::steady_clock::now() - lastProgress).count() >= 1) {
+            lastProgress = std::chrono::steady_clock::now();
+            o.progress(result.evaluated, result.candidates);
+          }
+        }
+      }
+    }
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (result.best.empty()) {
+    if (result.leastMemory) {
+      const Estimate &e = result.leastMemory->estimate;
+      result.infeasible =
+          "no plan fits in " + gibText(cluster.memoryBytes) + " per device; the smallest found needs " +
+          gibText(e.memory.total()) + " (" + result.leastMemory->strategy.str() + ", microbatch size " +
+          std::to_string(result.leastMemory->microbatchSize) + "): activations " + gibText(e.memory.activations) +
+          ", model states " + gibText(e.memory.parameters + e.memory.gradients + e.memory.optimizer) + ". About " +
+          std::to_string(int64_t(std::ceil(n * e.memory.total() / cluster.memoryBytes))) +
+          " devices would hold it; or allow ZeRO-3 and offload, or a smaller global batch";
+    } else if (!firstInvalid.empty()) {
+      result.infeasible = "none of the candidate plans can run; for example " + firstInvalid;
+    } else {
+      result.infeasible = "no candidate plan for " + std::to_string(n) + " devices and a global batch of " +
+                          std::to_string(o.globalBatch) +
+                          " matches the fixed parts (dp x tp must equal the devices, tp at most " +
+                          std::to_string(cluster.gpusPerNode) +
+                          " (one node), and the batch must divide over the data-parallel replicas)";
+    }
+  }
+  return result;
+}
+
+} // namespace colossal::cost

@@ -1,0 +1,108 @@
+//===- ShardedCosts.h - an op's local work and tensor layouts under a sharding -*- C++ -*-===//
+//
+// The pieces of an op's cost that follow from its sharding alone: how much
+// of its iteration space and tensors one rank holds, the layout it reads an
+// operand in, the layout its operand gradients come out in, and the
+// roofline. The estimator and the per-op sharding solver both cost ops with
+// these, so the solver minimises exactly what the estimator reports.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_COST_LIB_SHARDEDCOSTS_H
+#define COLOSSAL_COST_LIB_SHARDEDCOSTS_H
+
+#include "colossal/cost/Communication.h"
+#include "colossal/cost/Graph.h"
+
+#include <algorithm>
+#include <set>
+
+namespace colossal::cost {
+
+/// How many ways the sharding splits factor `f` of an op.
+inline int64_t ways(const OpSharding &s, const Mesh &mesh, int f) {
+  int64_t n = 1;
+  for (int a : s[f])
+    n *= mesh.axes[a].size;
+  return n;
+}
+
+inline double localElements(const Op &op, const OpSharding &s, const Mesh &mesh,
+                     const std::vector<std::vector<int>> &dims) {
+  double n = 1;
+  for (const auto &dim : dims)
+    for (int f : dim)
+      n *= double(op.factors[f].size) / double(ways(s, mesh, f));
+  return n;
+}
+
+inline double fullElements(const Op &op, const std::vector<std::vector<int>> &dims) {
+  double n = 1;
+  for (const auto &dim : dims)
+    for (int f : dim)
+      n *= double(op.factors[f].size);
+  return n;
+}
+
+/// The op's whole iteration space on one rank, over the whole space.
+inline double localFraction(const Op &op, const OpSharding &s, const Mesh &mesh) {
+  double fraction = 1;
+  for (size_t f = 0; f < op.factors.size(); ++f)
+    fraction /= double(ways(s, mesh, int(f)));
+  return fraction;
+}
+
+inline bool indexes(const TensorUse &use, int f) {
+  for (const auto &dim : use.dims)
+    if (std::find(dim.begin(), dim.end(), f) != dim.end())
+      return true;
+  return false;
+}
+
+inline TensorSpec specOf(const Op &op, const OpSharding &s, const Mesh &mesh, const TensorUse &use,
+                  bool withPartial) {
+  TensorSpec spec;
+  for (const auto &dim : use.dims) {
+    std::vector<int> axes;
+    for (int f : dim)
+      for (int a : s[f])
+        if (mesh.axes[a].size > 1)
+          axes.push_back(a);
+    spec.dims.push_back(axes);
+  }
+  if (withPartial)
+    for (size_t f = 0; f < op.factors.size(); ++f)
+      if (op.factors[f].kind == FactorKind::Reduction && !indexes(use, int(f)))
+        for (int a : s[f])
+          if (mesh.axes[a].size > 1)
+            spec.partial.push_back(a);
+  return spec;
+}
+
+/// The gradient of an operand: laid out like the operand, and a partial sum
+/// over every axis that splits a parallel factor the operand does not have
+/// (each rank computed a different part of the result from it). Splitting a
+/// reduction factor the operand lacks (a row-parallel layer's bias) leaves
+/// its gradient whole.
+inline TensorSpec gradientSpecOf(const Op &op, const OpSharding &s, const Mesh &mesh,
+                          const TensorUse &use) {
+  TensorSpec spec = specOf(op, s, mesh, use, false);
+  std::set<int> present;
+  for (const auto &dim : spec.dims)
+    present.insert(dim.begin(), dim.end());
+  for (size_t f = 0; f < op.factors.size(); ++f)
+    if (!indexes(use, int(f)) && op.factors[f].kind == FactorKind::Parallel)
+      for (int a : s[f])
+        if (mesh.axes[a].size > 1 && !present.count(a) &&
+            std::find(spec.partial.begin(), spec.partial.end(), a) == spec.partial.end())
+          spec.partial.push_back(a);
+  return spec;
+}
+
+inline double roofline(double flops, double bytes, double rate, double bandwidth) {
+  return std::max(rate > 0 ? flops / rate : 0.0, bandwidth > 0 ? bytes / bandwidth : 0.0);
+}
+
+} // namespace colossal::cost
+
+#endif // COLOSSAL_COST_LIB_SHARDEDCOSTS_H

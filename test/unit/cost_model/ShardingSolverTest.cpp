@@ -1,0 +1,223 @@
+//===- ShardingSolverTest.cpp - the per-op sharding solver ----------------===//
+//
+// The solver is exact: on random small graphs its choice costs what the
+// best of every possible assignment costs (enumerated); its objective is
+// the estimator's sum of op costs; on a transformer it is no worse than
+// Megatron's hand-written template.
+//
+//===----------------------------------------------------------------------===//
+
+#include "colossal/cost/Estimator.h"
+#include "colossal/cost/ShardingSolver.h"
+#include "colossal/cost/TransformerBuilder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+using namespace colossal::cost;
+
+namespace {
+
+/// A random DAG of linear layers (some sharing a weight), activations and
+/// residual adds over [rows, width] activations, ending in a reduction.
+Graph randomGraph(std::mt19937 &rng, int ops) {
+  Graph g;
+  const int64_t widths[] = {64, 256, 1024};
+  const int64_t rows = 512;
+  struct Activation {
+    int value;
+    int64_t width;
+  };
+  std::vector<Activation> activations{{g.addValue("x", DType::BF16), widths[rng() % 3]}};
+  struct Weight {
+    int value;
+    int64_t in, out;
+  };
+  std::vector<Weight> weights;
+  auto pick = [&] { return activations[rng() % activations.size()]; };
+  for (int i = 0; i < ops; ++i) {
+    Op op;
+    int kind = int(rng() % 4);
+    Activation x = pick();
+    int64_t width = x.width;
+    if (kind <= 1) { // linear, maybe reusing a weight of the right shape
+      int64_t out = widths[rng() % 3];
+      int w = -1;
+      for (const Weight &weight : weights)
+        if (weight.in == x.width && weight.out == out && rng() % 2)
+          w = weight.value;
+      if (w < 0) {
+        w = g.addValue("w" + std::to_string(i), DType::BF16, true);
+        weights.push_back({w, x.width, out});
+      }
+      op.name = "linear" + std::to_string(i);
+      op.kind = OpKind::MatMul;
+      op.factors = {{"rows", rows, FactorKind::Parallel},
+                    {"in", x.width, FactorKind::Reduction},
+                    {"out", out, FactorKind::Parallel}};
+      op.inputs = {{x.value, {{0}, {1}}}, {w, {{1}, {2}}}};
+      op.forwardFlops = 2.0 * rows * double(x.width) * double(out);
+      op.saved = {{{{0}, {1}}, DType::BF16, false, 0}};
+      width = out;
+    } else if (kind == 2) { // activation function
+      op.name = "gelu" + std::to_string(i);
+      op.factors = {{"rows", rows, FactorKind::Parallel}, {"width", width, FactorKind::Parallel}};
+      op.inputs = {{x.value, {{0}, {1}}}};
+      op.forwardFlops = 8.0 * rows * double(width);
+    } else { // residual add of two activations of one width
+      Activation y = x;
+      for (const Activation &a : activations)
+        if (a.width == x.width && a.value != x.value && rng() % 2)
+          y = a;
+      op.name = "add" + std::to_string(i);
+      op.factors = {{"rows", rows, FactorKind::Parallel}, {"width", width, FactorKind::Parallel}};
+      op.inputs = {{x.value, {{0}, {1}}}, {y.value, {{0}, {1}}}};
+      op.forwardFlops = double(rows) * double(width);
+    }
+    op.backwardFlops = 2 * op.forwardFlops;
+    int out = g.addValue("v" + std::to_string(i), DType::BF16);
+    g.values[size_t(out)].producer = int(g.ops.size());
+    op.outputs = {{out, {{0}, {op.factors.size() == 3 ? 2 : 1}}}};
+    g.ops.push_back(std::move(op));
+    activations.push_back({out, width});
+  }
+  // A loss-like reduction over the last value's rows.
+  Op loss;
+  loss.name = "sum";
+  loss.kind = OpKind::Loss;
+  loss.factors = {{"rows", rows, FactorKind::Reduction}, {"width", activations.back().width, FactorKind::Reduction}};
+  loss.inputs = {{activations.back().value, {{0}, {1}}}};
+  int out = g.addValue("loss", DType::F32);
+  g.values[size_t(out)].producer = int(g.ops.size());
+  loss.outputs = {{out, {}}};
+  loss.forwardFlops = double(rows) * double(activations.back().width);
+  loss.backwardFlops = loss.forwardFlops;
+  g.ops.push_back(std::move(loss));
+  return g;
+}
+
+Mesh tensorMesh(int tp, const Cluster &cluster) {
+  Strategy s;
+  s.tp = tp;
+  return buildMesh(s, cluster);
+}
+
+/// The cheapest of every assignment of the axis to each op's candidates.
+double exhaustiveMinimum(const Graph &graph, const Mesh &mesh, int axis, const Cluster &cluster) {
+  GraphSharding sharding;
+  std::vector<std::vector<int>> choices;
+  for (const Op &op : graph.ops) {
+    sharding.emplace_back(op.factors.size());
+    choices.push_back({-1});
+    for (int f : splittableFactors(op, sharding.back(), mesh, axis))
+      choices.back().push_back(f);
+  }
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<size_t> at(graph.ops.size(), 0);
+  while (true) {
+    for (size_t o = 0; o < graph.ops.size(); ++o) {
+      for (auto &axes : sharding[o])
+        axes.clear();
+      if (choices[o][at[o]] >= 0)
+        sharding[o][size_t(choices[o][at[o]])].push_back(axis);
+    }
+    best = std::min(best, shardingSeconds(graph, sharding, mesh, cluster));
+    size_t o = 0;
+    while (o < at.size() && ++at[o] == choices[o].size())
+      at[o++] = 0;
+    if (o == at.size())
+      return best;
+  }
+}
+
+} // namespace
+
+TEST(ShardingSolver, EqualsExhaustiveEnumerationOnRandomGraphs) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 40; ++trial) {
+    Graph graph = randomGraph(rng, 3 + trial % 5);
+    for (int tp : {2, 8}) {
+      Mesh mesh = tensorMesh(tp, cluster);
+      int axis = mesh.axisIndex("tp");
+      std::string error;
+      auto solved = solveAxisSharding(graph, {}, mesh, axis, cluster, error);
+      ASSERT_TRUE(solved) << error;
+      double exhaustive = exhaustiveMinimum(graph, mesh, axis, cluster);
+      EXPECT_NEAR(solved->seconds, exhaustive, 1e-12 * exhaustive) << "trial " << trial << ", tp=" << tp;
+      // The reported objective is the objective of the returned sharding.
+      EXPECT_NEAR(solved->seconds, shardingSeconds(graph, solved->sharding, mesh, cluster),
+                  1e-12 * exhaustive);
+    }
+  }
+}
+
+TEST(ShardingSolver, ObjectiveIsTheEstimatorsSumOfOpCosts) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 10; ++trial) {
+    Graph graph = randomGraph(rng, 8);
+    Strategy strategy;
+    strategy.tp = 4;
+    Mesh mesh = buildMesh(strategy, cluster);
+    std::string error;
+    auto solved = solveAxisSharding(graph, {}, mesh, mesh.axisIndex("tp"), cluster, error);
+    ASSERT_TRUE(solved) << error;
+    auto e = estimate(graph, strategy, cluster, error, &solved->sharding);
+    ASSERT_TRUE(e) << error;
+    const StageEstimate &st = e->stages.front();
+    double ops = st.computeForward + st.computeBackward + st.commForward + st.commBackward;
+    EXPECT_NEAR(ops, solved->seconds, 1e-9 * ops) << "trial " << trial;
+  }
+}
+
+TEST(ShardingSolver, NoWorseThanMegatronOnATransformer) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  for (TransformerFamily family : {TransformerFamily::GPT, TransformerFamily::BERT, TransformerFamily::LLaMA}) {
+    TransformerShape shape;
+    shape.family = family;
+    shape.layers = 2;
+    shape.hidden = 2048;
+    shape.heads = 16;
+    shape.seq = 1024;
+    shape.vocab = 32768;
+    Graph graph = buildTransformer(shape);
+    // The loss's vocabulary is whole to the solver (vocabulary-parallel
+    // cross-entropy is a special algorithm), so compare without it.
+    Strategy strategy;
+    strategy.tp = 8;
+    Mesh mesh = buildMesh(strategy, cluster);
+    GraphSharding megatron = shardGraph(graph, strategy, mesh);
+    for (size_t o = 0; o < graph.ops.size(); ++o)
+      if (graph.ops[o].kind == OpKind::Loss)
+        for (auto &axes : megatron[o])
+          axes.clear();
+    std::string error;
+    auto solved = solveAxisSharding(graph, {}, mesh, mesh.axisIndex("tp"), cluster, error);
+    ASSERT_TRUE(solved) << error;
+    double templated = shardingSeconds(graph, megatron, mesh, cluster);
+    double found = shardingSeconds(graph, solved->sharding, mesh, cluster);
+    EXPECT_LE(found, templated * (1 + 1e-12));
+    std::printf("%s layer pair, tp=8: solver %.3f ms, Megatron's template %.3f ms\n",
+                family == TransformerFamily::GPT ? "GPT" : family == TransformerFamily::BERT ? "BERT" : "LLaMA",
+                1e3 * found, 1e3 * templated);
+    // And far better than leaving the axis unused.
+    GraphSharding replicated;
+    for (const Op &op : graph.ops)
+      replicated.emplace_back(op.factors.size());
+    EXPECT_LT(found, 0.5 * shardingSeconds(graph, replicated, mesh, cluster));
+    EXPECT_LT(solved->widestFrontier, 100000);
+  }
+}
+
+TEST(ShardingSolver, RefusesAFrontierTooWide) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  std::mt19937 rng(3);
+  Graph graph = randomGraph(rng, 12);
+  Mesh mesh = tensorMesh(2, cluster);
+  std::string error;
+  EXPECT_FALSE(solveAxisSharding(graph, {}, mesh, mesh.axisIndex("tp"), cluster, error, 2));
+  EXPECT_NE(error.find("frontier"), std::string::npos) << error;
+}
