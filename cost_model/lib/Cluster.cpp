@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 namespace colossal::cost {
 
@@ -330,6 +332,23 @@ std::optional<Cluster> Cluster::preset(const std::string &name, int nodes) {
     return c;
   }
   return std::nullopt;
+}
+
+std::optional<Cluster> Cluster::load(const std::string &nameOrFile, int nodes, std::string &error) {
+  if (std::optional<Cluster> cluster = preset(nameOrFile, nodes))
+    return cluster;
+  std::ifstream in(nameOrFile);
+  if (!in) {
+    error = "--cluster '" + nameOrFile + "' is neither a preset nor a readable file";
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::optional<Json> json = Json::parse(text.str(), error);
+  std::optional<Cluster> cluster = json ? fromJson(*json, error) : std::nullopt;
+  if (!cluster)
+    error = nameOrFile + ": " + error;
+  return cluster;
 }
 
 } // namespace colossal::cost

@@ -371,3 +371,112 @@ bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh
 }
 
 } // namespace colossal::cost
+
+namespace colossal::cost {
+
+Json shardingToJson(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh) {
+  Json::Array ops, values;
+  auto axisNames = [&](const std::vector<int> &axes) {
+    Json::Array names;
+    for (int a : axes)
+      if (mesh.axes[size_t(a)].size > 1)
+        names.push_back(mesh.axes[size_t(a)].name);
+    return names;
+  };
+  for (size_t o = 0; o < graph.ops.size() && o < sharding.size(); ++o) {
+    const Op &op = graph.ops[o];
+    if (sharding[o].size() != op.factors.size())
+      continue;
+    Json::Object splits;
+    for (size_t f = 0; f < op.factors.size(); ++f)
+      if (Json::Array names = axisNames(sharding[o][f]); !names.empty())
+        splits[op.factors[f].name] = names;
+    if (splits.empty())
+      continue;
+    ops.push_back(Json::Object{{"index", int64_t(o)}, {"op", op.name}, {"splits", splits}});
+    for (const TensorUse &out : op.outputs) {
+      Json::Array dims;
+      bool split = false;
+      for (const std::vector<int> &dim : out.dims) {
+        std::vector<int> axes;
+        for (int f : dim)
+          axes.insert(axes.end(), sharding[o][size_t(f)].begin(), sharding[o][size_t(f)].end());
+        Json::Array names = axisNames(axes);
+        split |= !names.empty();
+        dims.push_back(names);
+      }
+      std::vector<int> partial;
+      for (size_t f = 0; f < op.factors.size(); ++f) {
+        bool indexed = false;
+        for (const std::vector<int> &dim : out.dims)
+          indexed |= std::find(dim.begin(), dim.end(), int(f)) != dim.end();
+        if (!indexed && op.factors[f].kind == FactorKind::Reduction)
+          partial.insert(partial.end(), sharding[o][f].begin(), sharding[o][f].end());
+      }
+      Json::Array partialNames = axisNames(partial);
+      if (split || !partialNames.empty())
+        values.push_back(Json::Object{{"value", graph.values[size_t(out.value)].name.empty()
+                                                    ? Json(int64_t(out.value))
+                                                    : Json(graph.values[size_t(out.value)].name)},
+                                      {"producer", int64_t(o)},
+                                      {"dims", dims},
+                                      {"partial", partialNames}});
+    }
+  }
+  return Json::Object{{"op_count", int64_t(graph.ops.size())}, {"ops", ops}, {"values", values}};
+}
+
+std::optional<GraphSharding> shardingFromJson(const Json &json, const Graph &graph, const Mesh &mesh,
+                                              std::string &error) {
+  const Json *count = json.find("op_count");
+  const Json *ops = json.find("ops");
+  if (!count || !count->isNumber() || !ops || !ops->isArray()) {
+    error = "the sharding section needs op_count and ops";
+    return std::nullopt;
+  }
+  if (int64_t(count->asNumber()) != int64_t(graph.ops.size())) {
+    error = "the plan's shardings are for a graph of " + std::to_string(int64_t(count->asNumber())) +
+            " ops; this model has " + std::to_string(graph.ops.size()) + " (another model or batch size?)";
+    return std::nullopt;
+  }
+  GraphSharding sharding;
+  for (const Op &op : graph.ops)
+    sharding.emplace_back(op.factors.size());
+  for (const Json &entry : ops->asArray()) {
+    const Json *index = entry.find("index");
+    const Json *name = entry.find("op");
+    const Json *splits = entry.find("splits");
+    if (!index || !index->isNumber() || !splits || !splits->isObject()) {
+      error = "an ops entry needs index and splits";
+      return std::nullopt;
+    }
+    int64_t o = int64_t(index->asNumber());
+    if (o < 0 || o >= int64_t(graph.ops.size()) ||
+        (name && name->isString() && name->asString() != graph.ops[size_t(o)].name)) {
+      error = "ops entry " + std::to_string(o) + " does not name an op of this model" +
+              (o >= 0 && o < int64_t(graph.ops.size()) ? " (it is " + graph.ops[size_t(o)].name + ")" : "");
+      return std::nullopt;
+    }
+    const Op &op = graph.ops[size_t(o)];
+    for (const auto &[factor, axes] : splits->asObject()) {
+      auto f = std::find_if(op.factors.begin(), op.factors.end(),
+                            [&](const Factor &x) { return x.name == factor; });
+      if (f == op.factors.end() || !axes.isArray()) {
+        error = "op " + std::to_string(o) + " (" + op.name + ") has no factor " + factor;
+        return std::nullopt;
+      }
+      for (const Json &axis : axes.asArray()) {
+        int a = axis.isString() ? mesh.axisIndex(axis.asString()) : -1;
+        if (a < 0) {
+          error = "op " + std::to_string(o) + " (" + op.name + "): no mesh axis " +
+                  (axis.isString() ? axis.asString() : std::string("(not a name)"));
+          return std::nullopt;
+        }
+        sharding[size_t(o)][size_t(f - op.factors.begin())].push_back(a);
+      }
+    }
+  }
+  return sharding;
+}
+
+} // namespace colossal::cost

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ModelSummary.h"
+#include "Planning.h"
 #include "colossal/Codegen/Package.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
@@ -29,6 +30,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -46,7 +48,7 @@ cl::opt<std::string> outputPath("o",
                                          "(default: standard output)"),
                                 cl::value_desc("DIR|file"), cl::init("-"), cl::cat(category));
 
-enum class Phase { Mlir, Raised, Train, Source, Exe };
+enum class Phase { Mlir, Raised, Train, Plan, Source, Exe };
 cl::opt<Phase> emit("emit",
                     cl::desc("What to produce (default: exe with -o, raised without)"),
                     cl::values(clEnumValN(Phase::Mlir, "mlir", "the imported train dialect"),
@@ -56,6 +58,9 @@ cl::opt<Phase> emit("emit",
                                clEnumValN(Phase::Train, "train",
                                           "with @forward_backward: the loss and every trainable "
                                           "parameter's gradient (train-autodiff)"),
+                               clEnumValN(Phase::Plan, "plan",
+                                          "the searched plan for --gpus N and the global --batch B, as "
+                                          "JSON (-o FILE or standard output), with a report"),
                                clEnumValN(Phase::Source, "source",
                                           "DIR/train_step.cpp, weights.safetensors and manifest.json, not built"),
                                clEnumValN(Phase::Exe, "exe", "all of source, and DIR/model_train built")),
@@ -109,6 +114,19 @@ cl::opt<std::string> trainableFile(
     cl::value_desc("file"), cl::cat(category));
 cl::list<std::string> frozen("frozen", cl::desc("Freeze these parameters"),
                              cl::value_desc("NAME,..."), cl::CommaSeparated, cl::cat(category));
+cl::opt<std::string> strategyText(
+    "strategy",
+    cl::desc("Fix parts of the plan (dp=4,tp=2,microbatches=2,zero=1,...); --emit=plan searches the rest, "
+             "-o DIR builds it if the partitioner can run it"),
+    cl::value_desc("SPEC"), cl::cat(category));
+cl::opt<std::string> planFile("plan",
+                              cl::desc("A plan written by --emit=plan: re-evaluated with --emit=plan, built "
+                                       "with -o DIR"),
+                              cl::value_desc("FILE"), cl::cat(category));
+cl::opt<std::string> clusterName("cluster",
+                                 cl::desc("The machine plans are for: dgx-a100 (default), dgx-h100, h200-node, "
+                                          "or a colossal-cluster/1 JSON file"),
+                                 cl::value_desc("NAME|FILE"), cl::init("dgx-a100"), cl::cat(category));
 cl::opt<bool> summaryOnly("summary-only", cl::desc("Print the model summary only, to stdout"),
                           cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print the model summary"), cl::cat(category));
@@ -154,16 +172,6 @@ int main(int argc, char **argv) {
   }
 
   colossal::ImportOptions options;
-  if (batch.getNumOccurrences()) {
-    if (batch % (microbatches * gpus) != 0) {
-      printError("--batch " + std::to_string(batch) + " does not divide into " + std::to_string(gpus) +
-                 " rank(s) x " + std::to_string(microbatches) + " microbatch(es)");
-      return 1;
-    }
-    // The step is compiled for one microbatch of one rank; each of the N
-    // data-parallel ranks runs M of them.
-    options.batch = batch / (microbatches * gpus);
-  }
   if (seq.getNumOccurrences())
     options.seq = seq;
   for (const std::string &binding : bind) {
@@ -196,6 +204,72 @@ int main(int argc, char **argv) {
       llvm::errs() << "  note: " << note.str() << "\n";
     return success();
   });
+
+  if (phase == Phase::Plan) {
+    if (!batch.getNumOccurrences() && planFile.empty()) {
+      printError("--emit=plan needs --batch B, the global batch over all devices");
+      return 1;
+    }
+    colossal::PlanRequest request;
+    request.inputPath = inputPath;
+    request.outputPath = outputPath;
+    request.planPath = planFile;
+    request.strategy = strategyText;
+    request.cluster = clusterName;
+    request.import = options;
+    request.gpus = gpus;
+    request.globalBatch = batch.getNumOccurrences() ? int64_t(batch) : 0;
+    request.quiet = quiet;
+    return colossal::runPlanning(context, request);
+  }
+
+  // The ranks and microbatches come from --gpus and --microbatches, or from
+  // a plan or strategy the partitioner can run.
+  int64_t ranks = gpus, microbatchCount = microbatches;
+  if (!planFile.empty() || !strategyText.empty()) {
+    std::string error;
+    std::set<std::string> keys;
+    std::optional<colossal::cost::Strategy> strategy =
+        !planFile.empty() ? colossal::readExecutablePlan(planFile, error)
+                          : colossal::cost::Strategy::parse(strategyText, error, &keys);
+    if (strategy && planFile.empty()) {
+      if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
+        error = "the partitioner runs data parallelism and microbatches only; --strategy asks for " + lacks;
+        strategy.reset();
+      }
+    }
+    if (!strategy) {
+      printError((planFile.empty() ? "--strategy: " : "--plan ") + error);
+      return 1;
+    }
+    bool fromPlan = !planFile.empty();
+    if (fromPlan || keys.count("dp")) {
+      if (gpus.getNumOccurrences() && gpus != strategy->dp) {
+        printError("--gpus " + std::to_string(gpus) + " but the " + (fromPlan ? "plan" : "strategy") +
+                   " has dp=" + std::to_string(strategy->dp));
+        return 1;
+      }
+      ranks = strategy->dp;
+    }
+    if (fromPlan || keys.count("microbatches")) {
+      if (microbatches.getNumOccurrences() && microbatches != strategy->microbatches) {
+        printError("--microbatches " + std::to_string(microbatches) + " but the " +
+                   (fromPlan ? "plan" : "strategy") + " has microbatches=" + std::to_string(strategy->microbatches));
+        return 1;
+      }
+      microbatchCount = strategy->microbatches;
+    }
+  }
+  if (batch.getNumOccurrences()) {
+    if (batch % (microbatchCount * ranks) != 0) {
+      printError("--batch " + std::to_string(batch) + " does not divide into " + std::to_string(ranks) +
+                 " rank(s) x " + std::to_string(microbatchCount) + " microbatch(es)");
+      return 1;
+    }
+    // The step is compiled for one microbatch of one rank; each of the N
+    // data-parallel ranks runs M of them.
+    options.batch = batch / (microbatchCount * ranks);
+  }
 
   OwningOpRef<ModuleOp> module = colossal::importOnnxFile(context, inputPath, options);
   if (!module)
@@ -234,7 +308,7 @@ int main(int argc, char **argv) {
     s.optimizer = optimizer, s.lr = lr, s.beta1 = beta1, s.beta2 = beta2, s.weightDecay = weightDecay;
     s.eps = eps.getNumOccurrences() ? double(eps) : (optimizer == "adamw" ? 1e-8 : 1e-6);
     s.momentum = momentum, s.nesterov = nesterov, s.clipGradNorm = clipGradNorm, s.warmupSteps = warmupSteps;
-    s.schedule = schedule, s.steps = steps, s.microbatches = microbatches, s.ranks = gpus;
+    s.schedule = schedule, s.steps = steps, s.microbatches = microbatchCount, s.ranks = ranks;
     if (failed(colossal::codegen::writePackage(*module, package)))
       return 1;
     llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")

@@ -50,32 +50,13 @@ int fail(const std::string &message) {
   return 1;
 }
 
-std::string gib(double bytes) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f GiB", bytes / double(1ull << 30));
-  return buffer;
-}
-
 bool writeFile(const std::string &path, const std::string &text) {
   std::ofstream out(path);
   out << text << "\n";
   return bool(out);
 }
 
-void printEstimate(const Estimate &e) {
-  std::printf("step       %.4f s  (compute %.4f, exposed communication %.4f, bubble %.4f, "
-              "optimizer %.4f, offload %.4f)\n",
-              e.stepTime, e.compute, e.exposedComm, e.bubble, e.optimizer, e.offload);
-  std::printf("throughput %.1f TFLOP/s per device (MFU %.1f%%), %.0f tokens/s\n", e.tflopsPerGpu,
-              100 * e.mfu, e.tokensPerSecond);
-  std::printf("memory     %s of %s on pipeline rank %d%s\n", gib(e.memory.total()).c_str(),
-              gib(e.capacity).c_str(), e.peakStage, e.fits() ? "" : "  (DOES NOT FIT)");
-  std::printf("           parameters %s, gradients %s, optimizer %s, activations %s, "
-              "buffers %s, workspace %s\n",
-              gib(e.memory.parameters).c_str(), gib(e.memory.gradients).c_str(),
-              gib(e.memory.optimizer).c_str(), gib(e.memory.activations).c_str(),
-              gib(e.memory.communication).c_str(), gib(e.memory.workspace).c_str());
-}
+void printEstimate(const Estimate &e) { std::fputs(e.summary().c_str(), stdout); }
 
 int runSearch(std::map<std::string, std::string> &args, const TransformerShape &shape,
               const Cluster &cluster) {
@@ -210,20 +191,9 @@ int main(int argc, char **argv) {
     if (probe && !args.count("nodes-given"))
       nodes = std::max<int64_t>(nodes, (gpus + probe->gpusPerNode - 1) / probe->gpusPerNode);
   }
-  std::optional<Cluster> cluster = Cluster::preset(args["cluster"], int(nodes));
-  if (!cluster) {
-    std::ifstream in(args["cluster"]);
-    if (!in)
-      return fail("--cluster '" + args["cluster"] + "' is neither a preset nor a readable file");
-    std::stringstream text;
-    text << in.rdbuf();
-    auto json = Json::parse(text.str(), error);
-    if (!json)
-      return fail(args["cluster"] + ": " + error);
-    cluster = Cluster::fromJson(*json, error);
-    if (!cluster)
-      return fail(args["cluster"] + ": " + error);
-  }
+  std::optional<Cluster> cluster = Cluster::load(args["cluster"], int(nodes), error);
+  if (!cluster)
+    return fail(error);
   if (args.count("dump-cluster")) {
     // A starting point for describing another machine: edit and pass back.
     if (!writeFile(args["dump-cluster"], cluster->toJson().dump()))

@@ -87,6 +87,9 @@ struct Cluster {
   /// nodes, or nullopt.
   static std::optional<Cluster> preset(const std::string &name, int nodes = 1);
   static std::vector<std::string> presetNames();
+  /// A preset by name or a colossal-cluster/1 JSON file; `nodes` nodes of a
+  /// preset (a file says its own). `error` names the file and field.
+  static std::optional<Cluster> load(const std::string &nameOrFile, int nodes, std::string &error);
 };
 
 } // namespace colossal::cost

@@ -103,6 +103,18 @@ std::pair<int, int> tensorGrid(const Strategy &strategy);
 bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
                    const Strategy &strategy, std::string &error);
 
+/// The plan file's per-op and per-value shardings: `ops` lists every op
+/// that some axis splits (its index, name, and the mesh axes per factor);
+/// `values` lists every produced value whose layout is not replicated
+/// (per dimension the axes splitting it, and the axes it is a pending
+/// partial sum over). `op_count` lets a reader check the file matches.
+Json shardingToJson(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh);
+
+/// Reads the `ops` section back; fails naming the entry that does not
+/// match `graph` or `mesh`.
+std::optional<GraphSharding> shardingFromJson(const Json &json, const Graph &graph, const Mesh &mesh,
+                                              std::string &error);
+
 } // namespace colossal::cost
 
 #endif // COLOSSAL_COST_PLAN_H

@@ -1,0 +1,354 @@
+//===- Planning.cpp - --emit=plan and --plan for colossal-compile ---------===//
+
+#include "Planning.h"
+
+#include "colossal/cost/Estimator.h"
+#include "colossal/cost/GraphSearch.h"
+#include "passes/plan/CostGraphBridge.h"
+#include "passes/raise/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/WithColor.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unistd.h>
+
+namespace colossal {
+namespace {
+
+int fail(const std::string &message) {
+  llvm::WithColor::error(llvm::errs(), "colossal-compile") << message << "\n";
+  return 1;
+}
+
+std::optional<cost::Json> readJson(const std::string &path, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot read the file";
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::optional<cost::Json> json = cost::Json::parse(text.str(), error);
+  if (!json)
+    error = path + ": " + error;
+  return json;
+}
+
+/// The model's cost graph with its batch dimension bound to `microbatch`.
+std::optional<cost::Graph> graphAt(mlir::MLIRContext &context, const PlanRequest &request,
+                                   int64_t microbatch, std::string &error) {
+  ImportOptions options = request.import;
+  options.batch = microbatch;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importOnnxFile(context, request.inputPath, options);
+  if (!module) {
+    error = "importing " + request.inputPath + " failed (see the error above)";
+    return std::nullopt;
+  }
+  mlir::PassManager pm(&context);
+  train::buildRaisePipeline(pm);
+  if (mlir::failed(pm.run(*module))) {
+    error = "raising " + request.inputPath + " failed (see the error above)";
+    return std::nullopt;
+  }
+  auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
+  mlir::FailureOr<cost::Graph> graph = mlir::failure();
+  if (forward)
+    graph = plan::buildCostGraph(forward);
+  if (mlir::failed(graph)) {
+    error = "the cost model cannot represent " + request.inputPath + " (see the error above)";
+    return std::nullopt;
+  }
+  graph->microbatch = microbatch;
+  graph->tokensPerMicrobatch = microbatch * (request.import.seq ? *request.import.seq : 1);
+  return std::move(*graph);
+}
+
+/// How the tensor axis splits each kind of op, in words: "train.linear x4:
+/// result dimension 1".
+std::vector<std::string> tensorSplitSummary(const cost::Graph &graph, const cost::GraphSharding &sharding,
+                                            const cost::Mesh &mesh) {
+  std::map<std::string, int> counts;
+  for (size_t o = 0; o < graph.ops.size() && o < sharding.size(); ++o) {
+    const cost::Op &op = graph.ops[o];
+    std::string how;
+    for (size_t f = 0; f < op.factors.size(); ++f) {
+      if (sharding[o][f].empty())
+        continue;
+      std::string axes;
+      for (int a : sharding[o][f])
+        axes += (axes.empty() ? "" : "x") + mesh.axes[size_t(a)].name;
+      std::string where;
+      if (op.factors[f].kind == cost::FactorKind::Reduction) {
+        where = "the contraction (partial sums)";
+      } else {
+        for (const cost::TensorUse &out : op.outputs)
+          for (size_t d = 0; d < out.dims.size() && where.empty(); ++d)
+            if (std::find(out.dims[d].begin(), out.dims[d].end(), int(f)) != out.dims[d].end())
+              where = "result dimension " + std::to_string(d);
+        if (where.empty())
+          where = "factor " + op.factors[f].name;
+      }
+      how += (how.empty() ? "" : ", ") + where + " over " + axes;
+    }
+    ++counts[op.name + ": " + (how.empty() ? std::string("replicated") : how)];
+  }
+  std::vector<std::string> lines;
+  for (const auto &[line, n] : counts)
+    lines.push_back(line + " (" + std::to_string(n) + (n == 1 ? " op)" : " ops)"));
+  return lines;
+}
+
+} // namespace
+
+std::string partitionerLacks(const cost::Strategy &s) {
+  std::string lacks;
+  auto add = [&](bool needed, const std::string &what) {
+    if (needed)
+      lacks += (lacks.empty() ? "" : ", ") + what;
+  };
+  add(s.tp > 1, "tp=" + std::to_string(s.tp));
+  add(s.pp > 1, "pp=" + std::to_string(s.pp));
+  add(s.sp > 1 || s.spMode != cost::SequenceMode::None, "sequence parallelism");
+  add(s.zero > 0, "zero=" + std::to_string(s.zero));
+  add(s.offloadOptimizer, "optimizer offload");
+  add(s.recompute != cost::Recompute::None, "recomputation");
+  return lacks;
+}
+
+namespace {
+
+/// Every op replicated: the sharding of a plan with no tensor axis.
+cost::GraphSharding replicated(const cost::Graph &graph) {
+  cost::GraphSharding sharding;
+  for (const cost::Op &op : graph.ops)
+    sharding.emplace_back(op.factors.size());
+  return sharding;
+}
+
+bool writeOutput(const std::string &path, const std::string &text) {
+  if (path == "-") {
+    llvm::outs() << text << "\n";
+    return true;
+  }
+  std::ofstream out(path);
+  out << text << "\n";
+  return bool(out);
+}
+
+void printReport(const std::string &model, const cost::Cluster &cluster, const cost::SearchResult *search,
+                 const cost::SearchCandidate &plan, const cost::Graph &graph) {
+  llvm::raw_ostream &os = llvm::errs();
+  os << "plan for " << model << " on " << plan.strategy.devices() << " device(s) of " << cluster.name
+     << " (" << cluster.nodes << " node(s) of " << cluster.gpusPerNode << ")\n";
+  if (search) {
+    char line[256];
+    std::snprintf(line, sizeof line, "search     %lld candidates, %lld evaluated, %lld invalid, %.2f s\n",
+                  (long long)search->candidates, (long long)search->evaluated, (long long)search->invalid,
+                  search->seconds);
+    os << line;
+  }
+  os << "strategy   " << plan.strategy.str() << ", microbatch size " << plan.microbatchSize << "\n";
+  os << "mesh      ";
+  bool any = false;
+  for (const cost::MeshAxis &axis : plan.estimate.mesh.axes)
+    if (axis.size > 1) {
+      os << " " << axis.name << "=" << axis.size << " (" << (axis.spansNodes() ? "across nodes" : "inside a node")
+         << ")";
+      any = true;
+    }
+  os << (any ? "" : " one device") << "\n";
+  if (plan.strategy.tp > 1) {
+    bool splitsAny = false;
+    for (const cost::OpSharding &op : plan.sharding)
+      for (const std::vector<int> &axes : op)
+        splitsAny |= !axes.empty();
+    if (!splitsAny)
+      os << "note: the tensor axis splits no op: its ranks repeat the whole model's work, which the cost "
+            "model finds cheaper than any split's communication (a model this small is latency-bound)\n";
+    os << "tensor axis, op by op (the sharding solver's choice):\n";
+    for (const std::string &line : tensorSplitSummary(graph, plan.sharding, plan.estimate.mesh))
+      os << "  " << line << "\n";
+  }
+  os << plan.estimate.summary();
+  std::string lacks = partitionerLacks(plan.strategy);
+  if (lacks.empty())
+    os << "executable: yes: colossal-compile " << model << " -o DIR --plan PLAN.json builds it for mpirun -np "
+       << plan.strategy.devices() << "\n";
+  else
+    os << "executable: not yet: the partitioner runs data parallelism and microbatches; this plan needs "
+       << lacks << "\n";
+  if (search && search->best.size() > 1) {
+    os << "alternatives:\n";
+    for (size_t i = 1; i < search->best.size(); ++i)
+      os << "  " << search->best[i].strategy.str() << ", microbatch size " << search->best[i].microbatchSize
+         << ": " << cost::explainLoss(search->best[i], plan) << "\n";
+  }
+}
+
+cost::Json planJson(const std::string &model, int64_t globalBatch, const cost::SearchResult *search,
+                    const cost::SearchCandidate &plan, const cost::Graph &graph) {
+  cost::Json json = plan.estimate.toJson();
+  cost::Json::Object &o = json.asObject();
+  o["format"] = "colossal-plan/1";
+  o["model"] = model;
+  o["global_batch"] = globalBatch;
+  o["microbatch_size"] = plan.microbatchSize;
+  o["executable"] = partitionerLacks(plan.strategy).empty();
+  o["shardings"] = cost::shardingToJson(graph, plan.sharding, plan.estimate.mesh);
+  if (search) {
+    cost::Json::Array alternatives;
+    for (size_t i = 1; i < search->best.size(); ++i)
+      alternatives.push_back(cost::Json::Object{{"strategy", search->best[i].strategy.toJson()},
+                                                {"microbatch_size", search->best[i].microbatchSize},
+                                                {"step_time_s", search->best[i].estimate.stepTime},
+                                                {"why_slower", cost::explainLoss(search->best[i], plan)}});
+    o["search"] = cost::Json::Object{{"candidates", search->candidates},
+                                     {"evaluated", search->evaluated},
+                                     {"seconds", search->seconds},
+                                     {"alternatives", alternatives}};
+  }
+  return json;
+}
+
+} // namespace
+
+int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
+  std::string error;
+  std::string model = llvm::sys::path::filename(request.inputPath).str();
+  std::optional<cost::Cluster> probe = cost::Cluster::load(request.cluster, 1, error);
+  if (!probe)
+    return fail(error);
+  int nodes = std::max<int>(probe->nodes, int((request.gpus + probe->gpusPerNode - 1) / probe->gpusPerNode));
+  std::optional<cost::Cluster> cluster = cost::Cluster::load(request.cluster, nodes, error);
+  if (!cluster)
+    return fail(error);
+
+  // Graphs at one and two samples per microbatch tell whether the batch
+  // dimension is bound at all: two samples must do more work than one.
+  std::map<int64_t, std::optional<cost::Graph>> graphs;
+  std::map<int64_t, std::string> graphErrors;
+  auto build = [&](int64_t b) -> std::optional<cost::Graph> & {
+    if (!graphs.count(b))
+      graphs[b] = graphAt(context, request, b, graphErrors[b]);
+    return graphs[b];
+  };
+  auto graphFor = [&](int64_t b, std::string &why) -> std::optional<cost::Graph> {
+    std::optional<cost::Graph> &g = build(b);
+    if (!g) {
+      why = graphErrors[b];
+      return std::nullopt;
+    }
+    std::optional<cost::Graph> &one = build(1), &two = build(2);
+    if (one && two && one->modelFlops() == two->modelFlops()) {
+      why = "the model's batch dimension is fixed in the ONNX file, so the plan cannot choose its "
+            "microbatch size (export it with a dynamic batch dimension)";
+      return std::nullopt;
+    }
+    return g;
+  };
+
+  if (!request.planPath.empty()) {
+    // Re-evaluate a plan file: its strategy, microbatch size and shardings.
+    std::optional<cost::Json> json = readJson(request.planPath, error);
+    if (!json)
+      return fail(error);
+    const cost::Json *strategyJson = json->find("strategy");
+    std::optional<cost::Strategy> strategy =
+        strategyJson ? cost::Strategy::fromJson(*strategyJson, error) : std::nullopt;
+    if (!strategy)
+      return fail(request.planPath + ": " + (strategyJson ? error : "no strategy section"));
+    const cost::Json *mb = json->find("microbatch_size");
+    const cost::Json *batch = json->find("global_batch");
+    int64_t b = mb && mb->isNumber() ? int64_t(mb->asNumber()) : 1;
+    std::optional<cost::Graph> graph = graphFor(b, error);
+    if (!graph)
+      return fail(error);
+    cost::SearchCandidate plan{*strategy, b, {}, {}};
+    cost::Mesh mesh = cost::buildMesh(*strategy, *cluster);
+    if (const cost::Json *shardings = json->find("shardings")) {
+      std::optional<cost::GraphSharding> sharding = cost::shardingFromJson(*shardings, *graph, mesh, error);
+      if (!sharding)
+        return fail(request.planPath + ": " + error);
+      plan.sharding = std::move(*sharding);
+    }
+    bool hasSplits = false;
+    for (const cost::OpSharding &op : plan.sharding)
+      for (const std::vector<int> &axes : op)
+        hasSplits |= !axes.empty();
+    if (!hasSplits)
+      plan.sharding.clear();
+    std::optional<cost::Estimate> e =
+        cost::estimate(*graph, *strategy, *cluster, error, plan.sharding.empty() ? nullptr : &plan.sharding);
+    if (!e)
+      return fail(request.planPath + ": the plan cannot run: " + error);
+    plan.estimate = std::move(*e);
+    if (plan.sharding.empty())
+      plan.sharding = replicated(*graph);
+    if (!request.quiet)
+      printReport(model, *cluster, nullptr, plan, *graph);
+    int64_t globalBatch = batch && batch->isNumber() ? int64_t(batch->asNumber())
+                                                    : b * strategy->microbatches * strategy->dp;
+    if (!writeOutput(request.outputPath, planJson(model, globalBatch, nullptr, plan, *graph).dump()))
+      return fail("cannot write " + request.outputPath);
+    return plan.estimate.fits() ? 0 : 3;
+  }
+
+  cost::SearchOptions options;
+  options.devices = int(request.gpus);
+  options.globalBatch = request.globalBatch;
+  if (!request.strategy.empty()) {
+    std::optional<cost::Strategy> fixed = cost::Strategy::parse(request.strategy, error, &options.fixedKeys);
+    if (!fixed)
+      return fail("--strategy: " + error);
+    options.fixed = *fixed;
+  }
+  bool terminal = isatty(2);
+  options.progress = [&](int64_t evaluated, int64_t candidates) {
+    if (terminal)
+      llvm::errs() << "\rsearching: " << evaluated << " plans evaluated of " << candidates << " candidates";
+  };
+  cost::SearchResult result = cost::searchGraphPlans(
+      [&](int64_t b, std::string &why) { return graphFor(b, why); }, *cluster, options);
+  if (terminal && result.seconds >= 1)
+    llvm::errs() << "\r" << std::string(70, ' ') << "\r";
+  if (result.best.empty())
+    return fail("no plan for " + model + " on " + std::to_string(request.gpus) + " device(s): " + result.infeasible);
+  cost::SearchCandidate &winner = result.best.front();
+  const cost::Graph &graph = *graphs[winner.microbatchSize];
+  if (winner.sharding.empty())
+    winner.sharding = replicated(graph);
+  if (!request.quiet)
+    printReport(model, *cluster, &result, winner, graph);
+  if (!writeOutput(request.outputPath, planJson(model, request.globalBatch, &result, winner, graph).dump()))
+    return fail("cannot write " + request.outputPath);
+  return 0;
+}
+
+std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::string &error) {
+  std::optional<cost::Json> json = readJson(path, error);
+  if (!json)
+    return std::nullopt;
+  const cost::Json *strategyJson = json->find("strategy");
+  if (!strategyJson) {
+    error = path + ": no strategy section";
+    return std::nullopt;
+  }
+  std::optional<cost::Strategy> strategy = cost::Strategy::fromJson(*strategyJson, error);
+  if (!strategy) {
+    error = path + ": " + error;
+    return std::nullopt;
+  }
+  if (std::string lacks = partitionerLacks(*strategy); !lacks.empty()) {
+    error = path + ": the partitioner runs data parallelism and microbatches only; this plan needs " + lacks;
+    return std::nullopt;
+  }
+  return strategy;
+}
+
+} // namespace colossal

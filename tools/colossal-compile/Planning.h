@@ -1,0 +1,61 @@
+//===- Planning.h - --emit=plan and --plan for colossal-compile ----*- C++ -*-===//
+//
+// `--emit=plan` searches the plan for `--gpus N` and a global batch
+// (GraphSearch.h) on the model's own cost graph, which the bridge builds
+// from the raised IR once per microbatch size the search tries (the model
+// is imported again with its batch dimension bound to that size). It
+// writes the plan JSON and prints a report: the mesh and its placement,
+// how the tensor axis splits each kind of op, the predicted step, memory
+// against capacity, the closest alternatives and why they lost, and
+// whether the partitioner can run the plan yet.
+//
+// `--plan FILE` reads such a plan back: with `--emit=plan` it re-evaluates
+// it (the file's per-op shardings included) and writes it again; with
+// `-o DIR` it builds the program if the partitioner can run the plan
+// (data parallelism and microbatches today) and refuses it otherwise,
+// naming what it lacks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_TOOLS_COLOSSAL_COMPILE_PLANNING_H
+#define COLOSSAL_TOOLS_COLOSSAL_COMPILE_PLANNING_H
+
+#include "colossal/Import/OnnxImporter.h"
+#include "colossal/cost/Plan.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <optional>
+#include <string>
+
+namespace colossal {
+
+struct PlanRequest {
+  std::string inputPath;
+  /// Where the plan JSON goes ("-": stdout).
+  std::string outputPath = "-";
+  /// A plan to re-evaluate instead of searching.
+  std::string planPath;
+  /// Parts of the strategy the user fixed ("dp=8,zero=1").
+  std::string strategy;
+  std::string cluster = "dgx-a100";
+  ImportOptions import;
+  int64_t gpus = 1;
+  int64_t globalBatch = 0;
+  bool quiet = false;
+};
+
+/// Runs --emit=plan; returns the process exit status.
+int runPlanning(mlir::MLIRContext &context, const PlanRequest &request);
+
+/// What the partitioner cannot run yet in `strategy`, in words ("tp=2,
+/// zero=1"); empty if it can run it.
+std::string partitionerLacks(const cost::Strategy &strategy);
+
+/// The strategy of the plan in `path`, if the partitioner can run it; else
+/// nullopt with `error` saying what the plan needs that it lacks.
+std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::string &error);
+
+} // namespace colossal
+
+#endif // COLOSSAL_TOOLS_COLOSSAL_COMPILE_PLANNING_H
