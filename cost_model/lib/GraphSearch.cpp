@@ -26,18 +26,15 @@ std::string unsupportedFixedParts(const SearchOptions &o) {
     if (o.fixedKeys.count(key) && asked)
       parts += std::string(parts.empty() ? "" : ", ") + key;
   };
-  add("pp", f.pp > 1);
   add("sp", f.sp > 1);
   add("sp_mode", f.spMode != SequenceMode::None);
   add("tp_mode", f.tpMode != TensorMode::OneD);
-  add("recompute", f.recompute != Recompute::None);
-  add("virtual_stages", f.virtualStages > 1);
   add("stage_layers", !f.stageLayers.empty());
   if (parts.empty())
     return "";
   return "the strategy fixes " + parts +
-         ", which need the model's layers; plans for an imported model search data and 1D tensor "
-         "parallelism, microbatches, ZeRO and offload";
+         "; plans for an imported model search data, 1D tensor and pipeline parallelism (equal "
+         "stages), microbatches, ZeRO, offload and recomputation";
 }
 
 bool fixedMismatch(const SearchOptions &o, const char *key, bool differs) {
@@ -76,84 +73,133 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
   std::string firstInvalid;
   EstimateOptions untraced;
   untraced.recordPipelineTasks = false;
+  // The tensor axis's placement depends on the graph (the microbatch) and
+  // the axis alone: solved once per pair.
+  std::map<std::pair<int64_t, int>, std::optional<GraphSharding>> solved;
+  bool layersMissing = false;
   for (int tp = 1; tp <= n && tp <= cluster.gpusPerNode; ++tp) {
     if (n % tp != 0 || fixedMismatch(o, "tp", tp != o.fixed.tp))
       continue;
-    int dp = n / tp;
-    if (fixedMismatch(o, "dp", dp != o.fixed.dp))
-      continue;
-    if (o.globalBatch % dp != 0) {
-      ++result.invalid;
-      continue;
-    }
-    int64_t perReplica = o.globalBatch / dp;
-    for (int64_t b = 1; b <= perReplica && b <= 16; b *= 2) {
-      if (perReplica % b != 0)
+    for (int pp = 1; pp <= n / tp; ++pp) {
+      if ((n / tp) % pp != 0 || fixedMismatch(o, "pp", pp != o.fixed.pp))
         continue;
-      int m = int(perReplica / b);
-      if (fixedMismatch(o, "microbatches", m != o.fixed.microbatches))
+      int dp = n / (tp * pp);
+      if (fixedMismatch(o, "dp", dp != o.fixed.dp))
         continue;
-      const Graph *graph = graphFor(b);
-      if (!graph) {
+      if (o.globalBatch % dp != 0) {
         ++result.invalid;
-        if (firstInvalid.empty())
-          firstInvalid = "microbatch size " + std::to_string(b) + ": " + graphErrors[b];
         continue;
       }
-      Strategy s;
-      s.dp = dp;
-      s.tp = tp;
-      s.microbatches = m;
-      Mesh mesh = buildMesh(s, cluster);
-      GraphSharding sharding(graph->ops.size());
-      for (size_t op = 0; op < graph->ops.size(); ++op)
-        sharding[op].resize(graph->ops[op].factors.size());
-      if (tp > 1) {
-        std::string error;
-        std::optional<ShardingSolution> solved =
-            solveAxisSharding(*graph, sharding, mesh, mesh.axisIndex("tp"), cluster, error);
-        if (!solved) {
+      int64_t perReplica = o.globalBatch / dp;
+      for (int64_t b = 1; b <= perReplica && b <= 16; b *= 2) {
+        if (perReplica % b != 0)
+          continue;
+        int m = int(perReplica / b);
+        if (fixedMismatch(o, "microbatches", m != o.fixed.microbatches))
+          continue;
+        const Graph *graph = graphFor(b);
+        if (!graph) {
           ++result.invalid;
           if (firstInvalid.empty())
-            firstInvalid = s.str() + ": " + error;
+            firstInvalid = "microbatch size " + std::to_string(b) + ": " + graphErrors[b];
           continue;
         }
-        sharding = std::move(solved->sharding);
-      }
-      for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-        if (fixedMismatch(o, "zero", zero != o.fixed.zero))
+        // Pipelines and recomputation need layers; stages split them equally.
+        int layers = graph->numLayers;
+        if (pp > 1 && (layers == 0 || layers % pp != 0)) {
+          layersMissing |= layers == 0;
           continue;
-        for (bool offload : {false, true}) {
-          if (fixedMismatch(o, "offload", offload != o.fixed.offloadOptimizer) ||
-              (offload && zero == 0 && !o.fixedKeys.count("offload")))
-            continue;
-          s.zero = zero;
-          s.offloadOptimizer = offload;
-          ++result.candidates;
-          std::string error;
-          std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, untraced);
-          if (!e) {
-            ++result.invalid;
-            if (firstInvalid.empty())
-              firstInvalid = s.str() + ": " + error;
-            continue;
+        }
+        bool attentionCore = std::any_of(graph->ops.begin(), graph->ops.end(), [](const Op &op) { return op.attentionCore; });
+        Strategy s;
+        s.dp = dp;
+        s.tp = tp;
+        s.pp = pp;
+        s.microbatches = m;
+        Mesh mesh = buildMesh(s, cluster);
+        auto key = std::make_pair(b, tp);
+        if (!solved.count(key)) {
+          GraphSharding sharding;
+          for (const Op &op : graph->ops)
+            sharding.emplace_back(op.factors.size());
+          std::optional<GraphSharding> &entry = solved[key];
+          entry = sharding;
+          if (tp > 1) {
+            std::string error;
+            std::optional<ShardingSolution> solution =
+                solveAxisSharding(*graph, sharding, mesh, mesh.axisIndex("tp"), cluster, error);
+            if (solution) {
+              entry = std::move(solution->sharding);
+            } else {
+              entry.reset();
+              if (firstInvalid.empty())
+                firstInvalid = s.str() + ": " + error;
+            }
           }
-          ++result.evaluated;
-          SearchCandidate candidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}};
-          if (candidate.estimate.fits()) {
-            auto at = std::upper_bound(
-                result.best.begin(), result.best.end(), candidate.estimate.stepTime,
-                [](double t, const SearchCandidate &c) { return t < c.estimate.stepTime; });
-            result.best.insert(at, std::move(candidate));
-            if (int(result.best.size()) > o.keep)
-              result.best.pop_back();
-          } else if (!result.leastMemory ||
-                     candidate.estimate.memory.total() < result.leastMemory->estimate.memory.total()) {
-            result.leastMemory = std::move(candidate);
-          }
-          if (o.progress && std::chrono::duration<double>(std::chrono::steady_clock::now() - lastProgress).count() >= 1) {
-            lastProgress = std::chrono::steady_clock::now();
-            o.progress(result.evaluated, result.candidates);
+        }
+        if (!solved[key]) {
+          ++result.invalid;
+          continue;
+        }
+        const GraphSharding &sharding = *solved[key];
+        std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
+        if (pp > 1 && layers % (2 * pp) == 0 && m % pp == 0)
+          schedules.push_back({Schedule::Interleaved, 2});
+        std::vector<Recompute> recomputes{Recompute::None};
+        if (layers > 0) {
+          if (attentionCore)
+            recomputes.push_back(Recompute::Selective);
+          recomputes.push_back(Recompute::Full);
+        } else if (fixedMismatch(o, "recompute", o.fixed.recompute != Recompute::None)) {
+          layersMissing = true;
+        }
+        for (auto [schedule, chunks] : schedules) {
+          if (pp > 1 && fixedMismatch(o, "schedule", schedule != o.fixed.schedule))
+            continue;
+          for (Recompute recompute : recomputes) {
+            if (fixedMismatch(o, "recompute", recompute != o.fixed.recompute))
+              continue;
+            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+              if (fixedMismatch(o, "zero", zero != o.fixed.zero))
+                continue;
+              for (bool offload : {false, true}) {
+                if (fixedMismatch(o, "offload", offload != o.fixed.offloadOptimizer) ||
+                    (offload && zero == 0 && !o.fixedKeys.count("offload")))
+                  continue;
+                s.schedule = schedule;
+                s.virtualStages = chunks;
+                s.recompute = recompute;
+                s.zero = zero;
+                s.offloadOptimizer = offload;
+                ++result.candidates;
+                std::string error;
+                std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, untraced);
+                if (!e) {
+                  ++result.invalid;
+                  if (firstInvalid.empty())
+                    firstInvalid = s.str() + ": " + error;
+                  continue;
+                }
+                ++result.evaluated;
+                SearchCandidate candidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}};
+                if (candidate.estimate.fits()) {
+                  auto at = std::upper_bound(
+                      result.best.begin(), result.best.end(), candidate.estimate.stepTime,
+                      [](double t, const SearchCandidate &c) { return t < c.estimate.stepTime; });
+                  result.best.insert(at, std::move(candidate));
+                  if (int(result.best.size()) > o.keep)
+                    result.best.pop_back();
+                } else if (!result.leastMemory ||
+                           candidate.estimate.memory.total() < result.leastMemory->estimate.memory.total()) {
+                  result.leastMemory = std::move(candidate);
+                }
+                if (o.progress &&
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - lastProgress).count() >= 1) {
+                  lastProgress = std::chrono::steady_clock::now();
+                  o.progress(result.evaluated, result.candidates);
+                }
+              }
+            }
           }
         }
       }
@@ -173,11 +219,13 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
     } else if (!firstInvalid.empty()) {
       result.infeasible = "none of the candidate plans can run; for example " + firstInvalid;
     } else {
-      result.infeasible = "no candidate plan for " + std::to_string(n) + " devices and a global batch of " +
+      result.infeasible = std::string(layersMissing ? "no repeated layers were found in the model, so it has no "
+                                                      "pipeline or recomputation plans; " : "") +
+                          "no candidate plan for " + std::to_string(n) + " devices and a global batch of " +
                           std::to_string(o.globalBatch) +
-                          " matches the fixed parts (dp x tp must equal the devices, tp at most " +
+                          " matches the fixed parts (dp x tp x pp must equal the devices, tp at most " +
                           std::to_string(cluster.gpusPerNode) +
-                          " (one node), and the batch must divide over the data-parallel replicas)";
+                          " (one node), pp dividing the layers, and the batch dividing over the data-parallel replicas)";
     }
   }
   return result;

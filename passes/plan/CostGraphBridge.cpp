@@ -3,6 +3,7 @@
 #include "passes/plan/CostGraphBridge.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
+#include "colossal/cost/LayerDetection.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -208,6 +209,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     return failure();
   // Parameters reached only through ops without rules still count once.
   function.walk([&](train::ParamOp param) { (void)valueOf(param.getResult()); });
+  cost::detectLayers(graph);
   return graph;
 }
 

@@ -19,7 +19,8 @@
 namespace colossal::plan {
 
 /// Builds the cost graph of `function`; ops without a sharding rule
-/// (constants, parameter reads) become values, not ops. Fails with a
+/// (constants, parameter reads) become values, not ops. Its layers are the
+/// repeated blocks LayerDetection.h finds. Fails with a
 /// diagnostic on an element type the cost model cannot represent.
 mlir::FailureOr<cost::Graph> buildCostGraph(mlir::func::FuncOp function);
 

@@ -26,7 +26,7 @@ struct TestCostGraphPass : impl::TestCostGraphBase<TestCostGraphPass> {
     getOperation()->emitRemark()
         << "cost graph: " << graph->ops.size() << " ops, " << graph->parameterCount()
         << " parameters, " << int64_t(graph->modelFlops()) << " model FLOPs, "
-        << int64_t(activations) << " activation bytes";
+        << int64_t(activations) << " activation bytes, " << graph->numLayers << " layers";
   }
 };
 } // namespace

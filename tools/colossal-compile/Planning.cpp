@@ -163,6 +163,19 @@ void printReport(const std::string &model, const cost::Cluster &cluster, const c
       any = true;
     }
   os << (any ? "" : " one device") << "\n";
+  int64_t layerOps = 0;
+  for (const cost::Op &op : graph.ops)
+    layerOps += op.layer >= 0;
+  if (graph.numLayers > 0) {
+    os << "layers     " << graph.numLayers << " identical blocks of " << layerOps / graph.numLayers << " ops found";
+    if (plan.strategy.pp > 1)
+      os << "; " << plan.strategy.pp * plan.strategy.virtualStages << " pipeline stages of "
+         << graph.numLayers / (plan.strategy.pp * plan.strategy.virtualStages)
+         << " layer(s), the ops before them on the first stage and after them on the last";
+    os << "\n";
+  } else {
+    os << "layers     none found (no repeated block): no pipeline or recomputation plans\n";
+  }
   if (plan.strategy.tp > 1) {
     bool splitsAny = false;
     for (const cost::OpSharding &op : plan.sharding)

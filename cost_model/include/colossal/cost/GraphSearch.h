@@ -2,15 +2,17 @@
 //
 // The search for a graph that comes from a model file rather than from
 // transformer hyper-parameters: every split of N devices into data x 1D
-// tensor parallelism (the tensor axis inside a node), the tensor axis placed
-// op by op by the sharding solver (ShardingSolver.h, exact under the cost
-// model), every power-of-two microbatch size up to 16 that divides the
-// per-replica batch, ZeRO stages and optimizer offload. Each candidate is
-// evaluated by the estimator; the fastest that fits wins. The space is
-// small enough to enumerate, so nothing is pruned.
+// tensor x pipeline parallelism (the tensor axis inside a node), the tensor
+// axis placed op by op by the sharding solver (ShardingSolver.h, exact under
+// the cost model), every power-of-two microbatch size up to 16 that divides
+// the per-replica batch, the pipeline schedule (1F1B; interleaved with two
+// chunks where the layers allow), recomputation, ZeRO stages and optimizer
+// offload. Each candidate is evaluated by the estimator; the fastest that
+// fits wins. The space is small enough to enumerate, so nothing is pruned.
 //
-// Pipelines, sequence parallelism, 2D/2.5D/3D grids and recomputation need
-// the model's layers, which an imported graph does not mark yet: a fixed
+// Pipelines and recomputation need the graph's layers (LayerDetection.h);
+// stages hold equal numbers of them. Sequence parallelism and 2D/2.5D/3D
+// grids are searched only on transformer shapes (Search.h): a fixed
 // strategy asking for them is refused with that reason.
 //
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,38 @@
+//===- LayerDetection.h - finding a model's identical layers -------*- C++ -*-===//
+//
+// A graph imported from a model file does not say where its layers are, but
+// pipelines, recomputation and the estimator's reuse of identical layers
+// need them. Exporters emit a model's repeated blocks as the same sequence
+// of ops, so the layers are the longest run of consecutive identical blocks
+// in op order: op i and op i + P match when they have the same kind, name
+// (numbers aside: "layers.3.attn" is "layers.4.attn"), factors, tensor
+// layouts and FLOPs, and each input comes either from the
+// same relative position (a producer P ops earlier in the previous block)
+// or from the very same value (a mask or table every layer reads).
+//
+// Among all periods P, the run covering the most ops wins (ties go to the
+// shorter period, so a layer is never read as two); it needs at least two
+// blocks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_COST_LAYERDETECTION_H
+#define COLOSSAL_COST_LAYERDETECTION_H
+
+#include "colossal/cost/Graph.h"
+
+namespace colossal::cost {
+
+struct DetectedLayers {
+  int64_t firstOp = 0;  // the first op of the first layer
+  int64_t opsPerLayer = 0;
+  int64_t layers = 0;   // 0: no repeated block
+};
+
+/// Finds the layers and marks them (op.layer, numLayers); ops before and
+/// after the layers keep layer -1.
+DetectedLayers detectLayers(Graph &graph);
+
+} // namespace colossal::cost
+
+#endif // COLOSSAL_COST_LAYERDETECTION_H

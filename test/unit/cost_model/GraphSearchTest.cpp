@@ -1,0 +1,94 @@
+//===- GraphSearchTest.cpp - the search over an imported model's graph ----===//
+
+#include "colossal/cost/GraphSearch.h"
+#include "colossal/cost/LayerDetection.h"
+
+#include <gtest/gtest.h>
+
+using namespace colossal::cost;
+
+namespace {
+
+/// The builder's graph as an importer would hand it over: no layer marks,
+/// layers found by detection.
+GraphAtMicrobatch importedGpt(int64_t layers, bool detect = true) {
+  return [=](int64_t microbatch, std::string &) -> std::optional<Graph> {
+    TransformerShape shape;
+    shape.layers = layers;
+    shape.hidden = 1024;
+    shape.heads = 16;
+    shape.seq = 1024;
+    shape.vocab = 32768;
+    shape.microbatch = microbatch;
+    Graph graph = buildTransformer(shape);
+    for (Op &op : graph.ops)
+      op.layer = -1;
+    graph.numLayers = 0;
+    if (detect)
+      detectLayers(graph);
+    return graph;
+  };
+}
+
+} // namespace
+
+TEST(GraphSearch, KeepsTheFastestPlansThatFitInOrder) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 32;
+  SearchResult result = searchGraphPlans(importedGpt(4), cluster, options);
+  ASSERT_FALSE(result.best.empty()) << result.infeasible;
+  EXPECT_EQ(result.evaluated, result.candidates - result.invalid);
+  for (size_t i = 0; i < result.best.size(); ++i) {
+    const SearchCandidate &c = result.best[i];
+    EXPECT_TRUE(c.estimate.fits());
+    EXPECT_EQ(c.strategy.devices(), 8);
+    EXPECT_EQ(c.strategy.dp * c.strategy.microbatches * c.microbatchSize, 32);
+    if (i > 0)
+      EXPECT_LE(result.best[i - 1].estimate.stepTime, c.estimate.stepTime);
+    // A tensor-parallel plan carries the solver's per-op shardings.
+    EXPECT_EQ(c.sharding.empty(), c.strategy.tp == 1);
+  }
+}
+
+TEST(GraphSearch, PipelinesAndRecomputationNeedLayers) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 32;
+  std::string error;
+  options.fixed = *Strategy::parse("pp=2,recompute=full", error, &options.fixedKeys);
+  SearchResult layered = searchGraphPlans(importedGpt(4), cluster, options);
+  ASSERT_FALSE(layered.best.empty()) << layered.infeasible;
+  EXPECT_EQ(layered.best.front().strategy.pp, 2);
+  EXPECT_EQ(layered.best.front().strategy.recompute, Recompute::Full);
+
+  SearchResult flat = searchGraphPlans(importedGpt(4, /*detect=*/false), cluster, options);
+  EXPECT_TRUE(flat.best.empty());
+  EXPECT_NE(flat.infeasible.find("no repeated layers"), std::string::npos) << flat.infeasible;
+}
+
+TEST(GraphSearch, RefusesWhatItDoesNotSearch) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 32;
+  std::string error;
+  options.fixed = *Strategy::parse("sp=2,sp_mode=ring", error, &options.fixedKeys);
+  SearchResult result = searchGraphPlans(importedGpt(2), cluster, options);
+  EXPECT_TRUE(result.best.empty());
+  EXPECT_NE(result.infeasible.find("sp"), std::string::npos) << result.infeasible;
+}
+
+TEST(GraphSearch, InfeasibleSaysWhatWouldFit) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  cluster.memoryBytes = 1e8; // far too small for a 0.4B model
+  SearchOptions options;
+  options.devices = 2;
+  options.globalBatch = 2;
+  SearchResult result = searchGraphPlans(importedGpt(2), cluster, options);
+  EXPECT_TRUE(result.best.empty());
+  EXPECT_NE(result.infeasible.find("the smallest found needs"), std::string::npos) << result.infeasible;
+  EXPECT_NE(result.infeasible.find("devices would hold it"), std::string::npos) << result.infeasible;
+}

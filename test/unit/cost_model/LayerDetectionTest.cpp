@@ -1,0 +1,62 @@
+//===- LayerDetectionTest.cpp - finding identical layers in a graph -------===//
+//
+// The builder knows where each transformer's layers are; the detector,
+// given the same ops without that knowledge, must find the same layers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "colossal/cost/LayerDetection.h"
+#include "colossal/cost/TransformerBuilder.h"
+
+#include <gtest/gtest.h>
+
+using namespace colossal::cost;
+
+TEST(LayerDetection, FindsTheBuildersLayers) {
+  for (TransformerFamily family : {TransformerFamily::GPT, TransformerFamily::BERT, TransformerFamily::LLaMA})
+    for (int64_t layers : {2, 3, 12}) {
+      TransformerShape shape;
+      shape.family = family;
+      shape.layers = layers;
+      shape.hidden = 256;
+      shape.heads = 4;
+      shape.seq = 64;
+      shape.vocab = 1000;
+      Graph graph = buildTransformer(shape);
+      std::vector<int> expected;
+      for (const Op &op : graph.ops)
+        expected.push_back(op.layer);
+      Graph stripped = graph;
+      for (Op &op : stripped.ops)
+        op.layer = -1;
+      stripped.numLayers = 0;
+      DetectedLayers found = detectLayers(stripped);
+      EXPECT_EQ(found.layers, layers);
+      EXPECT_EQ(stripped.numLayers, layers);
+      std::vector<int> got;
+      for (const Op &op : stripped.ops)
+        got.push_back(op.layer);
+      EXPECT_EQ(got, expected) << "family " << int(family) << ", " << layers << " layers";
+    }
+}
+
+TEST(LayerDetection, NoRepeatedBlockMeansNoLayers) {
+  Graph graph;
+  int x = graph.addValue("x", DType::F32);
+  for (int i = 0; i < 5; ++i) {
+    Op op;
+    op.name = "op" + std::to_string(i); // every op different
+    op.factors = {{"n", 8 << i, FactorKind::Parallel}};
+    op.inputs = {{x, {{0}}}};
+    int y = graph.addValue("y", DType::F32);
+    graph.values[size_t(y)].producer = int(graph.ops.size());
+    op.outputs = {{y, {{0}}}};
+    graph.ops.push_back(op);
+    x = y;
+  }
+  DetectedLayers found = detectLayers(graph);
+  EXPECT_EQ(found.layers, 0);
+  EXPECT_EQ(graph.numLayers, 0);
+  for (const Op &op : graph.ops)
+    EXPECT_EQ(op.layer, -1);
+}
