@@ -21,6 +21,7 @@ tool_dirs = [
     os.path.join(config.colossal_tools_dir, "colossal-opt"),
     os.path.join(config.colossal_tools_dir, "colossal-compile"),
     os.path.join(config.colossal_tools_dir, "colossal-cost"),
+    os.path.join(config.colossal_tools_dir, "colossal-model"),
     config.llvm_tools_dir,
 ]
-llvm_config.add_tool_substitutions(["colossal-opt", "colossal-compile", "colossal-cost", "FileCheck", "not", "count"], tool_dirs)
+llvm_config.add_tool_substitutions(["colossal-opt", "colossal-compile", "colossal-cost", "colossal-model", "FileCheck", "not", "count"], tool_dirs)

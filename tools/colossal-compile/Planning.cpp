@@ -65,7 +65,25 @@ std::optional<cost::Graph> graphAt(mlir::MLIRContext &context, const PlanRequest
     return std::nullopt;
   }
   graph->microbatch = microbatch;
-  graph->tokensPerMicrobatch = microbatch * (request.import.seq ? *request.import.seq : 1);
+  // Tokens per microbatch: the elements of the first integer input (token
+  // ids), else one per sample.
+  graph->tokensPerMicrobatch = microbatch;
+  for (mlir::Type type : forward.getArgumentTypes())
+    if (auto shaped = llvm::dyn_cast<mlir::RankedTensorType>(type); shaped && shaped.getElementType().isInteger()) {
+      graph->tokensPerMicrobatch = shaped.getNumElements();
+      break;
+    }
+  // Floating-point values take the planned precision.
+  if (request.precision != "fp32") {
+    cost::DType low = request.precision == "bf16" ? cost::DType::BF16 : cost::DType::F16;
+    for (cost::Value &value : graph->values)
+      if (value.dtype == cost::DType::F32)
+        value.dtype = low;
+    for (cost::Op &op : graph->ops)
+      for (cost::SavedTensor &saved : op.saved)
+        if (saved.dtype == cost::DType::F32)
+          saved.dtype = low;
+  }
   return std::move(*graph);
 }
 
@@ -141,10 +159,10 @@ bool writeOutput(const std::string &path, const std::string &text) {
   return bool(out);
 }
 
-void printReport(const std::string &model, const cost::Cluster &cluster, const cost::SearchResult *search,
+void printReport(const std::string &model, const std::string &precision, const cost::Cluster &cluster, const cost::SearchResult *search,
                  const cost::SearchCandidate &plan, const cost::Graph &graph) {
   llvm::raw_ostream &os = llvm::errs();
-  os << "plan for " << model << " on " << plan.strategy.devices() << " device(s) of " << cluster.name
+  os << "plan for " << model << " (" << precision << ") on " << plan.strategy.devices() << " device(s) of " << cluster.name
      << " (" << cluster.nodes << " node(s) of " << cluster.gpusPerNode << ")\n";
   if (search) {
     char line[256];
@@ -204,11 +222,12 @@ void printReport(const std::string &model, const cost::Cluster &cluster, const c
   }
 }
 
-cost::Json planJson(const std::string &model, int64_t globalBatch, const cost::SearchResult *search,
+cost::Json planJson(const std::string &model, const std::string &precision, int64_t globalBatch, const cost::SearchResult *search,
                     const cost::SearchCandidate &plan, const cost::Graph &graph) {
   cost::Json json = plan.estimate.toJson();
   cost::Json::Object &o = json.asObject();
   o["format"] = "colossal-plan/1";
+  o["precision"] = precision;
   o["model"] = model;
   o["global_batch"] = globalBatch;
   o["microbatch_size"] = plan.microbatchSize;
@@ -304,10 +323,10 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     if (plan.sharding.empty())
       plan.sharding = replicated(*graph);
     if (!request.quiet)
-      printReport(model, *cluster, nullptr, plan, *graph);
+      printReport(model, request.precision, *cluster, nullptr, plan, *graph);
     int64_t globalBatch = batch && batch->isNumber() ? int64_t(batch->asNumber())
                                                     : b * strategy->microbatches * strategy->dp;
-    if (!writeOutput(request.outputPath, planJson(model, globalBatch, nullptr, plan, *graph).dump()))
+    if (!writeOutput(request.outputPath, planJson(model, request.precision, globalBatch, nullptr, plan, *graph).dump()))
       return fail("cannot write " + request.outputPath);
     return plan.estimate.fits() ? 0 : 3;
   }
@@ -337,8 +356,8 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   if (winner.sharding.empty())
     winner.sharding = replicated(graph);
   if (!request.quiet)
-    printReport(model, *cluster, &result, winner, graph);
-  if (!writeOutput(request.outputPath, planJson(model, request.globalBatch, &result, winner, graph).dump()))
+    printReport(model, request.precision, *cluster, &result, winner, graph);
+  if (!writeOutput(request.outputPath, planJson(model, request.precision, request.globalBatch, &result, winner, graph).dump()))
     return fail("cannot write " + request.outputPath);
   return 0;
 }

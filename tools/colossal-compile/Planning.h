@@ -39,6 +39,10 @@ struct PlanRequest {
   /// Parts of the strategy the user fixed ("dp=8,zero=1").
   std::string strategy;
   std::string cluster = "dgx-a100";
+  /// "fp32", "bf16" or "fp16": the type activations and weights take in
+  /// the planned program (mixed precision keeps fp32 master weights in the
+  /// optimizer state, which the cost model counts).
+  std::string precision = "fp32";
   ImportOptions import;
   int64_t gpus = 1;
   int64_t globalBatch = 0;

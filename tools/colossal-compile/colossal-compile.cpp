@@ -72,7 +72,9 @@ cl::opt<int64_t> gpus("gpus",
                       cl::desc("Ranks to train on (default 1); more than one trains data parallel under "
                                "mpirun -np N, --batch being the global batch"),
                       cl::init(1), cl::cat(category));
-cl::opt<std::string> precision("precision", cl::desc("fp32 (default), bf16 or fp16"), cl::init("fp32"),
+cl::opt<std::string> precision("precision",
+                                cl::desc("fp32 (default), bf16 or fp16; built programs are fp32 today, plans "
+                                         "(--emit=plan) take any"), cl::init("fp32"),
                                cl::cat(category));
 cl::opt<std::string> optimizer("optimizer", cl::desc("lamb (default), adamw, sgd or lars"), cl::init("lamb"),
                                cl::cat(category));
@@ -220,6 +222,7 @@ int main(int argc, char **argv) {
     request.gpus = gpus;
     request.globalBatch = batch.getNumOccurrences() ? int64_t(batch) : 0;
     request.quiet = quiet;
+    request.precision = precision;
     return colossal::runPlanning(context, request);
   }
 

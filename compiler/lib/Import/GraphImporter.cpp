@@ -226,6 +226,21 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
   } else {
     for (const std::string &name : reachesLoss)
       trainable.insert(name);
+    // A shape-only model lists its parameters (graph inputs without data)
+    // in its metadata, as colossal-model writes them.
+    std::set<std::string> inputNames;
+    for (const auto &input : graph.input())
+      inputNames.insert(input.name());
+    for (const auto &entry : model.metadata_props())
+      if (entry.key() == "colossal.shape_only_parameters")
+        for (llvm::StringRef name : llvm::split(entry.value(), '\n')) {
+          if (name.empty())
+            continue;
+          if (!inputNames.count(name.str()))
+            return modelError("the metadata's shape-only parameter '" + name.str() +
+                              "' is not a graph input");
+          trainable.insert(name.str());
+        }
   }
   for (const std::string &name : options.frozen) {
     if (!initializerNames.count(name))
