@@ -16,6 +16,8 @@
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
+#include <map>
+#include <tuple>
 
 using namespace mlir;
 
@@ -66,6 +68,23 @@ bool isCausalBooleanMask(Value condition, int64_t sq, int64_t sk, bool trueHides
   return isCausalMatrix(attr, sq, sk, [&](int64_t e) { return values[e] == trueHides; });
 }
 
+/// Whether a constant mask is causal, remembered per (mask, sq, sk, kind):
+/// every layer of a model reads the same mask, and checking one of a long
+/// sequence walks millions of elements.
+using CausalCache = std::map<std::tuple<const void *, int64_t, int64_t, int>, bool>;
+
+bool cachedCausal(CausalCache &cache, Value mask, int64_t sq, int64_t sk, int kind,
+                  llvm::function_ref<bool()> check) {
+  DenseElementsAttr attr;
+  if (!matchPattern(mask, m_Constant(&attr)))
+    return false;
+  auto key = std::make_tuple(attr.getAsOpaquePointer(), sq, sk, kind);
+  auto it = cache.find(key);
+  if (it == cache.end())
+    it = cache.emplace(key, check()).first;
+  return it->second;
+}
+
 struct Match {
   Value query, keyTransposed, value, mask;
   double scale = 1.0;
@@ -95,7 +114,7 @@ Value peelScale(Value value, double &scale) {
   return value;
 }
 
-std::optional<Match> matchAttention(MatMulOp output) {
+std::optional<Match> matchAttention(MatMulOp output, CausalCache &cache) {
   Match match;
   match.value = output.getRhs();
   Value probabilities = output.getLhs();
@@ -122,7 +141,7 @@ std::optional<Match> matchAttention(MatMulOp output) {
       // The mask may not widen the scores (the op's mask broadcasts to them).
       if (!defining<MatMulOp>(peelScale(s, scale)) || s.getType() != add.getType())
         continue;
-      if (isCausalAdditiveMask(mask, sq, sk))
+      if (cachedCausal(cache, mask, sq, sk, 2, [&] { return isCausalAdditiveMask(mask, sq, sk); }))
         match.causal = true;
       else
         match.mask = mask;
@@ -138,7 +157,8 @@ std::optional<Match> matchAttention(MatMulOp output) {
     Value kept = trueHides ? where.getOnFalse() : where.getOnTrue();
     if (kept.getType() != where.getType())
       return std::nullopt;
-    if (isCausalBooleanMask(condition, sq, sk, trueHides)) {
+    if (cachedCausal(cache, condition, sq, sk, trueHides,
+                     [&] { return isCausalBooleanMask(condition, sq, sk, trueHides); })) {
       match.causal = true;
     } else {
       match.mask = condition;
@@ -158,7 +178,7 @@ std::optional<Match> matchAttention(MatMulOp output) {
 struct AttentionPattern : OpRewritePattern<MatMulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MatMulOp op, PatternRewriter &rewriter) const override {
-    std::optional<Match> match = matchAttention(op);
+    std::optional<Match> match = matchAttention(op, cache);
     if (!match)
       return failure();
     auto qType = llvm::cast<RankedTensorType>(match->query.getType());
@@ -190,6 +210,9 @@ struct AttentionPattern : OpRewritePattern<MatMulOp> {
                                              rewriter.getF32FloatAttr(match->dropout));
     return success();
   }
+
+  /// Lives as long as the pass run, whose context keeps the masks alive.
+  mutable CausalCache cache;
 };
 
 struct RaiseAttentionPass : impl::RaiseAttentionBase<RaiseAttentionPass> {

@@ -3,6 +3,7 @@
 #include "Planning.h"
 
 #include "colossal/cost/Estimator.h"
+#include "colossal/cost/GraphScaling.h"
 #include "colossal/cost/GraphSearch.h"
 #include "passes/plan/CostGraphBridge.h"
 #include "passes/raise/Passes.h"
@@ -262,12 +263,22 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     return fail(error);
 
   // Graphs at one and two samples per microbatch tell whether the batch
-  // dimension is bound at all: two samples must do more work than one.
+  // dimension is bound at all (two samples must do more work than one) and
+  // which factors are the batch: every other size is derived from them
+  // rather than imported again.
   std::map<int64_t, std::optional<cost::Graph>> graphs;
   std::map<int64_t, std::string> graphErrors;
-  auto build = [&](int64_t b) -> std::optional<cost::Graph> & {
+  auto imported = [&](int64_t b) -> std::optional<cost::Graph> & {
     if (!graphs.count(b))
       graphs[b] = graphAt(context, request, b, graphErrors[b]);
+    return graphs[b];
+  };
+  auto build = [&](int64_t b) -> std::optional<cost::Graph> & {
+    if (b <= 2 || graphs.count(b))
+      return imported(b);
+    std::optional<cost::Graph> &one = imported(1), &two = imported(2);
+    std::optional<cost::Graph> scaled = one && two ? cost::graphAtBatch(*one, *two, b, graphErrors[b]) : std::nullopt;
+    graphs[b] = scaled ? std::move(scaled) : graphAt(context, request, b, graphErrors[b]);
     return graphs[b];
   };
   auto graphFor = [&](int64_t b, std::string &why) -> std::optional<cost::Graph> {

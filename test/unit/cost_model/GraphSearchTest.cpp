@@ -1,5 +1,6 @@
 //===- GraphSearchTest.cpp - the search over an imported model's graph ----===//
 
+#include "colossal/cost/GraphScaling.h"
 #include "colossal/cost/GraphSearch.h"
 #include "colossal/cost/LayerDetection.h"
 
@@ -91,4 +92,52 @@ TEST(GraphSearch, InfeasibleSaysWhatWouldFit) {
   EXPECT_TRUE(result.best.empty());
   EXPECT_NE(result.infeasible.find("the smallest found needs"), std::string::npos) << result.infeasible;
   EXPECT_NE(result.infeasible.find("devices would hold it"), std::string::npos) << result.infeasible;
+}
+
+TEST(GraphScaling, TheGraphAtAnyBatchFollowsFromOneAndTwo) {
+  for (TransformerFamily family : {TransformerFamily::GPT, TransformerFamily::LLaMA}) {
+    auto build = [&](int64_t microbatch) {
+      TransformerShape shape;
+      shape.family = family;
+      shape.layers = 3;
+      shape.hidden = 512;
+      shape.heads = 8;
+      shape.seq = 256;
+      shape.vocab = 5000;
+      shape.microbatch = microbatch;
+      return buildTransformer(shape);
+    };
+    Graph one = build(1), two = build(2), eight = build(8);
+    std::string error;
+    std::optional<Graph> scaled = graphAtBatch(one, two, 8, error);
+    ASSERT_TRUE(scaled) << error;
+    ASSERT_EQ(scaled->ops.size(), eight.ops.size());
+    for (size_t o = 0; o < eight.ops.size(); ++o) {
+      for (size_t f = 0; f < eight.ops[o].factors.size(); ++f)
+        EXPECT_EQ(scaled->ops[o].factors[f].size, eight.ops[o].factors[f].size) << eight.ops[o].name;
+      EXPECT_DOUBLE_EQ(scaled->ops[o].forwardFlops, eight.ops[o].forwardFlops) << eight.ops[o].name;
+      EXPECT_DOUBLE_EQ(scaled->ops[o].backwardFlops, eight.ops[o].backwardFlops) << eight.ops[o].name;
+    }
+    EXPECT_EQ(scaled->tokensPerMicrobatch, eight.tokensPerMicrobatch);
+    Strategy s;
+    s.tp = 2;
+    s.dp = 2;
+    Cluster cluster = *Cluster::preset("dgx-a100");
+    auto a = estimate(*scaled, s, cluster, error), b = estimate(eight, s, cluster, error);
+    ASSERT_TRUE(a && b) << error;
+    EXPECT_DOUBLE_EQ(a->stepTime, b->stepTime);
+    EXPECT_DOUBLE_EQ(a->memory.total(), b->memory.total());
+  }
+}
+
+TEST(GraphScaling, RefusesGraphsOfDifferentStructure) {
+  TransformerShape shape;
+  shape.layers = 2;
+  Graph one = buildTransformer(shape);
+  shape.layers = 3;
+  shape.microbatch = 2;
+  Graph other = buildTransformer(shape);
+  std::string error;
+  EXPECT_FALSE(graphAtBatch(one, other, 4, error));
+  EXPECT_NE(error.find("differ"), std::string::npos) << error;
 }

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""Planning from a model file: search time and plan quality of
+`colossal-compile MODEL.onnx --gpus N --emit=plan` on shape-only models.
+
+For the GPT configurations of the Megatron-LM README's weak-scaling table
+(1.7B to 1T parameters on 32 to 3072 A100s, vocabulary 51200, sequence 2048),
+colossal-model writes the shape-only ONNX file; colossal-compile imports it,
+finds its layers, and searches (dp x 1D tp placed op by op by the sharding
+solver x pp, microbatches, schedule, ZeRO, offload, recomputation) in bf16 on
+dgx-a100 nodes. The same command with --strategy fixing the table's dp, tp
+and pp (the rest searched) gives the published configuration's predicted step
+under the same cost model and graph; the ratio is searched / published.
+
+Wall time is the whole command (import of every microbatch size the search
+tries, layer detection, solver, search), pinned to one core when `taskset`
+is available. One run, written as JSON.
+
+  bench/plan_imported_models.py BUILD_DIR OUT.json [--quick]
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD, OUT = sys.argv[1], sys.argv[2]
+QUICK = "--quick" in sys.argv
+MODEL = os.path.join(BUILD, "tools", "colossal-model", "colossal-model")
+COMPILER = os.path.join(BUILD, "tools", "colossal-compile", "colossal-compile")
+
+# name, heads, hidden, layers, tp, pp, gpus, global batch (Megatron-LM README).
+CONFIGS = [
+    ("1.7B", 24, 2304, 24, 1, 1, 32, 512),
+    ("3.6B", 32, 3072, 30, 2, 1, 64, 512),
+    ("7.5B", 32, 4096, 36, 4, 1, 128, 512),
+    ("18B", 48, 6144, 40, 8, 1, 256, 1024),
+    ("39B", 64, 8192, 48, 8, 2, 512, 1536),
+    ("76B", 80, 10240, 60, 8, 4, 1024, 1792),
+    ("145B", 96, 12288, 80, 8, 8, 1536, 2304),
+    ("310B", 128, 16384, 96, 8, 16, 1920, 2160),
+    ("530B", 128, 20480, 105, 8, 35, 2520, 2520),
+    ("1T", 160, 25600, 128, 8, 64, 3072, 3072),
+]
+if QUICK:
+    CONFIGS = CONFIGS[:2]
+
+pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+
+
+def plan(model, gpus, batch, plan_path, strategy=None):
+    command = pin + [COMPILER, model, "--gpus", str(gpus), "--batch", str(batch),
+                     "--precision", "bf16", "--emit=plan", "--quiet", "-o", plan_path]
+    if strategy:
+        command += ["--strategy", strategy]
+    start = time.monotonic()
+    run = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    if run.returncode != 0:
+        return {"error": run.stderr.strip(), "wall_s": seconds}
+    with open(plan_path) as f:
+        p = json.load(f)
+    s = p["strategy"]
+    return {
+        "wall_s": seconds,
+        "search_s": p.get("search", {}).get("seconds"),
+        "candidates": p.get("search", {}).get("candidates"),
+        "strategy": s,
+        "microbatch_size": p["microbatch_size"],
+        "step_time_s": p["predicted"]["step_time_s"],
+        "mfu": p["predicted"]["mfu"],
+        "memory_gib": p["memory"]["per_rank_peak_bytes"] / 2**30,
+    }
+
+
+results = []
+with tempfile.TemporaryDirectory() as work:
+    for name, heads, hidden, layers, tp, pp, gpus, batch in CONFIGS:
+        model = os.path.join(work, name + ".onnx")
+        subprocess.run([MODEL, "gpt", "--layers", str(layers), "--hidden", str(hidden), "--heads", str(heads),
+                        "--seq", "2048", "--vocab", "51200", "-o", model], check=True, capture_output=True)
+        searched = plan(model, gpus, batch, os.path.join(work, name + ".plan.json"))
+        dp = gpus // (tp * pp)
+        published = plan(model, gpus, batch, os.path.join(work, name + ".published.json"),
+                         "dp=%d,tp=%d,pp=%d" % (dp, tp, pp))
+        entry = {"model": name, "gpus": gpus, "global_batch": batch, "layers": layers,
+                 "model_file_bytes": os.path.getsize(model),
+                 "searched": searched, "published": dict(published, tp=tp, pp=pp, dp=dp)}
+        if "step_time_s" in searched and "step_time_s" in published:
+            entry["ratio"] = searched["step_time_s"] / published["step_time_s"]
+        results.append(entry)
+        s = searched.get("strategy", {})
+        print("%-5s %5d GPUs: %6.2f s wall, searched dp=%s tp=%s pp=%s %.3f s, published %s, ratio %s" % (
+            name, gpus, searched["wall_s"], s.get("dp"), s.get("tp"), s.get("pp"),
+            searched.get("step_time_s", float("nan")),
+            "%.3f s" % published["step_time_s"] if "step_time_s" in published else published.get("error"),
+            "%.3f" % entry["ratio"] if "ratio" in entry else "-"), flush=True)
+
+with open(OUT, "w") as f:
+    json.dump({"benchmark": "plan-imported-models", "cluster": "dgx-a100", "precision": "bf16",
+               "one_core": bool(pin), "results": results}, f, indent=2)

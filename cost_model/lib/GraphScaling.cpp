@@ -1,0 +1,41 @@
+//===- GraphScaling.cpp - a graph at another microbatch size --------------===//
+
+#include "colossal/cost/GraphScaling.h"
+
+namespace colossal::cost {
+
+std::optional<Graph> graphAtBatch(const Graph &one, const Graph &two, int64_t microbatch, std::string &error) {
+  if (one.ops.size() != two.ops.size() || one.values.size() != two.values.size() ||
+      one.numLayers != two.numLayers) {
+    error = "the graphs at one and two samples differ in structure";
+    return std::nullopt;
+  }
+  Graph out = one;
+  for (size_t o = 0; o < one.ops.size(); ++o) {
+    const Op &a = one.ops[o], &b = two.ops[o];
+    Op &op = out.ops[o];
+    if (a.name != b.name || a.factors.size() != b.factors.size() || a.layer != b.layer) {
+      error = "op " + std::to_string(o) + " (" + a.name + ") differs between the graphs at one and two samples";
+      return std::nullopt;
+    }
+    for (size_t f = 0; f < a.factors.size(); ++f) {
+      if (b.factors[f].size == a.factors[f].size)
+        continue;
+      if (b.factors[f].size != 2 * a.factors[f].size) {
+        error = "op " + std::to_string(o) + " (" + a.name + "): factor " + a.factors[f].name + " grows from " +
+                std::to_string(a.factors[f].size) + " to " + std::to_string(b.factors[f].size) +
+                " with the batch, not twofold";
+        return std::nullopt;
+      }
+      op.factors[f].size = a.factors[f].size * microbatch;
+    }
+    op.forwardFlops = a.forwardFlops + (b.forwardFlops - a.forwardFlops) * double(microbatch - 1);
+    op.backwardFlops = a.backwardFlops + (b.backwardFlops - a.backwardFlops) * double(microbatch - 1);
+  }
+  out.microbatch = microbatch;
+  out.tokensPerMicrobatch =
+      one.tokensPerMicrobatch + (two.tokensPerMicrobatch - one.tokensPerMicrobatch) * (microbatch - 1);
+  return out;
+}
+
+} // namespace colossal::cost
