@@ -59,9 +59,35 @@ ElementKind elementKindOf(Type type) {
   return ElementKind::Int64;
 }
 
+/// The elements of `constant` converted to T, as the attribute's storage.
+template <typename T, typename Read>
+DenseElementsAttr denseAttrFrom(RankedTensorType type, int64_t n, Read read) {
+  std::vector<T> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    values[size_t(i)] = T(read(i));
+  return DenseElementsAttr::get(type, llvm::ArrayRef<T>(values));
+}
+
 DenseElementsAttr denseAttrOf(const HostTensor &constant, RankedTensorType type) {
   Type element = type.getElementType();
   int64_t n = constant.numElements();
+  // The common types directly (a causal mask of a long sequence has millions
+  // of elements); the rest through APFloat and APInt.
+  auto asInt = [&](int64_t i) { return constant.asInt(i); };
+  if (element.isF32())
+    return denseAttrFrom<float>(type, n, [&](int64_t i) { return constant.asDouble(i); });
+  if (element.isF64())
+    return denseAttrFrom<double>(type, n, [&](int64_t i) { return constant.asDouble(i); });
+  if (element.isInteger(1)) {
+    std::vector<char> bits(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      bits[size_t(i)] = constant.asInt(i) != 0;
+    return DenseElementsAttr::get(type, llvm::ArrayRef<bool>(reinterpret_cast<const bool *>(bits.data()), bits.size()));
+  }
+  if (element.isInteger(64))
+    return denseAttrFrom<int64_t>(type, n, asInt);
+  if (element.isInteger(32))
+    return denseAttrFrom<int32_t>(type, n, asInt);
   if (auto floatType = llvm::dyn_cast<FloatType>(element)) {
     SmallVector<APFloat> values;
     values.reserve(n);
