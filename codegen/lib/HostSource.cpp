@@ -448,6 +448,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.steps = " << settings.steps << ";\n"
      << "  s.microbatches = " << settings.microbatches << ";\n"
      << "  s.ranks = " << settings.ranks << ";\n"
+     << "  s.zero = " << settings.zero << ";\n"
      << "  p.step = trainStep;\n"
      << "  return p;\n}\n\n} // namespace\n\n"
      << (device ? "int main(int argc, char **argv) {\n"

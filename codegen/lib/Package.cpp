@@ -85,7 +85,7 @@ LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const
 /// The cost model's bytes per step by collective and axis for this
 /// program's strategy, what the program's counters must report: the plan
 /// that a user can check against the run.
-FailureOr<Json> predictedCommunication(ModuleOp module, const ProgramSettings &s) {
+FailureOr<Json> predictedCommunication(ModuleOp module, const ProgramSettings &s, const std::string &optimizer) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return module.emitWarning() << "no communication prediction: the module has no @forward";
@@ -94,11 +94,17 @@ FailureOr<Json> predictedCommunication(ModuleOp module, const ProgramSettings &s
     return failure();
   std::string error;
   std::optional<cost::Strategy> strategy = cost::Strategy::parse(
-      "dp=" + std::to_string(s.ranks) + ",microbatches=" + std::to_string(s.microbatches), error);
+      "dp=" + std::to_string(s.ranks) + ",microbatches=" + std::to_string(s.microbatches) +
+          ",zero=" + std::to_string(s.ranks > 1 ? s.zero : 0),
+      error);
   // The bytes do not depend on the machine; any preset evaluates them.
   std::optional<cost::Cluster> cluster = cost::Cluster::preset("dgx-a100", 1 + int(s.ranks - 1) / 8);
+  // The program completes per-tensor norms across ZeRO shards once for the
+  // gradient norm, and once more for LAMB's trust ratios.
+  cost::EstimateOptions options;
+  options.shardedNormReductions = optimizer == "lamb" ? 2 : 1;
   std::optional<cost::Estimate> estimate =
-      strategy && cluster ? cost::estimate(*graph, *strategy, *cluster, error) : std::nullopt;
+      strategy && cluster ? cost::estimate(*graph, *strategy, *cluster, error, nullptr, options) : std::nullopt;
   if (!estimate)
     return module.emitWarning() << "no communication prediction: the cost model cannot evaluate dp=" << s.ranks
                                 << ": " << error;
@@ -122,7 +128,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options) {
   m["precision"] = options.precision;
   m["gpus"] = Json(s.ranks);
   m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(1)}, {"pp", Json(1)}, {"sp", Json(1)},
-                                    {"microbatches", Json(s.microbatches)}, {"zero", Json(0)}});
+                                    {"microbatches", Json(s.microbatches)}, {"zero", Json(s.zero)}});
   m["executable"] = "model_train";
   m["weights"] = "weights.safetensors";
   Json::Array inputs, parameters;
@@ -140,8 +146,16 @@ Json manifestOf(ModuleOp module, const PackageOptions &options) {
     parameters.push_back(Json(Json::Object{{"name", p.getSymName().str()},
                                            {"shape", shapeJson(cast<ShapedType>(p.getType()).getShape())},
                                            {"trainable", Json(bool(p.getTrainable()))}}));
-  if (FailureOr<Json> predicted = predictedCommunication(module, s); succeeded(predicted))
+  if (FailureOr<Json> predicted = predictedCommunication(module, s, s.optimizer); succeeded(predicted)) {
     m["predicted_comm_bytes_per_step"] = *predicted;
+    // `model_train --optimizer` may choose another optimizer at run time;
+    // under ZeRO that changes the norm completions (LAMB makes two).
+    Json::Object byOptimizer;
+    for (const char *name : {"lamb", "adamw", "sgd", "lars"})
+      if (FailureOr<Json> other = predictedCommunication(module, s, name); succeeded(other))
+        byOptimizer[name] = *other;
+    m["predicted_comm_bytes_per_step_by_optimizer"] = Json(byOptimizer);
+  }
   m["inputs"] = Json(inputs);
   m["parameters"] = Json(parameters);
   m["training"] = Json(Json::Object{

@@ -5,6 +5,7 @@
 #include "ShardedCosts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -492,7 +493,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     }
   // All parameter elements per rank (stored, gathered) and the trainable
   // ones (reduced, updated, with optimizer state).
-  std::vector<double> params(ranks, 0), trainableParams(ranks, 0), layerParams(ranks, 0);
+  std::vector<double> params(ranks, 0), trainableParams(ranks, 0), layerParams(ranks, 0), trainableTensors(ranks, 0);
   std::vector<int> firstLayer(ranks, -1);
   std::vector<std::set<int>> seen(ranks);
   double weightBytes = 2, optimizerBytes = 12;
@@ -504,8 +505,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
         continue;
       double n = localElements(graph.ops[o], sharding[o], mesh, use.dims) / weightShare;
       params[rank] += n * repeatOf(o);
-      if (!value.frozen)
+      if (!value.frozen) {
         trainableParams[rank] += n * repeatOf(o);
+        trainableTensors[rank] += repeatOf(o);
+      }
       // One layer's weights: what ZeRO-3 gathers (and prefetches) at a time.
       if (graph.ops[o].layer >= 0 && firstLayer[rank] < 0)
         firstLayer[rank] = graph.ops[o].layer;
@@ -552,12 +555,16 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
         dpTotal += e.seconds * times;
         return e.seconds * times;
       };
+      // ZeRO splits the trainable weights as one flat space into equal
+      // shards, the last padded (ShardedOptimizer.h): its collectives move
+      // whole multiples of the ranks.
+      double padded = std::ceil(trainableParams[r] / dpSize - 1e-9) * dpSize * weightBytes;
       if (strategy.zero <= 1) {
         double t = event(Collective::AllReduce, gradBytes, 1);
         dpExposed += std::max(0.0, t - overlappable);
       } else {
         // ZeRO-2/3 keep 1/Nd of the gradients: reduce-scatter every microbatch.
-        double t = event(Collective::ReduceScatter, gradBytes, m);
+        double t = event(Collective::ReduceScatter, padded, m);
         dpExposed += std::max(0.0, t - m * overlappable);
       }
       if (strategy.zero == 3) {
@@ -567,9 +574,14 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
         double hidden = m * (re.computeForward + re.computeBackward) * (layers - 1) / layers;
         dpExposed += std::max(0.0, t - hidden);
       } else if (strategy.zero >= 1) {
-        // Each rank updated its shard: gather the new weights.
-        dpExposed += event(Collective::AllGather, params[r] * weightBytes, 1);
+        // Each rank updated its shard of the trainable weights: gather them.
+        dpExposed += event(Collective::AllGather, padded, 1);
       }
+      // A shard cuts tensors: per-tensor sums of squares (two floats per
+      // tensor) are completed for the gradient norm, and again for LAMB's
+      // trust ratios.
+      if (strategy.zero >= 1 && options.shardedNormReductions > 0)
+        dpExposed += event(Collective::AllReduce, 8 * trainableTensors[r], options.shardedNormReductions);
     }
     re.dataParallelSeconds = dpTotal;
     re.dataParallelExposed = dpExposed;

@@ -13,6 +13,7 @@
 #include "colossal/runtime/Philox.h"
 #include "colossal/runtime/ProcessGroups.h"
 #include "colossal/runtime/Safetensors.h"
+#include "colossal/runtime/ShardedOptimizer.h"
 #include "colossal/runtime/SingleRankCommunicator.h"
 #include "colossal/runtime/StepLog.h"
 #include "colossal/runtime/TensorIndexing.h"
@@ -368,6 +369,9 @@ struct State {
   std::vector<size_t> trainable;
   std::vector<std::vector<float>> grads, m, v, scratch;
   std::vector<OptimizerTensor> tensors;
+  /// Under ZeRO with more than one rank: the shard's optimizer (then m, v and
+  /// scratch above are released, and grads too under stage 2).
+  std::unique_ptr<ShardedOptimizer> sharded;
 };
 
 State loadWeights(const TrainingProgram &program, const std::string &path) {
@@ -417,7 +421,14 @@ TensorView viewOf(const std::string &name, const Shape &shape, const std::vector
 /// Collective over the data-parallel ranks: each writes the (replicated)
 /// weights and optimizer state as its own shard file.
 void saveState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
-               const State &s, int64_t step) {
+               State &s, int64_t step) {
+  // Under ZeRO the moments are gathered: the checkpoint is the same whatever
+  // the sharding, so a run may resume with another.
+  std::vector<std::vector<float>> gatheredM, gatheredV;
+  if (s.sharded)
+    s.sharded->gatherMoments(gatheredM, gatheredV);
+  const std::vector<std::vector<float>> &moments1 = s.sharded ? gatheredM : s.m;
+  const std::vector<std::vector<float>> &moments2 = s.sharded ? gatheredV : s.v;
   std::vector<Shard> shards;
   auto add = [&](TensorView view) { shards.push_back(Shard{view, view.shape, Shape(view.shape.size(), 0)}); };
   for (size_t i = 0; i < program.parameters.size(); ++i) {
@@ -430,8 +441,8 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
   }
   for (size_t t = 0; t < s.trainable.size(); ++t) {
     const ProgramParameter &p = program.parameters[s.trainable[t]];
-    add(viewOf("optimizer.m:" + p.name, p.shape, s.m[t]));
-    add(viewOf("optimizer.v:" + p.name, p.shape, s.v[t]));
+    add(viewOf("optimizer.m:" + p.name, p.shape, moments1[t]));
+    add(viewOf("optimizer.v:" + p.name, p.shape, moments2[t]));
   }
   saveCheckpoint(dir, world, step, shards,
                  {{"model", program.model}, {"optimizer", nameOf(o.settings.optimizer.kind)},
@@ -513,6 +524,29 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
   if (start > o.settings.steps)
     fail("--steps", "the checkpoint is at step " + std::to_string(start) + ", past --steps " +
                         std::to_string(o.settings.steps));
+  if (o.settings.zero > 0 && dp.size() > 1) {
+    std::vector<int64_t> sizes;
+    std::vector<size_t> ranks;
+    std::vector<const std::vector<float> *> weights;
+    for (size_t t = 0; t < s.trainable.size(); ++t) {
+      sizes.push_back(int64_t(s.grads[t].size()));
+      ranks.push_back(program.parameters[s.trainable[t]].shape.size());
+      weights.push_back(&s.parameters[s.trainable[t]].floats);
+    }
+    s.sharded = std::make_unique<ShardedOptimizer>(dp, int(o.settings.zero), o.settings.optimizer, sizes, ranks);
+    s.sharded->setWeights(weights);
+    s.sharded->scatterMoments(s.m, s.v);
+    // Only the shard's state is kept.
+    for (auto *list : {&s.m, &s.v, &s.scratch})
+      std::vector<std::vector<float>>().swap(*list);
+    s.tensors.clear();
+    if (o.settings.zero >= 2)
+      for (std::vector<float> &g : s.grads)
+        std::vector<float>().swap(g);
+  }
+  std::vector<std::vector<float> *> trainableWeights;
+  for (size_t index : s.trainable)
+    trainableWeights.push_back(&s.parameters[index].floats);
   LearningRateSchedule schedule;
   schedule.base = o.settings.optimizer.lr, schedule.warmupSteps = o.settings.warmupSteps;
   schedule.totalSteps = o.settings.steps, schedule.decay = o.settings.schedule;
@@ -527,6 +561,9 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
       counters->reset();
     for (std::vector<float> &g : s.grads)
       std::fill(g.begin(), g.end(), 0.0f);
+    bool scatterEachMicrobatch = s.sharded && s.sharded->stage() >= 2;
+    if (s.sharded)
+      s.sharded->beginStep();
     float loss = 0;
     for (int64_t m = 0; m < microbatches; ++m) {
       std::vector<Tensor> inputs = p.data->microbatch(step - 1, m), grads;
@@ -538,6 +575,18 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
         fail(program.model, "the step returned " + std::to_string(grads.size()) + " gradients for " +
                                 std::to_string(s.trainable.size()) + " trainable parameters");
       loss += microLoss.floats[0] / float(microbatches);
+      if (scatterEachMicrobatch) {
+        // ZeRO-2: this microbatch's gradients go to their shards at once.
+        std::vector<std::vector<float>> full;
+        for (size_t t = 0; t < grads.size(); ++t) {
+          if (int64_t(grads[t].floats.size()) != int64_t(s.parameters[s.trainable[t]].floats.size()))
+            fail(program.model, "the gradient of '" + program.parameters[s.trainable[t]].name + "' has " +
+                                    std::to_string(grads[t].floats.size()) + " elements");
+          full.push_back(std::move(grads[t].floats));
+        }
+        s.sharded->addMicrobatch(full, 1.0f / float(microbatches));
+        continue;
+      }
       for (size_t t = 0; t < grads.size(); ++t) {
         if (grads[t].floats.size() != s.grads[t].size())
           fail(program.model, "the gradient of '" + program.parameters[s.trainable[t]].name + "' has " +
@@ -552,15 +601,28 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     }
     // Data parallel: every rank ends the step with the average of all ranks'
     // gradients (one all-reduce per tensor, in parameter order), so the
-    // replicated weights stay identical.
-    for (size_t t = 0; t < s.tensors.size(); ++t) {
-      s.tensors[t].grad = s.grads[t].data();
-      averageOverRanks(dp, s.grads[t].data(), int64_t(s.grads[t].size()));
+    // replicated weights stay identical. ZeRO-2 reduced them per microbatch.
+    if (!scatterEachMicrobatch)
+      for (size_t t = 0; t < s.grads.size(); ++t) {
+        if (!s.sharded)
+          s.tensors[t].grad = s.grads[t].data();
+        averageOverRanks(dp, s.grads[t].data(), int64_t(s.grads[t].size()));
+      }
+    if (s.sharded) {
+      if (scatterEachMicrobatch)
+        s.sharded->finishAccumulation();
+      else
+        s.sharded->takeShard(s.grads);
     }
-    // The step's communication, without the loss's reduction for the log.
-    std::string comm = counters ? counters->json() : std::string();
+    // The loss's reduction for the log is not the step's communication.
+    if (counters)
+      counters->setPaused(true);
     averageOverRanks(dp, &loss, 1);
+    if (counters)
+      counters->setPaused(false);
     if (!o.dumpGradients.empty() && step == start + 1 && lead) {
+      if (scatterEachMicrobatch)
+        fail("--dump-gradients", "under ZeRO-2 no rank holds the whole gradients");
       if (mkdir(o.dumpGradients.c_str(), 0755) != 0 && errno != EEXIST)
         fail("--dump-gradients", "cannot create " + o.dumpGradients + ": " + std::strerror(errno));
       for (size_t t = 0; t < s.trainable.size(); ++t) {
@@ -568,12 +630,16 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
         writeNpy(o.dumpGradients + "/" + param.name + ".npy", DType::F32, param.shape, s.grads[t].data());
       }
     }
-    double gradNorm = gradientNorm(s.tensors);
+    double gradNorm = s.sharded ? s.sharded->gradientNorm() : gradientNorm(s.tensors);
     requireFiniteStep(step, loss, gradNorm);
     double clip = o.settings.optimizer.clipGradNorm;
     float gradScale = clip > 0 && gradNorm > clip ? float(clip / gradNorm) : 1.0f;
     double lr = schedule.at(step);
-    optimizerStep(o.settings.optimizer, lr, step, s.tensors, gradScale);
+    if (s.sharded)
+      s.sharded->step(lr, step, gradScale, trainableWeights);
+    else
+      optimizerStep(o.settings.optimizer, lr, step, s.tensors, gradScale);
+    std::string comm = counters ? counters->json() : std::string();
 
     auto now = std::chrono::steady_clock::now();
     StepRecord record;

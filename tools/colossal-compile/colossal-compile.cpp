@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
 
   // The ranks and microbatches come from --gpus and --microbatches, or from
   // a plan or strategy the partitioner can run.
-  int64_t ranks = gpus, microbatchCount = microbatches;
+  int64_t ranks = gpus, microbatchCount = microbatches, zeroStage = 0;
   if (!planFile.empty() || !strategyText.empty()) {
     std::string error;
     std::set<std::string> keys;
@@ -237,7 +237,8 @@ int main(int argc, char **argv) {
                           : colossal::cost::Strategy::parse(strategyText, error, &keys);
     if (strategy && planFile.empty()) {
       if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
-        error = "the partitioner runs data parallelism and microbatches only; --strategy asks for " + lacks;
+        error = "the partitioner runs data parallelism, microbatches and ZeRO 1 and 2 only; --strategy asks for " +
+                lacks;
         strategy.reset();
       }
     }
@@ -262,6 +263,7 @@ int main(int argc, char **argv) {
       }
       microbatchCount = strategy->microbatches;
     }
+    zeroStage = strategy->zero;
   }
   if (batch.getNumOccurrences()) {
     if (batch % (microbatchCount * ranks) != 0) {
@@ -312,6 +314,7 @@ int main(int argc, char **argv) {
     s.eps = eps.getNumOccurrences() ? double(eps) : (optimizer == "adamw" ? 1e-8 : 1e-6);
     s.momentum = momentum, s.nesterov = nesterov, s.clipGradNorm = clipGradNorm, s.warmupSteps = warmupSteps;
     s.schedule = schedule, s.steps = steps, s.microbatches = microbatchCount, s.ranks = ranks;
+    s.zero = zeroStage;
     if (failed(colossal::codegen::writePackage(*module, package)))
       return 1;
     llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")

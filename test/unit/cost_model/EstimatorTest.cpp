@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace colossal::cost;
 
 namespace {
@@ -211,5 +213,38 @@ TEST(Estimator, TraceTasksNeverOverlapOnARank) {
     std::sort(spans.begin(), spans.end());
     for (size_t i = 1; i < spans.size(); ++i)
       EXPECT_LE(spans[i - 1].second, spans[i].first + 1e-15);
+  }
+}
+
+TEST(Estimator, ZeroCountsPaddedShardsAndNormCompletions) {
+  Graph graph = smallGpt(2);
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  double parameters = double(graph.parameterCount()), tensors = 0;
+  for (const Value &v : graph.values)
+    tensors += v.isParameter && !v.frozen;
+  for (int dp : {3, 8}) {
+    Strategy strategy;
+    strategy.dp = dp;
+    strategy.zero = 2;
+    strategy.microbatches = 2;
+    for (int reductions : {1, 2}) {
+      EstimateOptions options;
+      options.shardedNormReductions = reductions;
+      std::string error;
+      auto e = estimate(graph, strategy, cluster, error, nullptr, options);
+      ASSERT_TRUE(e) << error;
+      // Equal shards of ceil(P / dp) elements (bf16), every microbatch.
+      double padded = std::ceil(parameters / dp) * dp * 2;
+      const CommTotal *rs = find(e->stages[0], Collective::ReduceScatter, "dp");
+      const CommTotal *ag = find(e->stages[0], Collective::AllGather, "dp");
+      const CommTotal *ar = find(e->stages[0], Collective::AllReduce, "dp");
+      ASSERT_TRUE(rs && ag && ar);
+      EXPECT_DOUBLE_EQ(rs->bytes, 2 * padded);
+      EXPECT_EQ(rs->calls, 2);
+      EXPECT_DOUBLE_EQ(ag->bytes, padded);
+      // Two floats per trainable tensor, per completion.
+      EXPECT_DOUBLE_EQ(ar->bytes, 8 * tensors * reductions);
+      EXPECT_EQ(ar->calls, reductions);
+    }
   }
 }

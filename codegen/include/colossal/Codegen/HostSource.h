@@ -35,6 +35,9 @@ struct ProgramSettings {
   int64_t microbatches = 1;
   /// Data-parallel ranks.
   int64_t ranks = 1;
+  /// ZeRO stage over the data-parallel ranks (0: replicated; 1: optimizer
+  /// state sharded; 2: gradients too).
+  int64_t zero = 0;
 };
 
 /// Writes the program; on failure emits an error at the op that cannot be

@@ -93,6 +93,10 @@ struct EstimateOptions {
   double bucketBytes = 25.0 * (1 << 20);
   /// cuBLAS and kernel workspace kept per device.
   double workspaceBytes = 32.0 * (1 << 20);
+  /// All-reduces of two floats per trainable tensor a ZeRO step makes to
+  /// complete norms across shards: one for the gradient norm, one more for
+  /// LAMB's trust ratios (the default optimizer).
+  int shardedNormReductions = 2;
   /// Keep the simulated pipeline's tasks (for chromeTrace()); the search
   /// turns it off.
   bool recordPipelineTasks = true;

@@ -34,12 +34,16 @@ public:
   void record(CollectiveKind kind, const std::string &axis, int64_t bytes);
   std::map<Key, Entry> snapshot() const;
   void reset();
+  /// While paused, collectives are not recorded (a log's own reductions are
+  /// not the step's communication).
+  void setPaused(bool paused);
   /// {"all_reduce": {"dp": {"calls": 3, "bytes": 1024}}, ...} on one line.
   std::string json() const;
 
 private:
   mutable std::mutex mutex_;
   std::map<Key, Entry> entries_;
+  bool paused_ = false;
 };
 
 } // namespace colossal::rt

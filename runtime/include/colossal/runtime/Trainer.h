@@ -51,6 +51,9 @@ struct TrainingSettings {
   /// Data-parallel ranks the program was compiled for; more than one runs
   /// under mpirun with exactly this many processes.
   int64_t ranks = 1;
+  /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
+  /// gradients too (ShardedOptimizer.h); 0 replicates everything.
+  int64_t zero = 0;
 };
 
 /// Computes the loss and the gradients of the trainable parameters (in the

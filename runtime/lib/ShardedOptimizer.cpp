@@ -1,0 +1,169 @@
+//===- ShardedOptimizer.cpp - ZeRO stages 1 and 2 over the data axis -----===//
+
+#include "colossal/runtime/ShardedOptimizer.h"
+
+#include "colossal/runtime/Error.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace colossal::rt {
+
+ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config,
+                                   const std::vector<int64_t> &sizes, const std::vector<size_t> &ranks)
+    : dp_(dp), stage_(stage), config_(config), sizes_(sizes) {
+  if (stage < 1 || stage > 2)
+    fail("ZeRO stage " + std::to_string(stage), "the trainer shards optimizer state (1) and gradients (2) only");
+  int64_t total = 0;
+  for (int64_t n : sizes) {
+    offsets_.push_back(total);
+    total += n;
+  }
+  int64_t ranksCount = dp.size();
+  shard_ = std::max<int64_t>(1, (total + ranksCount - 1) / ranksCount);
+  begin_ = int64_t(dp.rank()) * shard_;
+  weights_.assign(size_t(shard_ * ranksCount), 0.0f);
+  grad_.assign(size_t(shard_), 0.0f);
+  m_.assign(size_t(shard_), 0.0f);
+  v_.assign(size_t(shard_), 0.0f);
+  update_.assign(size_t(shard_), 0.0f);
+  if (stage == 2) {
+    flat_.assign(size_t(shard_ * ranksCount), 0.0f);
+    scratch_.assign(size_t(shard_), 0.0f);
+  }
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    int64_t lo = std::max(offsets_[t], begin_), hi = std::min(offsets_[t] + sizes[t], begin_ + shard_);
+    if (lo >= hi)
+      continue;
+    pieces_.push_back({t, lo, hi - lo});
+    OptimizerTensor o{weights_.data() + lo, grad_.data() + (lo - begin_), m_.data() + (lo - begin_),
+                      v_.data() + (lo - begin_), update_.data() + (lo - begin_), hi - lo};
+    applyConventions(config.kind, ranks[t], o);
+    tensors_.push_back(o);
+  }
+}
+
+void ShardedOptimizer::beginStep() { std::fill(grad_.begin(), grad_.end(), 0.0f); }
+
+void ShardedOptimizer::addMicrobatch(const std::vector<std::vector<float>> &grads, float scale) {
+  for (size_t t = 0; t < grads.size(); ++t)
+    for (int64_t k = 0; k < sizes_[t]; ++k)
+      flat_[size_t(offsets_[t] + k)] = grads[t][size_t(k)] * scale;
+  dp_.reduceScatter(Buffer::of(flat_.data(), DType::F32, int64_t(flat_.size())),
+                    Buffer::of(scratch_.data(), DType::F32, shard_));
+  for (int64_t k = 0; k < shard_; ++k)
+    grad_[size_t(k)] += scratch_[size_t(k)];
+}
+
+void ShardedOptimizer::takeShard(const std::vector<std::vector<float>> &averaged) {
+  for (const Piece &p : pieces_)
+    std::copy_n(averaged[p.tensor].data() + (p.start - offsets_[p.tensor]), p.count,
+                grad_.data() + (p.start - begin_));
+}
+
+void ShardedOptimizer::finishAccumulation() {
+  float inverse = 1.0f / float(dp_.size());
+  for (float &g : grad_)
+    g *= inverse;
+}
+
+std::vector<float> ShardedOptimizer::completePerTensor(const std::vector<float> &perPiece,
+                                                       std::vector<float> *perTensorOut) {
+  std::vector<float> perTensor(2 * sizes_.size(), 0.0f);
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    perTensor[2 * pieces_[p].tensor] += perPiece[2 * p];
+    perTensor[2 * pieces_[p].tensor + 1] += perPiece[2 * p + 1];
+  }
+  dp_.allReduce(Buffer::of(perTensor.data(), DType::F32, int64_t(perTensor.size())));
+  std::vector<float> completed(2 * pieces_.size());
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    completed[2 * p] = perTensor[2 * pieces_[p].tensor];
+    completed[2 * p + 1] = perTensor[2 * pieces_[p].tensor + 1];
+  }
+  if (perTensorOut)
+    *perTensorOut = std::move(perTensor);
+  return completed;
+}
+
+void ShardedOptimizer::setWeights(const std::vector<const std::vector<float> *> &weights) {
+  for (size_t t = 0; t < sizes_.size(); ++t)
+    std::copy_n(weights[t]->data(), sizes_[t], weights_.data() + offsets_[t]);
+}
+
+double ShardedOptimizer::gradientNorm() {
+  std::vector<float> squares(2 * pieces_.size(), 0.0f);
+  cpu::tensorSquares(Stream{}, tensors_.data(), int64_t(tensors_.size()), 1.0f, squares.data());
+  // Every rank receives every tensor's sums: the same norm everywhere, summed
+  // per tensor as the single-rank optimizer sums it.
+  std::vector<float> perTensor;
+  normSquares_ = completePerTensor(squares, &perTensor);
+  double sum = 0;
+  for (size_t t = 0; t < sizes_.size(); ++t)
+    sum += perTensor[2 * t + 1];
+  return std::sqrt(sum);
+}
+
+void ShardedOptimizer::step(double lr, int64_t step, float gradScale, std::vector<std::vector<float> *> &weights) {
+  const Stream host{};
+  int64_t count = int64_t(tensors_.size());
+  switch (config_.kind) {
+  case OptimizerKind::Sgd: {
+    SgdSettings sgd;
+    sgd.lr = float(lr), sgd.momentum = float(config_.momentum), sgd.weightDecay = float(config_.weightDecay);
+    sgd.nesterov = config_.nesterov, sgd.step = step;
+    cpu::sgdStep(host, tensors_.data(), count, sgd, gradScale);
+    break;
+  }
+  case OptimizerKind::AdamW:
+  case OptimizerKind::Lamb: {
+    AdamSettings adam;
+    adam.lr = float(lr), adam.beta1 = float(config_.beta1), adam.beta2 = float(config_.beta2);
+    adam.eps = float(config_.eps), adam.weightDecay = float(config_.weightDecay), adam.step = step;
+    if (config_.kind == OptimizerKind::AdamW) {
+      cpu::adamwStep(host, tensors_.data(), count, adam, gradScale);
+    } else {
+      std::vector<float> squares(2 * pieces_.size(), 0.0f);
+      cpu::lambStage1(host, tensors_.data(), count, adam, gradScale, squares.data());
+      std::vector<float> completed = completePerTensor(squares);
+      cpu::lambStage2(host, tensors_.data(), count, adam.lr, completed.data());
+    }
+    break;
+  }
+  case OptimizerKind::Lars: {
+    LarsSettings lars;
+    lars.lr = float(lr), lars.momentum = float(config_.momentum), lars.eta = float(config_.eta);
+    lars.weightDecay = float(config_.weightDecay);
+    // The completed squares hold sum g^2; LARS wants sum (gradScale g)^2.
+    std::vector<float> squares = normSquares_;
+    for (size_t p = 0; p < pieces_.size(); ++p)
+      squares[2 * p + 1] *= gradScale * gradScale;
+    cpu::larsStep(host, tensors_.data(), count, lars, gradScale, squares.data());
+    break;
+  }
+  }
+  std::vector<float> mine(weights_.begin() + begin_, weights_.begin() + begin_ + shard_);
+  dp_.allGather(Buffer::of(mine.data(), DType::F32, shard_),
+                Buffer::of(weights_.data(), DType::F32, int64_t(weights_.size())));
+  for (size_t t = 0; t < sizes_.size(); ++t)
+    std::copy_n(weights_.data() + offsets_[t], sizes_[t], weights[t]->data());
+}
+
+void ShardedOptimizer::gatherMoments(std::vector<std::vector<float>> &m, std::vector<std::vector<float>> &v) {
+  std::vector<float> all(weights_.size());
+  for (auto [mine, out] : {std::pair(&m_, &m), std::pair(&v_, &v)}) {
+    dp_.allGather(Buffer::of(mine->data(), DType::F32, shard_), Buffer::of(all.data(), DType::F32, int64_t(all.size())));
+    out->resize(sizes_.size());
+    for (size_t t = 0; t < sizes_.size(); ++t)
+      (*out)[t].assign(all.begin() + offsets_[t], all.begin() + offsets_[t] + sizes_[t]);
+  }
+}
+
+void ShardedOptimizer::scatterMoments(const std::vector<std::vector<float>> &m, const std::vector<std::vector<float>> &v) {
+  for (const Piece &p : pieces_) {
+    int64_t from = p.start - offsets_[p.tensor], to = p.start - begin_;
+    std::copy_n(m[p.tensor].data() + from, p.count, m_.data() + to);
+    std::copy_n(v[p.tensor].data() + from, p.count, v_.data() + to);
+  }
+}
+
+} // namespace colossal::rt
