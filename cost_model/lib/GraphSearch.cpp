@@ -181,18 +181,8 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                   continue;
                 }
                 ++result.evaluated;
-                SearchCandidate candidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}};
-                if (candidate.estimate.fits()) {
-                  auto at = std::upper_bound(
-                      result.best.begin(), result.best.end(), candidate.estimate.stepTime,
-                      [](double t, const SearchCandidate &c) { return t < c.estimate.stepTime; });
-                  result.best.insert(at, std::move(candidate));
-                  if (int(result.best.size()) > o.keep)
-                    result.best.pop_back();
-                } else if (!result.leastMemory ||
-                           candidate.estimate.memory.total() < result.leastMemory->estimate.memory.total()) {
-                  result.leastMemory = std::move(candidate);
-                }
+                keepCandidate(result, SearchCandidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}},
+                              o.keep);
                 if (o.progress &&
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - lastProgress).count() >= 1) {
                   lastProgress = std::chrono::steady_clock::now();

@@ -282,19 +282,7 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
                           perLayer = std::max(perLayer, e->stageLayerSeconds[st] / double(e->stageLayers[st]));
                       balanced = balanceStages(shape.layers, e->stageOtherSeconds, perLayer);
                     }
-                    SearchCandidate candidate{s, b, std::move(*e)};
-                    if (candidate.estimate.fits()) {
-                      auto at = std::upper_bound(
-                          result.best.begin(), result.best.end(), candidate.estimate.stepTime,
-                          [](double t, const SearchCandidate &c) { return t < c.estimate.stepTime; });
-                      result.best.insert(at, std::move(candidate));
-                      if (int(result.best.size()) > o.keep)
-                        result.best.pop_back();
-                    } else if (!result.leastMemory ||
-                               candidate.estimate.memory.total() <
-                                   result.leastMemory->estimate.memory.total()) {
-                      result.leastMemory = std::move(candidate);
-                    }
+                    keepCandidate(result, SearchCandidate{s, b, std::move(*e), {}}, o.keep);
                     if (balanced.empty() || balanced == split)
                       break;
                     split = balanced;
@@ -345,6 +333,19 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
     }
   }
   return result;
+}
+
+void keepCandidate(SearchResult &result, SearchCandidate candidate, int keep) {
+  if (candidate.estimate.fits()) {
+    auto at = std::upper_bound(result.best.begin(), result.best.end(), candidate.estimate.stepTime,
+                               [](double t, const SearchCandidate &c) { return t < c.estimate.stepTime; });
+    result.best.insert(at, std::move(candidate));
+    if (int(result.best.size()) > keep)
+      result.best.pop_back();
+  } else if (!result.leastMemory ||
+             candidate.estimate.memory.total() < result.leastMemory->estimate.memory.total()) {
+    result.leastMemory = std::move(candidate);
+  }
 }
 
 std::string explainLoss(const SearchCandidate &c, const SearchCandidate &winner) {

@@ -38,40 +38,47 @@ double gradientNorm(const std::vector<OptimizerTensor> &tensors) {
   return std::sqrt(sum);
 }
 
+AdamSettings adamSettings(const OptimizerConfig &config, double lr, int64_t step) {
+  AdamSettings adam;
+  adam.lr = float(lr), adam.beta1 = float(config.beta1), adam.beta2 = float(config.beta2);
+  adam.eps = float(config.eps), adam.weightDecay = float(config.weightDecay), adam.step = step;
+  return adam;
+}
+
+SgdSettings sgdSettings(const OptimizerConfig &config, double lr, int64_t step) {
+  SgdSettings sgd;
+  sgd.lr = float(lr), sgd.momentum = float(config.momentum), sgd.weightDecay = float(config.weightDecay);
+  sgd.nesterov = config.nesterov, sgd.step = step;
+  return sgd;
+}
+
+LarsSettings larsSettings(const OptimizerConfig &config, double lr) {
+  LarsSettings lars;
+  lars.lr = float(lr), lars.momentum = float(config.momentum), lars.eta = float(config.eta);
+  lars.weightDecay = float(config.weightDecay);
+  return lars;
+}
+
 void optimizerStep(const OptimizerConfig &config, double lr, int64_t step, std::vector<OptimizerTensor> &tensors,
                    float gradScale) {
   const Stream host{};
   int64_t count = int64_t(tensors.size());
   std::vector<float> squares(2 * tensors.size());
   switch (config.kind) {
-  case OptimizerKind::Sgd: {
-    SgdSettings sgd;
-    sgd.lr = float(lr), sgd.momentum = float(config.momentum), sgd.weightDecay = float(config.weightDecay);
-    sgd.nesterov = config.nesterov, sgd.step = step;
-    cpu::sgdStep(host, tensors.data(), count, sgd, gradScale);
+  case OptimizerKind::Sgd:
+    cpu::sgdStep(host, tensors.data(), count, sgdSettings(config, lr, step), gradScale);
     return;
-  }
   case OptimizerKind::AdamW:
-  case OptimizerKind::Lamb: {
-    AdamSettings adam;
-    adam.lr = float(lr), adam.beta1 = float(config.beta1), adam.beta2 = float(config.beta2);
-    adam.eps = float(config.eps), adam.weightDecay = float(config.weightDecay), adam.step = step;
-    if (config.kind == OptimizerKind::AdamW) {
-      cpu::adamwStep(host, tensors.data(), count, adam, gradScale);
-    } else {
-      cpu::lambStage1(host, tensors.data(), count, adam, gradScale, squares.data());
-      cpu::lambStage2(host, tensors.data(), count, adam.lr, squares.data());
-    }
+    cpu::adamwStep(host, tensors.data(), count, adamSettings(config, lr, step), gradScale);
     return;
-  }
-  case OptimizerKind::Lars: {
-    LarsSettings lars;
-    lars.lr = float(lr), lars.momentum = float(config.momentum), lars.eta = float(config.eta);
-    lars.weightDecay = float(config.weightDecay);
+  case OptimizerKind::Lamb:
+    cpu::lambStage1(host, tensors.data(), count, adamSettings(config, lr, step), gradScale, squares.data());
+    cpu::lambStage2(host, tensors.data(), count, float(lr), squares.data());
+    return;
+  case OptimizerKind::Lars:
     cpu::tensorSquares(host, tensors.data(), count, gradScale, squares.data());
-    cpu::larsStep(host, tensors.data(), count, lars, gradScale, squares.data());
+    cpu::larsStep(host, tensors.data(), count, larsSettings(config, lr), gradScale, squares.data());
     return;
-  }
   }
 }
 

@@ -107,37 +107,25 @@ void ShardedOptimizer::step(double lr, int64_t step, float gradScale, std::vecto
   const Stream host{};
   int64_t count = int64_t(tensors_.size());
   switch (config_.kind) {
-  case OptimizerKind::Sgd: {
-    SgdSettings sgd;
-    sgd.lr = float(lr), sgd.momentum = float(config_.momentum), sgd.weightDecay = float(config_.weightDecay);
-    sgd.nesterov = config_.nesterov, sgd.step = step;
-    cpu::sgdStep(host, tensors_.data(), count, sgd, gradScale);
+  case OptimizerKind::Sgd:
+    cpu::sgdStep(host, tensors_.data(), count, sgdSettings(config_, lr, step), gradScale);
     break;
-  }
   case OptimizerKind::AdamW:
+    cpu::adamwStep(host, tensors_.data(), count, adamSettings(config_, lr, step), gradScale);
+    break;
   case OptimizerKind::Lamb: {
-    AdamSettings adam;
-    adam.lr = float(lr), adam.beta1 = float(config_.beta1), adam.beta2 = float(config_.beta2);
-    adam.eps = float(config_.eps), adam.weightDecay = float(config_.weightDecay), adam.step = step;
-    if (config_.kind == OptimizerKind::AdamW) {
-      cpu::adamwStep(host, tensors_.data(), count, adam, gradScale);
-    } else {
-      std::vector<float> squares(2 * pieces_.size(), 0.0f);
-      cpu::lambStage1(host, tensors_.data(), count, adam, gradScale, squares.data());
-      std::vector<float> completed = completePerTensor(squares);
-      cpu::lambStage2(host, tensors_.data(), count, adam.lr, completed.data());
-    }
+    std::vector<float> squares(2 * pieces_.size(), 0.0f);
+    cpu::lambStage1(host, tensors_.data(), count, adamSettings(config_, lr, step), gradScale, squares.data());
+    std::vector<float> completed = completePerTensor(squares);
+    cpu::lambStage2(host, tensors_.data(), count, float(lr), completed.data());
     break;
   }
   case OptimizerKind::Lars: {
-    LarsSettings lars;
-    lars.lr = float(lr), lars.momentum = float(config_.momentum), lars.eta = float(config_.eta);
-    lars.weightDecay = float(config_.weightDecay);
     // The completed squares hold sum g^2; LARS wants sum (gradScale g)^2.
     std::vector<float> squares = normSquares_;
     for (size_t p = 0; p < pieces_.size(); ++p)
       squares[2 * p + 1] *= gradScale * gradScale;
-    cpu::larsStep(host, tensors_.data(), count, lars, gradScale, squares.data());
+    cpu::larsStep(host, tensors_.data(), count, larsSettings(config_, lr), gradScale, squares.data());
     break;
   }
   }

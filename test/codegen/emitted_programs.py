@@ -133,6 +133,25 @@ def worst_relative(got, want):
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 
+def worst_weight_error(reference_checkpoint, run, ranks, model):
+    """The largest weight error of any rank's checkpoint against one rank's."""
+    a = safetensors(reference_checkpoint)
+    worst, where = 0.0, ""
+    for r in range(ranks):
+        b = safetensors(f"{run}/rank-{r:05d}-of-{ranks:05d}.safetensors")
+        error, key = weight_error(a, b, f"{FIXTURES}/{model}/grads")
+        if error >= worst:
+            worst, where = error, key
+    return worst, where
+
+
+def check_counters(log, predicted, tag):
+    """Every step's counters equal the plan's bytes per collective and axis."""
+    for line in open(log):
+        measured = {c: {axis: e["bytes"] for axis, e in axes.items()} for c, axes in json.loads(line)["comm"].items()}
+        check(measured == predicted, f"{tag}: the program moved {measured} bytes, the plan says {predicted}")
+
+
 # 1. Trajectories against PyTorch.
 print(f"{'model':8} {'optimizer':9} {'worst relative loss error over 10 steps':>40}")
 for model in MODELS:
@@ -238,20 +257,11 @@ for model in ["gpt2", "bert", "llama"]:
             if one.returncode or many.returncode:
                 continue
             loss_error = worst_relative(losses(f"{WORK}/{tag}-n.log"), reference["losses"][name])
-            a = safetensors(f"{WORK}/{tag}-1/{shard}")
-            worst_weight, where = 0.0, ""
-            for r in range(ranks):
-                b = safetensors(f"{WORK}/{tag}-n/rank-{r:05d}-of-{ranks:05d}.safetensors")
-                error, key = weight_error(a, b, f"{FIXTURES}/{model}/grads")
-                if error >= worst_weight:
-                    worst_weight, where = error, key
+            worst_weight, where = worst_weight_error(f"{WORK}/{tag}-1/{shard}", f"{WORK}/{tag}-n", ranks, model)
             # The cost model's communication, exactly: the plan in the
             # manifest against the counters every step logs.
             predicted = json.load(open(f"{parallel}/manifest.json"))["predicted_comm_bytes_per_step"]
-            for line in open(f"{WORK}/{tag}-n.log"):
-                measured = {c: {axis: e["bytes"] for axis, e in axes.items()}
-                            for c, axes in json.loads(line)["comm"].items()}
-                check(measured == predicted, f"{tag}: the program moved {measured} bytes, the plan says {predicted}")
+            check_counters(f"{WORK}/{tag}-n.log", predicted, tag)
             comm = ", ".join(f"{c} on {axis}: {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
             print(f"{model:8} {ranks:5} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {comm}, "
                   f"measured = predicted)")
@@ -287,19 +297,10 @@ for model in ["gpt2", "bert", "llama"]:
             if many.returncode or not os.path.exists(reference_run):
                 continue
             loss_error = worst_relative(losses(f"{WORK}/{tag}-n.log"), reference["losses"][name])
-            a = safetensors(reference_run)
-            worst_weight, where = 0.0, ""
-            for r in range(ranks):
-                b = safetensors(f"{WORK}/{tag}-n/rank-{r:05d}-of-{ranks:05d}.safetensors")
-                error, key = weight_error(a, b, f"{FIXTURES}/{model}/grads")
-                if error >= worst_weight:
-                    worst_weight, where = error, key
+            worst_weight, where = worst_weight_error(reference_run, f"{WORK}/{tag}-n", ranks, model)
             # The run chose its optimizer by flag: the plan for that one.
             predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
-            for line in open(f"{WORK}/{tag}-n.log"):
-                measured = {c: {axis: e["bytes"] for axis, e in axes.items()}
-                            for c, axes in json.loads(line)["comm"].items()}
-                check(measured == predicted, f"{tag}: the program moved {measured} bytes, the plan says {predicted}")
+            check_counters(f"{WORK}/{tag}-n.log", predicted, tag)
             comm = ", ".join(f"{c} {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
             print(f"{model:8} {f'{stage} x{ranks} m{micro}':8} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  "
                   f"({where}; {comm}, measured = predicted)")
@@ -323,10 +324,7 @@ if built.returncode == 0:
     if run.returncode == 0:
         predicted = json.load(open(f"{odd}/manifest.json"))["predicted_comm_bytes_per_step_by_optimizer"]["lamb"]
         check(predicted["all_gather"]["dp"] == 7233 * 4, f"the plan does not count the padded shard: {predicted}")
-        for line in open(f"{WORK}/gpt2-zero2-dp3.log"):
-            measured = {c: {axis: e["bytes"] for axis, e in axes.items()}
-                        for c, axes in json.loads(line)["comm"].items()}
-            check(measured == predicted, f"gpt2 zero=2 x3: the program moved {measured} bytes, the plan says {predicted}")
+        check_counters(f"{WORK}/gpt2-zero2-dp3.log", predicted, "gpt2 zero=2 x3")
         loss_error = worst_relative(losses(f"{WORK}/gpt2-zero2-dp3.log"), reference["losses"]["lamb"])
         check(loss_error <= 1e-5, f"gpt2 zero=2 x3: losses differ from PyTorch's by {loss_error:.2e}")
         print(f"gpt2     2 x3 m1  lamb     {loss_error:28.2e}  (7232 weights in shards of 2411, the last padded; "

@@ -86,6 +86,10 @@ struct SearchResult {
 SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
                          const SearchOptions &options);
 
+/// Keeps `candidate` among the `keep` fastest plans that fit (best first),
+/// or as the plan with the least memory when it does not fit.
+void keepCandidate(SearchResult &result, SearchCandidate candidate, int keep);
+
 /// Why `candidate` is slower than `winner`, in one line ("+12% step time:
 /// exposed communication 0.8 s more, bubble 0.1 s less").
 std::string explainLoss(const SearchCandidate &candidate, const SearchCandidate &winner);

@@ -41,6 +41,12 @@ struct OptimizerConfig {
 /// Sets `tensor.decay` and `tensor.trustRatio` for a tensor of `rank`.
 void applyConventions(OptimizerKind kind, size_t rank, OptimizerTensor &tensor);
 
+/// The kernels' settings for `config` at learning rate `lr` and 1-based
+/// `step`.
+AdamSettings adamSettings(const OptimizerConfig &config, double lr, int64_t step);
+SgdSettings sgdSettings(const OptimizerConfig &config, double lr, int64_t step);
+LarsSettings larsSettings(const OptimizerConfig &config, double lr);
+
 /// The global gradient norm (before clipping) of `tensors`.
 double gradientNorm(const std::vector<OptimizerTensor> &tensors);
 
