@@ -59,12 +59,18 @@ double modelStateLowerBound(double parameters, const Strategy &s) {
   return states.parameters + states.gradients + (s.offloadOptimizer ? 0 : states.optimizer);
 }
 
-/// A lower bound on the step time: the busiest model-parallel rank does at
-/// least an equal share of the replica's model FLOPs (plus the recomputed
-/// forward under full recomputation), at no more than the best GEMM rate;
-/// and the first microbatch alone passes forward and back through every
-/// pipeline stage in turn, so a pipeline deeper than its microbatch count
-/// takes at least the whole replica's work of one microbatch.
+/// A lower bound on the step time. One microbatch's work on a replica, W,
+/// is at least its model FLOPs (plus the recomputed forward under full
+/// recomputation) over the tensor and sequence ranks at the best GEMM rate.
+/// In a pipeline of p stages that take T_s per microbatch (sum W), stage s
+/// cannot start before the first microbatch's forward has passed the stages
+/// before it, does m microbatches, and is followed by the last microbatch's
+/// backward through those stages: the step takes at least
+/// sum_{s' < s} T_s' + m T_s for every s. The least possible maximum of
+/// these over all splits of W is W / (1 - (1 - 1/m)^p) (each constraint
+/// tight: a geometric split), which is m W without a pipeline and at least
+/// W. An interleaved schedule's ranks start on their first chunk, so for it
+/// only the looser max(m, p) W / p holds.
 double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &cluster) {
   double bestEfficiency = 1;
   if (!cluster.gemmEfficiency.empty()) {
@@ -76,11 +82,14 @@ double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &c
   for (const Value &v : graph.values)
     if (v.isParameter)
       dtype = v.dtype;
-  double flops = graph.modelFlops() * std::max(s.microbatches, s.pp);
+  double flops = graph.modelFlops();
   if (s.recompute == Recompute::Full)
     flops *= 4.0 / 3.0;
-  double share = double(s.tp) * s.sp * s.pp;
-  return flops / share / (cluster.peak(dtype) * bestEfficiency);
+  double work = flops / (double(s.tp) * s.sp) / (cluster.peak(dtype) * bestEfficiency);
+  double m = s.microbatches, p = s.pp;
+  if (s.schedule == Schedule::Interleaved && s.pp > 1)
+    return std::max(m, p) * work / p;
+  return work / (1 - std::pow(1 - 1 / m, p));
 }
 
 /// A count rounded up, as text, for any magnitude.
