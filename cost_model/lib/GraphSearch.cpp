@@ -171,6 +171,8 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                 s.recompute = recompute;
                 s.zero = zero;
                 s.offloadOptimizer = offload;
+                if (o.admit && !o.admit(s))
+                  continue;
                 ++result.candidates;
                 std::string error;
                 std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, untraced);

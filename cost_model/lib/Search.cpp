@@ -360,7 +360,7 @@ void keepCandidate(SearchResult &result, SearchCandidate candidate, int keep) {
 std::string explainLoss(const SearchCandidate &c, const SearchCandidate &winner) {
   const Estimate &a = c.estimate, &b = winner.estimate;
   char head[64];
-  std::snprintf(head, sizeof head, "+%.1f%% step time:", 100 * (a.stepTime / b.stepTime - 1));
+  std::snprintf(head, sizeof head, "%+.1f%% step time:", 100 * (a.stepTime / b.stepTime - 1));
   struct Part {
     const char *name;
     double delta;
@@ -372,6 +372,8 @@ std::string explainLoss(const SearchCandidate &c, const SearchCandidate &winner)
             [](const Part &x, const Part &y) { return std::fabs(x.delta) > std::fabs(y.delta); });
   std::string out = head;
   for (int i = 0; i < 2; ++i) {
+    if (i > 0 && parts[i].delta == 0)
+      break; // a part that did not change says nothing
     char item[96];
     std::snprintf(item, sizeof item, "%s %s %.3g s %s", i ? "," : "", parts[i].name,
                   std::fabs(parts[i].delta), parts[i].delta >= 0 ? "more" : "less");

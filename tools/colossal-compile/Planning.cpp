@@ -366,9 +366,39 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   const cost::Graph &graph = *graphs[winner.microbatchSize];
   if (winner.sharding.empty())
     winner.sharding = replicated(graph);
-  if (!request.quiet)
+  // When the best plan cannot be built yet, the best one that can.
+  std::optional<cost::SearchCandidate> buildable;
+  if (!partitionerLacks(winner.strategy).empty()) {
+    // The user's fixed parts may be what the partitioner lacks: not kept here.
+    cost::SearchOptions restricted;
+    restricted.devices = options.devices;
+    restricted.globalBatch = options.globalBatch;
+    restricted.keep = 1;
+    restricted.progress = nullptr;
+    restricted.admit = [](const cost::Strategy &s) { return partitionerLacks(s).empty(); };
+    cost::SearchResult other = cost::searchGraphPlans(
+        [&](int64_t b, std::string &why) { return graphFor(b, why); }, *cluster, restricted);
+    if (!other.best.empty())
+      buildable = std::move(other.best.front());
+  }
+  if (!request.quiet) {
     printReport(model, request.precision, *cluster, &result, winner, graph);
-  if (!writeOutput(request.outputPath, planJson(model, request.precision, request.globalBatch, &result, winner, graph).dump()))
+    if (buildable)
+      llvm::errs() << "buildable: the best plan the partitioner runs today (whatever --strategy fixes) is "
+                   << buildable->strategy.str()
+                   << ", microbatch size " << buildable->microbatchSize << ": "
+                   << cost::explainLoss(*buildable, winner) << "\n";
+    else if (!partitionerLacks(winner.strategy).empty())
+      llvm::errs() << "buildable: no plan the partitioner runs today fits\n";
+  }
+  cost::Json json = planJson(model, request.precision, request.globalBatch, &result, winner, graph);
+  if (buildable)
+    json.asObject()["buildable_alternative"] =
+        cost::Json::Object{{"strategy", buildable->strategy.toJson()},
+                           {"microbatch_size", buildable->microbatchSize},
+                           {"step_time_s", buildable->estimate.stepTime},
+                           {"why_slower", cost::explainLoss(*buildable, winner)}};
+  if (!writeOutput(request.outputPath, json.dump()))
     return fail("cannot write " + request.outputPath);
   return 0;
 }

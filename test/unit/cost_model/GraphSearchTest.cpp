@@ -141,3 +141,19 @@ TEST(GraphScaling, RefusesGraphsOfDifferentStructure) {
   EXPECT_FALSE(graphAtBatch(one, other, 4, error));
   EXPECT_NE(error.find("differ"), std::string::npos) << error;
 }
+
+TEST(GraphSearch, OnlyAdmittedStrategiesAreCandidates) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 32;
+  SearchResult all = searchGraphPlans(importedGpt(4), cluster, options);
+  options.admit = [](const Strategy &s) { return s.tp == 1 && s.pp == 1 && s.zero <= 2; };
+  SearchResult admitted = searchGraphPlans(importedGpt(4), cluster, options);
+  ASSERT_FALSE(admitted.best.empty()) << admitted.infeasible;
+  EXPECT_LT(admitted.candidates, all.candidates);
+  for (const SearchCandidate &c : admitted.best)
+    EXPECT_TRUE(c.strategy.tp == 1 && c.strategy.pp == 1 && c.strategy.zero <= 2) << c.strategy.str();
+  // The unrestricted search is never slower.
+  EXPECT_LE(all.best.front().estimate.stepTime, admitted.best.front().estimate.stepTime);
+}

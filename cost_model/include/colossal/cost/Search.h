@@ -57,6 +57,9 @@ struct SearchOptions {
   bool exhaustive = false;
   /// How many plans to keep: the winner and its closest alternatives.
   int keep = 6;
+  /// When set, only strategies it admits are candidates (the imported-model
+  /// search; for example, what the partitioner can build today).
+  std::function<bool(const Strategy &)> admit;
   /// Called about once a second while the search runs.
   std::function<void(int64_t evaluated, int64_t candidates)> progress;
 };
