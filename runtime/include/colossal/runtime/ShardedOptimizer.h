@@ -15,8 +15,9 @@
 // completed across ranks: one all-reduce of (sum w^2, sum g^2) per tensor
 // gives the global gradient norm (the log, clipping) and LARS's norms, and
 // for LAMB a second one of (sum w^2, sum u^2) gives the trust ratios.
-// Partial sums are added in rank order by the collective, so the result
-// differs from one rank's only by float reassociation.
+// The collective adds the ranks' partial sums in its own order, so norms
+// (and through them the update) differ from one rank's only by float
+// reassociation.
 //
 // The cost model charges exactly these collectives (Estimator.h:
 // EstimateOptions::shardedNormReductions), so the counters can be checked.
