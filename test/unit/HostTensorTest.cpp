@@ -119,6 +119,9 @@ TEST(HostTensor, RangeCountsAndRefusesZeroDelta) {
   EXPECT_FALSE(foldRange(ints({}, {0}), ints({}, {7}), ints({}, {0})).value);
   // A range too large to fold is refused, not allocated.
   EXPECT_FALSE(foldRange(ints({}, {0}), ints({}, {int64_t(1) << 40}), ints({}, {1})).value);
+  // Mixed element types or non-scalars are malformed, not read out of bounds.
+  EXPECT_FALSE(foldRange(ints({}, {0}), ints({}, {7}), HostTensor::ofFloats({}, {0.5})).value);
+  EXPECT_FALSE(foldRange(ints({0}, {}), ints({}, {7}), ints({}, {1})).value);
 }
 
 TEST(HostTensor, CastSaturatesInsteadOfOverflowing) {

@@ -456,6 +456,11 @@ HostTensor foldTrilu(const HostTensor &x, bool upper, int64_t k) {
 
 Folded<HostTensor> foldRange(const HostTensor &start, const HostTensor &limit,
                              const HostTensor &delta) {
+  for (const HostTensor *t : {&start, &limit, &delta})
+    if (t->numElements() != 1)
+      return Folded<HostTensor>::fail("range start, limit and delta must be scalars");
+  if (start.kind != limit.kind || start.kind != delta.kind)
+    return Folded<HostTensor>::fail("range start, limit and delta differ in type");
   double s = start.asDouble(0), l = limit.asDouble(0), d = delta.asDouble(0);
   if (d == 0 || std::isnan(d) || std::isnan(s) || std::isnan(l))
     return Folded<HostTensor>::fail("range delta must be a non-zero number");

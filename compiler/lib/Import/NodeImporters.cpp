@@ -646,6 +646,14 @@ LogicalResult importGather(NodeContext &ctx) {
   int64_t axis = train::normalizeAxis(ctx.attrInt("axis", 0), dataShape->size());
   if (axis < 0)
     return ctx.fail("axis is out of range for rank " + std::to_string(dataShape->size()));
+  // ONNX allows only int32 and int64 indices; anything else is a malformed
+  // file, not something to truncate into an index.
+  std::optional<ElementKind> indexKind = inputKind(ctx, 1);
+  if (!indexKind)
+    return failure();
+  if (*indexKind != ElementKind::Int64 && *indexKind != ElementKind::Int32)
+    return ctx.fail(std::string("indices must be int32 or int64, not ") +
+                    elementKindName(*indexKind));
   const HostTensor *data = ctx.constantInput(0), *indices = ctx.constantInput(1);
   if (data && indices)
     return produceFolded(ctx, foldGather(*data, *indices, axis));
