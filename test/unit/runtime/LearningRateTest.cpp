@@ -1,10 +1,13 @@
-//===- LearningRateTest.cpp - schedules at their defining points ----------===//
+//===- LearningRateTest.cpp - schedules against their definition and PyTorch -===//
 
 #include "colossal/runtime/LearningRate.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 using namespace colossal::rt;
 
@@ -48,4 +51,34 @@ TEST(LearningRateTest, NoWarmup) {
   EXPECT_DOUBLE_EQ(s.at(0), 2.0);
   EXPECT_DOUBLE_EQ(s.at(2), 1.0);
   EXPECT_DOUBLE_EQ(s.at(4), 0.0);
+}
+
+TEST(LearningRateTest, EqualsPyTorchSchedulers) {
+  // test/fixtures/schedules/generate.py: PyTorch's LinearLR warm-up, then
+  // CosineAnnealingLR, LinearLR, PolynomialLR or ConstantLR, at every step.
+  std::ifstream file(COLOSSAL_FIXTURES_DIR "/schedules/schedules.txt");
+  ASSERT_TRUE(file) << "cannot read schedules.txt";
+  std::string line;
+  int cases = 0;
+  while (std::getline(file, line)) {
+    if (line.empty() || line[0] == '#')
+      continue;
+    std::istringstream in(line);
+    std::string decay;
+    LearningRateSchedule s;
+    in >> decay >> s.warmupSteps >> s.totalSteps >> s.minRatio >> s.power >> s.base;
+    ASSERT_TRUE(parseDecay(decay)) << decay;
+    s.decay = *parseDecay(decay);
+    double rate;
+    int64_t step = 0;
+    while (in >> rate) {
+      ++step;
+      // PyTorch's schedulers update the rate multiplicatively, step by step:
+      // they drift from the closed form by a few ulps.
+      EXPECT_NEAR(s.at(step), rate, 1e-12 * s.base) << decay << " W=" << s.warmupSteps << " step " << step;
+    }
+    EXPECT_EQ(step, s.totalSteps) << decay;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 7);
 }
