@@ -68,12 +68,19 @@ public:
 private:
   FailureOr<Kind> kindOf(Value v, Operation *user) {
     Type element = cast<ShapedType>(v.getType()).getElementType();
-    if (element.isF32())
+    if (element.isF32() || element.isBF16() || element.isF16())
       return Kind::Float;
     if (isa<IntegerType>(element))
       return Kind::Integer;
-    return user->emitError() << "the host target computes in float32; this op has a value of type " << v.getType()
-                             << " (compile with --precision fp32, or use --target cuda for 16-bit types)";
+    return user->emitError() << "emitted programs compute in float32, bf16 or fp16 and integers; this op has a "
+                             << "value of type " << v.getType();
+  }
+
+  /// The 16-bit type a float value is stored in, or "" for float32: its
+  /// elements are rounded to it after the op computes in float32.
+  static std::string storageOf(Value v) {
+    Type element = cast<ShapedType>(v.getType()).getElementType();
+    return element.isBF16() ? "colossal::rt::DType::BF16" : element.isF16() ? "colossal::rt::DType::F16" : "";
   }
 
   std::string shape(Value v) { return shapeLiteral(cast<ShapedType>(v.getType()).getShape()); }
@@ -94,7 +101,11 @@ private:
       return failure();
     std::string name = "v" + std::to_string(counter_++);
     names_[result] = name;
-    os_ << "  Tensor " << name << " = " << expression << ";\n";
+    std::string storage = storageOf(result);
+    if (storage.empty())
+      os_ << "  Tensor " << name << " = " << expression << ";\n";
+    else
+      os_ << "  Tensor " << name << " = roundTo(" << expression << ", " << storage << ");\n";
     os_ << "  expect(" << name << ", " << shape(result) << ", " << (*kind == Kind::Integer ? "true" : "false") << ", "
         << describe(op) << ");\n";
     return success();
@@ -218,8 +229,8 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return one("where(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + out() + ")");
   if (auto c = dyn_cast<CastOp>(op)) {
     Type to = c.getTo();
-    if (!to.isF32() && !isa<IntegerType>(to))
-      return op->emitError() << "the host target computes in float32; cannot cast to " << to;
+    if (!to.isF32() && !to.isBF16() && !to.isF16() && !isa<IntegerType>(to))
+      return op->emitError() << "emitted programs compute in float32, bf16 or fp16; cannot cast to " << to;
     bool toBool = to.isInteger(1), toInteger = isa<IntegerType>(to) && !toBool;
     return one("cast(" + in(0) + ", " + (toInteger ? "true" : "false") + ", " + (toBool ? "true" : "false") + ")");
   }
@@ -332,11 +343,17 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
                                 const std::vector<std::string> &trainableOrder) {
   Block &body = step_.getBody().front();
   os_ << "void trainStep(const std::vector<HostTensor> &inputs, const std::vector<HostTensor> &parameters,\n"
-         "               HostTensor &loss, std::vector<HostTensor> &gradients) {\n";
+         "               float lossScale, HostTensor &loss, std::vector<HostTensor> &gradients) {\n";
   for (BlockArgument arg : body.getArguments()) {
     std::string name = "v" + std::to_string(counter_++);
     names_[arg] = name;
     auto inputName = step_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+    if (inputName && inputName.getValue() == "loss_scale") {
+      // The loss gradient's seed: the trainer's current loss scale.
+      os_ << "  const Tensor " << name << " = " << (device_ ? "upload(" : "")
+          << "HostTensor::ofFloats(Shape{}, {lossScale})" << (device_ ? ")" : "") << "; // loss_scale\n";
+      continue;
+    }
     os_ << (device_ ? "  const Tensor " : "  const Tensor &") << name << " = "
         << (device_ ? "upload(inputs[" : "inputs[") << arg.getArgNumber() << (device_ ? "])" : "]") << "; // "
         << (inputName ? inputName.getValue() : StringRef("input")) << "\n";
@@ -397,10 +414,13 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   }
 
   bool device = settings.target == "cuda";
+  auto precision = module->getAttrOfType<StringAttr>("train.precision");
   os << "// The training step of " << settings.model << ", emitted by colossal-compile for the "
      << (device ? "CUDA" : "host") << " target\n"
-     << "// (float32, one statement per op of @forward_backward). Built against the\n"
-     << "// runtime's public headers; main() hands the step to the runtime's trainer.\n\n"
+     << "// (" << (precision ? precision.getValue() : StringRef("fp32"))
+     << ", one statement per op of @forward_backward; 16-bit values are float32\n"
+     << "// rounded to their type after each op). Built against the runtime's public\n"
+     << "// headers; main() hands the step to the runtime's trainer.\n\n"
      << "#include \"colossal/runtime/HostTensor.h\"\n"
      << "#include \"colossal/runtime/Trainer.h\"\n";
   if (device)
@@ -417,8 +437,13 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  colossal::rt::TrainingProgram p;\n"
      << "  p.model = " << quoted(settings.model) << ";\n";
   Block &body = step.getBody().front();
+  bool scalesLoss = false;
   for (BlockArgument arg : body.getArguments()) {
     auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+    if (name && name.getValue() == "loss_scale") {
+      scalesLoss = true;
+      continue;
+    }
     auto type = cast<ShapedType>(arg.getType());
     bool integer = isa<IntegerType>(type.getElementType());
     if (!integer && !type.getElementType().isF32())
@@ -449,6 +474,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.microbatches = " << settings.microbatches << ";\n"
      << "  s.ranks = " << settings.ranks << ";\n"
      << "  s.zero = " << settings.zero << ";\n"
+     << "  s.lossScaling.dynamic = " << (scalesLoss ? "true" : "false") << ";\n"
      << "  p.step = trainStep;\n"
      << "  return p;\n}\n\n} // namespace\n\n"
      << (device ? "int main(int argc, char **argv) {\n"

@@ -63,7 +63,7 @@ LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const
                                 << "than the parameter " << type;
     if (!v.integer && !type.getElementType().isF32())
       return module.emitError() << "parameter @" << p.getSymName() << " is " << type.getElementType()
-                                << "; the host target keeps float32 weights (--precision fp32)";
+                                << "; emitted programs keep float32 weights (16-bit precisions cast them where used)";
     rt::TensorView view;
     view.name = p.getSymName().str();
     view.shape = v.shape;
@@ -244,9 +244,6 @@ LogicalResult writePackage(ModuleOp module, const PackageOptions &options) {
   if (cuda && std::string(kNvcc).empty())
     return module.emitError() << "--target cuda: this colossal-compile was built without CUDA (configure with "
                               << "-DCOLOSSAL_CUDA=ON where /usr/local/cuda has nvcc)";
-  if (options.precision != "fp32")
-    return module.emitError() << "--precision " << options.precision
-                              << ": emitted programs train in fp32 in this version (bf16 and fp16 are not built yet)";
   const std::string &dir = options.directory;
   if (llvm::sys::fs::exists(dir) && !llvm::sys::fs::is_directory(dir))
     return module.emitError() << "-o " << dir << ": exists and is not a directory";

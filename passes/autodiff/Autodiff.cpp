@@ -25,7 +25,7 @@ bool isFloatTensor(Value v) {
 
 } // namespace
 
-FailureOr<func::FuncOp> buildForwardBackward(ModuleOp module, double lossScale) {
+FailureOr<func::FuncOp> buildForwardBackward(ModuleOp module, bool lossScaleArgument) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return module.emitError("autodiff: the module has no @forward function"), failure();
@@ -77,9 +77,22 @@ FailureOr<func::FuncOp> buildForwardBackward(ModuleOp module, double lossScale) 
   builder.setInsertionPoint(terminator);
   Location loc = terminator->getLoc();
   auto scalar = RankedTensorType::get({}, lossType.getElementType());
-  grads[loss] = ConstantOp::create(
-      builder, loc,
-      cast<ElementsAttr>(DenseElementsAttr::get(scalar, builder.getFloatAttr(lossType.getElementType(), lossScale))));
+  if (lossScaleArgument) {
+    // The scale changes from step to step (dynamic loss scaling): an argument.
+    auto f32 = RankedTensorType::get({}, builder.getF32Type());
+    unsigned index = function.getNumArguments();
+    if (failed(function.insertArgument(
+            index, f32,
+            builder.getDictionaryAttr(builder.getNamedAttr("train.name", builder.getStringAttr("loss_scale"))), loc)))
+      return failure();
+    Value scale = body.getArgument(index);
+    if (scalar != f32)
+      scale = CastOp::create(builder, loc, scalar, scale, TypeAttr::get(lossType.getElementType()));
+    grads[loss] = scale;
+  } else {
+    grads[loss] = ConstantOp::create(
+        builder, loc, cast<ElementsAttr>(DenseElementsAttr::get(scalar, builder.getFloatAttr(lossType.getElementType(), 1.0))));
+  }
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
@@ -143,12 +156,17 @@ namespace {
 
 struct AutodiffPass : public PassWrapper<AutodiffPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutodiffPass)
+  AutodiffPass() = default;
+  AutodiffPass(const AutodiffPass &other) : PassWrapper(other) {}
   StringRef getArgument() const final { return "train-autodiff"; }
   StringRef getDescription() const final {
     return "Adds @forward_backward: the loss and the gradient of every trainable parameter";
   }
+  Option<bool> lossScaleArgument{*this, "loss-scale-argument",
+                                  llvm::cl::desc("Seed the loss gradient with a last argument, the loss scale"),
+                                  llvm::cl::init(false)};
   void runOnOperation() override {
-    if (failed(buildForwardBackward(getOperation())))
+    if (failed(buildForwardBackward(getOperation(), lossScaleArgument)))
       signalPassFailure();
   }
 };

@@ -10,7 +10,9 @@
 // labels, shapes, integer casts) get no gradient; a parameter read more than
 // once (tied weights) sums the gradients of its reads; a trainable parameter
 // the loss does not depend on gets zeros. The loss gradient is seeded with
-// `lossScale` (1 for fp32).
+// 1, or with a last argument (tensor<f32>, train.name = "loss_scale") when
+// `lossScaleArgument`: fp16 training scales its loss by a factor that
+// changes from step to step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,7 +28,7 @@
 namespace colossal::autodiff {
 
 /// Builds @forward_backward from @forward; diagnostics explain a failure.
-mlir::FailureOr<mlir::func::FuncOp> buildForwardBackward(mlir::ModuleOp module, double lossScale = 1.0);
+mlir::FailureOr<mlir::func::FuncOp> buildForwardBackward(mlir::ModuleOp module, bool lossScaleArgument = false);
 
 std::unique_ptr<mlir::Pass> createAutodiffPass();
 void registerAutodiffPass();

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include "colossal/runtime/DeviceTensor.h"
 #include "colossal/runtime/Kernels.h"
 #include "colossal/runtime/Philox.h"
@@ -203,6 +205,12 @@ __global__ void castKernel(const float *f, const int64_t *in, float *outF, int64
       outI[i] = v != 0;
     else
       outI[i] = isnan(v) || fabs(v) >= 9.2e18 ? 0 : int64_t(v);
+  }
+}
+
+__global__ void roundKernel(const float *x, float *out, bool bfloat, int64_t n) {
+  GRID_STRIDE(i, n) {
+    out[i] = bfloat ? __bfloat162float(__float2bfloat16_rn(x[i])) : __half2float(__float2half_rn(x[i]));
   }
 }
 
@@ -548,6 +556,17 @@ Tensor cast(const Tensor &x, bool toInteger, bool toBool) {
                                         out.integer ? nullptr : out.floats(), out.integer ? out.ints() : nullptr,
                                         toBool, n);
   launched("cast");
+  return out;
+}
+
+Tensor roundTo(const Tensor &x, DType storage) {
+  requireFloat(x, "roundTo");
+  if (storage != DType::BF16 && storage != DType::F16)
+    fail("roundTo", std::string("rounds to bf16 or f16, not ") + nameOf(storage));
+  Tensor out = Tensor::zeros(x.shape);
+  int64_t n = out.elements();
+  roundKernel<<<cuda::gridFor(n), 256>>>(x.floats(), out.floats(), storage == DType::BF16, n);
+  launched("roundTo");
   return out;
 }
 

@@ -13,19 +13,20 @@ namespace colossal::rt {
 
 namespace {
 /// JSON has no NaN or infinity: they are written as null.
-std::string number(double value) {
+std::string number(double value, int digits = 9) {
   if (!std::isfinite(value))
     return "null";
   char text[32];
-  std::snprintf(text, sizeof text, "%.9g", value);
+  std::snprintf(text, sizeof text, "%.*g", digits, value);
   return text;
 }
 } // namespace
 
 std::string formatStepRecord(const StepRecord &r) {
+  // The loss scale in full: it is a power of two the reader compares exactly.
   std::string line = "{\"step\": " + std::to_string(r.step) + ", \"loss\": " + number(r.loss) +
                      ", \"lr\": " + number(r.lr) + ", \"grad_norm\": " + number(r.gradNorm) +
-                     ", \"loss_scale\": " + number(r.lossScale) + ", \"tokens_per_s\": " + number(r.tokensPerSecond) +
+                     ", \"loss_scale\": " + number(r.lossScale, 17) + ", \"tokens_per_s\": " + number(r.tokensPerSecond) +
                      ", \"time\": " + number(r.time);
   for (const auto &[key, value] : r.extra)
     line += ", \"" + key + "\": " + value;

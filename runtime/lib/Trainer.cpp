@@ -74,6 +74,8 @@ Trains %s, compiled by colossal-compile, on the host.
   --nesterov           Nesterov momentum for SGD
   --eta X              LARS trust coefficient (default %g)
   --clip-grad-norm X   clip the global gradient norm to X (default %g: off)
+  --loss-scale X       initial loss scale of an fp16 program (default %g)
+  --loss-scale-window N  finite steps before the loss scale doubles (default %lld)
   --warmup-steps N     linear warm-up steps (default %lld)
   --schedule NAME      constant, cosine, linear or polynomial decay after warm-up
                        (default %s)
@@ -85,7 +87,8 @@ void usage(const char *argv0, const TrainingProgram &p) {
   const TrainingSettings &s = p.settings;
   const OptimizerConfig &o = s.optimizer;
   std::printf(kUsage, argv0, p.model.c_str(), (long long)s.steps, nameOf(o.kind), o.lr, o.weightDecay, o.beta1,
-              o.beta2, o.eps, o.momentum, o.eta, o.clipGradNorm, (long long)s.warmupSteps, nameOf(s.schedule));
+              o.beta2, o.eps, o.momentum, o.eta, o.clipGradNorm, s.lossScaling.initial,
+              (long long)s.lossScaling.window, (long long)s.warmupSteps, nameOf(s.schedule));
 }
 
 double parseNumber(const std::string &flag, const std::string &text) {
@@ -138,7 +141,8 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
     static const char *const kValued[] = {"--steps", "--seed", "--feed", "--data", "--weights", "--log",
                                           "--save", "--resume", "--optimizer", "--lr", "--weight-decay",
                                           "--clip-grad-norm", "--warmup-steps", "--schedule", "--eps",
-                                          "--beta1", "--beta2", "--momentum", "--eta", "--dump-gradients"};
+                                          "--beta1", "--beta2", "--momentum", "--eta", "--dump-gradients",
+                                          "--loss-scale", "--loss-scale-window"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail(flag, "unknown flag (see --help)");
     if (eq == std::string::npos) {
@@ -189,6 +193,17 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
       opt.weightDecay = parseNumber(flag, value);
     else if (flag == "--clip-grad-norm")
       opt.clipGradNorm = parseNumber(flag, value);
+    else if (flag == "--loss-scale" || flag == "--loss-scale-window") {
+      if (!o.settings.lossScaling.dynamic)
+        fail(flag, "this program does not scale its loss (compile it with --precision fp16)");
+      if (flag == "--loss-scale") {
+        o.settings.lossScaling.initial = parseNumber(flag, value);
+        if (o.settings.lossScaling.initial <= 0)
+          fail(flag, "expects a positive number, got '" + value + "'");
+      } else {
+        o.settings.lossScaling.window = parseCount(flag, value, 1);
+      }
+    }
     else if (flag == "--warmup-steps")
       o.settings.warmupSteps = parseCount(flag, value, 0);
     else if (flag == "--schedule") {
@@ -372,6 +387,12 @@ struct State {
   /// Under ZeRO with more than one rank: the shard's optimizer (then m, v and
   /// scratch above are released, and grads too under stage 2).
   std::unique_ptr<ShardedOptimizer> sharded;
+  /// Optimizer updates applied: the step count less the steps skipped for
+  /// non-finite fp16 gradients (bias correction counts updates).
+  int64_t updates = 0;
+  /// Dynamic loss scaling: the scale and the finite steps since it changed.
+  double lossScale = 1.0;
+  int64_t finiteSteps = 0;
 };
 
 State loadWeights(const TrainingProgram &program, const std::string &path) {
@@ -418,6 +439,13 @@ TensorView viewOf(const std::string &name, const Shape &shape, const std::vector
   return TensorView{name, DType::F32, shape, data.data(), int64_t(data.size() * sizeof(float))};
 }
 
+/// A double as text that reads back to the same double.
+std::string formatExact(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
 /// Collective over the data-parallel ranks: each writes the (replicated)
 /// weights and optimizer state as its own shard file.
 void saveState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
@@ -446,7 +474,9 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
   }
   saveCheckpoint(dir, world, step, shards,
                  {{"model", program.model}, {"optimizer", nameOf(o.settings.optimizer.kind)},
-                  {"seed", std::to_string(o.seed)}, {"microbatches", std::to_string(o.settings.microbatches)}});
+                  {"seed", std::to_string(o.seed)}, {"microbatches", std::to_string(o.settings.microbatches)},
+                  {"updates", std::to_string(s.updates)}, {"loss_scale", formatExact(s.lossScale)},
+                  {"loss_scale_finite_steps", std::to_string(s.finiteSteps)}});
 }
 
 int64_t resumeState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
@@ -482,6 +512,12 @@ int64_t resumeState(Communicator &world, const std::string &dir, const TrainingP
     const ProgramParameter &p = program.parameters[s.trainable[t]];
     restore("optimizer.m:" + p.name, p.shape, s.m[t]);
     restore("optimizer.v:" + p.name, p.shape, s.v[t]);
+  }
+  // Checkpoints of programs without loss scaling applied every step.
+  s.updates = info("updates").empty() ? checkpoint.step() : std::stoll(info("updates"));
+  if (o.settings.lossScaling.dynamic && !info("loss_scale").empty()) {
+    s.lossScale = std::strtod(info("loss_scale").c_str(), nullptr);
+    s.finiteSteps = std::stoll(info("loss_scale_finite_steps"));
   }
   return checkpoint.step();
 }
@@ -520,6 +556,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
   const Options &o = p.options;
   State &s = p.state;
   bool lead = dp.rank() == 0;
+  s.lossScale = o.settings.lossScaling.dynamic ? o.settings.lossScaling.initial : 1.0;
   int64_t start = o.resume.empty() ? 0 : resumeState(dp, o.resume, program, o, s);
   if (start > o.settings.steps)
     fail("--steps", "the checkpoint is at step " + std::to_string(start) + ", past --steps " +
@@ -568,7 +605,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     for (int64_t m = 0; m < microbatches; ++m) {
       std::vector<Tensor> inputs = p.data->microbatch(step - 1, m), grads;
       Tensor microLoss;
-      program.step(inputs, s.parameters, microLoss, grads);
+      program.step(inputs, s.parameters, float(s.lossScale), microLoss, grads);
       if (microLoss.integer || microLoss.floats.size() != 1)
         fail(program.model, "the step's loss is not a float scalar");
       if (grads.size() != s.trainable.size())
@@ -620,6 +657,8 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     averageOverRanks(dp, &loss, 1);
     if (counters)
       counters->setPaused(false);
+    // The gradients are of the scaled loss until the optimizer unscales them.
+    float unscale = float(1.0 / s.lossScale);
     if (!o.dumpGradients.empty() && step == start + 1 && lead) {
       if (scatterEachMicrobatch)
         fail("--dump-gradients", "under ZeRO-2 no rank holds the whole gradients");
@@ -627,23 +666,49 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
         fail("--dump-gradients", "cannot create " + o.dumpGradients + ": " + std::strerror(errno));
       for (size_t t = 0; t < s.trainable.size(); ++t) {
         const ProgramParameter &param = program.parameters[s.trainable[t]];
-        writeNpy(o.dumpGradients + "/" + param.name + ".npy", DType::F32, param.shape, s.grads[t].data());
+        std::vector<float> g = s.grads[t];
+        for (float &x : g)
+          x *= unscale;
+        writeNpy(o.dumpGradients + "/" + param.name + ".npy", DType::F32, param.shape, g.data());
       }
     }
-    double gradNorm = s.sharded ? s.sharded->gradientNorm() : gradientNorm(s.tensors);
-    requireFiniteStep(step, loss, gradNorm);
-    double clip = o.settings.optimizer.clipGradNorm;
-    float gradScale = clip > 0 && gradNorm > clip ? float(clip / gradNorm) : 1.0f;
+    double gradNorm = (s.sharded ? s.sharded->gradientNorm() : gradientNorm(s.tensors)) * unscale;
     double lr = schedule.at(step);
-    if (s.sharded)
-      s.sharded->step(lr, step, gradScale, trainableWeights);
-    else
-      optimizerStep(o.settings.optimizer, lr, step, s.tensors, gradScale);
+    double stepLossScale = s.lossScale;
+    // Every rank computes the same norm (after the gradients' reduction), so
+    // every rank skips the same steps.
+    bool skip = o.settings.lossScaling.dynamic && std::isfinite(loss) && !std::isfinite(gradNorm);
+    if (skip) {
+      // fp16 gradients overflowed: no update, a smaller scale next step.
+      s.lossScale *= o.settings.lossScaling.backoff;
+      s.finiteSteps = 0;
+      if (s.lossScale < 0x1p-24)
+        fail("step " + std::to_string(step),
+             "the gradients are not finite at any loss scale (the loss was " + std::to_string(loss) + ")");
+    } else {
+      requireFiniteStep(step, loss, gradNorm);
+      double clip = o.settings.optimizer.clipGradNorm;
+      // Unscaling and clipping are one factor on every gradient; a power-of-two
+      // scale divides exactly.
+      float gradScale = unscale * (clip > 0 && gradNorm > clip ? float(clip / gradNorm) : 1.0f);
+      ++s.updates;
+      if (s.sharded)
+        s.sharded->step(lr, s.updates, gradScale, trainableWeights);
+      else
+        optimizerStep(o.settings.optimizer, lr, s.updates, s.tensors, gradScale);
+      if (o.settings.lossScaling.dynamic && ++s.finiteSteps >= o.settings.lossScaling.window) {
+        s.lossScale *= o.settings.lossScaling.growth;
+        s.finiteSteps = 0;
+      }
+    }
     std::string comm = counters ? counters->json() : std::string();
 
     auto now = std::chrono::steady_clock::now();
     StepRecord record;
     record.step = step, record.loss = loss, record.lr = lr, record.gradNorm = gradNorm;
+    record.lossScale = stepLossScale;
+    if (o.settings.lossScaling.dynamic)
+      record.extra.push_back({"skipped", skip ? "true" : "false"});
     double stepSeconds = std::chrono::duration<double>(now - stepBegin).count();
     record.tokensPerSecond = stepSeconds > 0 ? double(p.data->tokensPerStep()) / stepSeconds : 0;
     record.time = std::chrono::duration<double>(now - begin).count();

@@ -153,6 +153,7 @@ def check_counters(log, predicted, tag):
 
 
 # 1. Trajectories against PyTorch.
+fp32_errors = {}
 print(f"{'model':8} {'optimizer':9} {'worst relative loss error over 10 steps':>40}")
 for model in MODELS:
     out = f"{WORK}/{model}"
@@ -169,6 +170,7 @@ for model in MODELS:
             continue
         error = worst_relative(losses(log), reference["losses"][name])
         print(f"{model:8} {name:9} {error:40.2e}")
+        fp32_errors[model, name] = error
         check(error <= 1e-5, f"{model} {name}: losses differ from PyTorch's by {error:.2e} relative")
 
 # 1b. First-step gradients against PyTorch's (the fixtures' grads/*.npy): at
@@ -356,6 +358,114 @@ if plain.returncode == 0:
     print(f"ZeRO-2 resume: bit for bit; the replicated data-parallel program continuing its checkpoint ends "
           f"within {error:.2e} ({key})")
 
+# 7. Mixed precision: matmuls, convolutions and attention compute in bf16 or
+# fp16 (float32 rounded to the 16-bit type after each op), norms, softmax and
+# the loss in float32, over float32 master weights. No PyTorch run rounds at
+# the same places, so the reference is PyTorch's float32 trajectory, in units
+# of the format's unit roundoff u (2^-9 for bf16, 2^-12 for fp16): every step
+# within 10u. And the rounding is real: for every model and optimizer the
+# fp16 program is farther from PyTorch than the fp32 one, and bf16 farther
+# still. fp16's default loss scale (2^16) never overflows these models.
+UNIT_ROUNDOFF = {"fp16": 2.0 ** -12, "bf16": 2.0 ** -9}
+print(f"{'model':8} {'optimizer':9} {'fp32':>9} {'fp16':>9} {'bf16':>9}  worst relative loss error vs PyTorch (fp32)")
+for model in MODELS:
+    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
+    errors = {}
+    for precision in UNIT_ROUNDOFF:
+        out = f"{WORK}/{model}-{precision}"
+        built = compile_model(model, out, "--precision", precision)
+        check(built.returncode == 0, f"{model} --precision {precision}: {built.stderr[-2000:]}")
+        if built.returncode:
+            continue
+        for name, hyper in reference["hyper_parameters"].items():
+            log = f"{out}-{name}.log"
+            run = train(out, "--feed", f"{FIXTURES}/{model}/feed", "--log", log, *optimizer_flags(name, hyper))
+            check(run.returncode == 0, f"{model} {precision} {name}: {run.stderr[-2000:]}")
+            if run.returncode:
+                continue
+            records = [json.loads(line) for line in open(log)]
+            check(not any(r.get("skipped") for r in records), f"{model} {precision} {name}: a step was skipped")
+            errors[precision, name] = worst_relative([r["loss"] for r in records], reference["losses"][name])
+            bound = 10 * UNIT_ROUNDOFF[precision]
+            check(errors[precision, name] <= bound,
+                  f"{model} {precision} {name}: losses {errors[precision, name]:.2e} from PyTorch's, over 10u = {bound:.2e}")
+    for name in reference["hyper_parameters"]:
+        e32, e16, ebf = fp32_errors.get((model, name)), errors.get(("fp16", name)), errors.get(("bf16", name))
+        if None in (e32, e16, ebf):
+            continue
+        print(f"{model:8} {name:9} {e32:9.2e} {e16:9.2e} {ebf:9.2e}")
+        check(e32 < e16 < ebf, f"{model} {name}: errors fp32 {e32:.2e}, fp16 {e16:.2e}, bf16 {ebf:.2e} are not "
+                               "ordered by the formats' precision (is the rounding in effect?)")
+
+# Dynamic loss scaling. From 2^24 the scaled gradients overflow fp16: each
+# such step is skipped (the weights stay: the loss repeats the first step's,
+# bit for bit) and the scale halves until the gradients fit. The feed is one
+# batch every step, so from then on, until the next skip, the run follows the
+# default run (scale 2^16) shifted by the skipped steps: powers of two change
+# no rounding but fp16's subnormals.
+gpt2_fp16 = f"{WORK}/gpt2-fp16"
+adamw = optimizer_flags("adamw", json.load(open(f"{FIXTURES}/gpt2/reference.json"))["hyper_parameters"]["adamw"])
+run = train(gpt2_fp16, *feed, "--steps", "12", "--loss-scale", str(2 ** 24), "--log", f"{WORK}/scaled.log", *adamw)
+check(run.returncode == 0, f"fp16 loss scaling: {run.stderr[-2000:]}")
+if run.returncode == 0:
+    records = [json.loads(line) for line in open(f"{WORK}/scaled.log")]
+    k = next((i for i, r in enumerate(records) if not r["skipped"]), len(records))
+    later = next((i for i in range(k, len(records)) if records[i]["skipped"]), len(records) - 1)
+    default = losses(f"{gpt2_fp16}-adamw.log")
+    check(0 < k < len(records), f"fp16: {k} of {len(records)} steps skipped from 2^24, expected some but not all")
+    check(all(r["loss"] == records[0]["loss"] for r in records[:k + 1]), "fp16: a skipped step moved the weights")
+    check([r["loss_scale"] for r in records[:k + 1]] == [2.0 ** (24 - i) for i in range(k + 1)],
+          f"fp16: loss scales {[r['loss_scale'] for r in records]} do not halve from 2^24")
+    shifted = worst_relative([r["loss"] for r in records[k:later + 1]], default[:later + 1 - k])
+    print(f"fp16 loss scaling from 2^24: steps 1-{k} skipped, then scale {records[k]['loss_scale']:.0f}; steps "
+          f"{k + 1}-{later + 1} follow the default run's first {later + 1 - k} within {shifted:.2e}")
+    check(shifted <= 1e-5, f"fp16: after the skipped steps the run is {shifted:.2e} from the default run")
+
+# The loss scale, its count of finite steps and the count of updates are
+# in the checkpoint: skipping, backing off and growing resume bit for bit.
+scaling = ["--loss-scale", str(2 ** 20), "--loss-scale-window", "2", *adamw]
+whole = train(gpt2_fp16, *feed, "--steps", "10", *scaling, "--save", f"{WORK}/fp16-whole", "--log", f"{WORK}/fp16-whole.log")
+first = train(gpt2_fp16, *feed, "--steps", "5", *scaling, "--save", f"{WORK}/fp16-half")
+second = train(gpt2_fp16, *feed, "--steps", "10", *scaling, "--resume", f"{WORK}/fp16-half", "--save",
+               f"{WORK}/fp16-resumed", "--log", f"{WORK}/fp16-resumed.log")
+check(whole.returncode == first.returncode == second.returncode == 0,
+      f"fp16 resume runs failed: {whole.stderr}{first.stderr}{second.stderr}")
+if whole.returncode == first.returncode == second.returncode == 0:
+    same = open(f"{WORK}/fp16-whole/{shard}", "rb").read() == open(f"{WORK}/fp16-resumed/{shard}", "rb").read()
+    scales = lambda log: [(json.loads(line)["loss_scale"], json.loads(line)["skipped"]) for line in open(log)]
+    whole_scales = scales(f"{WORK}/fp16-whole.log")
+    print(f"fp16 resume (scale, skipped) per step {whole_scales}: weights after 10 and after 5 + resume + 5 "
+          f"{'identical' if same else 'DIFFERENT'}")
+    check(same and whole_scales[5:] == scales(f"{WORK}/fp16-resumed.log"), "fp16: the resumed run differs")
+    check(any(s for _, s in whole_scales) and len(set(sc for sc, _ in whole_scales)) > 2,
+          f"fp16: the resume case neither skipped nor grew the scale: {whole_scales}")
+
+# Data parallel with ZeRO-2: every rank sees the same completed gradient
+# norm, so all skip the same steps. The trajectory is one rank's up to fp16
+# rounding: each rank rounds its half batch's weight gradients to fp16 before
+# the float32 reduction, one rank the whole batch's, so the bound is 10u.
+reference = json.load(open(f"{FIXTURES}/gpt2/reference.json"))
+for out, extra in [(f"{WORK}/gpt2-fp16-b4", []), (f"{WORK}/gpt2-fp16-zero2", ["--gpus", "2", "--strategy", "zero=2"])]:
+    built = compile_model("gpt2", out, "--precision", "fp16", *extra, batch=4)
+    check(built.returncode == 0, f"gpt2 fp16 {extra}: {built.stderr[-2000:]}")
+one = train(f"{WORK}/gpt2-fp16-b4", "--feed", f"{WORK}/gpt2-feed4", "--loss-scale", str(2 ** 22), *adamw,
+            "--log", f"{WORK}/fp16-1.log", "--save", f"{WORK}/fp16-1")
+many = train(f"{WORK}/gpt2-fp16-zero2", "--feed", f"{WORK}/gpt2-feed4", "--loss-scale", str(2 ** 22), *adamw,
+             "--log", f"{WORK}/fp16-n.log", "--save", f"{WORK}/fp16-n", ranks=2)
+check(one.returncode == 0 and many.returncode == 0, f"fp16 ZeRO-2: {one.stderr[-1500:]} {many.stderr[-1500:]}")
+if one.returncode == 0 and many.returncode == 0:
+    skipped_one = [json.loads(line)["skipped"] for line in open(f"{WORK}/fp16-1.log")]
+    skipped_many = [json.loads(line)["skipped"] for line in open(f"{WORK}/fp16-n.log")]
+    loss_error = worst_relative(losses(f"{WORK}/fp16-n.log"), losses(f"{WORK}/fp16-1.log"))
+    worst_weight, where = worst_weight_error(f"{WORK}/fp16-1/{shard}", f"{WORK}/fp16-n", 2, "gpt2")
+    print(f"fp16 ZeRO-2 on 2 ranks from scale 2^22: {sum(skipped_many)} steps skipped (one rank: {sum(skipped_one)}); "
+          f"losses within {loss_error:.2e} of one rank's, weights within {worst_weight:.2e} ({where})")
+    check(skipped_one == skipped_many and any(skipped_one) and not all(skipped_one),
+          f"fp16 ZeRO-2: skipped {skipped_many}, one rank {skipped_one}: expected the same, some but not all")
+    bound = 10 * UNIT_ROUNDOFF["fp16"]
+    check(loss_error <= bound and worst_weight <= bound,
+          f"fp16 ZeRO-2: the trajectory differs from one rank's by more than 10u = {bound:.2e}")
+
 # 6. Bad input: a clear error naming it, and a nonzero exit.
 bad = f"{WORK}/bad-feed"
 os.makedirs(bad)
@@ -379,7 +489,8 @@ cases = [
     ("a 1-rank program under mpirun", train(gpt2, *feed, ranks=2), "compiled for 1 data-parallel rank"),
     ("a batch that does not divide", compile_model("gpt2", f"{WORK}/x", "--gpus", "4", batch=6),
      "does not divide into 4 rank(s)"),
-    ("a 16-bit program", compile_model("mlp", f"{WORK}/x", "--precision", "bf16"), "train in fp32"),
+    ("--loss-scale for a program without loss scaling", train(gpt2, *feed, "--loss-scale", "8"),
+     "does not scale its loss (compile it with --precision fp16)"),
 ]
 shutil.copy(f"{FIXTURES}/mlp/feed/labels.npy", f"{bad}/input_ids.npy")
 cases.append(("feed of the wrong shape", train(gpt2, "--feed", bad), "has shape [4]; graph input 'input_ids' takes [2, 8]"))

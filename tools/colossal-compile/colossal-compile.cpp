@@ -15,6 +15,7 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
 #include "passes/autodiff/Autodiff.h"
+#include "passes/autodiff/MixedPrecision.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -73,8 +74,10 @@ cl::opt<int64_t> gpus("gpus",
                                "mpirun -np N, --batch being the global batch"),
                       cl::init(1), cl::cat(category));
 cl::opt<std::string> precision("precision",
-                                cl::desc("fp32 (default), bf16 or fp16; built programs are fp32 today, plans "
-                                         "(--emit=plan) take any"), cl::init("fp32"),
+                                cl::desc("fp32 (default), bf16 or fp16: matmuls, convolutions and attention "
+                                         "compute in 16 bits, norms, softmax and the loss in float32, over "
+                                         "float32 master weights; fp16 scales its loss dynamically"),
+                                cl::init("fp32"),
                                cl::cat(category));
 cl::opt<std::string> optimizer("optimizer", cl::desc("lamb (default), adamw, sgd or lars"), cl::init("lamb"),
                                cl::cat(category));
@@ -288,7 +291,13 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  if (phase != Phase::Mlir && phase != Phase::Raised && failed(colossal::autodiff::buildForwardBackward(*module))) {
+  if (phase != Phase::Mlir && phase != Phase::Raised &&
+      failed(colossal::autodiff::applyMixedPrecision(*module, precision))) {
+    printError("--precision " + precision + " failed on " + inputPath + " (see the error above)");
+    return 1;
+  }
+  if (phase != Phase::Mlir && phase != Phase::Raised &&
+      failed(colossal::autodiff::buildForwardBackward(*module, /*lossScaleArgument=*/precision == "fp16"))) {
     printError("differentiating " + inputPath + " failed (see the error above)");
     return 1;
   }

@@ -2,6 +2,7 @@
 
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "passes/autodiff/Autodiff.h"
+#include "passes/autodiff/MixedPrecision.h"
 #include "passes/plan/Passes.h"
 #include "passes/raise/Passes.h"
 
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
   colossal::train::registerRaisePipeline();
   colossal::plan::registerPlanPasses();
   colossal::autodiff::registerAutodiffPass();
+  colossal::autodiff::registerMixedPrecisionPass();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "colossal-opt: the colossal-compile pass driver\n", registry));
 }

@@ -239,6 +239,16 @@ Tensor cast(const Tensor &x, bool toInteger, bool toBool) {
   return out;
 }
 
+Tensor roundTo(const Tensor &x, DType storage) {
+  requireFloat(x, "roundTo");
+  if (storage != DType::BF16 && storage != DType::F16)
+    fail("roundTo", std::string("rounds to bf16 or f16, not ") + nameOf(storage));
+  Tensor out = x;
+  for (float &v : out.floats)
+    v = storage == DType::BF16 ? bf16ToFloat(floatToBf16(v)) : f16ToFloat(floatToF16(v));
+  return out;
+}
+
 Tensor matmul(const Tensor &a, const Tensor &b, const Shape &out) {
   requireFloat(a, "matmul");
   requireFloat(b, "matmul");

@@ -3,6 +3,7 @@
 #include "Reference.h"
 
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/HostTensor.h"
 #include "colossal/runtime/Kernels.h"
 #include "colossal/runtime/Philox.h"
 
@@ -102,6 +103,24 @@ TEST(DTypeTest, HalfConversionsRoundToNearestEven) {
   EXPECT_EQ(floatToBf16(bitsFloat(0x3f818000u)), 0x3f82);
   for (uint32_t h = 0; h < 0x7f80; ++h)
     ASSERT_EQ(floatToBf16(bf16ToFloat(uint16_t(h))), h) << h;
+}
+
+TEST(DTypeTest, RoundToKeepsSixteenBitValuesInFloat32) {
+  // Mixed precision's storage: each element becomes the nearest 16-bit value.
+  host::Tensor x = host::Tensor::ofFloats({5}, {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 65520.0f, -3.0e-8f,
+                                                std::nanf("")});
+  host::Tensor b = host::roundTo(x, DType::BF16);
+  EXPECT_EQ(b.floats[0], 1.0f);                // tie: to even
+  EXPECT_EQ(b.floats[1], 1.0f + 4.0f / 256);   // tie: to even (up)
+  EXPECT_EQ(b.floats[2], 65536.0f);            // bf16 has float32's range
+  EXPECT_EQ(b.floats[3], bf16ToFloat(floatToBf16(-3.0e-8f)));
+  EXPECT_TRUE(std::isnan(b.floats[4]));
+  host::Tensor h = host::roundTo(x, DType::F16);
+  EXPECT_EQ(h.floats[0], 1.0f + 1.0f / 256);   // representable in fp16
+  EXPECT_TRUE(std::isinf(h.floats[2]));        // past fp16's largest: overflow
+  EXPECT_EQ(h.floats[3], -5.9604644775390625e-8f); // the smallest subnormal
+  EXPECT_THROW(host::roundTo(x, DType::F32), Error);
+  EXPECT_THROW(host::roundTo(host::Tensor::ofInts({1}, {3}), DType::BF16), Error);
 }
 
 //===----------------------------------------------------------------------===//

@@ -17,6 +17,8 @@
 #ifndef COLOSSAL_RUNTIME_HOSTTENSOR_H
 #define COLOSSAL_RUNTIME_HOSTTENSOR_H
 
+#include "colossal/runtime/DType.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -40,6 +40,18 @@ struct ProgramParameter {
   bool trainable = true;
 };
 
+/// Dynamic loss scaling for fp16 gradients (the rules of PyTorch's
+/// GradScaler): the loss gradient is seeded with `scale`; a step whose
+/// gradients are not finite is skipped (no optimizer update) and the scale
+/// multiplied by `backoff`; after `window` finite steps in a row it is
+/// multiplied by `growth`.
+struct LossScaling {
+  bool dynamic = false;
+  double initial = 65536.0;
+  double growth = 2.0, backoff = 0.5;
+  int64_t window = 2000;
+};
+
 /// The settings the program was compiled with; flags override them.
 struct TrainingSettings {
   OptimizerConfig optimizer;
@@ -54,14 +66,16 @@ struct TrainingSettings {
   /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
   /// gradients too (ShardedOptimizer.h); 0 replicates everything.
   int64_t zero = 0;
+  LossScaling lossScaling;
 };
 
 /// Computes the loss and the gradients of the trainable parameters (in the
 /// order of `parameters`, skipping frozen ones) from the inputs and all
-/// parameters.
+/// parameters; the gradients are of `lossScale` times the loss (1 unless the
+/// program scales its loss).
 using StepFunction = std::function<void(const std::vector<host::Tensor> &inputs,
-                                        const std::vector<host::Tensor> &parameters, host::Tensor &loss,
-                                        std::vector<host::Tensor> &gradients)>;
+                                        const std::vector<host::Tensor> &parameters, float lossScale,
+                                        host::Tensor &loss, std::vector<host::Tensor> &gradients)>;
 
 struct TrainingProgram {
   std::string model;
