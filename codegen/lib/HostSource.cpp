@@ -2,6 +2,8 @@
 
 #include "colossal/Codegen/HostSource.h"
 
+#include "colossal/Codegen/CompiledOptimizer.h"
+
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -403,6 +405,10 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!step || !forward)
     return module.emitError() << "the module has no @forward_backward (run train-autodiff first)";
+  FailureOr<CompiledOptimizer> compiled = readCompiledOptimizer(module);
+  if (failed(compiled))
+    return failure();
+  CompiledOptimizer &optimizer = *compiled;
   std::map<std::string, size_t> parameterIndex;
   std::vector<ParameterOp> parameters;
   std::vector<std::string> trainableOrder;
@@ -453,20 +459,32 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
        << shapeLiteral(type.getShape()) << ", " << (integer ? "true" : "false") << ", "
        << (integer ? integerRange(forward.getArgument(arg.getArgNumber())) : 0) << "});\n";
   }
-  for (ParameterOp p : parameters)
+  // Frozen parameters keep the default conventions: no optimizer reads them.
+  for (ParameterOp p : parameters) {
+    CompiledOptimizer::Conventions conventions;
+    if (auto it = optimizer.conventions.find(p.getSymName().str()); it != optimizer.conventions.end())
+      conventions = it->second;
     os << "  p.parameters.push_back({" << quoted(p.getSymName()) << ", "
        << shapeLiteral(cast<ShapedType>(p.getType()).getShape()) << ", " << (p.getTrainable() ? "true" : "false")
-       << "});\n";
+       << ", {/*decay=*/" << (conventions.decay ? "true" : "false") << ", /*trustRatio=*/"
+       << (conventions.trustRatio ? "true" : "false") << "}});\n";
+  }
+  // train.optimizer_update lowers to the runtime's fused optimizer: these are
+  // its settings (defaults a flag may override), the masks above its
+  // per-tensor conventions.
+  std::string where;
+  llvm::raw_string_ostream(where) << optimizer.op.getLoc();
   os << "  colossal::rt::TrainingSettings &s = p.settings;\n"
-     << "  s.optimizer.kind = *colossal::rt::parseOptimizer(" << quoted(settings.optimizer) << ");\n"
+     << "  // train.optimizer_update {kind = " << quoted(optimizer.kind) << "} of @optimizer_step, " << where << "\n"
+     << "  s.optimizer.kind = *colossal::rt::parseOptimizer(" << quoted(optimizer.kind) << ");\n"
      << "  s.optimizer.lr = " << llvm::format("%.9g", settings.lr) << ";\n"
-     << "  s.optimizer.beta1 = " << llvm::format("%.9g", settings.beta1) << ";\n"
-     << "  s.optimizer.beta2 = " << llvm::format("%.9g", settings.beta2) << ";\n"
-     << "  s.optimizer.eps = " << llvm::format("%.9g", settings.eps) << ";\n"
-     << "  s.optimizer.weightDecay = " << llvm::format("%.9g", settings.weightDecay) << ";\n"
-     << "  s.optimizer.momentum = " << llvm::format("%.9g", settings.momentum) << ";\n"
-     << "  s.optimizer.nesterov = " << (settings.nesterov ? "true" : "false") << ";\n"
-     << "  s.optimizer.eta = " << llvm::format("%.9g", settings.eta) << ";\n"
+     << "  s.optimizer.beta1 = " << llvm::format("%.17g", optimizer.beta1) << ";\n"
+     << "  s.optimizer.beta2 = " << llvm::format("%.17g", optimizer.beta2) << ";\n"
+     << "  s.optimizer.eps = " << llvm::format("%.17g", optimizer.eps) << ";\n"
+     << "  s.optimizer.weightDecay = " << llvm::format("%.17g", optimizer.weightDecay) << ";\n"
+     << "  s.optimizer.momentum = " << llvm::format("%.17g", optimizer.momentum) << ";\n"
+     << "  s.optimizer.nesterov = " << (optimizer.nesterov ? "true" : "false") << ";\n"
+     << "  s.optimizer.eta = " << llvm::format("%.17g", optimizer.eta) << ";\n"
      << "  s.optimizer.clipGradNorm = " << llvm::format("%.9g", settings.clipGradNorm) << ";\n"
      << "  s.warmupSteps = " << settings.warmupSteps << ";\n"
      << "  s.schedule = *colossal::rt::parseDecay(" << quoted(settings.schedule) << ");\n"

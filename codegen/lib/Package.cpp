@@ -2,6 +2,8 @@
 
 #include "colossal/Codegen/Package.h"
 
+#include "colossal/Codegen/CompiledOptimizer.h"
+
 #include "BuildPaths.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
@@ -146,7 +148,10 @@ Json manifestOf(ModuleOp module, const PackageOptions &options) {
     parameters.push_back(Json(Json::Object{{"name", p.getSymName().str()},
                                            {"shape", shapeJson(cast<ShapedType>(p.getType()).getShape())},
                                            {"trainable", Json(bool(p.getTrainable()))}}));
-  if (FailureOr<Json> predicted = predictedCommunication(module, s, s.optimizer); succeeded(predicted)) {
+  FailureOr<CompiledOptimizer> optimizer = readCompiledOptimizer(module);
+  if (failed(optimizer))
+    return Json();
+  if (FailureOr<Json> predicted = predictedCommunication(module, s, optimizer->kind); succeeded(predicted)) {
     m["predicted_comm_bytes_per_step"] = *predicted;
     // `model_train --optimizer` may choose another optimizer at run time;
     // under ZeRO that changes the norm completions (LAMB makes two).
@@ -159,8 +164,9 @@ Json manifestOf(ModuleOp module, const PackageOptions &options) {
   m["inputs"] = Json(inputs);
   m["parameters"] = Json(parameters);
   m["training"] = Json(Json::Object{
-      {"optimizer", s.optimizer}, {"lr", s.lr}, {"beta1", s.beta1}, {"beta2", s.beta2}, {"eps", s.eps},
-      {"weight_decay", s.weightDecay}, {"momentum", s.momentum}, {"nesterov", Json(s.nesterov)}, {"eta", s.eta},
+      {"optimizer", optimizer->kind}, {"lr", s.lr}, {"beta1", optimizer->beta1}, {"beta2", optimizer->beta2},
+      {"eps", optimizer->eps}, {"weight_decay", optimizer->weightDecay}, {"momentum", optimizer->momentum},
+      {"nesterov", Json(optimizer->nesterov)}, {"eta", optimizer->eta},
       {"clip_grad_norm", s.clipGradNorm}, {"warmup_steps", Json(s.warmupSteps)}, {"schedule", s.schedule},
       {"steps", Json(s.steps)}, {"microbatches", Json(s.microbatches)}});
   return Json(m);

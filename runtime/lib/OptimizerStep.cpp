@@ -23,10 +23,20 @@ std::optional<OptimizerKind> parseOptimizer(const std::string &name) {
   return std::nullopt;
 }
 
-void applyConventions(OptimizerKind kind, size_t rank, OptimizerTensor &tensor) {
+TensorConventions conventionsOf(OptimizerKind kind, size_t rank) {
   bool matrix = rank > 1;
-  tensor.decay = kind == OptimizerKind::AdamW || kind == OptimizerKind::Sgd || matrix;
-  tensor.trustRatio = matrix;
+  TensorConventions c;
+  // torch.optim decays every tensor; the layer-wise optimizers exempt biases
+  // and normalisation weights. LAMB's kernels scale every tensor by its
+  // trust ratio; LARS's only those it marks.
+  c.decay = kind == OptimizerKind::AdamW || kind == OptimizerKind::Sgd || matrix;
+  c.trustRatio = kind == OptimizerKind::Lamb || (kind == OptimizerKind::Lars && matrix);
+  return c;
+}
+
+void applyConventions(const TensorConventions &conventions, OptimizerTensor &tensor) {
+  tensor.decay = conventions.decay;
+  tensor.trustRatio = conventions.trustRatio;
 }
 
 double gradientNorm(const std::vector<OptimizerTensor> &tensors) {

@@ -10,7 +10,8 @@
 namespace colossal::rt {
 
 ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config,
-                                   const std::vector<int64_t> &sizes, const std::vector<size_t> &ranks)
+                                   const std::vector<int64_t> &sizes,
+                                   const std::vector<TensorConventions> &conventions)
     : dp_(dp), stage_(stage), config_(config), sizes_(sizes) {
   if (stage < 1 || stage > 2)
     fail("ZeRO stage " + std::to_string(stage), "the trainer shards optimizer state (1) and gradients (2) only");
@@ -38,7 +39,7 @@ ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerC
     pieces_.push_back({t, lo, hi - lo});
     OptimizerTensor o{weights_.data() + lo, grad_.data() + (lo - begin_), m_.data() + (lo - begin_),
                       v_.data() + (lo - begin_), update_.data() + (lo - begin_), hi - lo};
-    applyConventions(config.kind, ranks[t], o);
+    applyConventions(conventions[t], o);
     tensors_.push_back(o);
   }
 }

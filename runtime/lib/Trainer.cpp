@@ -384,6 +384,7 @@ struct State {
   std::vector<size_t> trainable;
   std::vector<std::vector<float>> grads, m, v, scratch;
   std::vector<OptimizerTensor> tensors;
+  std::vector<TensorConventions> conventions;
   /// Under ZeRO with more than one rank: the shard's optimizer (then m, v and
   /// scratch above are released, and grads too under stage 2).
   std::unique_ptr<ShardedOptimizer> sharded;
@@ -419,18 +420,21 @@ State loadWeights(const TrainingProgram &program, const std::string &path) {
 }
 
 void prepareOptimizer(const TrainingProgram &program, const OptimizerConfig &config, State &s) {
+  bool compiledOptimizer = config.kind == program.settings.optimizer.kind;
   for (size_t i = 0; i < program.parameters.size(); ++i) {
-    if (!program.parameters[i].trainable)
+    const ProgramParameter &p = program.parameters[i];
+    if (!p.trainable)
       continue;
     size_t n = s.parameters[i].floats.size();
     s.trainable.push_back(i);
     s.grads.emplace_back(n, 0.0f), s.m.emplace_back(n, 0.0f), s.v.emplace_back(n, 0.0f);
     s.scratch.emplace_back(n, 0.0f);
+    s.conventions.push_back(compiledOptimizer ? p.conventions : conventionsOf(config.kind, p.shape.size()));
   }
   for (size_t t = 0; t < s.trainable.size(); ++t) {
     OptimizerTensor o{s.parameters[s.trainable[t]].floats.data(), s.grads[t].data(), s.m[t].data(), s.v[t].data(),
                       s.scratch[t].data(), int64_t(s.grads[t].size())};
-    applyConventions(config.kind, program.parameters[s.trainable[t]].shape.size(), o);
+    applyConventions(s.conventions[t], o);
     s.tensors.push_back(o);
   }
 }
@@ -563,14 +567,13 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
                         std::to_string(o.settings.steps));
   if (o.settings.zero > 0 && dp.size() > 1) {
     std::vector<int64_t> sizes;
-    std::vector<size_t> ranks;
     std::vector<const std::vector<float> *> weights;
     for (size_t t = 0; t < s.trainable.size(); ++t) {
       sizes.push_back(int64_t(s.grads[t].size()));
-      ranks.push_back(program.parameters[s.trainable[t]].shape.size());
       weights.push_back(&s.parameters[s.trainable[t]].floats);
     }
-    s.sharded = std::make_unique<ShardedOptimizer>(dp, int(o.settings.zero), o.settings.optimizer, sizes, ranks);
+    s.sharded =
+        std::make_unique<ShardedOptimizer>(dp, int(o.settings.zero), o.settings.optimizer, sizes, s.conventions);
     s.sharded->setWeights(weights);
     s.sharded->scatterMoments(s.m, s.v);
     // Only the shard's state is kept.

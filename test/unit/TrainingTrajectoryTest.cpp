@@ -1,8 +1,10 @@
 //===- TrainingTrajectoryTest.cpp - ten optimizer steps against PyTorch ----===//
 //
-// The reference training loop: @forward_backward through the host
-// interpreter, then the runtime's fused host optimizers (the ones emitted
-// programs call) on fp32 weights, repeated ten times on the fixture's batch.
+// The reference training loop, all of it from the IR: @forward_backward and
+// @optimizer_step (train-optimizer with the fixture's settings; its update
+// runs the runtime's fused host optimizers, the ones emitted programs call)
+// through the host interpreter on fp32 weights, ten times on the fixture's
+// batch.
 // The loss at every step must equal PyTorch's (reference.json, produced by
 // torch.optim.SGD and AdamW and by the fixture generator's LAMB and LARS,
 // written from the papers) to 1e-5 relative.
@@ -18,6 +20,7 @@
 #include "colossal/runtime/Npy.h"
 #include "colossal/runtime/OptimizerStep.h"
 #include "passes/autodiff/Autodiff.h"
+#include "passes/autodiff/Optimizer.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -69,53 +72,57 @@ TEST_P(TrainingTrajectory, LossesMatchPyTorch) {
   auto function = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
   ASSERT_TRUE(function);
 
-  // Weights from the ONNX file; fp32 masters for the trainable ones.
-  std::map<std::string, HostValue> parameters = colossal::test::loadInitializers(path, dir);
-  std::vector<HostValue> arguments = colossal::test::loadFeeds(function, dir);
-  struct Slot {
-    std::string name;
-    std::vector<float> w, g, m, v, u;
-    size_t rank;
-  };
-  std::vector<Slot> slots;
-  for (unsigned r = 1; r < function.getNumResults(); ++r) {
-    Slot s;
-    s.name = function.getResultAttrOfType<mlir::StringAttr>(r, "train.name").str().substr(5);
-    const HostValue &p = parameters.at(s.name);
-    s.w.assign(p.data.begin(), p.data.end());
-    s.g.assign(s.w.size(), 0), s.m.assign(s.w.size(), 0), s.v.assign(s.w.size(), 0), s.u.assign(s.w.size(), 0);
-    s.rank = p.shape.size();
-    slots.push_back(std::move(s));
-  }
-
-  rt::OptimizerConfig config;
-  config.kind = *rt::parseOptimizer(c.optimizer);
+  // The fixture's optimizer as train-optimizer builds it: the op's settings
+  // and its per-tensor conventions are what is checked, with the step.
+  colossal::autodiff::OptimizerOptions options;
+  options.kind = c.optimizer;
   auto number = [&](const char *key, double otherwise) {
     const colossal::cost::Json *v = hyper.find(key);
     return v ? v->asNumber() : otherwise;
   };
-  config.lr = number("lr", 0), config.eps = number("eps", 0), config.weightDecay = number("weight_decay", 0);
-  config.momentum = number("momentum", 0), config.eta = number("eta", 0);
+  double lr = number("lr", 0);
+  options.eps = number("eps", -1), options.weightDecay = number("weight_decay", 0);
+  options.momentum = number("momentum", 0), options.eta = number("eta", 1e-3);
   if (const colossal::cost::Json *betas = hyper.find("betas"))
-    config.beta1 = betas->asArray()[0].asNumber(), config.beta2 = betas->asArray()[1].asNumber();
+    options.beta1 = betas->asArray()[0].asNumber(), options.beta2 = betas->asArray()[1].asNumber();
   if (const colossal::cost::Json *nesterov = hyper.find("nesterov"))
-    config.nesterov = nesterov->asBool();
+    options.nesterov = nesterov->asBool();
+  ASSERT_TRUE(mlir::succeeded(colossal::autodiff::buildOptimizerStep(*module, options)));
+  auto update = module->lookupSymbol<mlir::func::FuncOp>("optimizer_step");
+  ASSERT_TRUE(update);
+
+  // Weights from the ONNX file; fp32 masters for the trainable ones.
+  std::map<std::string, HostValue> parameters = colossal::test::loadInitializers(path, dir);
+  std::vector<HostValue> arguments = colossal::test::loadFeeds(function, dir);
+  // @optimizer_step's arguments: lr, step, grad_scale, then the gradients
+  // and moments (zero at first) of the trainable parameters.
+  std::vector<HostValue> state;
+  for (mlir::BlockArgument arg : update.getArguments()) {
+    auto type = mlir::cast<mlir::ShapedType>(arg.getType());
+    state.push_back(HostValue{std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+                              type.getElementType(), std::vector<double>(size_t(type.getNumElements()), 0.0)});
+  }
+  size_t trainableCount = function.getNumResults() - 1;
+  ASSERT_EQ(update.getNumResults(), state.size() - 3);
   for (int step = 1; step <= int(expected.size()); ++step) {
-    for (Slot &s : slots)
-      parameters[s.name].data.assign(s.w.begin(), s.w.end());
     std::vector<HostValue> results;
     ASSERT_TRUE(colossal::execute::interpret(function, arguments, parameters, results, error)) << error;
     double loss = results[0].data[0], want = expected[size_t(step - 1)].asNumber();
     EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << c.model << " " << c.optimizer << " step " << step;
-    std::vector<rt::OptimizerTensor> tensors;
-    for (size_t i = 0; i < slots.size(); ++i) {
-      Slot &s = slots[i];
-      s.g.assign(results[i + 1].data.begin(), results[i + 1].data.end());
-      rt::OptimizerTensor t{s.w.data(), s.g.data(), s.m.data(), s.v.data(), s.u.data(), int64_t(s.w.size())};
-      rt::applyConventions(config.kind, s.rank, t);
-      tensors.push_back(t);
+    state[0].data = {lr}, state[1].data = {double(step)}, state[2].data = {1.0};
+    for (size_t t = 0; t < trainableCount; ++t)
+      state[3 + t].data = results[t + 1].data;
+    std::vector<HostValue> updated;
+    ASSERT_TRUE(colossal::execute::interpret(update, state, parameters, updated, error)) << error;
+    // Results: the new weights (named after their parameters), then the
+    // moments, which are the next step's arguments after the gradients.
+    for (unsigned r = 0; r < update.getNumResults(); ++r) {
+      std::string name = update.getResultAttrOfType<mlir::StringAttr>(r, "train.name").str();
+      if (r < trainableCount)
+        parameters.at(name).data = updated[r].data;
+      else
+        state[3 + trainableCount + (r - trainableCount)].data = updated[r].data;
     }
-    rt::optimizerStep(config, config.lr, step, tensors);
   }
 }
 

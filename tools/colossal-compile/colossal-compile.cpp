@@ -16,6 +16,7 @@
 #include "colossal/Import/OnnxImporter.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/autodiff/MixedPrecision.h"
+#include "passes/autodiff/Optimizer.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -57,8 +58,9 @@ cl::opt<Phase> emit("emit",
                                           "after raising to named ops (gelu, layer_norm, "
                                           "attention, cross_entropy, ...)"),
                                clEnumValN(Phase::Train, "train",
-                                          "with @forward_backward: the loss and every trainable "
-                                          "parameter's gradient (train-autodiff)"),
+                                          "with @forward_backward (the loss and every trainable "
+                                          "parameter's gradient, train-autodiff) and @optimizer_step "
+                                          "(the fused update, train-optimizer)"),
                                clEnumValN(Phase::Plan, "plan",
                                           "the searched plan for --gpus N and the global --batch B, as "
                                           "JSON (-o FILE or standard output), with a report"),
@@ -301,6 +303,16 @@ int main(int argc, char **argv) {
     printError("differentiating " + inputPath + " failed (see the error above)");
     return 1;
   }
+  if (phase != Phase::Mlir && phase != Phase::Raised) {
+    colossal::autodiff::OptimizerOptions o;
+    o.kind = optimizer, o.beta1 = beta1, o.beta2 = beta2, o.weightDecay = weightDecay;
+    o.eps = eps.getNumOccurrences() ? double(eps) : -1.0;
+    o.momentum = momentum, o.nesterov = nesterov;
+    if (failed(colossal::autodiff::buildOptimizerStep(*module, o))) {
+      printError("building the " + optimizer + " step failed (see the error above)");
+      return 1;
+    }
+  }
 
   if (summaryOnly) {
     colossal::printModelSummary(*module, inputPath, llvm::outs());
@@ -319,9 +331,7 @@ int main(int argc, char **argv) {
     colossal::codegen::ProgramSettings &s = package.settings;
     s.model = llvm::sys::path::stem(inputPath).str();
     s.target = target;
-    s.optimizer = optimizer, s.lr = lr, s.beta1 = beta1, s.beta2 = beta2, s.weightDecay = weightDecay;
-    s.eps = eps.getNumOccurrences() ? double(eps) : (optimizer == "adamw" ? 1e-8 : 1e-6);
-    s.momentum = momentum, s.nesterov = nesterov, s.clipGradNorm = clipGradNorm, s.warmupSteps = warmupSteps;
+    s.lr = lr, s.clipGradNorm = clipGradNorm, s.warmupSteps = warmupSteps;
     s.schedule = schedule, s.steps = steps, s.microbatches = microbatchCount, s.ranks = ranks;
     s.zero = zeroStage;
     if (failed(colossal::codegen::writePackage(*module, package)))

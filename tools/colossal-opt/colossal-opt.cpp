@@ -3,6 +3,7 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/autodiff/MixedPrecision.h"
+#include "passes/autodiff/Optimizer.h"
 #include "passes/plan/Passes.h"
 #include "passes/raise/Passes.h"
 
@@ -21,6 +22,7 @@ int main(int argc, char **argv) {
   colossal::plan::registerPlanPasses();
   colossal::autodiff::registerAutodiffPass();
   colossal::autodiff::registerMixedPrecisionPass();
+  colossal::autodiff::registerOptimizerPass();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "colossal-opt: the colossal-compile pass driver\n", registry));
 }

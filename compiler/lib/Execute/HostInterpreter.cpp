@@ -6,6 +6,7 @@
 #include "colossal/runtime/DType.h"
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/OptimizerStep.h"
 #include "colossal/runtime/Philox.h"
 #include "colossal/runtime/ReferenceAttention.h"
 #include "colossal/runtime/TensorIndexing.h"
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 namespace colossal::execute {
 
@@ -667,6 +669,55 @@ std::vector<HostValue> convGrad(train::ConvGradOp op, const HostValue &x, const 
 }
 
 //===----------------------------------------------------------------------===//
+// The optimizer
+//===----------------------------------------------------------------------===//
+
+/// One train.optimizer_update through the runtime's fused host optimizer
+/// (what emitted programs run), on float32 copies of the operands.
+std::vector<HostValue> optimizerUpdate(train::OptimizerUpdateOp op, const std::vector<const HostValue *> &in) {
+  rt::OptimizerConfig config;
+  std::optional<rt::OptimizerKind> kind = rt::parseOptimizer(op.getKind().str());
+  if (!kind)
+    throw Unsupported{"unknown optimizer " + op.getKind().str()};
+  config.kind = *kind;
+  config.beta1 = op.getBeta1().convertToDouble(), config.beta2 = op.getBeta2().convertToDouble();
+  config.eps = op.getEps().convertToDouble(), config.weightDecay = op.getWeightDecay().convertToDouble();
+  config.momentum = op.getMomentum().convertToDouble(), config.nesterov = op.getNesterov();
+  config.eta = op.getEta().convertToDouble();
+  double lr = in[0]->data[0];
+  int64_t step = int64_t(in[1]->data[0]);
+  float gradScale = float(in[2]->data[0]);
+  size_t n = op.getParams().size();
+  bool second = !op.getMoment2().empty();
+  // Operands: lr, step, grad_scale, then params, grads, moment1, moment2.
+  auto operand = [&](size_t group, size_t i) { return in[3 + group * n + i]; };
+  std::vector<std::vector<float>> w(n), g(n), m(n), v(n), scratch(n);
+  std::vector<rt::OptimizerTensor> tensors;
+  for (size_t i = 0; i < n; ++i) {
+    w[i] = toFloat(*operand(0, i)), g[i] = toFloat(*operand(1, i)), m[i] = toFloat(*operand(2, i));
+    v[i] = second ? toFloat(*operand(3, i)) : std::vector<float>(w[i].size(), 0.0f);
+    scratch[i].assign(w[i].size(), 0.0f);
+    rt::OptimizerTensor t{w[i].data(), g[i].data(), m[i].data(), v[i].data(), scratch[i].data(), int64_t(w[i].size())};
+    rt::applyConventions({op.getDecay()[i], op.getTrustRatio()[i]}, t);
+    tensors.push_back(t);
+  }
+  rt::optimizerStep(config, lr, step, tensors, gradScale);
+  std::vector<HostValue> results;
+  auto add = [&](const std::vector<float> &values) {
+    HostValue out = makeValue(op->getResult(unsigned(results.size())));
+    out.data.assign(values.begin(), values.end());
+    results.push_back(std::move(out));
+  };
+  for (auto *list : {&w, &m})
+    for (const std::vector<float> &values : *list)
+      add(values);
+  if (second)
+    for (const std::vector<float> &values : v)
+      add(values);
+  return results;
+}
+
+//===----------------------------------------------------------------------===//
 // The dispatcher
 //===----------------------------------------------------------------------===//
 
@@ -694,6 +745,8 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
   }
   if (auto c = dyn_cast<train::ConstantOp>(op))
     return one(fromAttribute(c.getValue()));
+  if (auto u = dyn_cast<train::OptimizerUpdateOp>(op))
+    return optimizerUpdate(u, in);
   if (isa<train::AddOp>(op))
     return one(binary(op, *in[0], *in[1], [](double a, double b, bool) { return a + b; }));
   if (isa<train::SubOp>(op))

@@ -1,9 +1,11 @@
 //===- HostSource.h - the training step as host C++ ---------------*- C++ -*-===//
 //
-// Turns a module with @forward_backward (train-autodiff's output) into one
-// C++ translation unit: a step function with one statement per op, each a
-// call into the runtime's host tensor ops (`colossal/runtime/HostTensor.h`),
-// and a `main` that hands the step to the runtime's trainer. The source is
+// Turns a module with @forward_backward and @optimizer_step (train-autodiff's
+// and train-optimizer's output) into one C++ translation unit: a step
+// function with one statement per op, each a call into the runtime's host
+// tensor ops (`colossal/runtime/HostTensor.h`), the optimizer update lowered
+// to the runtime's fused optimizer (its settings and per-tensor conventions),
+// and a `main` that hands both to the runtime's trainer. The source is
 // meant to be read: every statement carries the op it came from.
 //
 //===----------------------------------------------------------------------===//
@@ -25,9 +27,9 @@ struct ProgramSettings {
   /// "cpu": the step on host tensors; "cuda": the same statements on device
   /// tensors, inputs and parameters uploaded, loss and gradients downloaded.
   std::string target = "cpu";
-  std::string optimizer = "lamb";
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weightDecay = 0.01, momentum = 0.9, eta = 1e-3;
-  bool nesterov = false;
+  /// The peak learning rate of the schedule. The optimizer and its other
+  /// settings are @optimizer_step's (CompiledOptimizer.h).
+  double lr = 1e-3;
   double clipGradNorm = 0;
   int64_t warmupSteps = 0;
   std::string schedule = "constant";

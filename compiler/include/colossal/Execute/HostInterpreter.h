@@ -5,7 +5,8 @@
 // norm, GELU, SiLU, attention, cross-entropy, embedding) for fp32 tensors,
 // as the emitted host program does, and straightforward float64 loops for
 // everything else (other element types, and ops the kernels do not cover:
-// convolutions, einsum, reductions, shape ops). It is what the ONNX node
+// convolutions, einsum, reductions, shape ops). `train.optimizer_update`
+// runs the runtime's fused host optimizer on float32 copies. It is what the ONNX node
 // tests run through numerically, and the yardstick later targets are
 // compared with; it is written for clarity, not speed.
 //

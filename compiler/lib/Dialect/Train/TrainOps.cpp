@@ -700,5 +700,62 @@ LogicalResult TriluOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   return success();
 }
 
+LogicalResult OptimizerUpdateOp::verify() {
+  StringRef kind = getKind();
+  if (kind != "lamb" && kind != "adamw" && kind != "sgd" && kind != "lars")
+    return emitOpError() << "kind must be lamb, adamw, sgd or lars, got \"" << kind << "\"";
+  size_t n = getParams().size();
+  if (n == 0)
+    return emitOpError() << "updates no tensor";
+  if (getGrads().size() != n || getMoment1().size() != n)
+    return emitOpError() << "has " << n << " params, " << getGrads().size() << " grads and "
+                         << getMoment1().size() << " moment1 tensors; they must match";
+  size_t second = hasSecondMoment(kind) ? n : 0;
+  if (getMoment2().size() != second)
+    return emitOpError() << kind << " keeps " << (second ? "a second moment per parameter" : "no second moment")
+                         << ": expected " << second << " moment2 tensors, got " << getMoment2().size();
+  if (getDecay().size() != n || getTrustRatio().size() != n)
+    return emitOpError() << "decay and trust_ratio need one entry per parameter (" << n << "), got "
+                         << getDecay().size() << " and " << getTrustRatio().size();
+  for (size_t i = 0; i < n; ++i) {
+    Type type = getParams()[i].getType();
+    if (!cast<RankedTensorType>(type).getElementType().isF32())
+      return emitOpError() << "param " << i << " has type " << type << "; weights are float32 masters";
+    auto same = [&](ValueRange list, StringRef what) -> LogicalResult {
+      if (i < list.size() && list[i].getType() != type)
+        return emitOpError() << what << " " << i << " has type " << list[i].getType() << ", its param " << type;
+      return success();
+    };
+    if (failed(same(getGrads(), "grad")) || failed(same(getMoment1(), "moment1")) ||
+        failed(same(getMoment2(), "moment2")))
+      return failure();
+  }
+  if (getNumResults() != 2 * n + second)
+    return emitOpError() << "yields " << getNumResults() << " results; expected " << 2 * n + second
+                         << " (new params, then new moments)";
+  for (auto [result, operand] : llvm::zip(getResults(), llvm::concat<Value>(getParams(), getMoment1(), getMoment2())))
+    if (result.getType() != operand.getType())
+      return emitOpError() << "result " << cast<OpResult>(result).getResultNumber() << " has type "
+                           << result.getType() << ", the value it replaces " << operand.getType();
+  for (size_t i = 0; i < n; ++i) {
+    bool wanted = kind == "lamb";
+    if ((kind == "lamb" || kind == "adamw" || kind == "sgd") && getTrustRatio()[i] != wanted)
+      return emitOpError() << kind << (wanted ? " scales every tensor by its trust ratio" : " has no trust ratio")
+                           << "; trust_ratio[" << i << "] says otherwise";
+  }
+  auto unitInterval = [&](double x) { return x >= 0.0 && x < 1.0; };
+  if (!unitInterval(getBeta1().convertToDouble()) || !unitInterval(getBeta2().convertToDouble()))
+    return emitOpError() << "beta1 and beta2 must lie in [0, 1)";
+  if (!(getEps().convertToDouble() > 0.0))
+    return emitOpError() << "eps must be positive";
+  if (!(getWeightDecay().convertToDouble() >= 0.0))
+    return emitOpError() << "weight_decay must not be negative";
+  if (!(getMomentum().convertToDouble() >= 0.0))
+    return emitOpError() << "momentum must not be negative";
+  if (!(getEta().convertToDouble() > 0.0))
+    return emitOpError() << "eta must be positive";
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "colossal/Dialect/Train/TrainOps.cpp.inc"

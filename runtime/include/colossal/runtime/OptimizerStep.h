@@ -38,8 +38,18 @@ struct OptimizerConfig {
   double clipGradNorm = 0;
 };
 
-/// Sets `tensor.decay` and `tensor.trustRatio` for a tensor of `rank`.
-void applyConventions(OptimizerKind kind, size_t rank, OptimizerTensor &tensor);
+/// Whether a tensor takes weight decay and a trust ratio. A compiled
+/// program carries them per tensor (train.optimizer_update's `decay` and
+/// `trust_ratio`); `conventionsOf` gives the defaults by tensor rank, the
+/// rules the compiler applies too.
+struct TensorConventions {
+  bool decay = true;
+  bool trustRatio = true;
+};
+TensorConventions conventionsOf(OptimizerKind kind, size_t rank);
+
+/// Sets `tensor.decay` and `tensor.trustRatio`.
+void applyConventions(const TensorConventions &conventions, OptimizerTensor &tensor);
 
 /// The kernels' settings for `config` at learning rate `lr` and 1-based
 /// `step`.

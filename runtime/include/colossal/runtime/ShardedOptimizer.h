@@ -36,10 +36,10 @@ namespace colossal::rt {
 
 class ShardedOptimizer {
 public:
-  /// `sizes` and `ranks` (tensor rank, for the decay conventions) of the
-  /// trainable tensors in parameter order.
+  /// `sizes` and `conventions` (weight decay, trust ratio) of the trainable
+  /// tensors in parameter order.
   ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config, const std::vector<int64_t> &sizes,
-                   const std::vector<size_t> &ranks);
+                   const std::vector<TensorConventions> &conventions);
 
   int stage() const { return stage_; }
   /// Elements per shard (the flat space is this times the ranks).

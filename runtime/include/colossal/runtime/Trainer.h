@@ -38,6 +38,10 @@ struct ProgramParameter {
   std::string name;
   host::Shape shape;
   bool trainable = true;
+  /// Weight decay and trust ratio under the compiled optimizer
+  /// (train.optimizer_update's `decay` and `trust_ratio`); a run that picks
+  /// another optimizer by flag takes that optimizer's conventions instead.
+  TensorConventions conventions;
 };
 
 /// Dynamic loss scaling for fp16 gradients (the rules of PyTorch's

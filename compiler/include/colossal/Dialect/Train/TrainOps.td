@@ -890,4 +890,84 @@ def Train_ConvGradOp : Train_GradOp<"conv_grad"> {
   let results = (outs AnyRankedTensor:$input_grad, AnyRankedTensor:$weight_grad);
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer (produced by train-optimizer)
+//===----------------------------------------------------------------------===//
+
+def Train_OptimizerUpdateOp : Train_Op<"optimizer_update", [Pure, AttrSizedOperandSegments]> {
+  let summary = "one fused multi-tensor optimizer update (LAMB, AdamW, SGD or LARS)";
+  let description = [{
+    Updates every trainable tensor at once from its gradient: the new weights
+    and the new optimizer state. The results are the new `params`, then the
+    new `moment1`, then the new `moment2`, each list in operand order.
+
+    - `lamb` (the default of colossal-compile): Adam moments with bias
+      correction, the update `u = m^ / (sqrt(v^) + eps) + wd w`, then
+      `w -= lr * (||w|| / ||u||) u` per tensor (ratio 1 when a norm is 0);
+    - `adamw`: torch.optim.AdamW (decay `w *= 1 - lr wd` first);
+    - `sgd`: torch.optim.SGD with momentum (`nesterov`), `moment1` the
+      momentum buffer and no `moment2`;
+    - `lars`: SGD with momentum scaled per tensor by
+      `eta ||w|| / (||g|| + wd ||w||)`, no `moment2`.
+
+    `lr` is the step's learning rate (the schedule's value), `step` the
+    1-based count of updates (bias correction), and `grad_scale` multiplies
+    every gradient before use: the inverse loss scale times the clipping
+    factor from the global gradient norm, which the trainer computes because
+    it also decides whether an fp16 step is skipped. `decay[i]` says whether
+    tensor i takes weight decay; `trust_ratio[i]` whether it is scaled by its
+    trust ratio (LAMB and LARS; AdamW and SGD have none). Norms are per
+    whole tensor: a partitioned program completes them across shards.
+
+    Lowered to the runtime's fused kernels (`colossal/runtime/Optimizers.h`).
+
+    Example:
+
+    ```mlir
+    %r:4 = train.optimizer_update lr(%lr) step(%step) grad_scale(%s) params(%w, %b) grads(%gw, %gb)
+        moment1(%mw, %mb) moment2() {kind = "sgd", momentum = 9.0e-01 : f64, weight_decay = 0.0 : f64,
+        decay = array<i1: true, true>, trust_ratio = array<i1: false, false>}
+        : (tensor<f32>, tensor<i64>, tensor<f32>, ...) -> (...)
+    ```
+
+    Constraints:
+    - `kind` is lamb, adamw, sgd or lars; `moment2` has one tensor per
+      parameter for lamb and adamw and none for sgd and lars;
+    - `params`, `grads`, `moment1` (and `moment2`) have the same length and
+      type per position, a float32 tensor; the results repeat those types;
+    - `lr` and `grad_scale` are float32 scalars, `step` an int64 scalar;
+    - `decay` and `trust_ratio` have one entry per parameter; betas lie in
+      [0, 1), `eps` > 0, `weight_decay` >= 0, `momentum` >= 0, `eta` > 0;
+    - lamb gives every tensor a trust ratio; adamw and sgd give none.
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$lr, 0DTensorOf<[I64]>:$step, 0DTensorOf<[F32]>:$grad_scale,
+                       Variadic<AnyRankedTensor>:$params, Variadic<AnyRankedTensor>:$grads,
+                       Variadic<AnyRankedTensor>:$moment1, Variadic<AnyRankedTensor>:$moment2,
+                       StrAttr:$kind,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1, DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$eps, DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<F64Attr, "0.9">:$momentum,
+                       DefaultValuedAttr<BoolAttr, "false">:$nesterov,
+                       DefaultValuedAttr<F64Attr, "1e-3">:$eta,
+                       DenseBoolArrayAttr:$decay, DenseBoolArrayAttr:$trust_ratio);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    `lr` `(` $lr `)` `step` `(` $step `)` `grad_scale` `(` $grad_scale `)` `params` `(` $params `)`
+    `grads` `(` $grads `)` `moment1` `(` $moment1 `)` `moment2` `(` $moment2 `)` attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether the kind keeps a second moment (LAMB and AdamW).
+    static bool hasSecondMoment(::llvm::StringRef kind) { return kind == "lamb" || kind == "adamw"; }
+    ::mlir::ResultRange getNewParams() { return getResults().take_front(getParams().size()); }
+    ::mlir::ResultRange getNewMoment1() {
+      return getResults().drop_front(getParams().size()).take_front(getMoment1().size());
+    }
+    ::mlir::ResultRange getNewMoment2() {
+      return getResults().drop_front(getParams().size() + getMoment1().size());
+    }
+  }];
+}
+
 #endif // COLOSSAL_TRAIN_OPS
