@@ -52,9 +52,16 @@ int64_t NpyArray::elements() const {
   return n;
 }
 
-NpyArray parseNpy(const std::vector<unsigned char> &bytes, const std::string &name) {
+int64_t NpyLayout::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+NpyLayout parseNpyLayout(const unsigned char *bytes, size_t size, const std::string &name) {
   std::string what = "read " + name;
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
+  if (size < 10 || std::memcmp(bytes, "\x93NUMPY", 6) != 0)
     fail(what, "not a .npy file (no \\x93NUMPY magic)");
   int major = bytes[6];
   size_t headerLength, headerStart;
@@ -62,16 +69,16 @@ NpyArray parseNpy(const std::vector<unsigned char> &bytes, const std::string &na
     headerLength = size_t(bytes[8]) | size_t(bytes[9]) << 8;
     headerStart = 10;
   } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12)
+    if (size < 12)
       fail(what, "truncated .npy header");
     headerLength = size_t(bytes[8]) | size_t(bytes[9]) << 8 | size_t(bytes[10]) << 16 | size_t(bytes[11]) << 24;
     headerStart = 12;
   } else {
     fail(what, ".npy version " + std::to_string(major) + " is not supported");
   }
-  if (headerStart + headerLength > bytes.size())
+  if (headerStart + headerLength > size)
     fail(what, "truncated .npy header");
-  std::string header(bytes.begin() + long(headerStart), bytes.begin() + long(headerStart + headerLength));
+  std::string header(bytes + headerStart, bytes + headerStart + headerLength);
 
   std::string descr = field(header, "descr", name);
   std::string order = field(header, "fortran_order", name);
@@ -85,8 +92,9 @@ NpyArray parseNpy(const std::vector<unsigned char> &bytes, const std::string &na
   if (!type)
     fail(what, "element type " + descr + " is not supported (f4, f8, f2, i8, i4, u4, u2, u1)");
 
-  NpyArray array;
-  array.dtype = type->dtype;
+  NpyLayout layout;
+  layout.dtype = type->dtype;
+  layout.unsigned32 = type->widenU32;
   if (shapeText.size() < 2 || shapeText.front() != '(' || shapeText.back() != ')')
     fail(what, "shape " + shapeText + " is not a tuple");
   std::string inner = shapeText.substr(1, shapeText.size() - 2);
@@ -101,19 +109,28 @@ NpyArray parseNpy(const std::vector<unsigned char> &bytes, const std::string &na
       long long d = std::strtoll(item.c_str(), &end, 10);
       if (item.empty() || *end != '\0' || d < 0 || d > (int64_t(1) << 48))
         fail(what, "shape " + shapeText + " has a bad dimension \"" + item + "\"");
-      array.shape.push_back(d);
+      layout.shape.push_back(d);
     }
     if (comma == std::string::npos)
       break;
     pos = comma + 1;
   }
-  int64_t fileElementBytes = type->widenU32 ? 4 : bytesOf(type->dtype);
-  size_t dataStart = headerStart + headerLength;
-  double expected = double(array.elements()) * double(fileElementBytes);
-  if (double(bytes.size() - dataStart) != expected)
-    fail(what, "shape " + shapeString(array.shape) + " of " + descr + " needs " + std::to_string(int64_t(expected)) +
-                   " data bytes but the file has " + std::to_string(bytes.size() - dataStart));
-  if (type->widenU32) {
+  layout.elementBytes = type->widenU32 ? 4 : bytesOf(type->dtype);
+  layout.dataOffset = headerStart + headerLength;
+  double expected = double(layout.elements()) * double(layout.elementBytes);
+  if (double(size - layout.dataOffset) != expected)
+    fail(what, "shape " + shapeString(layout.shape) + " of " + descr + " needs " + std::to_string(int64_t(expected)) +
+                   " data bytes but the file has " + std::to_string(size - layout.dataOffset));
+  return layout;
+}
+
+NpyArray parseNpy(const std::vector<unsigned char> &bytes, const std::string &name) {
+  NpyLayout layout = parseNpyLayout(bytes.data(), bytes.size(), name);
+  NpyArray array;
+  array.dtype = layout.dtype;
+  array.shape = layout.shape;
+  size_t dataStart = layout.dataOffset;
+  if (layout.unsigned32) {
     array.data.resize(size_t(array.elements() * 8));
     for (int64_t i = 0; i < array.elements(); ++i) {
       uint32_t v;

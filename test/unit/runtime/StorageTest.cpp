@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 
 using namespace colossal::rt;
@@ -170,6 +171,55 @@ TEST(TokenDataTest, DeterministicShuffledOrderAndRankSlices) {
   expectErrorContains([&] { TokenDataset::open(dir.path + "/t.u16", TokenFormat::U16, 100); },
                       "outside the vocabulary of 100");
   expectErrorContains([&] { TokenDataset::open(dir.path + "/t.txt"); }, "cannot tell the format");
+}
+
+TEST(TokenDataTest, EveryStoredWidthReadsTheSameTokens) {
+  // The same 301 ids stored as uint16, uint32 and as .npy of every integer
+  // type give the same batches; the file is mapped, and a dataset outlives
+  // the copies it was made from.
+  TempDir dir;
+  std::vector<int64_t> ids(301);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = int64_t((i * 37) % 250);
+  std::vector<uint16_t> u16(ids.begin(), ids.end());
+  std::vector<uint32_t> u32(ids.begin(), ids.end());
+  std::vector<int32_t> i32(ids.begin(), ids.end());
+  std::vector<uint8_t> u8(ids.begin(), ids.end());
+  writeFileAtomically(dir.path + "/t.u16", {{u16.data(), int64_t(u16.size() * 2)}});
+  writeFileAtomically(dir.path + "/t.u32", {{u32.data(), int64_t(u32.size() * 4)}});
+  std::vector<int64_t> shape{int64_t(ids.size())};
+  writeNpy(dir.path + "/i64.npy", DType::I64, shape, ids.data());
+  writeNpy(dir.path + "/i32.npy", DType::I32, shape, i32.data());
+  writeNpy(dir.path + "/u16.npy", DType::U16, shape, u16.data());
+  writeNpy(dir.path + "/u8.npy", DType::U8, shape, u8.data());
+  const int64_t seq = 6, batch = 3;
+  std::vector<int64_t> want(batch * seq), wantLabels(batch * seq);
+  TokenDataset::open(dir.path + "/t.u16", TokenFormat::Auto, 250).batch(5, batch, seq, 0, batch, 1, want.data(),
+                                                                         wantLabels.data());
+  for (const char *name : {"t.u32", "i64.npy", "i32.npy", "u16.npy", "u8.npy"}) {
+    std::optional<TokenDataset> kept;
+    {
+      TokenDataset data = TokenDataset::open(dir.path + "/" + name, TokenFormat::Auto, 250);
+      EXPECT_EQ(data.tokens(), 301) << name;
+      for (int64_t i : {0, 1, 150, 300})
+        EXPECT_EQ(data.tokenAt(i), ids[size_t(i)]) << name << " token " << i;
+      kept = data;
+    }
+    std::vector<int64_t> in(batch * seq), labels(batch * seq);
+    kept->batch(5, batch, seq, 0, batch, 1, in.data(), labels.data());
+    EXPECT_EQ(in, want) << name;
+    EXPECT_EQ(labels, wantLabels) << name;
+  }
+  // Negative ids in a signed file, an empty file, a directory: clear errors.
+  std::vector<int32_t> negative{3, -1, 4};
+  writeNpy(dir.path + "/neg.npy", DType::I32, {3}, negative.data());
+  expectErrorContains([&] { TokenDataset::open(dir.path + "/neg.npy"); }, "token 1 is -1");
+  writeFileAtomically(dir.path + "/empty.u16", {});
+  TokenDataset empty = TokenDataset::open(dir.path + "/empty.u16");
+  EXPECT_EQ(empty.tokens(), 0);
+  expectErrorContains([&] { empty.batch(0, 1, 4, 0, 1, 0, want.data(), wantLabels.data()); },
+                      "fewer than one sample");
+  expectErrorContains([&] { TokenDataset::open(dir.path + "/missing.u16"); }, "No such file");
 }
 
 TEST(StepLogTest, OneJsonObjectPerLineWithNullForNonFinite) {

@@ -27,6 +27,24 @@ struct NpyArray {
   template <typename T> const T *as() const { return reinterpret_cast<const T *>(data.data()); }
 };
 
+/// Where a .npy file's elements are, from its header: what a reader that
+/// maps the file instead of copying it needs. `elementBytes` is the stored
+/// width (4 for u4, which `dtype` reports as I64, its widened type).
+struct NpyLayout {
+  DType dtype = DType::F32;
+  bool unsigned32 = false;
+  std::vector<int64_t> shape;
+  size_t dataOffset = 0;
+  int64_t elementBytes = 4;
+
+  int64_t elements() const;
+};
+
+/// Parses and checks the header of a .npy file of `size` bytes starting at
+/// `bytes` (at least the header must be there): the data must fill the rest
+/// of the file exactly.
+NpyLayout parseNpyLayout(const unsigned char *bytes, size_t size, const std::string &name);
+
 /// Reads `path`; uint32 arrays are widened to i64.
 NpyArray readNpy(const std::string &path);
 /// Parses the bytes of a .npy file (`name` is used in errors).

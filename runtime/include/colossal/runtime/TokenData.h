@@ -8,12 +8,17 @@
 // talking; global batch t takes the next `globalBatch` samples, and each
 // data-parallel rank reads only its own rows.
 //
+// The file is mapped, not read: a corpus of tens of gigabytes costs address
+// space and the page cache, not the trainer's memory, and tokens keep their
+// stored width until a batch copies them out.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLOSSAL_RUNTIME_TOKENDATA_H
 #define COLOSSAL_RUNTIME_TOKENDATA_H
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,7 +32,9 @@ public:
   /// names the position of the first bad id).
   static TokenDataset open(const std::string &path, TokenFormat format = TokenFormat::Auto, int64_t vocab = 0);
 
-  int64_t tokens() const { return int64_t(ids_.size()); }
+  int64_t tokens() const { return count_; }
+  /// Token `i` (0 <= i < tokens()).
+  int64_t tokenAt(int64_t i) const;
   int64_t samples(int64_t seq) const { return seq > 0 ? (tokens() - 1) / seq : 0; }
 
   /// Rows [rowBegin, rowEnd) of global batch `step` (0-based): inputs and
@@ -40,7 +47,12 @@ public:
 
 private:
   std::string path_;
-  std::vector<int64_t> ids_;
+  /// The mapped file (unmapped with the last copy of the dataset).
+  std::shared_ptr<const unsigned char> mapping_;
+  const unsigned char *ids_ = nullptr; // the first token's bytes
+  int64_t count_ = 0;
+  int width_ = 2;         // bytes per stored token
+  bool signed_ = false;   // i32 and i64 .npy files
   // The current epoch's permutation, cached.
   int64_t cachedEpoch_ = -1, cachedSeq_ = 0;
   uint64_t cachedSeed_ = 0;
