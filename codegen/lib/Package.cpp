@@ -84,13 +84,13 @@ LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const
   return success();
 }
 
-/// The cost model's bytes per step by collective and axis for this
-/// program's strategy, what the program's counters must report: the plan
-/// that a user can check against the run.
-FailureOr<Json> predictedCommunication(ModuleOp module, const ProgramSettings &s, const std::string &optimizer) {
+/// The cost model's estimate of this program's strategy with `optimizer`:
+/// what the program's counters and memory tracker must report, the plan that
+/// a user can check against the run.
+FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, const std::string &optimizer) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
-    return module.emitWarning() << "no communication prediction: the module has no @forward";
+    return module.emitWarning() << "no prediction: the module has no @forward";
   FailureOr<cost::Graph> graph = plan::buildCostGraph(forward);
   if (failed(graph))
     return failure();
@@ -102,22 +102,35 @@ FailureOr<Json> predictedCommunication(ModuleOp module, const ProgramSettings &s
   // The bytes do not depend on the machine; any preset evaluates them.
   std::optional<cost::Cluster> cluster = cost::Cluster::preset("dgx-a100", 1 + int(s.ranks - 1) / 8);
   // The program completes per-tensor norms across ZeRO shards once for the
-  // gradient norm, and once more for LAMB's trust ratios.
+  // gradient norm, and once more for LAMB's trust ratios; SGD and LARS keep
+  // one moment per weight.
   cost::EstimateOptions options;
   options.shardedNormReductions = optimizer == "lamb" ? 2 : 1;
+  options.optimizerMoments = optimizer == "lamb" || optimizer == "adamw" ? 2 : 1;
   std::optional<cost::Estimate> estimate =
       strategy && cluster ? cost::estimate(*graph, *strategy, *cluster, error, nullptr, options) : std::nullopt;
   if (!estimate)
-    return module.emitWarning() << "no communication prediction: the cost model cannot evaluate dp=" << s.ranks
-                                << ": " << error;
+    return module.emitWarning() << "no prediction: the cost model cannot evaluate dp=" << s.ranks << ": " << error;
+  return *estimate;
+}
+
+/// Bytes per step by collective and axis.
+Json communicationOf(const cost::Estimate &estimate) {
   Json::Object byCollective;
-  for (const cost::CommTotal &c : estimate->stages.front().comm) {
+  for (const cost::CommTotal &c : estimate.stages.front().comm) {
     Json &entry = byCollective[cost::nameOf(c.collective)];
     if (!entry.isObject())
       entry = Json(Json::Object{});
     entry.asObject()[c.axis] = Json(c.bytes);
   }
   return Json(byCollective);
+}
+
+/// The model states per rank, in the memory tracker's category names.
+Json modelStatesOf(const cost::Estimate &estimate) {
+  return Json(Json::Object{{"parameters", Json(estimate.memory.parameters)},
+                           {"gradients", Json(estimate.memory.gradients)},
+                           {"optimizer_state", Json(estimate.memory.optimizer)}});
 }
 
 Json manifestOf(ModuleOp module, const PackageOptions &options) {
@@ -151,15 +164,20 @@ Json manifestOf(ModuleOp module, const PackageOptions &options) {
   FailureOr<CompiledOptimizer> optimizer = readCompiledOptimizer(module);
   if (failed(optimizer))
     return Json();
-  if (FailureOr<Json> predicted = predictedCommunication(module, s, optimizer->kind); succeeded(predicted)) {
-    m["predicted_comm_bytes_per_step"] = *predicted;
+  if (FailureOr<cost::Estimate> predicted = estimateOf(module, s, optimizer->kind); succeeded(predicted)) {
+    m["predicted_comm_bytes_per_step"] = communicationOf(*predicted);
+    m["predicted_model_state_bytes_per_rank"] = modelStatesOf(*predicted);
     // `model_train --optimizer` may choose another optimizer at run time;
-    // under ZeRO that changes the norm completions (LAMB makes two).
-    Json::Object byOptimizer;
+    // under ZeRO that changes the norm completions (LAMB makes two), and the
+    // state it keeps (SGD and LARS one moment).
+    Json::Object comm, states;
     for (const char *name : {"lamb", "adamw", "sgd", "lars"})
-      if (FailureOr<Json> other = predictedCommunication(module, s, name); succeeded(other))
-        byOptimizer[name] = *other;
-    m["predicted_comm_bytes_per_step_by_optimizer"] = Json(byOptimizer);
+      if (FailureOr<cost::Estimate> other = estimateOf(module, s, name); succeeded(other)) {
+        comm[name] = communicationOf(*other);
+        states[name] = modelStatesOf(*other);
+      }
+    m["predicted_comm_bytes_per_step_by_optimizer"] = Json(comm);
+    m["predicted_model_state_bytes_per_rank_by_optimizer"] = Json(states);
   }
   m["inputs"] = Json(inputs);
   m["parameters"] = Json(parameters);

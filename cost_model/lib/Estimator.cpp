@@ -515,7 +515,8 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       if (graph.ops[o].layer >= 0 && graph.ops[o].layer == firstLayer[rank])
         layerParams[rank] += n;
       weightBytes = bytesOf(value.dtype);
-      optimizerBytes = weightBytes == 2 ? 12 : 8; // fp32 master + m + v, or m + v
+      // fp32 master + moments (m and v: 12 bytes for Adam), or the moments alone.
+      optimizerBytes = (weightBytes == 2 ? 4 : 0) + 4.0 * options.optimizerMoments;
     }
   }
 

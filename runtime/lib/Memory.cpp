@@ -70,18 +70,29 @@ void MemoryTracker::resetPeaks() {
     t.peak = t.current;
 }
 
-std::string MemoryTracker::json() const {
+namespace {
+
+std::string counterJson(int64_t current, int64_t peak) {
+  return "{\"current\": " + std::to_string(current) + ", \"peak\": " + std::to_string(peak) + "}";
+}
+
+} // namespace
+
+std::string MemoryTracker::json(MemorySpace space) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto pair = [](const Counter &c) {
-    return "{\"current\": " + std::to_string(c.current) + ", \"peak\": " + std::to_string(c.peak) + "}";
-  };
   std::string text = "{";
-  for (int s = 0; s < kMemorySpaces; ++s) {
-    text += std::string(s ? ", " : "") + "\"" + nameOf(MemorySpace(s)) + "\": {";
-    for (int c = 0; c < kMemoryCategories; ++c)
-      text += "\"" + std::string(nameOf(MemoryCategory(c))) + "\": " + pair(counters_[size_t(s)][size_t(c)]) + ", ";
-    text += "\"total\": " + pair(totals_[size_t(s)]) + "}";
+  for (int c = 0; c < kMemoryCategories; ++c) {
+    const Counter &counter = counters_[size_t(space)][size_t(c)];
+    text += "\"" + std::string(nameOf(MemoryCategory(c))) + "\": " + counterJson(counter.current, counter.peak) + ", ";
   }
+  const Counter &total = totals_[size_t(space)];
+  return text + "\"total\": " + counterJson(total.current, total.peak) + "}";
+}
+
+std::string MemoryTracker::json() const {
+  std::string text = "{";
+  for (int s = 0; s < kMemorySpaces; ++s)
+    text += std::string(s ? ", " : "") + "\"" + nameOf(MemorySpace(s)) + "\": " + json(MemorySpace(s));
   return text + "}";
 }
 
@@ -154,6 +165,27 @@ Allocation &Allocation::operator=(Allocation &&other) noexcept {
     other.bytes_ = 0;
   }
   return *this;
+}
+
+MemoryCharge::MemoryCharge(int64_t bytes, MemoryCategory category, MemorySpace space, MemoryTracker *tracker)
+    : bytes_(bytes), category_(category), space_(space), tracker_(tracker) {
+  if (tracker_ && bytes_ > 0)
+    tracker_->allocated(space_, category_, bytes_);
+}
+
+MemoryCharge &MemoryCharge::operator=(MemoryCharge &&other) noexcept {
+  if (this != &other) {
+    release();
+    bytes_ = other.bytes_, category_ = other.category_, space_ = other.space_, tracker_ = other.tracker_;
+    other.bytes_ = 0, other.tracker_ = nullptr;
+  }
+  return *this;
+}
+
+void MemoryCharge::release() {
+  if (tracker_ && bytes_ > 0)
+    tracker_->freed(space_, category_, bytes_);
+  bytes_ = 0, tracker_ = nullptr;
 }
 
 } // namespace colossal::rt

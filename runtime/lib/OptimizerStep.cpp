@@ -16,6 +16,8 @@ const char *nameOf(OptimizerKind kind) {
   return "?";
 }
 
+int momentsOf(OptimizerKind kind) { return kind == OptimizerKind::Lamb || kind == OptimizerKind::AdamW ? 2 : 1; }
+
 std::optional<OptimizerKind> parseOptimizer(const std::string &name) {
   for (OptimizerKind k : {OptimizerKind::Lamb, OptimizerKind::AdamW, OptimizerKind::Sgd, OptimizerKind::Lars})
     if (name == nameOf(k))

@@ -10,35 +10,43 @@
 namespace colossal::rt {
 
 ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config,
-                                   const std::vector<int64_t> &sizes,
-                                   const std::vector<TensorConventions> &conventions)
-    : dp_(dp), stage_(stage), config_(config), sizes_(sizes) {
+                                   const std::vector<TensorConventions> &conventions,
+                                   const std::vector<std::vector<float> *> &weights)
+    : dp_(dp), stage_(stage), config_(config), weights_(weights) {
   if (stage < 1 || stage > 2)
     fail("ZeRO stage " + std::to_string(stage), "the trainer shards optimizer state (1) and gradients (2) only");
   int64_t total = 0;
-  for (int64_t n : sizes) {
+  for (const std::vector<float> *w : weights) {
     offsets_.push_back(total);
-    total += n;
+    sizes_.push_back(int64_t(w->size()));
+    total += int64_t(w->size());
   }
   int64_t ranksCount = dp.size();
   shard_ = std::max<int64_t>(1, (total + ranksCount - 1) / ranksCount);
   begin_ = int64_t(dp.rank()) * shard_;
-  weights_.assign(size_t(shard_ * ranksCount), 0.0f);
-  grad_.assign(size_t(shard_), 0.0f);
+  bool second = momentsOf(config.kind) == 2;
   m_.assign(size_t(shard_), 0.0f);
-  v_.assign(size_t(shard_), 0.0f);
-  update_.assign(size_t(shard_), 0.0f);
+  v_.assign(second ? size_t(shard_) : 0, 0.0f);
+  momentBytes_ = MemoryCharge(momentsOf(config.kind) * shard_ * int64_t(sizeof(float)), MemoryCategory::OptimizerState);
   if (stage == 2) {
+    grad_.assign(size_t(shard_), 0.0f);
     flat_.assign(size_t(shard_ * ranksCount), 0.0f);
     scratch_.assign(size_t(shard_), 0.0f);
+    gradientBytes_ = MemoryCharge(shard_ * int64_t(sizeof(float)), MemoryCategory::Gradients);
+    communicationBytes_ =
+        MemoryCharge((shard_ * ranksCount + shard_) * int64_t(sizeof(float)), MemoryCategory::Communication);
   }
-  for (size_t t = 0; t < sizes.size(); ++t) {
-    int64_t lo = std::max(offsets_[t], begin_), hi = std::min(offsets_[t] + sizes[t], begin_ + shard_);
+  for (size_t t = 0; t < sizes_.size(); ++t) {
+    int64_t lo = std::max(offsets_[t], begin_), hi = std::min(offsets_[t] + sizes_[t], begin_ + shard_);
     if (lo >= hi)
       continue;
     pieces_.push_back({t, lo, hi - lo});
-    OptimizerTensor o{weights_.data() + lo, grad_.data() + (lo - begin_), m_.data() + (lo - begin_),
-                      v_.data() + (lo - begin_), update_.data() + (lo - begin_), hi - lo};
+    int64_t inShard = lo - begin_;
+    // Stage 1 points the gradient (and LAMB's update over it) at the
+    // averaged full gradients each step (useGradients).
+    float *grad = stage == 2 ? grad_.data() + inShard : nullptr;
+    OptimizerTensor o{weights_[t]->data() + (lo - offsets_[t]), grad, m_.data() + inShard,
+                      second ? v_.data() + inShard : nullptr, grad, hi - lo};
     applyConventions(conventions[t], o);
     tensors_.push_back(o);
   }
@@ -56,10 +64,11 @@ void ShardedOptimizer::addMicrobatch(const std::vector<std::vector<float>> &grad
     grad_[size_t(k)] += scratch_[size_t(k)];
 }
 
-void ShardedOptimizer::takeShard(const std::vector<std::vector<float>> &averaged) {
-  for (const Piece &p : pieces_)
-    std::copy_n(averaged[p.tensor].data() + (p.start - offsets_[p.tensor]), p.count,
-                grad_.data() + (p.start - begin_));
+void ShardedOptimizer::useGradients(std::vector<std::vector<float>> &averaged) {
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    const Piece &piece = pieces_[p];
+    tensors_[p].grad = tensors_[p].update = averaged[piece.tensor].data() + (piece.start - offsets_[piece.tensor]);
+  }
 }
 
 void ShardedOptimizer::finishAccumulation() {
@@ -86,11 +95,6 @@ std::vector<float> ShardedOptimizer::completePerTensor(const std::vector<float> 
   return completed;
 }
 
-void ShardedOptimizer::setWeights(const std::vector<const std::vector<float> *> &weights) {
-  for (size_t t = 0; t < sizes_.size(); ++t)
-    std::copy_n(weights[t]->data(), sizes_[t], weights_.data() + offsets_[t]);
-}
-
 double ShardedOptimizer::gradientNorm() {
   std::vector<float> squares(2 * pieces_.size(), 0.0f);
   cpu::tensorSquares(Stream{}, tensors_.data(), int64_t(tensors_.size()), 1.0f, squares.data());
@@ -104,7 +108,7 @@ double ShardedOptimizer::gradientNorm() {
   return std::sqrt(sum);
 }
 
-void ShardedOptimizer::step(double lr, int64_t step, float gradScale, std::vector<std::vector<float> *> &weights) {
+void ShardedOptimizer::step(double lr, int64_t step, float gradScale) {
   const Stream host{};
   int64_t count = int64_t(tensors_.size());
   switch (config_.kind) {
@@ -130,18 +134,27 @@ void ShardedOptimizer::step(double lr, int64_t step, float gradScale, std::vecto
     break;
   }
   }
-  std::vector<float> mine(weights_.begin() + begin_, weights_.begin() + begin_ + shard_);
-  dp_.allGather(Buffer::of(mine.data(), DType::F32, shard_),
-                Buffer::of(weights_.data(), DType::F32, int64_t(weights_.size())));
+  // The all-gather's buffers live for the exchange only.
+  int64_t ranksCount = dp_.size();
+  std::vector<float> mine(size_t(shard_), 0.0f), all(size_t(shard_ * ranksCount));
+  MemoryCharge exchange((shard_ + shard_ * ranksCount) * int64_t(sizeof(float)), MemoryCategory::Communication);
+  for (const Piece &p : pieces_)
+    std::copy_n(weights_[p.tensor]->data() + (p.start - offsets_[p.tensor]), p.count, mine.data() + (p.start - begin_));
+  dp_.allGather(Buffer::of(mine.data(), DType::F32, shard_), Buffer::of(all.data(), DType::F32, int64_t(all.size())));
   for (size_t t = 0; t < sizes_.size(); ++t)
-    std::copy_n(weights_.data() + offsets_[t], sizes_[t], weights[t]->data());
+    std::copy_n(all.data() + offsets_[t], sizes_[t], weights_[t]->data());
 }
 
 void ShardedOptimizer::gatherMoments(std::vector<std::vector<float>> &m, std::vector<std::vector<float>> &v) {
-  std::vector<float> all(weights_.size());
+  int64_t ranksCount = dp_.size();
+  std::vector<float> all(size_t(shard_ * ranksCount));
+  MemoryCharge exchange(int64_t(all.size() * sizeof(float)), MemoryCategory::Communication);
+  m.assign(sizes_.size(), {});
+  v.assign(sizes_.size(), {});
   for (auto [mine, out] : {std::pair(&m_, &m), std::pair(&v_, &v)}) {
+    if (mine->empty())
+      continue;
     dp_.allGather(Buffer::of(mine->data(), DType::F32, shard_), Buffer::of(all.data(), DType::F32, int64_t(all.size())));
-    out->resize(sizes_.size());
     for (size_t t = 0; t < sizes_.size(); ++t)
       (*out)[t].assign(all.begin() + offsets_[t], all.begin() + offsets_[t] + sizes_[t]);
   }
@@ -151,7 +164,8 @@ void ShardedOptimizer::scatterMoments(const std::vector<std::vector<float>> &m, 
   for (const Piece &p : pieces_) {
     int64_t from = p.start - offsets_[p.tensor], to = p.start - begin_;
     std::copy_n(m[p.tensor].data() + from, p.count, m_.data() + to);
-    std::copy_n(v[p.tensor].data() + from, p.count, v_.data() + to);
+    if (!v_.empty())
+      std::copy_n(v[p.tensor].data() + from, p.count, v_.data() + to);
   }
 }
 

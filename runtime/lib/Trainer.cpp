@@ -7,6 +7,7 @@
 #include "colossal/runtime/CommCounters.h"
 #include "colossal/runtime/Health.h"
 #include "colossal/runtime/Launch.h"
+#include "colossal/runtime/Memory.h"
 #include "colossal/runtime/Mesh.h"
 #include "colossal/runtime/MpiCommunicator.h"
 #include "colossal/runtime/Npy.h"
@@ -59,7 +60,9 @@ Trains %s, compiled by colossal-compile, on the host.
                        (default: synthetic data, the same for every run with one seed)
   --weights FILE       initial weights (default: weights.safetensors beside the program)
   --log FILE           one JSON object per step: step, loss, lr, grad_norm,
-                       loss_scale, tokens_per_s, time
+                       loss_scale, tokens_per_s, time, memory (bytes by
+                       category, current and peak) and, on several ranks,
+                       comm (bytes by collective)
   --save DIR           write a checkpoint of the last step here
   --dump-gradients DIR write the first step's gradients (averaged over
                        microbatches and ranks, before clipping) as DIR/NAME.npy
@@ -380,9 +383,13 @@ private:
 
 struct State {
   std::vector<Tensor> parameters;
-  /// Per trainable parameter (in program order): gradient, moments, scratch.
+  /// Per trainable parameter (in program order): gradient and moments (no
+  /// second moment for SGD and LARS).
   std::vector<size_t> trainable;
-  std::vector<std::vector<float>> grads, m, v, scratch;
+  std::vector<std::vector<float>> grads, m, v;
+  /// What the buffers above hold, by category, in the memory tracker the
+  /// step log reports (and the plan's memory prediction is checked against).
+  MemoryCharge parameterBytes, gradientBytes, momentBytes;
   std::vector<OptimizerTensor> tensors;
   std::vector<TensorConventions> conventions;
   /// Under ZeRO with more than one rank: the shard's optimizer (then m, v and
@@ -416,6 +423,10 @@ State loadWeights(const TrainingProgram &program, const std::string &path) {
       fail(path, "trainable parameter '" + p.name + "' is not floating-point");
     s.parameters.push_back(std::move(value));
   }
+  int64_t bytes = 0;
+  for (const Tensor &t : s.parameters)
+    bytes += int64_t(t.floats.size() * sizeof(float) + t.ints.size() * sizeof(int64_t));
+  s.parameterBytes = MemoryCharge(bytes, MemoryCategory::Parameters);
   return s;
 }
 
@@ -427,16 +438,22 @@ void prepareOptimizer(const TrainingProgram &program, const OptimizerConfig &con
       continue;
     size_t n = s.parameters[i].floats.size();
     s.trainable.push_back(i);
-    s.grads.emplace_back(n, 0.0f), s.m.emplace_back(n, 0.0f), s.v.emplace_back(n, 0.0f);
-    s.scratch.emplace_back(n, 0.0f);
+    s.grads.emplace_back(n, 0.0f), s.m.emplace_back(n, 0.0f);
+    s.v.emplace_back(momentsOf(config.kind) == 2 ? n : 0, 0.0f);
     s.conventions.push_back(compiledOptimizer ? p.conventions : conventionsOf(config.kind, p.shape.size()));
   }
+  int64_t elements = 0;
   for (size_t t = 0; t < s.trainable.size(); ++t) {
-    OptimizerTensor o{s.parameters[s.trainable[t]].floats.data(), s.grads[t].data(), s.m[t].data(), s.v[t].data(),
-                      s.scratch[t].data(), int64_t(s.grads[t].size())};
+    // LAMB writes its update over the gradient (OptimizerStep.h).
+    OptimizerTensor o{s.parameters[s.trainable[t]].floats.data(), s.grads[t].data(), s.m[t].data(),
+                      s.v[t].empty() ? nullptr : s.v[t].data(), s.grads[t].data(), int64_t(s.grads[t].size())};
     applyConventions(s.conventions[t], o);
     s.tensors.push_back(o);
+    elements += o.n;
   }
+  s.gradientBytes = MemoryCharge(elements * int64_t(sizeof(float)), MemoryCategory::Gradients);
+  s.momentBytes = MemoryCharge(momentsOf(config.kind) * elements * int64_t(sizeof(float)),
+                               MemoryCategory::OptimizerState);
 }
 
 TensorView viewOf(const std::string &name, const Shape &shape, const std::vector<float> &data) {
@@ -474,7 +491,8 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
   for (size_t t = 0; t < s.trainable.size(); ++t) {
     const ProgramParameter &p = program.parameters[s.trainable[t]];
     add(viewOf("optimizer.m:" + p.name, p.shape, moments1[t]));
-    add(viewOf("optimizer.v:" + p.name, p.shape, moments2[t]));
+    if (momentsOf(o.settings.optimizer.kind) == 2)
+      add(viewOf("optimizer.v:" + p.name, p.shape, moments2[t]));
   }
   saveCheckpoint(dir, world, step, shards,
                  {{"model", program.model}, {"optimizer", nameOf(o.settings.optimizer.kind)},
@@ -515,7 +533,8 @@ int64_t resumeState(Communicator &world, const std::string &dir, const TrainingP
   for (size_t t = 0; t < s.trainable.size(); ++t) {
     const ProgramParameter &p = program.parameters[s.trainable[t]];
     restore("optimizer.m:" + p.name, p.shape, s.m[t]);
-    restore("optimizer.v:" + p.name, p.shape, s.v[t]);
+    if (momentsOf(o.settings.optimizer.kind) == 2)
+      restore("optimizer.v:" + p.name, p.shape, s.v[t]);
   }
   // Checkpoints of programs without loss scaling applied every step.
   s.updates = info("updates").empty() ? checkpoint.step() : std::stoll(info("updates"));
@@ -566,27 +585,23 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     fail("--steps", "the checkpoint is at step " + std::to_string(start) + ", past --steps " +
                         std::to_string(o.settings.steps));
   if (o.settings.zero > 0 && dp.size() > 1) {
-    std::vector<int64_t> sizes;
-    std::vector<const std::vector<float> *> weights;
-    for (size_t t = 0; t < s.trainable.size(); ++t) {
-      sizes.push_back(int64_t(s.grads[t].size()));
-      weights.push_back(&s.parameters[s.trainable[t]].floats);
-    }
-    s.sharded =
-        std::make_unique<ShardedOptimizer>(dp, int(o.settings.zero), o.settings.optimizer, sizes, s.conventions);
-    s.sharded->setWeights(weights);
+    std::vector<std::vector<float> *> weights;
+    for (size_t index : s.trainable)
+      weights.push_back(&s.parameters[index].floats);
+    s.sharded = std::make_unique<ShardedOptimizer>(dp, int(o.settings.zero), o.settings.optimizer, s.conventions,
+                                                   weights);
     s.sharded->scatterMoments(s.m, s.v);
     // Only the shard's state is kept.
-    for (auto *list : {&s.m, &s.v, &s.scratch})
+    for (auto *list : {&s.m, &s.v})
       std::vector<std::vector<float>>().swap(*list);
+    s.momentBytes.release();
     s.tensors.clear();
-    if (o.settings.zero >= 2)
+    if (o.settings.zero >= 2) {
       for (std::vector<float> &g : s.grads)
         std::vector<float>().swap(g);
+      s.gradientBytes.release();
+    }
   }
-  std::vector<std::vector<float> *> trainableWeights;
-  for (size_t index : s.trainable)
-    trainableWeights.push_back(&s.parameters[index].floats);
   LearningRateSchedule schedule;
   schedule.base = o.settings.optimizer.lr, schedule.warmupSteps = o.settings.warmupSteps;
   schedule.totalSteps = o.settings.steps, schedule.decay = o.settings.schedule;
@@ -597,6 +612,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
   int64_t microbatches = o.settings.microbatches;
   for (int64_t step = start + 1; step <= o.settings.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
+    MemoryTracker::global().resetPeaks();
     if (counters)
       counters->reset();
     for (std::vector<float> &g : s.grads)
@@ -645,14 +661,14 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     if (!scatterEachMicrobatch)
       for (size_t t = 0; t < s.grads.size(); ++t) {
         if (!s.sharded)
-          s.tensors[t].grad = s.grads[t].data();
+          s.tensors[t].grad = s.tensors[t].update = s.grads[t].data();
         averageOverRanks(dp, s.grads[t].data(), int64_t(s.grads[t].size()));
       }
     if (s.sharded) {
       if (scatterEachMicrobatch)
         s.sharded->finishAccumulation();
       else
-        s.sharded->takeShard(s.grads);
+        s.sharded->useGradients(s.grads);
     }
     // The loss's reduction for the log is not the step's communication.
     if (counters)
@@ -696,7 +712,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
       float gradScale = unscale * (clip > 0 && gradNorm > clip ? float(clip / gradNorm) : 1.0f);
       ++s.updates;
       if (s.sharded)
-        s.sharded->step(lr, s.updates, gradScale, trainableWeights);
+        s.sharded->step(lr, s.updates, gradScale);
       else
         optimizerStep(o.settings.optimizer, lr, s.updates, s.tensors, gradScale);
       if (o.settings.lossScaling.dynamic && ++s.finiteSteps >= o.settings.lossScaling.window) {
@@ -717,6 +733,8 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     record.time = std::chrono::duration<double>(now - begin).count();
     if (counters)
       record.extra.push_back({"comm", comm});
+    // This rank's model states, buffers and their peaks during the step.
+    record.extra.push_back({"memory", MemoryTracker::global().json(MemorySpace::Host)});
     log.write(record);
     progress.update(record);
   }

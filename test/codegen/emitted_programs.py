@@ -11,7 +11,9 @@ clear error and a nonzero exit.
 Data parallel: programs compiled with --gpus 2 and 4 run under mpirun and
 follow the same trajectories as one rank, their final weights within 1e-5 of
 the single-rank program's, and every step moves exactly the bytes the cost
-model predicts (the manifest's plan against the runtime's counters). ZeRO
+model predicts (the manifest's plan against the runtime's counters), and
+the model states each rank holds (parameters, gradients, optimizer state)
+are within 5% of the plan's memory per rank. ZeRO
 stages 1 (dp=4) and 2 (dp=2, two microbatches) do the same, resume bit for
 bit, and write checkpoints the replicated program continues.
 
@@ -145,6 +147,26 @@ def worst_weight_error(reference_checkpoint, run, ranks, model):
     return worst, where
 
 
+MODEL_STATES = ("parameters", "gradients", "optimizer_state")
+memory_rows = []
+
+
+def check_model_states(log, predicted, tag):
+    """Every step's peak bytes of parameters, gradients and optimizer state
+    on rank 0 (the runtime's memory tracker) are within 5% of the plan's
+    per-rank model states (the ZeRO formulas of the cost model)."""
+    worst = 0.0
+    measured = {}
+    for line in open(log):
+        memory = json.loads(line)["memory"]
+        for category in MODEL_STATES:
+            got, want = memory[category]["peak"], predicted[category]
+            measured[category] = got
+            worst = max(worst, abs(got - want) / want)
+    check(worst <= 0.05, f"{tag}: model states {measured} bytes, the plan says {predicted}")
+    memory_rows.append((tag, measured, predicted, worst))
+
+
 def check_counters(log, predicted, tag):
     """Every step's counters equal the plan's bytes per collective and axis."""
     for line in open(log):
@@ -170,6 +192,8 @@ for model in MODELS:
             continue
         error = worst_relative(losses(log), reference["losses"][name])
         print(f"{model:8} {name:9} {error:40.2e}")
+        states = json.load(open(f"{out}/manifest.json"))["predicted_model_state_bytes_per_rank_by_optimizer"][name]
+        check_model_states(log, states, f"{model} {name} x1")
         fp32_errors[model, name] = error
         check(error <= 1e-5, f"{model} {name}: losses differ from PyTorch's by {error:.2e} relative")
 
@@ -262,8 +286,11 @@ for model in ["gpt2", "bert", "llama"]:
             worst_weight, where = worst_weight_error(f"{WORK}/{tag}-1/{shard}", f"{WORK}/{tag}-n", ranks, model)
             # The cost model's communication, exactly: the plan in the
             # manifest against the counters every step logs.
-            predicted = json.load(open(f"{parallel}/manifest.json"))["predicted_comm_bytes_per_step"]
+            manifest = json.load(open(f"{parallel}/manifest.json"))
+            predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
             check_counters(f"{WORK}/{tag}-n.log", predicted, tag)
+            check_model_states(f"{WORK}/{tag}-n.log",
+                               manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name], f"{model} {name} x{ranks}")
             comm = ", ".join(f"{c} on {axis}: {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
             print(f"{model:8} {ranks:5} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {comm}, "
                   f"measured = predicted)")
@@ -303,6 +330,9 @@ for model in ["gpt2", "bert", "llama"]:
             # The run chose its optimizer by flag: the plan for that one.
             predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
             check_counters(f"{WORK}/{tag}-n.log", predicted, tag)
+            check_model_states(f"{WORK}/{tag}-n.log",
+                               manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
+                               f"{model} {name} zero={stage} x{ranks}")
             comm = ", ".join(f"{c} {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
             print(f"{model:8} {f'{stage} x{ranks} m{micro}':8} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  "
                   f"({where}; {comm}, measured = predicted)")
@@ -327,6 +357,8 @@ if built.returncode == 0:
         predicted = json.load(open(f"{odd}/manifest.json"))["predicted_comm_bytes_per_step_by_optimizer"]["lamb"]
         check(predicted["all_gather"]["dp"] == 7233 * 4, f"the plan does not count the padded shard: {predicted}")
         check_counters(f"{WORK}/gpt2-zero2-dp3.log", predicted, "gpt2 zero=2 x3")
+        check_model_states(f"{WORK}/gpt2-zero2-dp3.log", json.load(open(f"{odd}/manifest.json"))[
+            "predicted_model_state_bytes_per_rank_by_optimizer"]["lamb"], "gpt2 lamb zero=2 x3 (padded)")
         loss_error = worst_relative(losses(f"{WORK}/gpt2-zero2-dp3.log"), reference["losses"]["lamb"])
         check(loss_error <= 1e-5, f"gpt2 zero=2 x3: losses differ from PyTorch's by {loss_error:.2e}")
         print(f"gpt2     2 x3 m1  lamb     {loss_error:28.2e}  (7232 weights in shards of 2411, the last padded; "
@@ -357,6 +389,15 @@ if plain.returncode == 0:
     check(error <= 1e-5, f"the replicated program continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
     print(f"ZeRO-2 resume: bit for bit; the replicated data-parallel program continuing its checkpoint ends "
           f"within {error:.2e} ({key})")
+
+# The plan's memory is right for the model states: every run above logged
+# its peak bytes per category, within 5% of the prediction (the padding of
+# a shard is the difference). Activations, communication buffers and the
+# step's own tensors are not yet accounted on the host target.
+print(f"{'run':30} {'parameters':>21} {'gradients':>21} {'optimizer state':>21}  measured / predicted bytes per rank")
+for tag, measured, predicted, worst in memory_rows:
+    cells = " ".join(f"{measured[c]:>10}/{predicted[c]:<10.0f}" for c in MODEL_STATES)
+    print(f"{tag:30} {cells}  worst {worst:.1e}")
 
 # 7. Mixed precision: matmuls, convolutions and attention compute in bf16 or
 # fp16 (float32 rounded to the 16-bit type after each op), norms, softmax and

@@ -100,4 +100,26 @@ TEST(MemoryTest, CountsCurrentAndPeakByCategory) {
   }
 }
 
+TEST(MemoryTest, ChargesCountBytesAContainerHolds) {
+  MemoryTracker tracker;
+  {
+    MemoryCharge moments(800, MemoryCategory::OptimizerState, MemorySpace::Host, &tracker);
+    MemoryCharge buffer(300, MemoryCategory::Communication, MemorySpace::Host, &tracker);
+    EXPECT_EQ(tracker.current(MemorySpace::Host), 1100);
+    buffer.release();
+    buffer.release(); // twice is once
+    EXPECT_EQ(tracker.current(MemorySpace::Host, MemoryCategory::Communication), 0);
+    MemoryCharge moved = std::move(moments);
+    EXPECT_EQ(moments.bytes(), 0);
+    EXPECT_EQ(tracker.current(MemorySpace::Host, MemoryCategory::OptimizerState), 800);
+    moments = MemoryCharge(100, MemoryCategory::OptimizerState, MemorySpace::Host, &tracker);
+    EXPECT_EQ(tracker.current(MemorySpace::Host, MemoryCategory::OptimizerState), 900);
+  }
+  EXPECT_EQ(tracker.current(MemorySpace::Host), 0);
+  EXPECT_EQ(tracker.peak(MemorySpace::Host), 1100);
+  std::string host = tracker.json(MemorySpace::Host);
+  EXPECT_NE(host.find("\"optimizer_state\": {\"current\": 0, \"peak\": 900}"), std::string::npos) << host;
+  EXPECT_EQ(host.find("device"), std::string::npos);
+}
+
 } // namespace

@@ -97,6 +97,10 @@ struct EstimateOptions {
   /// complete norms across shards: one for the gradient norm, one more for
   /// LAMB's trust ratios (the default optimizer).
   int shardedNormReductions = 2;
+  /// Optimizer moments per trainable weight: 2 for LAMB and Adam (the
+  /// default), 1 for SGD and LARS (the momentum buffer). With 16-bit
+  /// weights the optimizer also keeps a float32 master copy.
+  int optimizerMoments = 2;
   /// Keep the simulated pipeline's tasks (for chromeTrace()); the search
   /// turns it off.
   bool recordPipelineTasks = true;

@@ -44,6 +44,8 @@ public:
   void resetPeaks();
   /// {"device": {"parameters": {"current": .., "peak": ..}, ..., "total": {..}}, ...}
   std::string json() const;
+  /// One space: {"parameters": {"current": .., "peak": ..}, ..., "total": {..}}.
+  std::string json(MemorySpace space) const;
 
 private:
   struct Counter {
@@ -88,6 +90,31 @@ public:
 
 private:
   void *data_ = nullptr;
+  int64_t bytes_ = 0;
+  MemoryCategory category_ = MemoryCategory::Workspace;
+  MemorySpace space_ = MemorySpace::Host;
+  MemoryTracker *tracker_ = nullptr;
+};
+
+/// Counts `bytes` of a category for as long as it lives, for memory a
+/// container owns (a std::vector the trainer sizes, a host tensor) where an
+/// Allocation would force a copy. Move-only; `release` (or destruction)
+/// takes the bytes off the tracker.
+class MemoryCharge {
+public:
+  MemoryCharge() = default;
+  MemoryCharge(int64_t bytes, MemoryCategory category, MemorySpace space = MemorySpace::Host,
+               MemoryTracker *tracker = &MemoryTracker::global());
+  ~MemoryCharge() { release(); }
+  MemoryCharge(MemoryCharge &&other) noexcept { *this = std::move(other); }
+  MemoryCharge &operator=(MemoryCharge &&other) noexcept;
+  MemoryCharge(const MemoryCharge &) = delete;
+  MemoryCharge &operator=(const MemoryCharge &) = delete;
+
+  int64_t bytes() const { return bytes_; }
+  void release();
+
+private:
   int64_t bytes_ = 0;
   MemoryCategory category_ = MemoryCategory::Workspace;
   MemorySpace space_ = MemorySpace::Host;

@@ -21,6 +21,11 @@ namespace colossal::rt {
 
 enum class OptimizerKind { Lamb, AdamW, Sgd, Lars };
 const char *nameOf(OptimizerKind kind);
+/// LAMB and AdamW keep two moments per weight; SGD and LARS one (the
+/// momentum buffer), so their OptimizerTensor::v may be null. LAMB's update
+/// between its stages may overwrite the gradient (read first, element by
+/// element), so no optimizer needs a buffer beyond its moments.
+int momentsOf(OptimizerKind kind);
 std::optional<OptimizerKind> parseOptimizer(const std::string &name);
 
 struct OptimizerConfig {

@@ -7,7 +7,7 @@
 // shard; an all-gather then gives every rank the new weights.
 //
 // - Stage 1: gradients are averaged with one all-reduce per tensor, as plain
-//   data parallelism does, and each rank reads its shard of them.
+//   data parallelism does, and each rank reads its shard of them in place.
 // - Stage 2: each microbatch's gradients are reduce-scattered at once, so a
 //   rank only accumulates its shard.
 //
@@ -28,6 +28,7 @@
 #define COLOSSAL_RUNTIME_SHARDEDOPTIMIZER_H
 
 #include "colossal/runtime/Communicator.h"
+#include "colossal/runtime/Memory.h"
 #include "colossal/runtime/OptimizerStep.h"
 
 #include <vector>
@@ -36,37 +37,36 @@ namespace colossal::rt {
 
 class ShardedOptimizer {
 public:
-  /// `sizes` and `conventions` (weight decay, trust ratio) of the trainable
-  /// tensors in parameter order.
-  ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config, const std::vector<int64_t> &sizes,
-                   const std::vector<TensorConventions> &conventions);
+  /// `conventions` (weight decay, trust ratio) of the trainable tensors in
+  /// parameter order, and `weights`, the trainer's own: each step updates
+  /// this rank's shard of them in place and all-gathers the rest.
+  ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config,
+                   const std::vector<TensorConventions> &conventions, const std::vector<std::vector<float> *> &weights);
 
   int stage() const { return stage_; }
   /// Elements per shard (the flat space is this times the ranks).
   int64_t shardElements() const { return shard_; }
 
-  /// The current weights (one vector per trainable tensor), after loading
-  /// or resuming; steps keep them afterwards.
-  void setWeights(const std::vector<const std::vector<float> *> &weights);
-  /// Starts a step: the shard's gradient accumulator is zeroed.
+  /// Starts a step: the shard's gradient accumulator is zeroed (stage 2).
   void beginStep();
   /// Stage 2: reduce-scatters one microbatch's gradients (full tensors,
   /// scaled by `scale`) and adds this rank's shard to the accumulator.
   void addMicrobatch(const std::vector<std::vector<float>> &grads, float scale);
-  /// Stage 1: takes this rank's shard of gradients already averaged over
-  /// the ranks.
-  void takeShard(const std::vector<std::vector<float>> &averaged);
+  /// Stage 1: the gradients, already averaged over the ranks, read in place
+  /// (LAMB writes its update over this rank's shard of them).
+  void useGradients(std::vector<std::vector<float>> &averaged);
   /// Stage 2: divides the accumulated sums by the ranks (the average).
   void finishAccumulation();
   /// The global gradient norm (collective); also keeps the per-tensor sums
   /// of squares LARS needs.
   double gradientNorm();
-  /// Updates this rank's shard and all-gathers the new weights into
-  /// `weights` (one vector per trainable tensor; collective).
-  void step(double lr, int64_t step, float gradScale, std::vector<std::vector<float> *> &weights);
+  /// Updates this rank's shard of the weights and all-gathers the others'
+  /// (collective).
+  void step(double lr, int64_t step, float gradScale);
 
   /// The full moments of every tensor (collective: gathered for a
-  /// checkpoint); `m[t]` and `v[t]` are resized to the tensor.
+  /// checkpoint); `m[t]` and `v[t]` are resized to the tensor (`v` left
+  /// empty for optimizers with one moment).
   void gatherMoments(std::vector<std::vector<float>> &m, std::vector<std::vector<float>> &v);
   /// Takes this rank's shard of full moments (from a checkpoint).
   void scatterMoments(const std::vector<std::vector<float>> &m, const std::vector<std::vector<float>> &v);
@@ -80,18 +80,21 @@ private:
   Communicator &dp_;
   int stage_;
   OptimizerConfig config_;
-  std::vector<int64_t> sizes_, offsets_; // per tensor, in the flat space
-  int64_t shard_ = 0, begin_ = 0;        // shard size; this rank's first element
+  std::vector<std::vector<float> *> weights_; // the trainer's, per tensor
+  std::vector<int64_t> sizes_, offsets_;      // per tensor, in the flat space
+  int64_t shard_ = 0, begin_ = 0;             // shard size; this rank's first element
   /// This rank's pieces: which tensor, the flat start, the element count.
   struct Piece {
     size_t tensor;
     int64_t start, count;
   };
   std::vector<Piece> pieces_;
-  std::vector<OptimizerTensor> tensors_; // one per piece, into the buffers below
-  std::vector<float> weights_;           // the whole flat space (gathered)
-  std::vector<float> grad_, m_, v_, update_, scratch_;
-  std::vector<float> flat_;              // a microbatch's gradients, to reduce-scatter
+  std::vector<OptimizerTensor> tensors_; // one per piece
+  /// The shard's gradient accumulator (stage 2), moments (v for LAMB and
+  /// AdamW only), and stage 2's reduce-scatter buffers (a microbatch's
+  /// gradients, flat, and this rank's share of their sum).
+  std::vector<float> grad_, m_, v_, flat_, scratch_;
+  MemoryCharge gradientBytes_, momentBytes_, communicationBytes_;
   std::vector<float> normSquares_;       // per piece: sum w^2, sum g^2 (completed)
 };
 
