@@ -10,6 +10,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
@@ -67,6 +69,12 @@ public:
   LogicalResult emitStep(const std::map<std::string, size_t> &parameterIndex,
                          const std::vector<std::string> &trainableOrder);
 
+  /// The step's values' high-water mark in bytes, in the order the program
+  /// holds and frees them (what StepMemory measures at run time), and the
+  /// bytes of every value it defines.
+  int64_t plannedPeakBytes() const { return peak_; }
+  int64_t valueBytes() const { return total_; }
+
 private:
   FailureOr<Kind> kindOf(Value v, Operation *user) {
     Type element = cast<ShapedType>(v.getType()).getElementType();
@@ -86,6 +94,27 @@ private:
   }
 
   std::string shape(Value v) { return shapeLiteral(cast<ShapedType>(v.getType()).getShape()); }
+
+  /// Bytes a value occupies on either target: float32 or int64 elements.
+  static int64_t bytesOf(Value v) {
+    auto type = cast<ShapedType>(v.getType());
+    return type.getNumElements() * (isa<IntegerType>(type.getElementType()) ? 8 : 4);
+  }
+  /// The value `name` now belongs to the step: charged until freed.
+  void hold(Value v, const std::string &name) {
+    owned_.insert(v);
+    os_ << "  memory.hold(" << name << ");\n";
+    held_ += bytesOf(v);
+    total_ += bytesOf(v);
+    peak_ = std::max(peak_, held_);
+    // A value nothing reads is freed at once.
+    if (v.use_empty())
+      free(v);
+  }
+  void free(Value v) {
+    os_ << "  memory.free(" << ref(v) << ");\n";
+    held_ -= bytesOf(v);
+  }
   std::string ref(Value v) { return names_.lookup(v); }
   std::string optionalRef(Value v) { return v ? "&" + ref(v) : "nullptr"; }
   /// The op and, when it came from a named ONNX node, that node.
@@ -110,6 +139,7 @@ private:
       os_ << "  Tensor " << name << " = roundTo(" << expression << ", " << storage << ");\n";
     os_ << "  expect(" << name << ", " << shape(result) << ", " << (*kind == Kind::Integer ? "true" : "false") << ", "
         << describe(op) << ");\n";
+    hold(result, name);
     return success();
   }
 
@@ -129,6 +159,9 @@ private:
   func::FuncOp step_;
   llvm::raw_ostream &os_;
   llvm::DenseMap<Value, std::string> names_;
+  /// Values the step defines (not references to its arguments).
+  llvm::DenseSet<Value> owned_;
+  int64_t held_ = 0, peak_ = 0, total_ = 0;
   int counter_ = 0;
   /// The CUDA target: values live on the device.
   bool device_ = false;
@@ -194,9 +227,10 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
       return op->emitError() << "reads @" << p.getName() << ", which the module does not declare";
     std::string name = "v" + std::to_string(counter_++);
     names_[p.getResult()] = name;
-    if (device_)
-      os_ << "  const Tensor " << name << " = upload(parameters[" << it->second << "]); // @" << p.getName() << "\n";
-    else
+    if (device_) {
+      os_ << "  Tensor " << name << " = upload(parameters[" << it->second << "]); // @" << p.getName() << "\n";
+      hold(p.getResult(), name);
+    } else
       os_ << "  const Tensor &" << name << " = parameters[" << it->second << "]; // @" << p.getName() << "\n";
     return success();
   }
@@ -346,23 +380,41 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   Block &body = step_.getBody().front();
   os_ << "void trainStep(const std::vector<HostTensor> &inputs, const std::vector<HostTensor> &parameters,\n"
          "               float lossScale, HostTensor &loss, std::vector<HostTensor> &gradients) {\n";
+  // Each value is freed after the statement of its last use: the step's
+  // memory is its live values, not all of them.
+  os_ << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::" << (device_ ? "Device" : "Host") << ");\n";
+  llvm::DenseMap<Value, Operation *> lastUse;
+  for (Operation &op : body)
+    for (Value operand : op.getOperands())
+      lastUse[operand] = &op;
   for (BlockArgument arg : body.getArguments()) {
     std::string name = "v" + std::to_string(counter_++);
     names_[arg] = name;
     auto inputName = step_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
     if (inputName && inputName.getValue() == "loss_scale") {
       // The loss gradient's seed: the trainer's current loss scale.
-      os_ << "  const Tensor " << name << " = " << (device_ ? "upload(" : "")
+      os_ << "  Tensor " << name << " = " << (device_ ? "upload(" : "")
           << "HostTensor::ofFloats(Shape{}, {lossScale})" << (device_ ? ")" : "") << "; // loss_scale\n";
+      hold(arg, name);
       continue;
     }
-    os_ << (device_ ? "  const Tensor " : "  const Tensor &") << name << " = "
+    os_ << (device_ ? "  Tensor " : "  const Tensor &") << name << " = "
         << (device_ ? "upload(inputs[" : "inputs[") << arg.getArgNumber() << (device_ ? "])" : "]") << "; // "
         << (inputName ? inputName.getValue() : StringRef("input")) << "\n";
+    // On the device an input is a copy the step owns.
+    if (device_)
+      hold(arg, name);
   }
-  for (Operation &op : body.without_terminator())
+  for (Operation &op : body.without_terminator()) {
     if (failed(emitOp(&op, parameterIndex)))
       return failure();
+    llvm::SmallPtrSet<Value, 4> done; // an operand read twice is freed once
+    for (Value operand : op.getOperands()) {
+      if (!owned_.contains(operand) || lastUse.lookup(operand) != &op || !done.insert(operand).second)
+        continue;
+      free(operand);
+    }
+  }
   Operation *terminator = body.getTerminator();
   std::map<std::string, Value> gradientByName;
   for (unsigned r = 1; r < step_.getNumResults(); ++r)
@@ -400,7 +452,8 @@ int64_t integerRange(Value input) {
 
 } // namespace
 
-LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os) {
+LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os,
+                             StepMemoryPlan *memory) {
   auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!step || !forward)
@@ -428,6 +481,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "// rounded to their type after each op). Built against the runtime's public\n"
      << "// headers; main() hands the step to the runtime's trainer.\n\n"
      << "#include \"colossal/runtime/HostTensor.h\"\n"
+     << "#include \"colossal/runtime/StepMemory.h\"\n"
      << "#include \"colossal/runtime/Trainer.h\"\n";
   if (device)
     os << "#include \"colossal/runtime/CudaDevice.h\"\n#include \"colossal/runtime/DeviceTensor.h\"\n"
@@ -438,6 +492,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   Emitter emitter(step, os, device);
   if (failed(emitter.emitStep(parameterIndex, trainableOrder)))
     return failure();
+  if (memory)
+    *memory = StepMemoryPlan{emitter.plannedPeakBytes(), emitter.valueBytes()};
 
   os << "\ncolossal::rt::TrainingProgram program() {\n"
      << "  colossal::rt::TrainingProgram p;\n"

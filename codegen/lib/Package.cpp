@@ -133,7 +133,7 @@ Json modelStatesOf(const cost::Estimate &estimate) {
                            {"optimizer_state", Json(estimate.memory.optimizer)}});
 }
 
-Json manifestOf(ModuleOp module, const PackageOptions &options) {
+Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemoryPlan &memory) {
   const ProgramSettings &s = options.settings;
   Json::Object m;
   m["format"] = "colossal-package/1";
@@ -179,6 +179,9 @@ Json manifestOf(ModuleOp module, const PackageOptions &options) {
     m["predicted_comm_bytes_per_step_by_optimizer"] = Json(comm);
     m["predicted_model_state_bytes_per_rank_by_optimizer"] = Json(states);
   }
+  // The step's own values on one rank, held from definition to last use.
+  m["planned_step_peak_bytes"] = Json(memory.peakBytes);
+  m["step_value_bytes"] = Json(memory.valueBytes);
   m["inputs"] = Json(inputs);
   m["parameters"] = Json(parameters);
   m["training"] = Json(Json::Object{
@@ -275,11 +278,12 @@ LogicalResult writePackage(ModuleOp module, const PackageOptions &options) {
     return module.emitError() << "cannot create " << dir << ": " << ec.message();
   std::string source;
   llvm::raw_string_ostream os(source);
-  if (failed(emitHostSource(module, options.settings, os)))
+  StepMemoryPlan memory;
+  if (failed(emitHostSource(module, options.settings, os, &memory)))
     return failure();
   if (failed(writeText(module, dir + "/train_step.cpp", source)) ||
       failed(writeWeights(module, options, dir + "/weights.safetensors")) ||
-      failed(writeText(module, dir + "/manifest.json", manifestOf(module, options).dump() + "\n")))
+      failed(writeText(module, dir + "/manifest.json", manifestOf(module, options, memory).dump() + "\n")))
     return failure();
   if (options.build && failed(buildExecutable(module, dir, cuda)))
     return failure();

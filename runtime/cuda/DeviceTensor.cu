@@ -559,6 +559,10 @@ Tensor cast(const Tensor &x, bool toInteger, bool toBool) {
   return out;
 }
 
+int64_t storageBytes(const Tensor &t) { return t.data ? t.elements() * (t.integer ? 8 : 4) : 0; }
+
+void release(Tensor &t) { t = Tensor(); }
+
 Tensor roundTo(const Tensor &x, DType storage) {
   requireFloat(x, "roundTo");
   if (storage != DType::BF16 && storage != DType::F16)

@@ -167,6 +167,21 @@ def check_model_states(log, predicted, tag):
     memory_rows.append((tag, measured, predicted, worst))
 
 
+step_rows = []
+
+
+def check_step_peak(log, program, tag):
+    """The step frees each value after its last use: the activations peak
+    the runtime measured at every step equals the compiler's plan exactly,
+    and is below what holding every value would take."""
+    manifest = json.load(open(f"{program}/manifest.json"))
+    planned, every = manifest["planned_step_peak_bytes"], manifest["step_value_bytes"]
+    peaks = {json.loads(line)["memory"]["activations"]["peak"] for line in open(log)}
+    check(peaks == {planned}, f"{tag}: step peaks {sorted(peaks)} bytes, the compiler planned {planned}")
+    check(planned < every, f"{tag}: the planned peak {planned} is not below holding every value ({every})")
+    step_rows.append((tag, sorted(peaks), planned, every))
+
+
 def check_counters(log, predicted, tag):
     """Every step's counters equal the plan's bytes per collective and axis."""
     for line in open(log):
@@ -194,6 +209,8 @@ for model in MODELS:
         print(f"{model:8} {name:9} {error:40.2e}")
         states = json.load(open(f"{out}/manifest.json"))["predicted_model_state_bytes_per_rank_by_optimizer"][name]
         check_model_states(log, states, f"{model} {name} x1")
+        if name == "lamb":
+            check_step_peak(log, out, model)
         fp32_errors[model, name] = error
         check(error <= 1e-5, f"{model} {name}: losses differ from PyTorch's by {error:.2e} relative")
 
@@ -389,6 +406,11 @@ if plain.returncode == 0:
     check(error <= 1e-5, f"the replicated program continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
     print(f"ZeRO-2 resume: bit for bit; the replicated data-parallel program continuing its checkpoint ends "
           f"within {error:.2e} ({key})")
+
+# The step's own values, freed after their last use: measured = planned.
+print(f"{'model':8} {'measured step peak':>18} {'planned':>10} {'every value held':>17}  bytes")
+for tag, peaks, planned, every in step_rows:
+    print(f"{tag:8} {', '.join(map(str, peaks)):>18} {planned:>10} {every:>17}  ({every / planned:.1f}x less)")
 
 # The plan's memory is right for the model states: every run above logged
 # its peak bytes per category, within 5% of the prediction (the padding of

@@ -239,6 +239,12 @@ Tensor cast(const Tensor &x, bool toInteger, bool toBool) {
   return out;
 }
 
+int64_t storageBytes(const Tensor &t) {
+  return int64_t(t.floats.size() * sizeof(float) + t.ints.size() * sizeof(int64_t));
+}
+
+void release(Tensor &t) { t = Tensor(); }
+
 Tensor roundTo(const Tensor &x, DType storage) {
   requireFloat(x, "roundTo");
   if (storage != DType::BF16 && storage != DType::F16)

@@ -42,9 +42,19 @@ struct ProgramSettings {
   int64_t zero = 0;
 };
 
+/// What the emitted step will hold: every value is freed after the
+/// statement of its last use, so its peak is the live values' (the step
+/// log's `activations` peak must equal it), not all of them.
+struct StepMemoryPlan {
+  int64_t peakBytes = 0;
+  /// Every value the step defines, summed: what it would hold without freeing.
+  int64_t valueBytes = 0;
+};
+
 /// Writes the program; on failure emits an error at the op that cannot be
 /// lowered (its name, location and why) and returns failure.
-mlir::LogicalResult emitHostSource(mlir::ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os);
+mlir::LogicalResult emitHostSource(mlir::ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os,
+                                   StepMemoryPlan *memory = nullptr);
 
 } // namespace colossal::codegen
 
