@@ -115,6 +115,8 @@ private:
     os_ << "  memory.free(" << ref(v) << ");\n";
     held_ -= bytesOf(v);
   }
+  /// The last use of a parameter read: the step is done with the tensor.
+  void release(Value v) { os_ << "  parameters.release(" << fetched_.lookup(v) << "); // " << ref(v) << "\n"; }
   std::string ref(Value v) { return names_.lookup(v); }
   std::string optionalRef(Value v) { return v ? "&" + ref(v) : "nullptr"; }
   /// The op and, when it came from a named ONNX node, that node.
@@ -161,6 +163,8 @@ private:
   llvm::DenseMap<Value, std::string> names_;
   /// Values the step defines (not references to its arguments).
   llvm::DenseSet<Value> owned_;
+  /// Host parameter reads: the parameter's index, released after the last use.
+  llvm::DenseMap<Value, size_t> fetched_;
   int64_t held_ = 0, peak_ = 0, total_ = 0;
   int counter_ = 0;
   /// The CUDA target: values live on the device.
@@ -227,11 +231,18 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
       return op->emitError() << "reads @" << p.getName() << ", which the module does not declare";
     std::string name = "v" + std::to_string(counter_++);
     names_[p.getResult()] = name;
+    // A read fetches the parameter (under ZeRO-3 an all-gather) until its
+    // last use; on the device the upload is the step's own copy.
     if (device_) {
-      os_ << "  Tensor " << name << " = upload(parameters[" << it->second << "]); // @" << p.getName() << "\n";
+      os_ << "  Tensor " << name << " = upload(parameters.fetch(" << it->second << ")); // @" << p.getName() << "\n";
+      os_ << "  parameters.release(" << it->second << ");\n";
       hold(p.getResult(), name);
-    } else
-      os_ << "  const Tensor &" << name << " = parameters[" << it->second << "]; // @" << p.getName() << "\n";
+    } else {
+      os_ << "  const Tensor &" << name << " = parameters.fetch(" << it->second << "); // @" << p.getName() << "\n";
+      fetched_[p.getResult()] = it->second;
+      if (p.getResult().use_empty())
+        release(p.getResult());
+    }
     return success();
   }
   if (auto c = dyn_cast<ConstantOp>(op))
@@ -378,7 +389,7 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
 LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIndex,
                                 const std::vector<std::string> &trainableOrder) {
   Block &body = step_.getBody().front();
-  os_ << "void trainStep(const std::vector<HostTensor> &inputs, const std::vector<HostTensor> &parameters,\n"
+  os_ << "void trainStep(const std::vector<HostTensor> &inputs, colossal::rt::StepParameters &parameters,\n"
          "               float lossScale, HostTensor &loss, std::vector<HostTensor> &gradients) {\n";
   // Each value is freed after the statement of its last use: the step's
   // memory is its live values, not all of them.
@@ -410,9 +421,12 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
       return failure();
     llvm::SmallPtrSet<Value, 4> done; // an operand read twice is freed once
     for (Value operand : op.getOperands()) {
-      if (!owned_.contains(operand) || lastUse.lookup(operand) != &op || !done.insert(operand).second)
+      if (lastUse.lookup(operand) != &op || !done.insert(operand).second)
         continue;
-      free(operand);
+      if (owned_.contains(operand))
+        free(operand);
+      else if (fetched_.count(operand))
+        release(operand);
     }
   }
   Operation *terminator = body.getTerminator();
@@ -429,6 +443,11 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
       return step_.emitError() << "@forward_backward returns no gradient for trainable parameter @" << name;
     os_ << "  gradients.push_back(" << toHost(it->second) << "); // @" << name << "\n";
   }
+  // Parameter reads the step returns as they are: released once copied.
+  llvm::SmallPtrSet<Value, 4> returned;
+  for (Value v : terminator->getOperands())
+    if (fetched_.count(v) && returned.insert(v).second)
+      release(v);
   os_ << "}\n";
   return success();
 }

@@ -11,6 +11,7 @@
 #include "colossal/cost/Json.h"
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/Safetensors.h"
+#include "passes/memory/ParameterReads.h"
 #include "passes/plan/CostGraphBridge.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -94,6 +95,13 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   FailureOr<cost::Graph> graph = plan::buildCostGraph(forward);
   if (failed(graph))
     return failure();
+  // Which weights the backward pass reads (ZeRO-3 gathers those again).
+  if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward")) {
+    llvm::StringSet<> readByBackward = memory::parametersReadByBackward(step);
+    for (cost::Value &value : graph->values)
+      if (value.isParameter)
+        value.readByBackward = readByBackward.contains(value.name);
+  }
   std::string error;
   std::optional<cost::Strategy> strategy = cost::Strategy::parse(
       "dp=" + std::to_string(s.ranks) + ",microbatches=" + std::to_string(s.microbatches) +

@@ -494,6 +494,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   // All parameter elements per rank (stored, gathered) and the trainable
   // ones (reduced, updated, with optimizer state).
   std::vector<double> params(ranks, 0), trainableParams(ranks, 0), layerParams(ranks, 0), trainableTensors(ranks, 0);
+  // ZeRO-3 cuts every trainable tensor into dp chunks of ceil(n / dp) and
+  // gathers it whole (padded) for the forward pass, and again for the
+  // backward pass if the backward reads it (ShardedOptimizer.h).
+  std::vector<double> gatheredForward(ranks, 0), gatheredBackward(ranks, 0);
   std::vector<int> firstLayer(ranks, -1);
   std::vector<std::set<int>> seen(ranks);
   double weightBytes = 2, optimizerBytes = 12;
@@ -508,6 +512,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       if (!value.frozen) {
         trainableParams[rank] += n * repeatOf(o);
         trainableTensors[rank] += repeatOf(o);
+        double padded = std::ceil(n / strategy.dp - 1e-9) * strategy.dp;
+        gatheredForward[rank] += padded * repeatOf(o);
+        if (value.readByBackward)
+          gatheredBackward[rank] += padded * repeatOf(o);
       }
       // One layer's weights: what ZeRO-3 gathers (and prefetches) at a time.
       if (graph.ops[o].layer >= 0 && firstLayer[rank] < 0)
@@ -559,7 +567,8 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       // ZeRO splits the trainable weights as one flat space into equal
       // shards, the last padded (ShardedOptimizer.h): its collectives move
       // whole multiples of the ranks.
-      double padded = std::ceil(trainableParams[r] / dpSize - 1e-9) * dpSize * weightBytes;
+      double padded = strategy.zero == 3 ? gatheredForward[r] * weightBytes
+                                         : std::ceil(trainableParams[r] / dpSize - 1e-9) * dpSize * weightBytes;
       if (strategy.zero <= 1) {
         double t = event(Collective::AllReduce, gradBytes, 1);
         dpExposed += std::max(0.0, t - overlappable);
@@ -569,9 +578,12 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
         dpExposed += std::max(0.0, t - m * overlappable);
       }
       if (strategy.zero == 3) {
-        // Parameters gathered before the forward and again before the
-        // backward of every microbatch, prefetched a layer ahead.
-        double t = event(Collective::AllGather, params[r] * weightBytes, 2 * m);
+        // Trainable weights gathered before the forward and again before the
+        // backward of every microbatch, prefetched a layer ahead (frozen
+        // ones are kept whole).
+        double t = event(Collective::AllGather, gatheredForward[r] * weightBytes, m);
+        if (gatheredBackward[r] > 0)
+          t += event(Collective::AllGather, gatheredBackward[r] * weightBytes, m);
         double hidden = m * (re.computeForward + re.computeBackward) * (layers - 1) / layers;
         dpExposed += std::max(0.0, t - hidden);
       } else if (strategy.zero >= 1) {
@@ -601,10 +613,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     // Memory.
     ModelStateBytes states =
         zeroModelStates(trainableParams[r], dpSize, strategy.zero, weightBytes, optimizerBytes);
-    // Frozen weights are stored like the others (sharded under ZeRO-3) but
-    // have no gradient or optimizer state.
+    // Frozen weights (buffers such as rotary tables) are kept whole on every
+    // rank, even under ZeRO-3, and have no gradient or optimizer state.
     double frozen = params[r] - trainableParams[r];
-    states.parameters += (strategy.zero >= 3 ? frozen / dpSize : frozen) * weightBytes;
+    states.parameters += frozen * weightBytes;
     MemoryBreakdown &mem = re.memory;
     mem.parameters = states.parameters;
     mem.gradients = states.gradients;

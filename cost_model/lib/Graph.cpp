@@ -5,7 +5,7 @@
 namespace colossal::cost {
 
 int Graph::addValue(std::string name, DType dtype, bool isParameter) {
-  values.push_back({std::move(name), dtype, isParameter, false, -1});
+  values.push_back({std::move(name), dtype, isParameter, false, true, -1});
   return int(values.size()) - 1;
 }
 

@@ -1,4 +1,4 @@
-//===- ShardedOptimizer.cpp - ZeRO stages 1 and 2 over the data axis -----===//
+//===- ShardedOptimizer.cpp - ZeRO stages 1, 2 and 3 over the data axis --===//
 
 #include "colossal/runtime/ShardedOptimizer.h"
 
@@ -13,22 +13,43 @@ ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerC
                                    const std::vector<TensorConventions> &conventions,
                                    const std::vector<std::vector<float> *> &weights)
     : dp_(dp), stage_(stage), config_(config), weights_(weights) {
-  if (stage < 1 || stage > 2)
-    fail("ZeRO stage " + std::to_string(stage), "the trainer shards optimizer state (1) and gradients (2) only");
-  int64_t total = 0;
+  if (stage < 1 || stage > 3)
+    fail("ZeRO stage " + std::to_string(stage),
+         "the trainer shards optimizer state (1), gradients (2) and weights (3) only");
+  int64_t total = 0, ranksCount = dp.size();
   for (const std::vector<float> *w : weights) {
     offsets_.push_back(total);
     sizes_.push_back(int64_t(w->size()));
     total += int64_t(w->size());
   }
-  int64_t ranksCount = dp.size();
-  shard_ = std::max<int64_t>(1, (total + ranksCount - 1) / ranksCount);
-  begin_ = int64_t(dp.rank()) * shard_;
+  if (stage == 3) {
+    // Each tensor on its own: chunk r of every tensor, end to end, is rank r's shard.
+    shard_ = 0;
+    for (int64_t n : sizes_) {
+      chunks_.push_back(std::max<int64_t>(1, (n + ranksCount - 1) / ranksCount));
+      chunkAt_.push_back(shard_);
+      shard_ += chunks_.back();
+    }
+    for (size_t t = 0; t < sizes_.size(); ++t) {
+      int64_t first = int64_t(dp.rank()) * chunks_[t];
+      int64_t count = std::min(chunks_[t], sizes_[t] - first);
+      if (count > 0)
+        pieces_.push_back({t, first, count, chunkAt_[t]});
+    }
+  } else {
+    shard_ = std::max<int64_t>(1, (total + ranksCount - 1) / ranksCount);
+    begin_ = int64_t(dp.rank()) * shard_;
+    for (size_t t = 0; t < sizes_.size(); ++t) {
+      int64_t lo = std::max(offsets_[t], begin_), hi = std::min(offsets_[t] + sizes_[t], begin_ + shard_);
+      if (lo < hi)
+        pieces_.push_back({t, lo - offsets_[t], hi - lo, lo - begin_});
+    }
+  }
   bool second = momentsOf(config.kind) == 2;
   m_.assign(size_t(shard_), 0.0f);
   v_.assign(second ? size_t(shard_) : 0, 0.0f);
   momentBytes_ = MemoryCharge(momentsOf(config.kind) * shard_ * int64_t(sizeof(float)), MemoryCategory::OptimizerState);
-  if (stage == 2) {
+  if (stage >= 2) {
     grad_.assign(size_t(shard_), 0.0f);
     flat_.assign(size_t(shard_ * ranksCount), 0.0f);
     scratch_.assign(size_t(shard_), 0.0f);
@@ -36,20 +57,28 @@ ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerC
     communicationBytes_ =
         MemoryCharge((shard_ * ranksCount + shard_) * int64_t(sizeof(float)), MemoryCategory::Communication);
   }
-  for (size_t t = 0; t < sizes_.size(); ++t) {
-    int64_t lo = std::max(offsets_[t], begin_), hi = std::min(offsets_[t] + sizes_[t], begin_ + shard_);
-    if (lo >= hi)
-      continue;
-    pieces_.push_back({t, lo, hi - lo});
-    int64_t inShard = lo - begin_;
+  if (stage == 3) {
+    weightShard_.assign(size_t(shard_), 0.0f);
+    weightBytes_ = MemoryCharge(shard_ * int64_t(sizeof(float)), MemoryCategory::Parameters);
+    for (const Piece &p : pieces_)
+      std::copy_n(weights_[p.tensor]->data() + p.first, p.count, weightShard_.data() + p.at);
+  }
+  for (const Piece &p : pieces_) {
     // Stage 1 points the gradient (and LAMB's update over it) at the
     // averaged full gradients each step (useGradients).
-    float *grad = stage == 2 ? grad_.data() + inShard : nullptr;
-    OptimizerTensor o{weights_[t]->data() + (lo - offsets_[t]), grad, m_.data() + inShard,
-                      second ? v_.data() + inShard : nullptr, grad, hi - lo};
-    applyConventions(conventions[t], o);
+    float *grad = stage >= 2 ? grad_.data() + p.at : nullptr;
+    float *param = stage == 3 ? weightShard_.data() + p.at : weights_[p.tensor]->data() + p.first;
+    OptimizerTensor o{param, grad, m_.data() + p.at, second ? v_.data() + p.at : nullptr, grad, p.count};
+    applyConventions(conventions[p.tensor], o);
     tensors_.push_back(o);
   }
+}
+
+int64_t ShardedOptimizer::flatIndex(size_t t, int64_t k) const {
+  if (stage_ < 3)
+    return offsets_[t] + k;
+  int64_t rank = k / chunks_[t];
+  return rank * shard_ + chunkAt_[t] + (k - rank * chunks_[t]);
 }
 
 void ShardedOptimizer::beginStep() { std::fill(grad_.begin(), grad_.end(), 0.0f); }
@@ -57,7 +86,7 @@ void ShardedOptimizer::beginStep() { std::fill(grad_.begin(), grad_.end(), 0.0f)
 void ShardedOptimizer::addMicrobatch(const std::vector<std::vector<float>> &grads, float scale) {
   for (size_t t = 0; t < grads.size(); ++t)
     for (int64_t k = 0; k < sizes_[t]; ++k)
-      flat_[size_t(offsets_[t] + k)] = grads[t][size_t(k)] * scale;
+      flat_[size_t(flatIndex(t, k))] = grads[t][size_t(k)] * scale;
   dp_.reduceScatter(Buffer::of(flat_.data(), DType::F32, int64_t(flat_.size())),
                     Buffer::of(scratch_.data(), DType::F32, shard_));
   for (int64_t k = 0; k < shard_; ++k)
@@ -67,7 +96,7 @@ void ShardedOptimizer::addMicrobatch(const std::vector<std::vector<float>> &grad
 void ShardedOptimizer::useGradients(std::vector<std::vector<float>> &averaged) {
   for (size_t p = 0; p < pieces_.size(); ++p) {
     const Piece &piece = pieces_[p];
-    tensors_[p].grad = tensors_[p].update = averaged[piece.tensor].data() + (piece.start - offsets_[piece.tensor]);
+    tensors_[p].grad = tensors_[p].update = averaged[piece.tensor].data() + piece.first;
   }
 }
 
@@ -134,15 +163,34 @@ void ShardedOptimizer::step(double lr, int64_t step, float gradScale) {
     break;
   }
   }
+  if (stage_ == 3)
+    return; // each step gathers the tensors it reads
   // The all-gather's buffers live for the exchange only.
   int64_t ranksCount = dp_.size();
   std::vector<float> mine(size_t(shard_), 0.0f), all(size_t(shard_ * ranksCount));
   MemoryCharge exchange((shard_ + shard_ * ranksCount) * int64_t(sizeof(float)), MemoryCategory::Communication);
   for (const Piece &p : pieces_)
-    std::copy_n(weights_[p.tensor]->data() + (p.start - offsets_[p.tensor]), p.count, mine.data() + (p.start - begin_));
+    std::copy_n(weights_[p.tensor]->data() + p.first, p.count, mine.data() + p.at);
   dp_.allGather(Buffer::of(mine.data(), DType::F32, shard_), Buffer::of(all.data(), DType::F32, int64_t(all.size())));
   for (size_t t = 0; t < sizes_.size(); ++t)
     std::copy_n(all.data() + offsets_[t], sizes_[t], weights_[t]->data());
+}
+
+void ShardedOptimizer::gatherTensor(size_t t, std::vector<float> &out) {
+  if (stage_ != 3 || t >= sizes_.size())
+    fail("ZeRO stage " + std::to_string(stage_), "only stage 3 gathers tensors (asked for tensor " + std::to_string(t) + ")");
+  int64_t ranksCount = dp_.size();
+  // The padded whole: chunk r of the tensor from rank r, in rank order.
+  out.assign(size_t(chunks_[t] * ranksCount), 0.0f);
+  dp_.allGather(Buffer::of(weightShard_.data() + chunkAt_[t], DType::F32, chunks_[t]),
+                Buffer::of(out.data(), DType::F32, int64_t(out.size())));
+  out.resize(size_t(sizes_[t]));
+}
+
+void ShardedOptimizer::gatherWeights(std::vector<std::vector<float>> &out) {
+  out.assign(sizes_.size(), {});
+  for (size_t t = 0; t < sizes_.size(); ++t)
+    gatherTensor(t, out[t]);
 }
 
 void ShardedOptimizer::gatherMoments(std::vector<std::vector<float>> &m, std::vector<std::vector<float>> &v) {
@@ -155,17 +203,19 @@ void ShardedOptimizer::gatherMoments(std::vector<std::vector<float>> &m, std::ve
     if (mine->empty())
       continue;
     dp_.allGather(Buffer::of(mine->data(), DType::F32, shard_), Buffer::of(all.data(), DType::F32, int64_t(all.size())));
-    for (size_t t = 0; t < sizes_.size(); ++t)
-      (*out)[t].assign(all.begin() + offsets_[t], all.begin() + offsets_[t] + sizes_[t]);
+    for (size_t t = 0; t < sizes_.size(); ++t) {
+      (*out)[t].resize(size_t(sizes_[t]));
+      for (int64_t k = 0; k < sizes_[t]; ++k)
+        (*out)[t][size_t(k)] = all[size_t(flatIndex(t, k))];
+    }
   }
 }
 
 void ShardedOptimizer::scatterMoments(const std::vector<std::vector<float>> &m, const std::vector<std::vector<float>> &v) {
   for (const Piece &p : pieces_) {
-    int64_t from = p.start - offsets_[p.tensor], to = p.start - begin_;
-    std::copy_n(m[p.tensor].data() + from, p.count, m_.data() + to);
+    std::copy_n(m[p.tensor].data() + p.first, p.count, m_.data() + p.at);
     if (!v_.empty())
-      std::copy_n(v[p.tensor].data() + from, p.count, v_.data() + to);
+      std::copy_n(v[p.tensor].data() + p.first, p.count, v_.data() + p.at);
   }
 }
 

@@ -35,6 +35,8 @@
 
 namespace colossal::rt {
 
+StepParameters::~StepParameters() = default;
+
 namespace {
 
 using host::Shape;
@@ -478,6 +480,16 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
     s.sharded->gatherMoments(gatheredM, gatheredV);
   const std::vector<std::vector<float>> &moments1 = s.sharded ? gatheredM : s.m;
   const std::vector<std::vector<float>> &moments2 = s.sharded ? gatheredV : s.v;
+  // Under ZeRO-3 no rank holds the weights whole: gathered for the file.
+  std::vector<std::vector<float>> gatheredWeights;
+  std::vector<const std::vector<float> *> floats;
+  for (const Tensor &t : s.parameters)
+    floats.push_back(&t.floats);
+  if (s.sharded && s.sharded->stage() == 3) {
+    s.sharded->gatherWeights(gatheredWeights);
+    for (size_t t = 0; t < s.trainable.size(); ++t)
+      floats[s.trainable[t]] = &gatheredWeights[t];
+  }
   std::vector<Shard> shards;
   auto add = [&](TensorView view) { shards.push_back(Shard{view, view.shape, Shape(view.shape.size(), 0)}); };
   for (size_t i = 0; i < program.parameters.size(); ++i) {
@@ -486,7 +498,7 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
     if (t.integer)
       add(TensorView{p.name, DType::I64, p.shape, t.ints.data(), int64_t(t.ints.size() * sizeof(int64_t))});
     else
-      add(viewOf(p.name, p.shape, t.floats));
+      add(viewOf(p.name, p.shape, *floats[i]));
   }
   for (size_t t = 0; t < s.trainable.size(); ++t) {
     const ProgramParameter &p = program.parameters[s.trainable[t]];
@@ -546,6 +558,80 @@ int64_t resumeState(Communicator &world, const std::string &dir, const TrainingP
 }
 
 //===----------------------------------------------------------------------===//
+// Where the step reads the weights
+//===----------------------------------------------------------------------===//
+
+/// Replicated weights: the trainer's own, read in place.
+class ReplicatedParameters : public StepParameters {
+public:
+  explicit ReplicatedParameters(const std::vector<Tensor> &parameters) : parameters_(parameters) {}
+  const Tensor &fetch(size_t index) override { return parameters_.at(index); }
+  void release(size_t) override {}
+
+private:
+  const std::vector<Tensor> &parameters_;
+};
+
+/// ZeRO-3: a trainable tensor is gathered when the step first fetches it
+/// and freed when it releases it last (frozen ones stay whole on every
+/// rank). What is whole at a moment is charged as communication buffers.
+class GatheredParameters : public StepParameters {
+public:
+  GatheredParameters(const TrainingProgram &program, const State &state, ShardedOptimizer &sharded)
+      : program_(program), state_(state), sharded_(sharded), slots_(program.parameters.size()) {
+    for (size_t t = 0; t < state.trainable.size(); ++t)
+      slots_[state.trainable[t]].trainable = int64_t(t);
+  }
+  const Tensor &fetch(size_t index) override {
+    Slot &slot = slots_.at(index);
+    if (slot.trainable < 0)
+      return state_.parameters[index];
+    if (slot.fetched++ == 0) {
+      slot.whole = Tensor::zeros(program_.parameters[index].shape, false);
+      sharded_.gatherTensor(size_t(slot.trainable), slot.whole.floats);
+      slot.bytes = MemoryCharge(int64_t(slot.whole.floats.size() * sizeof(float)), MemoryCategory::Communication);
+    }
+    return slot.whole;
+  }
+  void release(size_t index) override {
+    Slot &slot = slots_.at(index);
+    if (slot.trainable < 0)
+      return;
+    if (slot.fetched <= 0)
+      fail(program_.model, "the step released '" + program_.parameters[index].name + "', which it had not fetched");
+    if (--slot.fetched == 0) {
+      std::vector<float>().swap(slot.whole.floats);
+      slot.bytes.release();
+    }
+  }
+  /// After a step: every fetch was released (the compiler pairs them).
+  void requireAllReleased() const {
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].fetched != 0)
+        fail(program_.model, "the step kept '" + program_.parameters[i].name + "' gathered after it returned");
+  }
+
+private:
+  struct Slot {
+    int64_t trainable = -1; // index among the trainable tensors
+    int64_t fetched = 0;
+    Tensor whole;
+    MemoryCharge bytes;
+  };
+  const TrainingProgram &program_;
+  const State &state_;
+  ShardedOptimizer &sharded_;
+  std::vector<Slot> slots_;
+};
+
+int64_t elementsOf(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
 // The loop
 //===----------------------------------------------------------------------===//
 
@@ -601,7 +687,24 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
         std::vector<float>().swap(g);
       s.gradientBytes.release();
     }
+    if (o.settings.zero >= 3) {
+      // The shard holds this rank's chunks; whole weights exist only while
+      // the step reads them. Frozen ones stay whole.
+      int64_t frozenBytes = 0;
+      for (size_t i = 0; i < s.parameters.size(); ++i) {
+        if (std::find(s.trainable.begin(), s.trainable.end(), i) != s.trainable.end())
+          std::vector<float>().swap(s.parameters[i].floats);
+        else
+          frozenBytes += int64_t(s.parameters[i].floats.size() * sizeof(float) + s.parameters[i].ints.size() * sizeof(int64_t));
+      }
+      s.parameterBytes = MemoryCharge(frozenBytes, MemoryCategory::Parameters);
+    }
   }
+  std::unique_ptr<GatheredParameters> gathered;
+  if (s.sharded && s.sharded->stage() == 3)
+    gathered = std::make_unique<GatheredParameters>(program, s, *s.sharded);
+  ReplicatedParameters replicated(s.parameters);
+  StepParameters &stepParameters = gathered ? static_cast<StepParameters &>(*gathered) : replicated;
   LearningRateSchedule schedule;
   schedule.base = o.settings.optimizer.lr, schedule.warmupSteps = o.settings.warmupSteps;
   schedule.totalSteps = o.settings.steps, schedule.decay = o.settings.schedule;
@@ -624,7 +727,9 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     for (int64_t m = 0; m < microbatches; ++m) {
       std::vector<Tensor> inputs = p.data->microbatch(step - 1, m), grads;
       Tensor microLoss;
-      program.step(inputs, s.parameters, float(s.lossScale), microLoss, grads);
+      program.step(inputs, stepParameters, float(s.lossScale), microLoss, grads);
+      if (gathered)
+        gathered->requireAllReleased();
       if (microLoss.integer || microLoss.floats.size() != 1)
         fail(program.model, "the step's loss is not a float scalar");
       if (grads.size() != s.trainable.size())
@@ -632,10 +737,10 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
                                 std::to_string(s.trainable.size()) + " trainable parameters");
       loss += microLoss.floats[0] / float(microbatches);
       if (scatterEachMicrobatch) {
-        // ZeRO-2: this microbatch's gradients go to their shards at once.
+        // ZeRO-2/3: this microbatch's gradients go to their shards at once.
         std::vector<std::vector<float>> full;
         for (size_t t = 0; t < grads.size(); ++t) {
-          if (int64_t(grads[t].floats.size()) != int64_t(s.parameters[s.trainable[t]].floats.size()))
+          if (int64_t(grads[t].floats.size()) != elementsOf(program.parameters[s.trainable[t]].shape))
             fail(program.model, "the gradient of '" + program.parameters[s.trainable[t]].name + "' has " +
                                     std::to_string(grads[t].floats.size()) + " elements");
           full.push_back(std::move(grads[t].floats));

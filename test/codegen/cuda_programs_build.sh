@@ -4,7 +4,8 @@
 # runtime. Without a GPU (CI) the program must refuse to start with a clear
 # error, not crash. Two builds use 16-bit precisions (values rounded to bf16
 # or fp16 on the device; fp16 with loss scaling), one is data parallel over
-# two GPUs with ZeRO-2 (the trainer's collectives). The device run is
+# two GPUs with ZeRO-2 (the trainer's collectives), one with ZeRO-3 (weights
+# gathered as the step reads them). The device run is
 # tools/gpu-check.sh's job.
 #
 #   cuda_programs_build.sh COLOSSAL_COMPILE FIXTURES WORKDIR
@@ -12,12 +13,12 @@ set -uo pipefail
 compiler=$1 fixtures=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 status=0
-for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2; do
+for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2 gpt2:fp32:zero3; do
   IFS=: read -r model precision strategy <<< "$build"
   dir=$work/$model-$precision${strategy:+-$strategy}
   extra=(--precision "$precision" --batch 2)
-  # Data parallel over two GPUs with ZeRO-2: the batch is global.
-  [ "$strategy" = zero2 ] && extra+=(--gpus 2 --strategy zero=2 --batch 4)
+  # Data parallel over two GPUs with ZeRO: the batch is global.
+  [ -n "$strategy" ] && extra+=(--gpus 2 --strategy "zero=${strategy#zero}" --batch 4)
   [ -f "$fixtures/$model/trainable.txt" ] && extra+=(--trainable "$fixtures/$model/trainable.txt")
   if ! "$compiler" "$fixtures/$model/${model}_opset17.onnx" --seq 8 --target cuda -o "$dir" \
       --quiet "${extra[@]}" 2> "$dir.err"; then

@@ -314,17 +314,19 @@ for model in ["gpt2", "bert", "llama"]:
             check(loss_error <= 1e-5, f"{tag}: data-parallel losses differ from PyTorch's by {loss_error:.2e}")
             check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
-# 5. ZeRO: the optimizer state (stage 1), and the gradients too (stage 2,
-# reduce-scattered every microbatch), sharded over the data-parallel ranks.
-# Same trajectory as one rank, the same bytes as the cost model predicts
-# (padding and the norm completions included), and checkpoints that any
-# sharding resumes.
+# 5. ZeRO: the optimizer state (stage 1), the gradients too (stage 2,
+# reduce-scattered every microbatch), and the weights too (stage 3: each
+# tensor gathered when the step reads it, for the forward and again for the
+# backward, and freed after), sharded over the data-parallel ranks. Same
+# trajectory as one rank, the same bytes as the cost model predicts (padding,
+# the second gathers and the norm completions included), and checkpoints
+# that any sharding resumes.
 print(f"{'model':8} {'ZeRO':8} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
 for model in ["gpt2", "bert", "llama"]:
     reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
     feed4 = f"{WORK}/{model}-feed4"
-    for stage, ranks, micro in [(1, 4, 1), (2, 2, 2)]:
-        program = f"{WORK}/{model}-zero{stage}"
+    for stage, ranks, micro in [(1, 4, 1), (2, 2, 2), (3, 4, 1), (3, 2, 2)]:
+        program = f"{WORK}/{model}-zero{stage}-x{ranks}"
         built = compile_model(model, program, "--gpus", str(ranks), "--strategy",
                               f"zero={stage},microbatches={micro}", batch=4)
         check(built.returncode == 0, f"{model} zero={stage}: {built.stderr[-2000:]}")
@@ -334,7 +336,7 @@ for model in ["gpt2", "bert", "llama"]:
         check(manifest["strategy"]["zero"] == stage, f"{model}: the manifest records zero={manifest['strategy']['zero']}")
         for name in ["adamw", "lamb"]:
             flags = optimizer_flags(name, reference["hyper_parameters"][name])
-            tag = f"{model}-{name}-zero{stage}"
+            tag = f"{model}-{name}-zero{stage}-x{ranks}"
             # The one-rank run at batch four is the data-parallel section's.
             reference_run = f"{WORK}/{model}-{name}-4-1/{shard}"
             many = train(program, "--feed", feed4, "--log", f"{WORK}/{tag}-n.log", "--save", f"{WORK}/{tag}-n",
@@ -350,6 +352,10 @@ for model in ["gpt2", "bert", "llama"]:
             check_model_states(f"{WORK}/{tag}-n.log",
                                manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
                                f"{model} {name} zero={stage} x{ranks}")
+            if stage == 3:
+                # Gathered weights are communication buffers, not the step's
+                # values: its own peak is still the plan's.
+                check_step_peak(f"{WORK}/{tag}-n.log", program, f"{model}-z3x{ranks}")
             comm = ", ".join(f"{c} {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
             print(f"{model:8} {f'{stage} x{ranks} m{micro}':8} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  "
                   f"({where}; {comm}, measured = predicted)")
@@ -362,28 +368,41 @@ feed6 = f"{WORK}/gpt2-feed6"
 os.makedirs(feed6)
 for name in os.listdir(f"{FIXTURES}/gpt2/feed"):
     repeat_batch(f"{FIXTURES}/gpt2/feed/{name}", f"{feed6}/{name}", 3)
-odd = f"{WORK}/gpt2-zero2-dp3"
-built = compile_model("gpt2", odd, "--gpus", "3", "--strategy", "zero=2", batch=6)
-check(built.returncode == 0, f"gpt2 zero=2 on 3 ranks: {built.stderr[-2000:]}")
-if built.returncode == 0:
+for stage in [2, 3]:
+    odd = f"{WORK}/gpt2-zero{stage}-dp3"
+    built = compile_model("gpt2", odd, "--gpus", "3", "--strategy", f"zero={stage}", batch=6)
+    check(built.returncode == 0, f"gpt2 zero={stage} on 3 ranks: {built.stderr[-2000:]}")
+    if built.returncode:
+        continue
     reference = json.load(open(f"{FIXTURES}/gpt2/reference.json"))
-    run = train(odd, "--feed", feed6, "--log", f"{WORK}/gpt2-zero2-dp3.log",
-                *optimizer_flags("lamb", reference["hyper_parameters"]["lamb"]), ranks=3)
-    check(run.returncode == 0, f"gpt2 zero=2 on 3 ranks: {run.stderr[-1500:]}")
-    if run.returncode == 0:
-        predicted = json.load(open(f"{odd}/manifest.json"))["predicted_comm_bytes_per_step_by_optimizer"]["lamb"]
-        check(predicted["all_gather"]["dp"] == 7233 * 4, f"the plan does not count the padded shard: {predicted}")
-        check_counters(f"{WORK}/gpt2-zero2-dp3.log", predicted, "gpt2 zero=2 x3")
-        check_model_states(f"{WORK}/gpt2-zero2-dp3.log", json.load(open(f"{odd}/manifest.json"))[
-            "predicted_model_state_bytes_per_rank_by_optimizer"]["lamb"], "gpt2 lamb zero=2 x3 (padded)")
-        loss_error = worst_relative(losses(f"{WORK}/gpt2-zero2-dp3.log"), reference["losses"]["lamb"])
-        check(loss_error <= 1e-5, f"gpt2 zero=2 x3: losses differ from PyTorch's by {loss_error:.2e}")
-        print(f"gpt2     2 x3 m1  lamb     {loss_error:28.2e}  (7232 weights in shards of 2411, the last padded; "
-              f"all_gather {predicted['all_gather']['dp']} B, measured = predicted)")
+    log = f"{WORK}/gpt2-zero{stage}-dp3.log"
+    run = train(odd, "--feed", feed6, "--log", log, *optimizer_flags("lamb", reference["hyper_parameters"]["lamb"]),
+                ranks=3)
+    check(run.returncode == 0, f"gpt2 zero={stage} on 3 ranks: {run.stderr[-1500:]}")
+    if run.returncode:
+        continue
+    manifest = json.load(open(f"{odd}/manifest.json"))
+    predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"]["lamb"]
+    # Stage 2 pads the flat space once; stage 3 pads every tensor to a
+    # multiple of the ranks (and its gathers move padded tensors).
+    trainable = open(f"{FIXTURES}/gpt2/trainable.txt").read().split()
+    sizes = [len(t) for name, t in safetensors(f"{odd}/weights.safetensors").items() if name in trainable]
+    check(sum(sizes) == 7232, f"gpt2 has {sum(sizes)} trainable weights, not 7232")
+    padded = 7233 if stage == 2 else sum(-(-n // 3) * 3 for n in sizes)
+    check(predicted["reduce_scatter"]["dp"] == padded * 4, f"the plan does not count the padding: {predicted}")
+    check_counters(log, predicted, f"gpt2 zero={stage} x3")
+    check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"]["lamb"],
+                       f"gpt2 lamb zero={stage} x3 (padded)")
+    loss_error = worst_relative(losses(log), reference["losses"]["lamb"])
+    check(loss_error <= 1e-5, f"gpt2 zero={stage} x3: losses differ from PyTorch's by {loss_error:.2e}")
+    layout = "shards of 2411, the last padded" if stage == 2 else f"tensors padded to {padded} elements"
+    print(f"gpt2     {stage} x3 m1  lamb     {loss_error:28.2e}  (7232 weights in {layout}; "
+          f"reduce_scatter {predicted['reduce_scatter']['dp']} B, all_gather {predicted['all_gather']['dp']} B, "
+          f"measured = predicted)")
 
 # A ZeRO run resumes bit for bit, and its checkpoint (moments gathered) is
 # the replicated format: the plain data-parallel program continues it.
-zero2, flags = f"{WORK}/gpt2-zero2", ["--feed", f"{WORK}/gpt2-feed4"]
+zero2, flags = f"{WORK}/gpt2-zero2-x2", ["--feed", f"{WORK}/gpt2-feed4"]
 whole = train(zero2, *flags, "--steps", "6", "--save", f"{WORK}/zck-whole", ranks=2)
 first = train(zero2, *flags, "--steps", "3", "--save", f"{WORK}/zck-half", ranks=2)
 second = train(zero2, *flags, "--steps", "6", "--resume", f"{WORK}/zck-half", "--save", f"{WORK}/zck-resumed", ranks=2)
@@ -406,6 +425,17 @@ if plain.returncode == 0:
     check(error <= 1e-5, f"the replicated program continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
     print(f"ZeRO-2 resume: bit for bit; the replicated data-parallel program continuing its checkpoint ends "
           f"within {error:.2e} ({key})")
+# ZeRO-3 takes the same checkpoint (each rank keeps its chunks of it) and
+# writes whole weights again (gathered).
+sharded3 = train(f"{WORK}/gpt2-zero3-x2", *flags, "--steps", "6", "--resume", f"{WORK}/zck-half", "--save",
+                 f"{WORK}/zck-zero3", ranks=2)
+check(sharded3.returncode == 0, f"ZeRO-3 resuming a ZeRO-2 checkpoint failed: {sharded3.stderr[-1500:]}")
+if sharded3.returncode == 0:
+    a = safetensors(f"{WORK}/zck-zero3/rank-00001-of-00002.safetensors")
+    b = safetensors(f"{WORK}/zck-whole/rank-00001-of-00002.safetensors")
+    error, key = weight_error(a, b, f"{FIXTURES}/gpt2/grads")
+    check(error <= 1e-5, f"ZeRO-3 continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
+    print(f"ZeRO-3 continuing the ZeRO-2 checkpoint: its gathered checkpoint ends within {error:.2e} ({key})")
 
 # The step's own values, freed after their last use: measured = planned.
 print(f"{'model':8} {'measured step peak':>18} {'planned':>10} {'every value held':>17}  bytes")

@@ -17,6 +17,7 @@
 #include "passes/autodiff/Autodiff.h"
 #include "passes/autodiff/MixedPrecision.h"
 #include "passes/autodiff/Optimizer.h"
+#include "passes/memory/ParameterReads.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -242,7 +243,7 @@ int main(int argc, char **argv) {
                           : colossal::cost::Strategy::parse(strategyText, error, &keys);
     if (strategy && planFile.empty()) {
       if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
-        error = "the partitioner runs data parallelism, microbatches and ZeRO 1 and 2 only; --strategy asks for " +
+        error = "the partitioner runs data parallelism, microbatches and ZeRO 1, 2 and 3 only; --strategy asks for " +
                 lacks;
         strategy.reset();
       }
@@ -310,6 +311,12 @@ int main(int argc, char **argv) {
     o.momentum = momentum, o.nesterov = nesterov;
     if (failed(colossal::autodiff::buildOptimizerStep(*module, o))) {
       printError("building the " + optimizer + " step failed (see the error above)");
+      return 1;
+    }
+    // ZeRO-3 gathers a weight for each read: the backward reads it again
+    // rather than holding it whole from the forward pass.
+    if (zeroStage == 3 && ranks > 1 && failed(colossal::memory::rereadParametersForBackward(*module))) {
+      printError("scheduling the weights' reads for ZeRO-3 failed (see the error above)");
       return 1;
     }
   }

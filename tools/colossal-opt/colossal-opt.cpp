@@ -4,6 +4,7 @@
 #include "passes/autodiff/Autodiff.h"
 #include "passes/autodiff/MixedPrecision.h"
 #include "passes/autodiff/Optimizer.h"
+#include "passes/memory/ParameterReads.h"
 #include "passes/plan/Passes.h"
 #include "passes/raise/Passes.h"
 
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
   colossal::autodiff::registerAutodiffPass();
   colossal::autodiff::registerMixedPrecisionPass();
   colossal::autodiff::registerOptimizerPass();
+  colossal::memory::registerRereadParametersPass();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "colossal-opt: the colossal-compile pass driver\n", registry));
 }

@@ -84,6 +84,9 @@ struct Value {
   /// A parameter without a gradient (a frozen weight or buffer): stored and
   /// read, never reduced or updated.
   bool frozen = false;
+  /// A parameter the backward pass reads (a weight whose input gradient
+  /// needs it; not a bias): ZeRO-3 gathers it a second time.
+  bool readByBackward = true;
   /// The op that produces it (-1 for inputs and parameters).
   int producer = -1;
 };

@@ -1,15 +1,23 @@
-//===- ShardedOptimizer.h - ZeRO stages 1 and 2 over the data axis -*- C++ -*-===//
+//===- ShardedOptimizer.h - ZeRO stages 1, 2 and 3 over the data axis -*- C++ -*-===//
 //
-// The trainable parameters, end to end in parameter order, form one flat
-// space of N elements, split into equal contiguous shards of ceil(N / D)
-// elements over the D data-parallel ranks (the last padded). Each rank keeps
-// optimizer state (both moments) for its shard only and updates only its
-// shard; an all-gather then gives every rank the new weights.
+// Stages 1 and 2: the trainable parameters, end to end in parameter order,
+// form one flat space of N elements, split into equal contiguous shards of
+// ceil(N / D) elements over the D data-parallel ranks (the last padded). Each
+// rank keeps optimizer state (both moments) for its shard only and updates
+// only its shard; an all-gather then gives every rank the new weights.
 //
 // - Stage 1: gradients are averaged with one all-reduce per tensor, as plain
 //   data parallelism does, and each rank reads its shard of them in place.
 // - Stage 2: each microbatch's gradients are reduce-scattered at once, so a
 //   rank only accumulates its shard.
+// - Stage 3: the weights are sharded too, and every tensor on its own: a
+//   tensor of n elements is cut into D chunks of ceil(n / D) (the last
+//   padded), rank r keeping chunk r of every tensor. One tensor is then one
+//   all-gather away from whole, which the step does when it first reads it
+//   (`gatherTensor`) and frees after its last read. The flat space is
+//   rank-major (rank 0's chunks of every tensor, then rank 1's, ...), so one
+//   reduce-scatter per microbatch still leaves each rank its chunks'
+//   gradients. No rank holds whole weights between steps.
 //
 // A shard cuts tensors, so the norms an optimizer needs per tensor are
 // completed across ranks: one all-reduce of (sum w^2, sum g^2) per tensor
@@ -39,7 +47,9 @@ class ShardedOptimizer {
 public:
   /// `conventions` (weight decay, trust ratio) of the trainable tensors in
   /// parameter order, and `weights`, the trainer's own: each step updates
-  /// this rank's shard of them in place and all-gathers the rest.
+  /// this rank's shard of them in place and all-gathers the rest. Stage 3
+  /// copies its chunks of them at construction; the trainer may then free
+  /// them.
   ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config,
                    const std::vector<TensorConventions> &conventions, const std::vector<std::vector<float> *> &weights);
 
@@ -60,9 +70,15 @@ public:
   /// The global gradient norm (collective); also keeps the per-tensor sums
   /// of squares LARS needs.
   double gradientNorm();
-  /// Updates this rank's shard of the weights and all-gathers the others'
-  /// (collective).
+  /// Updates this rank's shard of the weights and, below stage 3,
+  /// all-gathers the others' (collective).
   void step(double lr, int64_t step, float gradScale);
+
+  /// Stage 3: tensor `t` (in trainable order) whole, gathered from every
+  /// rank's chunk into `out` (collective; resized to the tensor).
+  void gatherTensor(size_t t, std::vector<float> &out);
+  /// Stage 3: every tensor whole into `out[t]` (collective, for a checkpoint).
+  void gatherWeights(std::vector<std::vector<float>> &out);
 
   /// The full moments of every tensor (collective: gathered for a
   /// checkpoint); `m[t]` and `v[t]` are resized to the tensor (`v` left
@@ -81,12 +97,17 @@ private:
   int stage_;
   OptimizerConfig config_;
   std::vector<std::vector<float> *> weights_; // the trainer's, per tensor
-  std::vector<int64_t> sizes_, offsets_;      // per tensor, in the flat space
+  std::vector<int64_t> sizes_, offsets_;      // per tensor: elements; start in the flat space (stages 1-2)
+  std::vector<int64_t> chunks_, chunkAt_;     // stage 3, per tensor: chunk size; start in a shard
   int64_t shard_ = 0, begin_ = 0;             // shard size; this rank's first element
-  /// This rank's pieces: which tensor, the flat start, the element count.
+  /// Where element k of tensor t lies in the flat space (the layouts above).
+  int64_t flatIndex(size_t t, int64_t k) const;
+
+  /// This rank's pieces: which tensor, its first element there, the element
+  /// count, and where the piece starts in this rank's shard.
   struct Piece {
     size_t tensor;
-    int64_t start, count;
+    int64_t first, count, at;
   };
   std::vector<Piece> pieces_;
   std::vector<OptimizerTensor> tensors_; // one per piece
@@ -94,7 +115,9 @@ private:
   /// AdamW only), and stage 2's reduce-scatter buffers (a microbatch's
   /// gradients, flat, and this rank's share of their sum).
   std::vector<float> grad_, m_, v_, flat_, scratch_;
-  MemoryCharge gradientBytes_, momentBytes_, communicationBytes_;
+  /// Stage 3: this rank's chunks of the weights (the only copy it keeps).
+  std::vector<float> weightShard_;
+  MemoryCharge gradientBytes_, momentBytes_, communicationBytes_, weightBytes_;
   std::vector<float> normSquares_;       // per piece: sum w^2, sum g^2 (completed)
 };
 

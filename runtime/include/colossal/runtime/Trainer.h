@@ -68,18 +68,31 @@ struct TrainingSettings {
   /// under mpirun with exactly this many processes.
   int64_t ranks = 1;
   /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
-  /// gradients too (ShardedOptimizer.h); 0 replicates everything.
+  /// gradients too, 3 the weights too (ShardedOptimizer.h); 0 replicates
+  /// everything.
   int64_t zero = 0;
   LossScaling lossScaling;
 };
 
+/// Where a step reads the parameters (by index in the program's list). It
+/// fetches one before its first read and releases it after its last; a
+/// parameter fetched twice is released twice. With replicated weights both
+/// are free; under ZeRO-3 `fetch` all-gathers the tensor from every rank's
+/// shard (a collective: every rank's step fetches in the same order) and the
+/// last `release` frees it, so only the tensors in use are whole.
+class StepParameters {
+public:
+  virtual ~StepParameters();
+  virtual const host::Tensor &fetch(size_t index) = 0;
+  virtual void release(size_t index) = 0;
+};
+
 /// Computes the loss and the gradients of the trainable parameters (in the
-/// order of `parameters`, skipping frozen ones) from the inputs and all
-/// parameters; the gradients are of `lossScale` times the loss (1 unless the
-/// program scales its loss).
-using StepFunction = std::function<void(const std::vector<host::Tensor> &inputs,
-                                        const std::vector<host::Tensor> &parameters, float lossScale,
-                                        host::Tensor &loss, std::vector<host::Tensor> &gradients)>;
+/// order of the program's parameters, skipping frozen ones) from the inputs
+/// and the parameters; the gradients are of `lossScale` times the loss (1
+/// unless the program scales its loss).
+using StepFunction = std::function<void(const std::vector<host::Tensor> &inputs, StepParameters &parameters,
+                                        float lossScale, host::Tensor &loss, std::vector<host::Tensor> &gradients)>;
 
 struct TrainingProgram {
   std::string model;

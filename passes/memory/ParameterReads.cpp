@@ -1,0 +1,135 @@
+//===- ParameterReads.cpp -------------------------------------------------===//
+
+#include "passes/memory/ParameterReads.h"
+
+#include "colossal/Dialect/Train/TrainDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace colossal::memory {
+
+using namespace mlir;
+
+namespace {
+
+/// The op of `body` computing the loss (the first result), or null when the
+/// loss is an argument.
+Operation *lossOpOf(Block &body) { return body.getTerminator()->getOperand(0).getDefiningOp(); }
+
+/// Whether `user` (or the op of `body` holding it) runs after the loss.
+bool inBackward(Block &body, Operation *loss, Operation *user) {
+  Operation *top = body.findAncestorOpInBlock(*user);
+  return top && top != loss && loss->isBeforeInBlock(top);
+}
+
+/// Ops that only restate a weight (transposed, reshaped, cast): re-running
+/// them with the weight's second read costs no more than keeping their
+/// result, which would hold the weight's size across the step.
+bool isView(Operation *op) { return isa<train::TransposeOp, train::ReshapeOp, train::CastOp>(op); }
+
+/// A forward read of a parameter and the views of it the forward pass
+/// computes, in program order.
+llvm::SmallVector<Operation *> familyOf(train::ParamOp read, Operation *loss) {
+  llvm::SmallVector<Operation *> family{read.getOperation()};
+  llvm::SmallPtrSet<Operation *, 8> members{read.getOperation()};
+  for (size_t i = 0; i < family.size(); ++i)
+    for (Operation *user : family[i]->getUsers())
+      if (isView(user) && user->getBlock() == read->getBlock() && user->isBeforeInBlock(loss) &&
+          members.insert(user).second)
+        family.push_back(user);
+  llvm::sort(family, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  return family;
+}
+
+} // namespace
+
+LogicalResult rereadParametersForBackward(ModuleOp module) {
+  auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
+  if (!step)
+    return module.emitError() << "train-reread-parameters needs @forward_backward (run train-autodiff first)";
+  Block &body = step.getBody().front();
+  Operation *loss = lossOpOf(body);
+  if (!loss)
+    return success();
+  llvm::SmallVector<train::ParamOp> reads(body.getOps<train::ParamOp>());
+  for (train::ParamOp read : reads) {
+    if (!read->isBeforeInBlock(loss))
+      continue;
+    llvm::SmallVector<Operation *> family = familyOf(read, loss);
+    // The backward uses of the family, and the first op needing one.
+    Operation *first = nullptr;
+    bool forward = false;
+    llvm::SmallVector<OpOperand *> backward;
+    for (Operation *member : family)
+      for (OpOperand &use : member->getResult(0).getUses()) {
+        if (!inBackward(body, loss, use.getOwner())) {
+          forward |= !isView(use.getOwner()) || !llvm::is_contained(family, use.getOwner());
+          continue;
+        }
+        backward.push_back(&use);
+        Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+        if (!first || top->isBeforeInBlock(first))
+          first = top;
+      }
+    if (!forward || backward.empty())
+      continue;
+    // The same read and views again, just before the backward needs them.
+    OpBuilder builder(first);
+    IRMapping again;
+    llvm::SmallVector<Operation *> clones;
+    for (Operation *member : family)
+      clones.push_back(builder.clone(*member, again));
+    for (OpOperand *use : backward)
+      use->set(again.lookup(use->get()));
+    // Views only one side needs are gone from the other.
+    for (auto *list : {&clones, &family})
+      for (Operation *op : llvm::reverse(*list))
+        if (op->use_empty())
+          op->erase();
+  }
+  return success();
+}
+
+llvm::StringSet<> parametersReadByBackward(func::FuncOp forwardBackward) {
+  llvm::StringSet<> names;
+  Block &body = forwardBackward.getBody().front();
+  Operation *loss = lossOpOf(body);
+  for (train::ParamOp read : body.getOps<train::ParamOp>()) {
+    if (!loss || !read->isBeforeInBlock(loss)) {
+      names.insert(read.getName());
+      continue;
+    }
+    for (Operation *member : familyOf(read, loss))
+      for (Operation *user : member->getResult(0).getUsers())
+        if (inBackward(body, loss, user))
+          names.insert(read.getName());
+  }
+  return names;
+}
+
+namespace {
+
+struct RereadParametersPass : public PassWrapper<RereadParametersPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RereadParametersPass)
+  StringRef getArgument() const final { return "train-reread-parameters"; }
+  StringRef getDescription() const final {
+    return "Gives the backward pass of @forward_backward its own read of each weight the forward also reads "
+           "(ZeRO-3 gathers a weight twice instead of holding it whole across the step)";
+  }
+  void runOnOperation() override {
+    if (failed(rereadParametersForBackward(getOperation())))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createRereadParametersPass() { return std::make_unique<RereadParametersPass>(); }
+
+void registerRereadParametersPass() { PassRegistration<RereadParametersPass>(); }
+
+} // namespace colossal::memory
