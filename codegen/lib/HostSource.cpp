@@ -567,6 +567,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.microbatches = " << settings.microbatches << ";\n"
      << "  s.ranks = " << settings.ranks << ";\n"
      << "  s.zero = " << settings.zero << ";\n"
+     << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.lossScaling.dynamic = " << (scalesLoss ? "true" : "false") << ";\n"
      << "  p.step = trainStep;\n"
      << "  return p;\n}\n\n} // namespace\n\n"

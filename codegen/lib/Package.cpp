@@ -105,7 +105,7 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   std::string error;
   std::optional<cost::Strategy> strategy = cost::Strategy::parse(
       "dp=" + std::to_string(s.ranks) + ",microbatches=" + std::to_string(s.microbatches) +
-          ",zero=" + std::to_string(s.ranks > 1 ? s.zero : 0),
+          ",zero=" + std::to_string(s.ranks > 1 ? s.zero : 0) + (s.offloadOptimizer ? ",offload=optimizer" : ""),
       error);
   // The bytes do not depend on the machine; any preset evaluates them.
   std::optional<cost::Cluster> cluster = cost::Cluster::preset("dgx-a100", 1 + int(s.ranks - 1) / 8);
@@ -120,6 +120,20 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   if (!estimate)
     return module.emitWarning() << "no prediction: the cost model cannot evaluate dp=" << s.ranks << ": " << error;
   return *estimate;
+}
+
+/// Optimizer offload: bytes per step each way between device and host.
+Json offloadOf(const cost::Estimate &estimate) {
+  const cost::StageEstimate &rank = estimate.stages.front();
+  return Json(Json::Object{{"to_host", Json(rank.offloadToHost)}, {"to_device", Json(rank.offloadToDevice)}});
+}
+
+/// Optimizer offload: what the host keeps per rank, in the memory tracker's
+/// category names (its pinned space).
+Json pinnedStatesOf(const cost::Estimate &estimate) {
+  return Json(Json::Object{{"parameters", Json(estimate.memory.hostParameters)},
+                           {"gradients", Json(estimate.memory.hostGradients)},
+                           {"optimizer_state", Json(estimate.memory.hostOptimizer)}});
 }
 
 /// Bytes per step by collective and axis.
@@ -151,7 +165,8 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   m["precision"] = options.precision;
   m["gpus"] = Json(s.ranks);
   m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(1)}, {"pp", Json(1)}, {"sp", Json(1)},
-                                    {"microbatches", Json(s.microbatches)}, {"zero", Json(s.zero)}});
+                                    {"microbatches", Json(s.microbatches)}, {"zero", Json(s.zero)},
+                                    {"offload", s.offloadOptimizer ? "optimizer" : "none"}});
   m["executable"] = "model_train";
   m["weights"] = "weights.safetensors";
   Json::Array inputs, parameters;
@@ -178,14 +193,19 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     // `model_train --optimizer` may choose another optimizer at run time;
     // under ZeRO that changes the norm completions (LAMB makes two), and the
     // state it keeps (SGD and LARS one moment).
-    Json::Object comm, states;
+    Json::Object comm, states, pinned;
     for (const char *name : {"lamb", "adamw", "sgd", "lars"})
       if (FailureOr<cost::Estimate> other = estimateOf(module, s, name); succeeded(other)) {
         comm[name] = communicationOf(*other);
         states[name] = modelStatesOf(*other);
+        pinned[name] = pinnedStatesOf(*other);
       }
     m["predicted_comm_bytes_per_step_by_optimizer"] = Json(comm);
     m["predicted_model_state_bytes_per_rank_by_optimizer"] = Json(states);
+    if (s.offloadOptimizer) {
+      m["predicted_offload_bytes_per_step"] = offloadOf(*predicted);
+      m["predicted_pinned_model_state_bytes_per_rank_by_optimizer"] = Json(pinned);
+    }
   }
   // The step's own values on one rank, held from definition to last use.
   m["planned_step_peak_bytes"] = Json(memory.peakBytes);

@@ -599,11 +599,19 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     re.dataParallelSeconds = dpTotal;
     re.dataParallelExposed = dpExposed;
     double optimizerParams = strategy.zero >= 1 ? trainableParams[r] / dpSize : trainableParams[r];
+    // The elements of this rank's optimizer shard: ZeRO pads the flat space
+    // (stages 1 and 2) or each tensor (stage 3) to a multiple of the ranks,
+    // and the first rank's shard is whole.
+    double shardElements = trainableParams[r];
+    if (strategy.zero >= 1 && dpSize > 1)
+      shardElements = strategy.zero == 3 ? gatheredForward[r] / dpSize : std::ceil(trainableParams[r] / dpSize - 1e-9);
     // Read weight, gradient, master, m, v; write weight, master, m, v.
     double optimizerTraffic = optimizerParams * (2 * weightBytes + 3 * 4 + 3 * 4 + weightBytes);
     if (strategy.offloadOptimizer) {
+      // The shard's gradients go down once complete, its weights come back.
+      re.offloadToHost = re.offloadToDevice = shardElements * weightBytes;
       double hostShare = cluster.hostMemoryBandwidth / cluster.gpusPerNode;
-      double transfers = 2 * optimizerParams * weightBytes / cluster.hostDeviceBandwidth;
+      double transfers = (re.offloadToHost + re.offloadToDevice) / cluster.hostDeviceBandwidth;
       re.offloadSeconds = (hostShare > 0 ? optimizerTraffic / hostShare : 0) + transfers;
     } else {
       re.optimizerSeconds = optimizerTraffic / cluster.memoryBandwidth;
@@ -620,9 +628,11 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     MemoryBreakdown &mem = re.memory;
     mem.parameters = states.parameters;
     mem.gradients = states.gradients;
-    if (strategy.offloadOptimizer)
+    if (strategy.offloadOptimizer) {
       mem.hostOptimizer = states.optimizer;
-    else
+      mem.hostGradients = 4 * shardElements;
+      mem.hostParameters = weightBytes < 4 ? 0 : 4 * shardElements;
+    } else
       mem.optimizer = states.optimizer;
     double perChunk = 0, working = 0;
     for (int c = 0; c < chunks; ++c) {
@@ -665,6 +675,11 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     if (rankEstimates[r].memory.total() > rankEstimates[result.peakStage].memory.total())
       result.peakStage = r;
   result.memory = rankEstimates[result.peakStage].memory;
+  // A node's pinned host memory is shared by its ranks.
+  if (cluster.hostMemoryBytes > 0 && cluster.gpusPerNode > 0)
+    result.hostCapacity = cluster.hostMemoryBytes / cluster.gpusPerNode;
+  for (const StageEstimate &r : rankEstimates)
+    result.hostPeak = std::max(result.hostPeak, r.memory.host());
   result.stages = std::move(rankEstimates);
   result.stageLayers = split;
   result.stageLayerSeconds = std::move(layerSeconds);
@@ -702,6 +717,8 @@ Json Estimate::toJson() const {
                                  {"mfu", mfu},
                                  {"tokens_per_s", tokensPerSecond}}},
       {"memory", Json::Object{{"capacity_bytes", capacity},
+                              {"host_capacity_bytes", hostCapacity},
+                              {"host_peak_bytes", hostPeak},
                               {"per_rank_peak_bytes", memory.total()},
                               {"peak_pipeline_rank", peakStage},
                               {"fits", fits()},
@@ -739,11 +756,20 @@ std::string Estimate::summary() const {
                 time(stepTime).c_str(), time(compute).c_str(), time(exposedComm).c_str(),
                 time(bubble).c_str(), time(optimizer).c_str(), time(offload).c_str(), tflopsPerGpu,
                 100 * mfu, tokensPerSecond, gib(memory.total()).c_str(), gib(capacity).c_str(),
-                peakStage, fits() ? "" : "  (DOES NOT FIT)", gib(memory.parameters).c_str(),
+                peakStage, memory.total() <= capacity ? "" : "  (DOES NOT FIT)", gib(memory.parameters).c_str(),
                 gib(memory.gradients).c_str(), gib(memory.optimizer).c_str(),
                 gib(memory.activations).c_str(), gib(memory.communication).c_str(),
                 gib(memory.workspace).c_str());
-  return text;
+  std::string report = text;
+  if (hostPeak > 0) {
+    std::snprintf(text, sizeof text,
+                  "host       %s pinned of %s per rank%s: optimizer %s, gradients %s, parameters %s\n",
+                  gib(hostPeak).c_str(), hostCapacity > 0 ? gib(hostCapacity).c_str() : "(unknown)",
+                  hostFits() ? "" : "  (DOES NOT FIT)", gib(memory.hostOptimizer).c_str(),
+                  gib(memory.hostGradients).c_str(), gib(memory.hostParameters).c_str());
+    report += text;
+  }
+  return report;
 }
 
 Json Estimate::chromeTrace() const {

@@ -8,7 +8,8 @@ Json MemoryBreakdown::toJson() const {
   return Json::Object{{"parameters", parameters},       {"gradients", gradients},
                       {"optimizer_state", optimizer},  {"activations", activations},
                       {"communication_buffers", communication},
-                      {"workspace", workspace},        {"host_optimizer_state", hostOptimizer}};
+                      {"workspace", workspace},        {"host_optimizer_state", hostOptimizer},
+                      {"host_gradients", hostGradients}, {"host_parameters", hostParameters}};
 }
 
 ModelStateBytes zeroModelStates(double psi, int nd, int stage, double weightBytes,

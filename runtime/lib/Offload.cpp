@@ -91,18 +91,4 @@ private:
 
 std::unique_ptr<CopyEngine> makeHostCopyEngine() { return std::make_unique<HostCopyEngine>(); }
 
-void offloadedAdamwStep(CopyEngine &engine, std::vector<OffloadedTensor> &tensors, const AdamSettings &settings,
-                        float gradScale) {
-  std::vector<OptimizerTensor> host;
-  for (OffloadedTensor &t : tensors) {
-    engine.toHost(t.host.grad, t.deviceGrad, t.host.n * 4);
-    host.push_back(t.host);
-  }
-  engine.synchronize();
-  cpu::adamwStep(Stream{}, host.data(), int64_t(host.size()), settings, gradScale);
-  for (OffloadedTensor &t : tensors)
-    engine.toDevice(t.deviceParam, t.host.param, t.host.n * 4);
-  engine.synchronize();
-}
-
 } // namespace colossal::rt

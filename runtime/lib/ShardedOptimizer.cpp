@@ -11,8 +11,8 @@ namespace colossal::rt {
 
 ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config,
                                    const std::vector<TensorConventions> &conventions,
-                                   const std::vector<std::vector<float> *> &weights)
-    : dp_(dp), stage_(stage), config_(config), weights_(weights) {
+                                   const std::vector<std::vector<float> *> &weights, CopyEngine *offload)
+    : dp_(dp), stage_(stage), config_(config), weights_(weights), offload_(offload) {
   if (stage < 1 || stage > 3)
     fail("ZeRO stage " + std::to_string(stage),
          "the trainer shards optimizer state (1), gradients (2) and weights (3) only");
@@ -48,7 +48,9 @@ ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerC
   bool second = momentsOf(config.kind) == 2;
   m_.assign(size_t(shard_), 0.0f);
   v_.assign(second ? size_t(shard_) : 0, 0.0f);
-  momentBytes_ = MemoryCharge(momentsOf(config.kind) * shard_ * int64_t(sizeof(float)), MemoryCategory::OptimizerState);
+  MemorySpace stateSpace = offload ? MemorySpace::PinnedHost : MemorySpace::Host;
+  momentBytes_ = MemoryCharge(momentsOf(config.kind) * shard_ * int64_t(sizeof(float)), MemoryCategory::OptimizerState,
+                              stateSpace);
   if (stage >= 2) {
     grad_.assign(size_t(shard_), 0.0f);
     flat_.assign(size_t(shard_ * ranksCount), 0.0f);
@@ -63,15 +65,50 @@ ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerC
     for (const Piece &p : pieces_)
       std::copy_n(weights_[p.tensor]->data() + p.first, p.count, weightShard_.data() + p.at);
   }
-  for (const Piece &p : pieces_) {
+  if (offload) {
+    hostWeights_.assign(size_t(shard_), 0.0f);
+    hostGrads_.assign(size_t(shard_), 0.0f);
+    hostWeightBytes_ = MemoryCharge(shard_ * int64_t(sizeof(float)), MemoryCategory::Parameters, stateSpace);
+    hostGradientBytes_ = MemoryCharge(shard_ * int64_t(sizeof(float)), MemoryCategory::Gradients, stateSpace);
+    deviceGrads_.assign(pieces_.size(), nullptr);
+  }
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    const Piece &p = pieces_[i];
     // Stage 1 points the gradient (and LAMB's update over it) at the
-    // averaged full gradients each step (useGradients).
+    // averaged full gradients each step (useGradients); offload points the
+    // update at the host's copies.
     float *grad = stage >= 2 ? grad_.data() + p.at : nullptr;
-    float *param = stage == 3 ? weightShard_.data() + p.at : weights_[p.tensor]->data() + p.first;
+    float *param = deviceWeights(i);
+    if (offload) {
+      if (grad)
+        deviceGrads_[i] = grad;
+      offload->toHost(hostWeights_.data() + p.at, param, p.count * int64_t(sizeof(float)));
+      grad = hostGrads_.data() + p.at;
+      param = hostWeights_.data() + p.at;
+    }
     OptimizerTensor o{param, grad, m_.data() + p.at, second ? v_.data() + p.at : nullptr, grad, p.count};
     applyConventions(conventions[p.tensor], o);
     tensors_.push_back(o);
   }
+  if (offload)
+    offload->synchronize();
+}
+
+float *ShardedOptimizer::deviceWeights(size_t p) {
+  const Piece &piece = pieces_[p];
+  return stage_ == 3 ? weightShard_.data() + piece.at : weights_[piece.tensor]->data() + piece.first;
+}
+
+void ShardedOptimizer::gradientsToHost() {
+  for (size_t p = 0; p < pieces_.size(); ++p)
+    offload_->toHost(hostGrads_.data() + pieces_[p].at, deviceGrads_[p], pieces_[p].count * int64_t(sizeof(float)));
+  offload_->synchronize();
+}
+
+void ShardedOptimizer::weightsToDevice() {
+  for (size_t p = 0; p < pieces_.size(); ++p)
+    offload_->toDevice(deviceWeights(p), hostWeights_.data() + pieces_[p].at, pieces_[p].count * int64_t(sizeof(float)));
+  offload_->synchronize();
 }
 
 int64_t ShardedOptimizer::flatIndex(size_t t, int64_t k) const {
@@ -96,14 +133,22 @@ void ShardedOptimizer::addMicrobatch(const std::vector<std::vector<float>> &grad
 void ShardedOptimizer::useGradients(std::vector<std::vector<float>> &averaged) {
   for (size_t p = 0; p < pieces_.size(); ++p) {
     const Piece &piece = pieces_[p];
-    tensors_[p].grad = tensors_[p].update = averaged[piece.tensor].data() + piece.first;
+    float *grad = averaged[piece.tensor].data() + piece.first;
+    if (offload_)
+      deviceGrads_[p] = grad;
+    else
+      tensors_[p].grad = tensors_[p].update = grad;
   }
+  if (offload_)
+    gradientsToHost();
 }
 
 void ShardedOptimizer::finishAccumulation() {
   float inverse = 1.0f / float(dp_.size());
   for (float &g : grad_)
     g *= inverse;
+  if (offload_)
+    gradientsToHost();
 }
 
 std::vector<float> ShardedOptimizer::completePerTensor(const std::vector<float> &perPiece,
@@ -163,10 +208,14 @@ void ShardedOptimizer::step(double lr, int64_t step, float gradScale) {
     break;
   }
   }
+  if (offload_)
+    weightsToDevice();
   if (stage_ == 3)
     return; // each step gathers the tensors it reads
-  // The all-gather's buffers live for the exchange only.
   int64_t ranksCount = dp_.size();
+  if (ranksCount == 1)
+    return; // the one shard is every weight, updated in place
+  // The all-gather's buffers live for the exchange only.
   std::vector<float> mine(size_t(shard_), 0.0f), all(size_t(shard_ * ranksCount));
   MemoryCharge exchange((shard_ + shard_ * ranksCount) * int64_t(sizeof(float)), MemoryCategory::Communication);
   for (const Piece &p : pieces_)

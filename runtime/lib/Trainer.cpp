@@ -394,8 +394,12 @@ struct State {
   MemoryCharge parameterBytes, gradientBytes, momentBytes;
   std::vector<OptimizerTensor> tensors;
   std::vector<TensorConventions> conventions;
-  /// Under ZeRO with more than one rank: the shard's optimizer (then m, v and
-  /// scratch above are released, and grads too under stage 2).
+  /// Optimizer offload: the engine moving the shard between device and host
+  /// (declared first: the sharded optimizer uses it until destroyed).
+  std::unique_ptr<CopyEngine> offload;
+  /// Under ZeRO with more than one rank, or with offload: the shard's
+  /// optimizer (then m, v and scratch above are released, and grads too
+  /// under stage 2).
   std::unique_ptr<ShardedOptimizer> sharded;
   /// Optimizer updates applied: the step count less the steps skipped for
   /// non-finite fp16 gradients (bias correction counts updates).
@@ -643,6 +647,10 @@ struct Prepared {
 };
 
 Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int ranks) {
+  if (o.settings.offloadOptimizer && o.settings.zero == 0 && ranks > 1)
+    fail(program.model, "optimizer offload moves each rank's ZeRO shard of the optimizer to the host, and this "
+                        "program has no ZeRO stage over its " + std::to_string(ranks) +
+                        " ranks (recompile with --strategy zero=1,offload=optimizer)");
   Prepared p{o, loadWeights(program, o.weights), nullptr};
   prepareOptimizer(program, o.settings.optimizer, p.state);
   if (p.state.trainable.empty())
@@ -670,24 +678,28 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
   if (start > o.settings.steps)
     fail("--steps", "the checkpoint is at step " + std::to_string(start) + ", past --steps " +
                         std::to_string(o.settings.steps));
-  if (o.settings.zero > 0 && dp.size() > 1) {
+  if ((o.settings.zero > 0 && dp.size() > 1) || o.settings.offloadOptimizer) {
+    // One rank offloading is stage 1 with the whole state as its shard.
+    int stage = dp.size() > 1 ? int(o.settings.zero) : 1;
     std::vector<std::vector<float> *> weights;
     for (size_t index : s.trainable)
       weights.push_back(&s.parameters[index].floats);
-    s.sharded = std::make_unique<ShardedOptimizer>(dp, int(o.settings.zero), o.settings.optimizer, s.conventions,
-                                                   weights);
+    if (o.settings.offloadOptimizer)
+      s.offload = makeHostCopyEngine();
+    s.sharded = std::make_unique<ShardedOptimizer>(dp, stage, o.settings.optimizer, s.conventions, weights,
+                                                   s.offload.get());
     s.sharded->scatterMoments(s.m, s.v);
     // Only the shard's state is kept.
     for (auto *list : {&s.m, &s.v})
       std::vector<std::vector<float>>().swap(*list);
     s.momentBytes.release();
     s.tensors.clear();
-    if (o.settings.zero >= 2) {
+    if (stage >= 2) {
       for (std::vector<float> &g : s.grads)
         std::vector<float>().swap(g);
       s.gradientBytes.release();
     }
-    if (o.settings.zero >= 3) {
+    if (stage >= 3) {
       // The shard holds this rank's chunks; whole weights exist only while
       // the step reads them. Frozen ones stay whole.
       int64_t frozenBytes = 0;
@@ -718,6 +730,8 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     MemoryTracker::global().resetPeaks();
     if (counters)
       counters->reset();
+    int64_t toHostBefore = s.offload ? s.offload->bytesToHost() : 0;
+    int64_t toDeviceBefore = s.offload ? s.offload->bytesToDevice() : 0;
     for (std::vector<float> &g : s.grads)
       std::fill(g.begin(), g.end(), 0.0f);
     bool scatterEachMicrobatch = s.sharded && s.sharded->stage() >= 2;
@@ -840,6 +854,13 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
       record.extra.push_back({"comm", comm});
     // This rank's model states, buffers and their peaks during the step.
     record.extra.push_back({"memory", MemoryTracker::global().json(MemorySpace::Host)});
+    if (s.offload) {
+      // What went to and from the host this step, and what the host keeps.
+      record.extra.push_back({"offload", "{\"to_host\": " + std::to_string(s.offload->bytesToHost() - toHostBefore) +
+                                             ", \"to_device\": " +
+                                             std::to_string(s.offload->bytesToDevice() - toDeviceBefore) + "}"});
+      record.extra.push_back({"pinned_memory", MemoryTracker::global().json(MemorySpace::PinnedHost)});
+    }
     log.write(record);
     progress.update(record);
   }

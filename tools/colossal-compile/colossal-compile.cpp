@@ -235,6 +235,7 @@ int main(int argc, char **argv) {
   // The ranks and microbatches come from --gpus and --microbatches, or from
   // a plan or strategy the partitioner can run.
   int64_t ranks = gpus, microbatchCount = microbatches, zeroStage = 0;
+  bool offloadOptimizer = false;
   if (!planFile.empty() || !strategyText.empty()) {
     std::string error;
     std::set<std::string> keys;
@@ -243,7 +244,8 @@ int main(int argc, char **argv) {
                           : colossal::cost::Strategy::parse(strategyText, error, &keys);
     if (strategy && planFile.empty()) {
       if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
-        error = "the partitioner runs data parallelism, microbatches and ZeRO 1, 2 and 3 only; --strategy asks for " +
+        error = "the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3 and optimizer offload only; "
+                "--strategy asks for " +
                 lacks;
         strategy.reset();
       }
@@ -270,6 +272,14 @@ int main(int argc, char **argv) {
       microbatchCount = strategy->microbatches;
     }
     zeroStage = strategy->zero;
+    offloadOptimizer = strategy->offloadOptimizer;
+    if (offloadOptimizer && zeroStage == 0 && ranks > 1) {
+      // Each rank offloads its ZeRO shard; replicated state would be
+      // updated N times on N hosts.
+      printError("--strategy: optimizer offload on " + std::to_string(ranks) +
+                 " ranks moves each rank's ZeRO shard of the optimizer to its host; add zero=1, 2 or 3");
+      return 1;
+    }
   }
   if (batch.getNumOccurrences()) {
     if (batch % (microbatchCount * ranks) != 0) {
@@ -341,6 +351,7 @@ int main(int argc, char **argv) {
     s.lr = lr, s.clipGradNorm = clipGradNorm, s.warmupSteps = warmupSteps;
     s.schedule = schedule, s.steps = steps, s.microbatches = microbatchCount, s.ranks = ranks;
     s.zero = zeroStage;
+    s.offloadOptimizer = offloadOptimizer;
     if (failed(colossal::codegen::writePackage(*module, package)))
       return 1;
     llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")

@@ -105,6 +105,25 @@ TEST(Estimator, ZeroLowersMemoryAndOffloadMovesOptimizerState) {
   EXPECT_EQ(e->memory.optimizer, 0);
   EXPECT_GT(e->memory.hostOptimizer, 0);
   EXPECT_GT(e->offload, 0);
+  // 16-bit weights: the host holds the fp32 master, m and v (12 bytes per
+  // shard element) and fp32 gradients (4), no second copy of the weights;
+  // each step moves the shard's 16-bit gradients down and weights up.
+  const StageEstimate &rank = e->stages.front();
+  EXPECT_GT(rank.offloadToHost, 0);
+  EXPECT_EQ(rank.offloadToHost, rank.offloadToDevice);
+  EXPECT_EQ(e->memory.hostGradients, 2 * rank.offloadToHost);
+  EXPECT_EQ(e->memory.hostOptimizer, 3 * e->memory.hostGradients);
+  EXPECT_EQ(e->memory.hostParameters, 0);
+  EXPECT_EQ(e->hostPeak, e->memory.host());
+  EXPECT_EQ(e->hostCapacity, cluster.hostMemoryBytes / cluster.gpusPerNode);
+  EXPECT_TRUE(e->fits());
+  // A node whose host memory cannot hold its ranks' shards does not fit.
+  cluster.hostMemoryBytes = e->memory.host() * cluster.gpusPerNode / 2;
+  auto tight = estimate(graph, offload, cluster, error);
+  ASSERT_TRUE(tight) << error;
+  EXPECT_FALSE(tight->hostFits());
+  EXPECT_FALSE(tight->fits());
+  EXPECT_NE(tight->summary().find("pinned of"), std::string::npos);
 }
 
 TEST(Estimator, PipelineBubbleAndPlanErrors) {

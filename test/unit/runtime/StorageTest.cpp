@@ -8,6 +8,7 @@
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/Npy.h"
 #include "colossal/runtime/Offload.h"
+#include "colossal/runtime/ShardedOptimizer.h"
 #include "colossal/runtime/SingleRankCommunicator.h"
 #include "colossal/runtime/StepLog.h"
 #include "colossal/runtime/TokenData.h"
@@ -242,22 +243,44 @@ TEST(StepLogTest, OneJsonObjectPerLineWithNullForNonFinite) {
   expectErrorContains([&] { StepLog bad(dir.path + "/no/such/dir/log"); }, "open log");
 }
 
-TEST(OffloadTest, HostStepThroughTheCopyEngineEqualsTheDirectStep) {
-  auto w = randomVector(100, 4), g = randomVector(100, 5);
-  std::vector<float> directW = w, directM(100), directV(100), gCopy = g;
-  OptimizerTensor direct{directW.data(), gCopy.data(), directM.data(), directV.data(), nullptr, 100, true, true};
-  AdamSettings settings;
-  settings.lr = 0.01f, settings.weightDecay = 0.1f;
-  cpu::adamwStep(Stream{}, &direct, 1, settings, 0.5f);
-
-  std::vector<float> deviceW = w, hostW = w, hostG(100), hostM(100), hostV(100);
-  std::vector<OffloadedTensor> tensors = {
-      {deviceW.data(), g.data(), {hostW.data(), hostG.data(), hostM.data(), hostV.data(), nullptr, 100, true, true}}};
-  auto engine = makeHostCopyEngine();
-  offloadedAdamwStep(*engine, tensors, settings, 0.5f);
-  EXPECT_EQ(deviceW, directW);
-  EXPECT_EQ(engine->bytesToHost(), 400);
-  EXPECT_EQ(engine->bytesToDevice(), 400);
+TEST(OffloadTest, OffloadedShardUpdatesBitForBitLikeTheDeviceShard) {
+  // One rank's ZeRO-1 shard is every weight: the offloaded optimizer must
+  // move each gradient down and each weight up once per step, keep its state
+  // in pinned memory, and update exactly as the device optimizer does.
+  for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Lamb, OptimizerKind::Lars}) {
+    SCOPED_TRACE(nameOf(kind));
+    OptimizerConfig config;
+    config.kind = kind;
+    std::vector<TensorConventions> conventions = {conventionsOf(kind, 2), conventionsOf(kind, 1)};
+    std::vector<float> a0 = randomVector(30, 1), b0 = randomVector(70, 2);
+    std::vector<std::vector<float>> grads = {randomVector(30, 3), randomVector(70, 4)};
+    auto run = [&](CopyEngine *engine, std::vector<float> &a, std::vector<float> &b, double &norm) {
+      SingleRankCommunicator dp("dp");
+      int64_t pinnedBefore = MemoryTracker::global().current(MemorySpace::PinnedHost);
+      ShardedOptimizer sharded(dp, 1, config, conventions, {&a, &b}, engine);
+      int64_t pinned = MemoryTracker::global().current(MemorySpace::PinnedHost) - pinnedBefore;
+      // Moments, and the host's fp32 weights and gradients.
+      EXPECT_EQ(pinned, engine ? (momentsOf(kind) + 2) * 100 * 4 : 0);
+      for (int64_t step = 1; step <= 3; ++step) {
+        std::vector<std::vector<float>> averaged = grads;
+        sharded.useGradients(averaged);
+        norm = sharded.gradientNorm();
+        sharded.step(0.01, step, 0.5f);
+      }
+    };
+    std::vector<float> deviceA = a0, deviceB = b0, hostA = a0, hostB = b0;
+    double deviceNorm = 0, hostNorm = 0;
+    run(nullptr, deviceA, deviceB, deviceNorm);
+    auto engine = makeHostCopyEngine();
+    run(engine.get(), hostA, hostB, hostNorm);
+    EXPECT_EQ(hostA, deviceA);
+    EXPECT_EQ(hostB, deviceB);
+    EXPECT_EQ(hostNorm, deviceNorm);
+    EXPECT_NE(hostA, a0);
+    // The initial weights and three steps' gradients down; three steps' weights up.
+    EXPECT_EQ(engine->bytesToHost(), 4 * 100 * 4);
+    EXPECT_EQ(engine->bytesToDevice(), 3 * 100 * 4);
+  }
 }
 
 } // namespace

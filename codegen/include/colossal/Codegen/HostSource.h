@@ -38,8 +38,10 @@ struct ProgramSettings {
   /// Data-parallel ranks.
   int64_t ranks = 1;
   /// ZeRO stage over the data-parallel ranks (0: replicated; 1: optimizer
-  /// state sharded; 2: gradients too).
+  /// state sharded; 2: gradients too; 3: weights too).
   int64_t zero = 0;
+  /// The optimizer's state and update on the host (ZeRO-Offload).
+  bool offloadOptimizer = false;
 };
 
 /// What the emitted step will hold: every value is freed after the

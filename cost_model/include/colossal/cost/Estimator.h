@@ -49,6 +49,9 @@ struct StageEstimate {
   double commForward = 0, commBackward = 0;
   double dataParallelSeconds = 0, dataParallelExposed = 0;
   double optimizerSeconds = 0, offloadSeconds = 0;
+  /// Optimizer offload: bytes per step from device to host (the shard's
+  /// gradients) and back (its updated weights).
+  double offloadToHost = 0, offloadToDevice = 0;
   int64_t parameters = 0; // local parameter elements
   MemoryBreakdown memory;
   std::vector<CommTotal> comm;
@@ -78,7 +81,13 @@ struct Estimate {
   std::vector<int64_t> stageLayers;
   std::vector<double> stageLayerSeconds, stageOtherSeconds;
 
-  bool fits() const { return memory.total() <= capacity; }
+  /// Offload: a rank's share of its node's host memory (0: unknown, not
+  /// checked) and the most pinned host memory any rank needs.
+  double hostCapacity = 0;
+  double hostPeak = 0;
+
+  bool hostFits() const { return hostCapacity <= 0 || hostPeak <= hostCapacity; }
+  bool fits() const { return memory.total() <= capacity && hostFits(); }
   /// The plan's `predicted`, `memory` and `communication` sections.
   Json toJson() const;
   /// Step time breakdown, throughput and memory per rank, as lines of text

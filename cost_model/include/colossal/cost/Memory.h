@@ -9,7 +9,10 @@
 //   ZeRO-2  2 Psi + (2 + K) Psi / Nd   ZeRO-3  (2 + 2 + K) Psi / Nd
 //
 // (7.5B parameters at Nd = 64: 120, 31.4, 16.6 and 1.9 GB.) Offloading the
-// optimizer moves the K Psi term to host memory. Activations are summed over
+// optimizer moves the K Psi / Nd term to pinned host memory, where the update
+// also needs fp32 gradients (4 Psi / Nd) and, when K holds no fp32 master
+// (fp32 training), fp32 weights (4 Psi / Nd): 16 bytes per parameter of the
+// shard for Adam either way (ZeRO-Offload, Ren et al., ATC'21). Activations are summed over
 // the tensors each op keeps for backward (Graph.h), times the microbatches a
 // pipeline rank holds at once (Pipeline.h).
 //
@@ -29,8 +32,14 @@ struct MemoryBreakdown {
   double activations = 0;
   double communication = 0;
   double workspace = 0;
-  /// Host memory (pinned) used by offload; not part of total().
+  /// Host memory (pinned) used by offload, not part of total(): the
+  /// optimizer state, the fp32 gradients the host update reads, and the fp32
+  /// weights it writes when the optimizer state holds no master copy.
   double hostOptimizer = 0;
+  double hostGradients = 0;
+  double hostParameters = 0;
+
+  double host() const { return hostOptimizer + hostGradients + hostParameters; }
 
   double total() const {
     return parameters + gradients + optimizer + activations + communication + workspace;

@@ -30,6 +30,14 @@
 // The cost model charges exactly these collectives (Estimator.h:
 // EstimateOptions::shardedNormReductions), so the counters can be checked.
 //
+// Optimizer offload (ZeRO-Offload, Ren et al., ATC'21): given a CopyEngine,
+// the shard's optimizer state lives in pinned host memory with an fp32 copy
+// of the shard's weights and gradients. Once a step's gradients are complete
+// the shard's go down to the host, the host runs the update (the same
+// kernels, so the trajectory is bit for bit the one without offload), and
+// the shard's new weights come back up before the all-gather. On one rank
+// the shard is every weight.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLOSSAL_RUNTIME_SHARDEDOPTIMIZER_H
@@ -37,6 +45,7 @@
 
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Memory.h"
+#include "colossal/runtime/Offload.h"
 #include "colossal/runtime/OptimizerStep.h"
 
 #include <vector>
@@ -49,11 +58,15 @@ public:
   /// parameter order, and `weights`, the trainer's own: each step updates
   /// this rank's shard of them in place and all-gathers the rest. Stage 3
   /// copies its chunks of them at construction; the trainer may then free
-  /// them.
+  /// them. With `offload` the update runs on the host (above); the engine
+  /// must outlive the optimizer.
   ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config,
-                   const std::vector<TensorConventions> &conventions, const std::vector<std::vector<float> *> &weights);
+                   const std::vector<TensorConventions> &conventions, const std::vector<std::vector<float> *> &weights,
+                   CopyEngine *offload = nullptr);
 
   int stage() const { return stage_; }
+  /// The engine moving the shard to and from the host, or null.
+  const CopyEngine *offload() const { return offload_; }
   /// Elements per shard (the flat space is this times the ranks).
   int64_t shardElements() const { return shard_; }
 
@@ -92,6 +105,14 @@ private:
   /// returns them per piece, summed over every rank's pieces of the same
   /// tensor; `perTensor` receives every tensor's pair.
   std::vector<float> completePerTensor(const std::vector<float> &perPiece, std::vector<float> *perTensor = nullptr);
+  /// Offload: copies the shard's complete gradients (from `deviceGrads_`)
+  /// down to the host.
+  void gradientsToHost();
+  /// Offload: copies the shard's updated weights back up.
+  void weightsToDevice();
+  /// Where piece p's weights live on the device (the trainer's weights, or
+  /// the stage-3 shard).
+  float *deviceWeights(size_t p);
 
   Communicator &dp_;
   int stage_;
@@ -119,6 +140,13 @@ private:
   std::vector<float> weightShard_;
   MemoryCharge gradientBytes_, momentBytes_, communicationBytes_, weightBytes_;
   std::vector<float> normSquares_;       // per piece: sum w^2, sum g^2 (completed)
+  /// Offload: the engine, the host's fp32 copies of the shard's weights and
+  /// gradients (pinned; the moments above are pinned too), and where each
+  /// piece's complete gradients are on the device.
+  CopyEngine *offload_ = nullptr;
+  std::vector<float> hostWeights_, hostGrads_;
+  MemoryCharge hostWeightBytes_, hostGradientBytes_;
+  std::vector<const float *> deviceGrads_;
 };
 
 } // namespace colossal::rt

@@ -71,6 +71,9 @@ struct TrainingSettings {
   /// gradients too, 3 the weights too (ShardedOptimizer.h); 0 replicates
   /// everything.
   int64_t zero = 0;
+  /// Optimizer offload: the ZeRO shard's optimizer state (the whole state on
+  /// one rank) lives in pinned host memory and the host runs the update.
+  bool offloadOptimizer = false;
   LossScaling lossScaling;
 };
 
