@@ -105,7 +105,8 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   std::string error;
   std::optional<cost::Strategy> strategy = cost::Strategy::parse(
       "dp=" + std::to_string(s.ranks) + ",microbatches=" + std::to_string(s.microbatches) +
-          ",zero=" + std::to_string(s.ranks > 1 ? s.zero : 0) + (s.offloadOptimizer ? ",offload=optimizer" : ""),
+          ",zero=" + std::to_string(s.ranks > 1 ? s.zero : 0) + (s.offloadOptimizer ? ",offload=optimizer" : "") +
+          (s.recomputeLayers ? ",recompute=full" : ""),
       error);
   // The bytes do not depend on the machine; any preset evaluates them.
   std::optional<cost::Cluster> cluster = cost::Cluster::preset("dgx-a100", 1 + int(s.ranks - 1) / 8);
@@ -166,7 +167,8 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   m["gpus"] = Json(s.ranks);
   m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(1)}, {"pp", Json(1)}, {"sp", Json(1)},
                                     {"microbatches", Json(s.microbatches)}, {"zero", Json(s.zero)},
-                                    {"offload", s.offloadOptimizer ? "optimizer" : "none"}});
+                                    {"offload", s.offloadOptimizer ? "optimizer" : "none"},
+                                    {"recompute", s.recomputeLayers ? "full" : "none"}});
   m["executable"] = "model_train";
   m["weights"] = "weights.safetensors";
   Json::Array inputs, parameters;

@@ -1,6 +1,7 @@
 //===- ParameterReads.cpp -------------------------------------------------===//
 
 #include "passes/memory/ParameterReads.h"
+#include "passes/memory/StepRegions.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
 
@@ -15,16 +16,6 @@ namespace colossal::memory {
 using namespace mlir;
 
 namespace {
-
-/// The op of `body` computing the loss (the first result), or null when the
-/// loss is an argument.
-Operation *lossOpOf(Block &body) { return body.getTerminator()->getOperand(0).getDefiningOp(); }
-
-/// Whether `user` (or the op of `body` holding it) runs after the loss.
-bool inBackward(Block &body, Operation *loss, Operation *user) {
-  Operation *top = body.findAncestorOpInBlock(*user);
-  return top && top != loss && loss->isBeforeInBlock(top);
-}
 
 /// Ops that only restate a weight (transposed, reshaped, cast): re-running
 /// them with the weight's second read costs no more than keeping their

@@ -137,7 +137,7 @@ std::string partitionerLacks(const cost::Strategy &s) {
   add(s.zero > 3, "zero=" + std::to_string(s.zero));
   // Offload moves each rank's ZeRO shard of the optimizer to its host.
   add(s.offloadOptimizer && s.zero == 0 && s.dp > 1, "optimizer offload without ZeRO");
-  add(s.recompute != cost::Recompute::None, "recomputation");
+  add(s.recompute == cost::Recompute::Selective, "selective recomputation");
   return lacks;
 }
 
@@ -214,7 +214,7 @@ void printReport(const std::string &model, const std::string &precision, const c
     os << "executable: yes: colossal-compile " << model << " -o DIR --plan PLAN.json builds it for mpirun -np "
        << plan.strategy.devices() << "\n";
   else
-    os << "executable: not yet: the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3 and optimizer offload; this plan needs "
+    os << "executable: not yet: the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation; this plan needs "
        << lacks << "\n";
   if (search && search->best.size() > 1) {
     os << "alternatives:\n";
@@ -419,7 +419,7 @@ std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::s
     return std::nullopt;
   }
   if (std::string lacks = partitionerLacks(*strategy); !lacks.empty()) {
-    error = path + ": the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3 and optimizer offload only; this plan needs " +
+    error = path + ": the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation only; this plan needs " +
             lacks;
     return std::nullopt;
   }

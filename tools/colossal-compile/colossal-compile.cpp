@@ -18,6 +18,7 @@
 #include "passes/autodiff/MixedPrecision.h"
 #include "passes/autodiff/Optimizer.h"
 #include "passes/memory/ParameterReads.h"
+#include "passes/memory/Recompute.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -235,7 +236,7 @@ int main(int argc, char **argv) {
   // The ranks and microbatches come from --gpus and --microbatches, or from
   // a plan or strategy the partitioner can run.
   int64_t ranks = gpus, microbatchCount = microbatches, zeroStage = 0;
-  bool offloadOptimizer = false;
+  bool offloadOptimizer = false, recomputeLayers = false;
   if (!planFile.empty() || !strategyText.empty()) {
     std::string error;
     std::set<std::string> keys;
@@ -244,7 +245,7 @@ int main(int argc, char **argv) {
                           : colossal::cost::Strategy::parse(strategyText, error, &keys);
     if (strategy && planFile.empty()) {
       if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
-        error = "the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3 and optimizer offload only; "
+        error = "the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation only; "
                 "--strategy asks for " +
                 lacks;
         strategy.reset();
@@ -273,6 +274,7 @@ int main(int argc, char **argv) {
     }
     zeroStage = strategy->zero;
     offloadOptimizer = strategy->offloadOptimizer;
+    recomputeLayers = strategy->recompute == colossal::cost::Recompute::Full;
     if (offloadOptimizer && zeroStage == 0 && ranks > 1) {
       // Each rank offloads its ZeRO shard; replicated state would be
       // updated N times on N hosts.
@@ -323,6 +325,18 @@ int main(int argc, char **argv) {
       printError("building the " + optimizer + " step failed (see the error above)");
       return 1;
     }
+    // Full recomputation first: the re-run layers read weights too, and
+    // ZeRO-3's second reads below serve them.
+    if (recomputeLayers) {
+      FailureOr<colossal::memory::RecomputeSummary> recomputed = colossal::memory::recomputeLayers(*module);
+      if (failed(recomputed)) {
+        printError("recompute=full failed on " + inputPath + " (see the error above)");
+        return 1;
+      }
+      if (!quiet)
+        llvm::errs() << "colossal-compile: recompute=full: " << recomputed->layers << " layers, "
+                     << recomputed->recomputedOps << " forward ops re-run in the backward pass\n";
+    }
     // ZeRO-3 gathers a weight for each read: the backward reads it again
     // rather than holding it whole from the forward pass.
     if (zeroStage == 3 && ranks > 1 && failed(colossal::memory::rereadParametersForBackward(*module))) {
@@ -352,6 +366,7 @@ int main(int argc, char **argv) {
     s.schedule = schedule, s.steps = steps, s.microbatches = microbatchCount, s.ranks = ranks;
     s.zero = zeroStage;
     s.offloadOptimizer = offloadOptimizer;
+    s.recomputeLayers = recomputeLayers;
     if (failed(colossal::codegen::writePackage(*module, package)))
       return 1;
     llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")

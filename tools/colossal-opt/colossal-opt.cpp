@@ -5,6 +5,7 @@
 #include "passes/autodiff/MixedPrecision.h"
 #include "passes/autodiff/Optimizer.h"
 #include "passes/memory/ParameterReads.h"
+#include "passes/memory/Recompute.h"
 #include "passes/plan/Passes.h"
 #include "passes/raise/Passes.h"
 
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
   colossal::autodiff::registerMixedPrecisionPass();
   colossal::autodiff::registerOptimizerPass();
   colossal::memory::registerRereadParametersPass();
+  colossal::memory::registerRecomputeLayersPass();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "colossal-opt: the colossal-compile pass driver\n", registry));
 }

@@ -42,6 +42,9 @@ struct ProgramSettings {
   int64_t zero = 0;
   /// The optimizer's state and update on the host (ZeRO-Offload).
   bool offloadOptimizer = false;
+  /// Full recomputation: the step re-runs each layer's forward ops in the
+  /// backward pass (passes/memory/Recompute.h has done it to the IR).
+  bool recomputeLayers = false;
 };
 
 /// What the emitted step will hold: every value is freed after the
