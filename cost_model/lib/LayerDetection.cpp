@@ -57,7 +57,14 @@ DetectedLayers detectLayers(Graph &graph) {
       bool sameValue = a.inputs[k].value == b.inputs[k].value;
       bool shifted = pa >= 0 && pb >= 0 && pb - pa == period;
       bool bothLeaves = pa < 0 && pb < 0; // parameters or data of the same shape
-      if (!sameValue && !shifted && !bothLeaves)
+      // The first block reads the model's stem from before the run (an
+      // embedding's norm), the next one the previous block's output: an op
+      // of the same kind inside the previous block. Ops between the stem and
+      // the first block (BERT's mask arithmetic) put them further apart
+      // than one period.
+      bool entering = pa >= 0 && pb >= 0 && pb - pa > period && pb >= i && pb < j &&
+                      graph.ops[size_t(pa)].kind == graph.ops[size_t(pb)].kind;
+      if (!sameValue && !shifted && !bothLeaves && !entering)
         return false;
     }
     return true;

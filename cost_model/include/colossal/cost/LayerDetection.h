@@ -7,8 +7,11 @@
 // in op order: op i and op i + P match when they have the same kind, name
 // (numbers aside: "layers.3.attn" is "layers.4.attn"), factors, tensor
 // layouts and FLOPs, and each input comes either from the
-// same relative position (a producer P ops earlier in the previous block)
-// or from the very same value (a mask or table every layer reads).
+// same relative position (a producer P ops earlier in the previous block),
+// from the very same value (a mask or table every layer reads), or, where
+// the first block reads the model's stem from further back than one period
+// (ops such as BERT's mask arithmetic sit between the stem and the first
+// layer), from an op of the same kind inside the previous block.
 //
 // Among all periods P, the run covering the most ops wins (ties go to the
 // shorter period, so a layer is never read as two); it needs at least two
