@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 
@@ -352,6 +353,8 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       return fail("--strategy: " + error);
     options.fixed = *fixed;
   }
+  if (request.chosen)
+    options.admit = [](const cost::Strategy &s) { return partitionerLacks(s).empty(); };
   bool terminal = isatty(2);
   options.progress = [&](int64_t evaluated, int64_t candidates) {
     if (terminal)
@@ -364,6 +367,18 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   if (result.best.empty())
     return fail("no plan for " + model + " on " + std::to_string(request.gpus) + " device(s): " + result.infeasible);
   cost::SearchCandidate &winner = result.best.front();
+  if (request.chosen) {
+    const cost::Estimate &e = winner.estimate;
+    if (!request.quiet)
+      llvm::errs() << "colossal-compile: plan for " << request.gpus << " GPUs (" << result.evaluated
+                   << " plans the partitioner runs evaluated): " << winner.strategy.str() << ", microbatch size "
+                   << winner.microbatchSize << "; predicted step " << llvm::format("%.3g", e.stepTime)
+                   << " s, " << llvm::format("%.3g", e.memory.total() / double(1ull << 30)) << " GiB per rank of "
+                   << llvm::format("%.3g", e.capacity / double(1ull << 30))
+                   << " (--strategy fixes parts, --emit=plan shows the search)\n";
+    *request.chosen = winner.strategy;
+    return 0;
+  }
   const cost::Graph &graph = *graphs[winner.microbatchSize];
   if (winner.sharding.empty())
     winner.sharding = replicated(graph);

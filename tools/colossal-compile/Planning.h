@@ -47,9 +47,14 @@ struct PlanRequest {
   int64_t gpus = 1;
   int64_t globalBatch = 0;
   bool quiet = false;
+  /// Building, not planning: search only plans the partitioner can run and,
+  /// instead of a plan file and report, put the best one here (with one
+  /// line saying what was chosen).
+  std::optional<cost::Strategy> *chosen = nullptr;
 };
 
-/// Runs --emit=plan; returns the process exit status.
+/// Runs --emit=plan (or, with `chosen`, the search `-o DIR` builds from
+/// when --gpus N comes without a strategy); returns the process exit status.
 int runPlanning(mlir::MLIRContext &context, const PlanRequest &request);
 
 /// What the partitioner cannot run yet in `strategy`, in words ("tp=2,

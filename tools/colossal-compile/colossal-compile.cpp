@@ -233,6 +233,26 @@ int main(int argc, char **argv) {
     return colossal::runPlanning(context, request);
   }
 
+  // --gpus N and a global batch are the whole interface: without a plan or
+  // strategy, the search picks the best plan the partitioner can run
+  // (ZeRO, offload, recomputation and microbatches where they pay).
+  if (toDirectory && gpus > 1 && planFile.empty() && strategyText.empty() && batch.getNumOccurrences() &&
+      !microbatches.getNumOccurrences() && batch % gpus == 0) {
+    std::optional<colossal::cost::Strategy> chosen;
+    colossal::PlanRequest request;
+    request.inputPath = inputPath;
+    request.cluster = clusterName;
+    request.import = options;
+    request.gpus = gpus;
+    request.globalBatch = batch;
+    request.quiet = quiet;
+    request.precision = precision;
+    request.chosen = &chosen;
+    if (colossal::runPlanning(context, request) != 0 || !chosen)
+      return 1;
+    strategyText = chosen->str();
+  }
+
   // The ranks and microbatches come from --gpus and --microbatches, or from
   // a plan or strategy the partitioner can run.
   int64_t ranks = gpus, microbatchCount = microbatches, zeroStage = 0;
