@@ -214,22 +214,23 @@ int main(int argc, char **argv) {
     return success();
   });
 
+  // What the search needs, for --emit=plan and for a build without a plan.
+  colossal::PlanRequest request;
+  request.inputPath = inputPath;
+  request.outputPath = outputPath;
+  request.planPath = planFile;
+  request.strategy = strategyText;
+  request.cluster = clusterName;
+  request.import = options;
+  request.gpus = gpus;
+  request.globalBatch = batch.getNumOccurrences() ? int64_t(batch) : 0;
+  request.quiet = quiet;
+  request.precision = precision;
   if (phase == Phase::Plan) {
     if (!batch.getNumOccurrences() && planFile.empty()) {
       printError("--emit=plan needs --batch B, the global batch over all devices");
       return 1;
     }
-    colossal::PlanRequest request;
-    request.inputPath = inputPath;
-    request.outputPath = outputPath;
-    request.planPath = planFile;
-    request.strategy = strategyText;
-    request.cluster = clusterName;
-    request.import = options;
-    request.gpus = gpus;
-    request.globalBatch = batch.getNumOccurrences() ? int64_t(batch) : 0;
-    request.quiet = quiet;
-    request.precision = precision;
     return colossal::runPlanning(context, request);
   }
 
@@ -239,14 +240,6 @@ int main(int argc, char **argv) {
   if (toDirectory && gpus > 1 && planFile.empty() && strategyText.empty() && batch.getNumOccurrences() &&
       !microbatches.getNumOccurrences() && batch % gpus == 0) {
     std::optional<colossal::cost::Strategy> chosen;
-    colossal::PlanRequest request;
-    request.inputPath = inputPath;
-    request.cluster = clusterName;
-    request.import = options;
-    request.gpus = gpus;
-    request.globalBatch = batch;
-    request.quiet = quiet;
-    request.precision = precision;
     request.chosen = &chosen;
     if (colossal::runPlanning(context, request) != 0 || !chosen)
       return 1;
