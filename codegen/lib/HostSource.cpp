@@ -323,7 +323,9 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   if (auto r = dyn_cast<ReduceMaxOp>(op))
     return one("reduce(ReduceKind::Max, " + in(0) + ", " + shapeLiteral(r.getAxes()) + ", " + out() + ")");
   if (auto d = dyn_cast<DropoutOp>(op))
-    return defineAll(op, "dropout(" + in(0) + ", " + floatLiteral(d.getRatio().convertToDouble()) + ")");
+    return defineAll(op, "dropout(" + in(0) + ", " + floatLiteral(d.getRatio().convertToDouble()) +
+                             ", random.dropoutKey(" + std::to_string(int64_t(d.getSite())) + ", " +
+                             std::to_string(cast<ShapedType>(d.getInput().getType()).getNumElements()) + "))");
   if (auto l = dyn_cast<CrossEntropyOp>(op))
     return one("crossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) + ", " +
                quoted(l.getReduction()) + ")");
@@ -390,7 +392,8 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
                                 const std::vector<std::string> &trainableOrder) {
   Block &body = step_.getBody().front();
   os_ << "void trainStep(const std::vector<HostTensor> &inputs, colossal::rt::StepParameters &parameters,\n"
-         "               float lossScale, HostTensor &loss, std::vector<HostTensor> &gradients) {\n";
+         "               const colossal::rt::StepRandomness &random, float lossScale, HostTensor &loss,\n"
+         "               std::vector<HostTensor> &gradients) {\n";
   // Each value is freed after the statement of its last use: the step's
   // memory is its live values, not all of them.
   os_ << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::" << (device_ ? "Device" : "Host") << ");\n";

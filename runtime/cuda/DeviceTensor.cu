@@ -421,9 +421,9 @@ __global__ void maskedAttentionBackward(MaskedAttention s, const float *q, const
   }
 }
 
-__global__ void dropoutKernel(const float *x, float *y, int64_t *mask, int64_t n, float ratio) {
+__global__ void dropoutKernel(const float *x, float *y, int64_t *mask, int64_t n, float ratio, DropoutKey key) {
   GRID_STRIDE(i, n) {
-    bool keep = dropoutKeeps(0, 0, uint64_t(i), ratio);
+    bool keep = dropoutKeeps(key.seed, key.step, key.firstIndex + uint64_t(i), ratio);
     mask[i] = keep;
     y[i] = keep ? float(double(x[i]) / (1.0 - double(ratio))) : 0.0f;
   }
@@ -882,12 +882,12 @@ Tensor siluGrad(const Tensor &x, const Tensor &dy) {
   return out;
 }
 
-std::vector<Tensor> dropout(const Tensor &x, float ratio) {
+std::vector<Tensor> dropout(const Tensor &x, float ratio, const DropoutKey &key) {
   requireFloat(x, "dropout");
   Tensor out = Tensor::zeros(x.shape), mask = Tensor::zeros(x.shape, true);
   int64_t n = x.elements();
   if (n)
-    dropoutKernel<<<cuda::gridFor(n), 256>>>(x.floats(), out.floats(), mask.ints(), n, ratio);
+    dropoutKernel<<<cuda::gridFor(n), 256>>>(x.floats(), out.floats(), mask.ints(), n, ratio, key);
   launched("dropout");
   return {out, mask};
 }

@@ -741,7 +741,8 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     for (int64_t m = 0; m < microbatches; ++m) {
       std::vector<Tensor> inputs = p.data->microbatch(step - 1, m), grads;
       Tensor microLoss;
-      program.step(inputs, stepParameters, float(s.lossScale), microLoss, grads);
+      StepRandomness random{o.seed, uint64_t(step), int64_t(dp.rank()) * microbatches + m};
+      program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads);
       if (gathered)
         gathered->requireAllReleased();
       if (microLoss.integer || microLoss.floats.size() != 1)

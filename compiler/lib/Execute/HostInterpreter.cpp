@@ -872,8 +872,11 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
   if (auto d = dyn_cast<train::DropoutOp>(op)) {
     HostValue out = makeValue(op->getResult(0)), mask = makeValue(op->getResult(1));
     float ratio = float(d.getRatio().convertToDouble());
+    // The masks of step 0, block 0 under run seed 0: the emitted program's
+    // for the same site, step and block.
+    rt::DropoutKey key = rt::dropoutKeyFor(0, 0, 0, int64_t(d.getSite()), int64_t(out.data.size()));
     for (size_t i = 0; i < out.data.size(); ++i) {
-      bool keep = rt::dropoutKeeps(0, 0, uint64_t(i), ratio);
+      bool keep = rt::dropoutKeeps(key.seed, key.step, key.firstIndex + uint64_t(i), ratio);
       mask.data[i] = keep;
       out.data[i] = keep ? in[0]->data[i] / (1.0 - ratio) : 0.0;
     }

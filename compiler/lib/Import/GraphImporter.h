@@ -72,6 +72,9 @@ public:
   mlir::OpBuilder &builder();
   mlir::MLIRContext *context();
   int64_t opset() const;
+  /// A number no other random op of the model has (its dropout site): 1,
+  /// 2, ... in graph order (0 is an op written without one).
+  int64_t nextRandomSite();
 
 private:
   GraphImporter &importer;
@@ -109,6 +112,8 @@ public:
   llvm::StringMap<GraphValue> values;
   std::string displayName;
   int64_t opsetVersion = 0;
+  /// Random ops numbered so far, in graph order.
+  int64_t randomSites = 0;
 
   mlir::Value materialize(llvm::StringRef name, mlir::Location loc);
   mlir::LogicalResult nodeError(const onnx::NodeProto &node, const llvm::Twine &reason);

@@ -23,6 +23,8 @@ OpBuilder &NodeContext::builder() { return importer.builder; }
 MLIRContext *NodeContext::context() { return &importer.context; }
 int64_t NodeContext::opset() const { return importer.opsetVersion; }
 
+int64_t NodeContext::nextRandomSite() { return ++importer.randomSites; }
+
 LogicalResult NodeContext::fail(const Twine &reason) { return importer.nodeError(node, reason); }
 
 Value NodeContext::input(int i) {

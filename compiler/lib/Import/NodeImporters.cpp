@@ -611,7 +611,9 @@ LogicalResult importDropout(NodeContext &ctx) {
     return success();
   }
   return produce(ctx, ctx.create(train::DropoutOp::getOperationName(), ctx.input(0),
-                                 {f32(ctx, "ratio", float(ratio))}, 2));
+                                 {f32(ctx, "ratio", float(ratio)),
+                                  named(ctx, "site", ctx.builder().getI64IntegerAttr(ctx.nextRandomSite()))},
+                                 2));
 }
 
 template <typename OpT> LogicalResult importClassLoss(NodeContext &ctx) {

@@ -564,7 +564,7 @@ Tensor siluGrad(const Tensor &x, const Tensor &dy) {
   return out;
 }
 
-std::vector<Tensor> dropout(const Tensor &x, float ratio) {
+std::vector<Tensor> dropout(const Tensor &x, float ratio, const DropoutKey &key) {
   requireFloat(x, "dropout");
   Tensor out = Tensor::zeros(x.shape), mask = Tensor::zeros(x.shape, true);
   if (ratio == 0) { // inference-style dropout layers: keep everything
@@ -573,7 +573,7 @@ std::vector<Tensor> dropout(const Tensor &x, float ratio) {
     return {std::move(out), std::move(mask)};
   }
   for (int64_t i = 0; i < x.elements(); ++i) {
-    bool keep = dropoutKeeps(0, 0, uint64_t(i), ratio);
+    bool keep = dropoutKeeps(key.seed, key.step, key.firstIndex + uint64_t(i), ratio);
     mask.ints[size_t(i)] = keep;
     out.floats[size_t(i)] = keep ? float(double(x.floats[size_t(i)]) / (1.0 - double(ratio))) : 0.0f;
   }

@@ -443,4 +443,27 @@ TEST(DropoutTest, MaskDependsOnlyOnSeedStepAndGlobalIndex) {
   EXPECT_THROW(cpu::dropoutForward(host, x.data(), parts.data(), n, 1.0f, 1, 1, 0), Error);
 }
 
+std::vector<int64_t> maskOf(const host::Tensor &x, uint64_t seed, uint64_t step, int64_t block, int64_t site) {
+  return host::dropout(x, 0.5f, dropoutKeyFor(seed, step, block, site, x.elements()))[1].ints;
+}
+
+TEST(DropoutTest, EmittedProgramsKeyMasksBySiteStepAndBatchBlock) {
+  // A batch of 4 rows of 50 split into two blocks of 2 rows (two ranks, or
+  // two microbatches): each block's mask is its rows of the whole batch's.
+  host::Tensor whole = host::Tensor::ofFloats({4, 50}, std::vector<float>(200, 1.0f));
+  host::Tensor half = host::Tensor::ofFloats({2, 50}, std::vector<float>(100, 1.0f));
+  std::vector<int64_t> all = maskOf(whole, 3, 5, 0, 1);
+  std::vector<int64_t> first = maskOf(half, 3, 5, 0, 1), second = maskOf(half, 3, 5, 1, 1);
+  EXPECT_EQ(std::vector<int64_t>(all.begin(), all.begin() + 100), first);
+  EXPECT_EQ(std::vector<int64_t>(all.begin() + 100, all.end()), second);
+  // Another site, step or run seed: another mask.
+  EXPECT_NE(maskOf(whole, 3, 5, 0, 2), all);
+  EXPECT_NE(maskOf(whole, 3, 6, 0, 1), all);
+  EXPECT_NE(maskOf(whole, 4, 5, 0, 1), all);
+  // The output is the input where kept, scaled by 1 / (1 - p).
+  std::vector<host::Tensor> out = host::dropout(whole, 0.5f, dropoutKeyFor(3, 5, 0, 1, 200));
+  for (size_t i = 0; i < all.size(); ++i)
+    ASSERT_EQ(out[0].floats[i], all[i] ? 2.0f : 0.0f);
+}
+
 } // namespace

@@ -18,6 +18,7 @@
 #define COLOSSAL_RUNTIME_HOSTTENSOR_H
 
 #include "colossal/runtime/DType.h"
+#include "colossal/runtime/Philox.h"
 
 #include <cstdint>
 #include <optional>

@@ -58,6 +58,30 @@ COLOSSAL_HOST_DEVICE bool dropoutKeeps(uint64_t seed, uint64_t step, uint64_t in
   return philoxUniform(seed, step, index) >= p;
 }
 
+/// Where one dropout mask comes from: element i of the tensor is kept when
+/// dropoutKeeps(seed, step, firstIndex + i, p). `seed` names the run and the
+/// dropout site; `firstIndex` places the tensor in the step's global batch,
+/// so a rank's or a microbatch's part of a mask is that part of the whole
+/// batch's mask.
+struct DropoutKey {
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  uint64_t firstIndex = 0;
+};
+
+/// The key of dropout site `site` (a number the compiler gives each dropout
+/// op) for a tensor of `elements` elements that is block `block` of the
+/// step's global batch (blocks of equal size, batch-major).
+inline DropoutKey dropoutKeyFor(uint64_t runSeed, uint64_t step, int64_t block, int64_t site, int64_t elements) {
+  // Distinct sites of one run and one site of distinct runs get unrelated
+  // Philox keys (the constant is 2^64 / golden ratio, an odd multiplier).
+  DropoutKey key;
+  key.seed = runSeed * 0x9E3779B97F4A7C15ull + uint64_t(site);
+  key.step = step;
+  key.firstIndex = uint64_t(block) * uint64_t(elements);
+  return key;
+}
+
 } // namespace colossal::rt
 
 #endif // COLOSSAL_RUNTIME_PHILOX_H

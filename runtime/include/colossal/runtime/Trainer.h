@@ -90,12 +90,30 @@ public:
   virtual void release(size_t index) = 0;
 };
 
+/// Where one microbatch sits in the run, for the step's random masks: the
+/// run's seed, the (1-based) step, and which block of the step's global
+/// batch the microbatch is (rank * microbatches + m). A dropout mask is a
+/// function of these and of the site alone, so N ranks draw the single
+/// rank's masks, a resumed run draws the uninterrupted run's, and a
+/// recomputed op draws its forward's.
+struct StepRandomness {
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  int64_t block = 0;
+
+  DropoutKey dropoutKey(int64_t site, int64_t elements) const {
+    return dropoutKeyFor(seed, step, block, site, elements);
+  }
+};
+
 /// Computes the loss and the gradients of the trainable parameters (in the
 /// order of the program's parameters, skipping frozen ones) from the inputs
 /// and the parameters; the gradients are of `lossScale` times the loss (1
 /// unless the program scales its loss).
-using StepFunction = std::function<void(const std::vector<host::Tensor> &inputs, StepParameters &parameters,
-                                        float lossScale, host::Tensor &loss, std::vector<host::Tensor> &gradients)>;
+using StepFunction =
+    std::function<void(const std::vector<host::Tensor> &inputs, StepParameters &parameters,
+                       const StepRandomness &random, float lossScale, host::Tensor &loss,
+                       std::vector<host::Tensor> &gradients)>;
 
 struct TrainingProgram {
   std::string model;

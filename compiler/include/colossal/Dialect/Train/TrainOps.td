@@ -516,20 +516,24 @@ def Train_DropoutOp : Train_ComputeOp<"dropout"> {
   let description = [{
     Zeroes each element with probability `ratio` and scales the others by
     `1 / (1 - ratio)`; also yields the keep mask. The mask is drawn from a
-    counter-based generator keyed by (seed, step, global element index), so it
-    does not depend on how the tensor is split.
+    counter-based generator keyed by (run seed and `site`, step, global
+    element index), so it does not depend on how the tensor is split. `site`
+    numbers the model's dropout ops (the importer gives each its own): two
+    sites draw unrelated masks, and a copy of an op (recomputation) draws
+    the same mask as the op.
 
     Example:
 
     ```mlir
-    %y, %mask = train.dropout %x {ratio = 1.0e-01 : f32} : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+    %y, %mask = train.dropout %x {ratio = 1.0e-01 : f32, site = 2 : i64} : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
     ```
 
     Constraints:
     - `ratio` lies in [0, 1);
     - `y` has the input's type, `mask` its shape with i1 elements.
   }];
-  let arguments = (ins AnyRankedTensor:$input, F32Attr:$ratio);
+  let arguments = (ins AnyRankedTensor:$input, F32Attr:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$site);
   let results = (outs AnyRankedTensor:$output, TensorOf<[I1]>:$mask);
 }
 
