@@ -5,22 +5,31 @@
 # error, not crash. Two builds use 16-bit precisions (values rounded to bf16
 # or fp16 on the device; fp16 with loss scaling), one is data parallel over
 # two GPUs with ZeRO-2 (the trainer's collectives), one with ZeRO-3 (weights
-# gathered as the step reads them). The device run is
-# tools/gpu-check.sh's job.
+# gathered as the step reads them), one over four with ZeRO-1; one offloads
+# the optimizer, one recomputes every layer, and one draws dropout masks from
+# the step's randomness. The device run is tools/gpu-check.sh's job.
 #
 #   cuda_programs_build.sh COLOSSAL_COMPILE FIXTURES WORKDIR
 set -uo pipefail
 compiler=$1 fixtures=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 status=0
-for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2 gpt2:fp32:zero3; do
+for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2 gpt2:fp32:zero3 \
+             llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_mlp:fp32; do
   IFS=: read -r model precision strategy <<< "$build"
-  dir=$work/$model-$precision${strategy:+-$strategy}
+  dir=$work/${model//\//-}-$precision${strategy:+-$strategy}
   extra=(--precision "$precision" --batch 2)
-  # Data parallel over two GPUs with ZeRO: the batch is global.
-  [ -n "$strategy" ] && extra+=(--gpus 2 --strategy "zero=${strategy#zero}" --batch 4)
+  # Data parallel with ZeRO over two GPUs (four for stage 1): the batch is global.
+  case $strategy in
+    zero1) extra+=(--gpus 4 --strategy zero=1 --batch 4) ;;
+    zero*) extra+=(--gpus 2 --strategy "zero=${strategy#zero}" --batch 4) ;;
+    offload) extra+=(--gpus 2 --strategy zero=2,offload=optimizer --batch 4) ;;
+    recompute) extra+=(--strategy recompute=full) ;;
+  esac
   [ -f "$fixtures/$model/trainable.txt" ] && extra+=(--trainable "$fixtures/$model/trainable.txt")
-  if ! "$compiler" "$fixtures/$model/${model}_opset17.onnx" --seq 8 --target cuda -o "$dir" \
+  model_file=$fixtures/$model/${model}_opset17.onnx
+  [ -f "$model_file" ] || model_file=$fixtures/$model.onnx
+  if ! "$compiler" "$model_file" --seq 8 --target cuda -o "$dir" \
       --quiet "${extra[@]}" 2> "$dir.err"; then
     echo "FAIL: $build: colossal-compile --target cuda failed"; tail -20 "$dir.err"; status=1; continue
   fi
