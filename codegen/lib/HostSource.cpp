@@ -393,7 +393,7 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   Block &body = step_.getBody().front();
   os_ << "void trainStep(const std::vector<HostTensor> &inputs, colossal::rt::StepParameters &parameters,\n"
          "               const colossal::rt::StepRandomness &random, float lossScale, HostTensor &loss,\n"
-         "               std::vector<HostTensor> &gradients) {\n";
+         "               std::vector<HostTensor> &gradients, colossal::rt::GradientReady &gradientReady) {\n";
   // Each value is freed after the statement of its last use: the step's
   // memory is its live values, not all of them.
   os_ << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::" << (device_ ? "Device" : "Host") << ");\n";
@@ -419,9 +419,27 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
     if (device_)
       hold(arg, name);
   }
+  // Each trainable gradient is reported as soon as it is computed, so the
+  // trainer can reduce it while the backward pass goes on (host target; a
+  // device gradient is downloaded with the rest at the end).
+  Operation *terminator = body.getTerminator();
+  std::map<std::string, Value> gradientByName;
+  for (unsigned r = 1; r < step_.getNumResults(); ++r)
+    if (auto name = step_.getResultAttrOfType<StringAttr>(r, "train.name"))
+      gradientByName[name.getValue().str()] = terminator->getOperand(r);
+  llvm::DenseMap<Operation *, std::vector<std::pair<size_t, std::string>>> reportsAfter;
+  for (auto [index, name] : llvm::enumerate(trainableOrder))
+    if (auto it = gradientByName.find("grad:" + name); it != gradientByName.end() && !device_)
+      if (Operation *definer = it->second.getDefiningOp())
+        reportsAfter[definer].push_back({index, name});
   for (Operation &op : body.without_terminator()) {
     if (failed(emitOp(&op, parameterIndex)))
       return failure();
+    if (auto it = reportsAfter.find(&op); it != reportsAfter.end())
+      for (const auto &[index, name] : it->second) {
+        Value gradient = gradientByName.at("grad:" + name);
+        os_ << "  gradientReady(" << index << ", " << ref(gradient) << "); // @" << name << "\n";
+      }
     llvm::SmallPtrSet<Value, 4> done; // an operand read twice is freed once
     for (Value operand : op.getOperands()) {
       if (lastUse.lookup(operand) != &op || !done.insert(operand).second)
@@ -432,11 +450,6 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
         release(operand);
     }
   }
-  Operation *terminator = body.getTerminator();
-  std::map<std::string, Value> gradientByName;
-  for (unsigned r = 1; r < step_.getNumResults(); ++r)
-    if (auto name = step_.getResultAttrOfType<StringAttr>(r, "train.name"))
-      gradientByName[name.getValue().str()] = terminator->getOperand(r);
   auto toHost = [&](Value v) { return device_ ? "download(" + ref(v) + ")" : ref(v); };
   os_ << "  loss = " << toHost(terminator->getOperand(0)) << ";\n";
   os_ << "  gradients.clear();\n";
@@ -571,6 +584,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.ranks = " << settings.ranks << ";\n"
      << "  s.zero = " << settings.zero << ";\n"
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
+     << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"
      << "  s.lossScaling.dynamic = " << (scalesLoss ? "true" : "false") << ";\n"
      << "  p.step = trainStep;\n"
      << "  return p;\n}\n\n} // namespace\n\n"

@@ -114,6 +114,7 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   // gradient norm, and once more for LAMB's trust ratios; SGD and LARS keep
   // one moment per weight.
   cost::EstimateOptions options;
+  options.bucketBytes = double(s.gradientBucketBytes);
   options.shardedNormReductions = optimizer == "lamb" ? 2 : 1;
   options.optimizerMoments = optimizer == "lamb" || optimizer == "adamw" ? 2 : 1;
   std::optional<cost::Estimate> estimate =
@@ -137,14 +138,14 @@ Json pinnedStatesOf(const cost::Estimate &estimate) {
                            {"optimizer_state", Json(estimate.memory.hostOptimizer)}});
 }
 
-/// Bytes per step by collective and axis.
-Json communicationOf(const cost::Estimate &estimate) {
+/// Bytes (or calls) per step by collective and axis.
+Json communicationOf(const cost::Estimate &estimate, bool calls = false) {
   Json::Object byCollective;
   for (const cost::CommTotal &c : estimate.stages.front().comm) {
     Json &entry = byCollective[cost::nameOf(c.collective)];
     if (!entry.isObject())
       entry = Json(Json::Object{});
-    entry.asObject()[c.axis] = Json(c.bytes);
+    entry.asObject()[c.axis] = calls ? Json(int64_t(c.calls)) : Json(c.bytes);
   }
   return Json(byCollective);
 }
@@ -169,6 +170,8 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
                                     {"microbatches", Json(s.microbatches)}, {"zero", Json(s.zero)},
                                     {"offload", s.offloadOptimizer ? "optimizer" : "none"},
                                     {"recompute", s.recomputeLayers ? "full" : "none"}});
+  // Without ZeRO or under ZeRO-1, one gradient all-reduce per bucket.
+  m["gradient_bucket_bytes"] = Json(s.gradientBucketBytes);
   m["executable"] = "model_train";
   m["weights"] = "weights.safetensors";
   Json::Array inputs, parameters;
@@ -195,14 +198,16 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     // `model_train --optimizer` may choose another optimizer at run time;
     // under ZeRO that changes the norm completions (LAMB makes two), and the
     // state it keeps (SGD and LARS one moment).
-    Json::Object comm, states, pinned;
+    Json::Object comm, calls, states, pinned;
     for (const char *name : {"lamb", "adamw", "sgd", "lars"})
       if (FailureOr<cost::Estimate> other = estimateOf(module, s, name); succeeded(other)) {
         comm[name] = communicationOf(*other);
+        calls[name] = communicationOf(*other, /*calls=*/true);
         states[name] = modelStatesOf(*other);
         pinned[name] = pinnedStatesOf(*other);
       }
     m["predicted_comm_bytes_per_step_by_optimizer"] = Json(comm);
+    m["predicted_comm_calls_per_step_by_optimizer"] = Json(calls);
     m["predicted_model_state_bytes_per_rank_by_optimizer"] = Json(states);
     if (s.offloadOptimizer) {
       m["predicted_offload_bytes_per_step"] = offloadOf(*predicted);

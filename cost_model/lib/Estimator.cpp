@@ -570,7 +570,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       double padded = strategy.zero == 3 ? gatheredForward[r] * weightBytes
                                          : std::ceil(trainableParams[r] / dpSize - 1e-9) * dpSize * weightBytes;
       if (strategy.zero <= 1) {
-        double t = event(Collective::AllReduce, gradBytes, 1);
+        // One all-reduce per gradient bucket (GradientBuckets.h in the
+        // runtime), each paying the collective's latency.
+        double buckets = std::max(1.0, std::ceil(gradBytes / options.bucketBytes - 1e-9));
+        double t = event(Collective::AllReduce, gradBytes / buckets, buckets);
         dpExposed += std::max(0.0, t - overlappable);
       } else {
         // ZeRO-2/3 keep 1/Nd of the gradients: reduce-scatter every microbatch.

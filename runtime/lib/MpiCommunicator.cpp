@@ -89,10 +89,14 @@ MpiSession::MpiSession(int *argc, char ***argv) {
   setErrorRank(launch_.rank);
   int initialised = 0;
   check(MPI_Initialized(&initialised), "MPI_Initialized");
-  if (!initialised) {
-    int provided = 0;
-    check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
-  }
+  // Serialized: a second thread may communicate while the first computes
+  // (the trainer's overlapped gradient reduction), never both at once.
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialised)
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  else
+    check(MPI_Query_thread(&provided), "MPI_Query_thread");
+  threadsMayCommunicate_ = provided >= MPI_THREAD_SERIALIZED;
   // Errors come back as codes and become Errors naming the call, rather than
   // MPI's default of aborting without context.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -5,6 +5,7 @@
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/CommCounters.h"
+#include "colossal/runtime/GradientBuckets.h"
 #include "colossal/runtime/Health.h"
 #include "colossal/runtime/Launch.h"
 #include "colossal/runtime/Memory.h"
@@ -36,6 +37,7 @@
 namespace colossal::rt {
 
 StepParameters::~StepParameters() = default;
+GradientReady::~GradientReady() = default;
 
 namespace {
 
@@ -84,6 +86,8 @@ Trains %s, compiled by colossal-compile, on the host.
   --warmup-steps N     linear warm-up steps (default %lld)
   --schedule NAME      constant, cosine, linear or polynomial decay after warm-up
                        (default %s)
+  --bucket-mb X        data-parallel gradient bucket, MiB: one all-reduce per
+                       bucket (default %g)
   --quiet              no progress line
   --help               this text
 )";
@@ -93,7 +97,8 @@ void usage(const char *argv0, const TrainingProgram &p) {
   const OptimizerConfig &o = s.optimizer;
   std::printf(kUsage, argv0, p.model.c_str(), (long long)s.steps, nameOf(o.kind), o.lr, o.weightDecay, o.beta1,
               o.beta2, o.eps, o.momentum, o.eta, o.clipGradNorm, s.lossScaling.initial,
-              (long long)s.lossScaling.window, (long long)s.warmupSteps, nameOf(s.schedule));
+              (long long)s.lossScaling.window, (long long)s.warmupSteps, nameOf(s.schedule),
+              double(s.gradientBucketBytes) / double(1 << 20));
 }
 
 double parseNumber(const std::string &flag, const std::string &text) {
@@ -147,7 +152,7 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
                                           "--save", "--resume", "--optimizer", "--lr", "--weight-decay",
                                           "--clip-grad-norm", "--warmup-steps", "--schedule", "--eps",
                                           "--beta1", "--beta2", "--momentum", "--eta", "--dump-gradients",
-                                          "--loss-scale", "--loss-scale-window"};
+                                          "--loss-scale", "--loss-scale-window", "--bucket-mb"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail(flag, "unknown flag (see --help)");
     if (eq == std::string::npos) {
@@ -209,7 +214,12 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
         o.settings.lossScaling.window = parseCount(flag, value, 1);
       }
     }
-    else if (flag == "--warmup-steps")
+    else if (flag == "--bucket-mb") {
+      double mib = parseNumber(flag, value);
+      if (!(mib > 0) || mib * double(1 << 20) > 1e15)
+        fail(flag, "expects a positive number of MiB, got '" + value + "'");
+      o.settings.gradientBucketBytes = std::max<int64_t>(int64_t(mib * double(1 << 20)), int64_t(sizeof(float)));
+    } else if (flag == "--warmup-steps")
       o.settings.warmupSteps = parseCount(flag, value, 0);
     else if (flag == "--schedule") {
       std::optional<Decay> decay = parseDecay(value);
@@ -635,6 +645,52 @@ int64_t elementsOf(const Shape &shape) {
   return n;
 }
 
+/// Adds one microbatch's gradient to the step's (a mean loss's microbatch
+/// gradients average into the batch's). Every path adds them the same way,
+/// so a gradient reported early sums bit for bit like one returned.
+void addMicrobatchGradient(const TrainingProgram &program, const State &s, size_t t, std::vector<float> &sum,
+                           const Tensor &gradient, int64_t microbatches) {
+  if (gradient.integer || gradient.floats.size() != sum.size())
+    fail(program.model, "the gradient of '" + program.parameters[s.trainable[t]].name + "' has " +
+                            std::to_string(gradient.floats.size()) + " elements");
+  if (microbatches == 1)
+    std::copy(gradient.floats.begin(), gradient.floats.end(), sum.begin());
+  else
+    for (size_t k = 0; k < sum.size(); ++k)
+      sum[k] += gradient.floats[k] / float(microbatches);
+}
+
+/// The gradients the step reports while its backward pass runs: during the
+/// last microbatch each is added to the step's sum at once and its bucket's
+/// all-reduce starts as soon as the bucket is complete, overlapping the rest
+/// of the backward pass.
+class ReportedGradients : public GradientReady {
+public:
+  ReportedGradients(const TrainingProgram &program, State &state, OverlappedGradientAverage &average,
+                    int64_t microbatches)
+      : program_(program), state_(state), average_(average), microbatches_(microbatches) {}
+
+  /// Whether this microbatch's reports are taken (the last one, when the
+  /// average may overlap the step).
+  void collect(bool collecting) { collecting_ = collecting; }
+  void operator()(size_t t, const Tensor &gradient) override {
+    if (!collecting_)
+      return;
+    if (t >= state_.grads.size())
+      fail(program_.model, "the step reported gradient " + std::to_string(t) + " of " +
+                               std::to_string(state_.grads.size()));
+    addMicrobatchGradient(program_, state_, t, state_.grads[t], gradient, microbatches_);
+    average_.add(t);
+  }
+
+private:
+  const TrainingProgram &program_;
+  State &state_;
+  OverlappedGradientAverage &average_;
+  int64_t microbatches_;
+  bool collecting_ = false;
+};
+
 //===----------------------------------------------------------------------===//
 // The loop
 //===----------------------------------------------------------------------===//
@@ -669,7 +725,10 @@ void averageOverRanks(Communicator &dp, float *values, int64_t n) {
     values[k] *= inverse;
 }
 
-void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCounters *counters) {
+/// `overlapAllowed`: the communicator may be driven from a second thread (one
+/// at a time), so gradient buckets can be reduced during the backward pass.
+void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCounters *counters,
+           bool overlapAllowed) {
   const Options &o = p.options;
   State &s = p.state;
   bool lead = dp.rank() == 0;
@@ -725,6 +784,12 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
   ProgressLine progress(o.settings.steps, lead && !o.quiet);
   auto begin = std::chrono::steady_clock::now();
   int64_t microbatches = o.settings.microbatches;
+  std::vector<int64_t> gradientElements;
+  for (size_t index : s.trainable)
+    gradientElements.push_back(elementsOf(program.parameters[index].shape));
+  OverlappedGradientAverage average(dp, planGradientBuckets(gradientElements, o.settings.gradientBucketBytes),
+                                    s.grads);
+  ReportedGradients reported(program, s, average, microbatches);
   for (int64_t step = start + 1; step <= o.settings.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
     MemoryTracker::global().resetPeaks();
@@ -735,6 +800,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     for (std::vector<float> &g : s.grads)
       std::fill(g.begin(), g.end(), 0.0f);
     bool scatterEachMicrobatch = s.sharded && s.sharded->stage() >= 2;
+    average.begin();
     if (s.sharded)
       s.sharded->beginStep();
     float loss = 0;
@@ -742,7 +808,10 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
       std::vector<Tensor> inputs = p.data->microbatch(step - 1, m), grads;
       Tensor microLoss;
       StepRandomness random{o.seed, uint64_t(step), int64_t(dp.rank()) * microbatches + m};
-      program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads);
+      // ZeRO-2 and 3 reduce-scatter instead; ZeRO-3 gathers during the step
+      // (one thread at a time on the communicator).
+      reported.collect(overlapAllowed && !scatterEachMicrobatch && dp.size() > 1 && m + 1 == microbatches);
+      program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported);
       if (gathered)
         gathered->requireAllReleased();
       if (microLoss.integer || microLoss.floats.size() != 1)
@@ -763,27 +832,20 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
         s.sharded->addMicrobatch(full, 1.0f / float(microbatches));
         continue;
       }
-      for (size_t t = 0; t < grads.size(); ++t) {
-        if (grads[t].floats.size() != s.grads[t].size())
-          fail(program.model, "the gradient of '" + program.parameters[s.trainable[t]].name + "' has " +
-                                  std::to_string(grads[t].floats.size()) + " elements");
-        // Microbatch gradients of a mean loss average into the batch's.
-        if (microbatches == 1)
-          s.grads[t].swap(grads[t].floats);
-        else
-          for (size_t k = 0; k < s.grads[t].size(); ++k)
-            s.grads[t][k] += grads[t].floats[k] / float(microbatches);
-      }
+      for (size_t t = 0; t < grads.size(); ++t)
+        if (!average.isIn(t))
+          addMicrobatchGradient(program, s, t, s.grads[t], grads[t], microbatches);
     }
     // Data parallel: every rank ends the step with the average of all ranks'
-    // gradients (one all-reduce per tensor, in parameter order), so the
-    // replicated weights stay identical. ZeRO-2 reduced them per microbatch.
-    if (!scatterEachMicrobatch)
-      for (size_t t = 0; t < s.grads.size(); ++t) {
-        if (!s.sharded)
+    // gradients (one all-reduce per bucket, the buckets in a fixed order), so
+    // the replicated weights stay identical. ZeRO-2 reduced them per
+    // microbatch.
+    if (!scatterEachMicrobatch) {
+      if (!s.sharded)
+        for (size_t t = 0; t < s.grads.size(); ++t)
           s.tensors[t].grad = s.tensors[t].update = s.grads[t].data();
-        averageOverRanks(dp, s.grads[t].data(), int64_t(s.grads[t].size()));
-      }
+      average.finish();
+    }
     if (s.sharded) {
       if (scatterEachMicrobatch)
         s.sharded->finishAccumulation();
@@ -853,6 +915,10 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     record.time = std::chrono::duration<double>(now - begin).count();
     if (counters)
       record.extra.push_back({"comm", comm});
+    if (dp.size() > 1 && !scatterEachMicrobatch)
+      record.extra.push_back({"gradient_buckets", "{\"total\": " + std::to_string(average.buckets().size()) +
+                                                      ", \"started_during_step\": " +
+                                                      std::to_string(average.startedDuringStep()) + "}"});
     // This rank's model states, buffers and their peaks during the step.
     record.extra.push_back({"memory", MemoryTracker::global().json(MemorySpace::Host)});
     if (s.offload) {
@@ -882,7 +948,7 @@ int trainAlone(int argc, char **argv, const TrainingProgram &program) {
       return 0;
     Prepared p = prepare(program, *options, 0, 1);
     SingleRankCommunicator dp("dp");
-    train(program, p, dp, nullptr);
+    train(program, p, dp, nullptr, /*overlapAllowed=*/false);
     return 0;
   } catch (const Error &e) {
     printError(argv[0], e.call(), e.reason());
@@ -927,7 +993,7 @@ int trainDataParallel(int argc, char **argv, const TrainingProgram &program, int
   counters.reset();
   return runOrAbort(
       [&] {
-        train(program, *prepared, dp, &counters);
+        train(program, *prepared, dp, &counters, mpi.threadsMayCommunicate());
         return 0;
       },
       [] { MpiSession::abort(1); });

@@ -11,7 +11,8 @@ clear error and a nonzero exit.
 Data parallel: programs compiled with --gpus 2 and 4 run under mpirun and
 follow the same trajectories as one rank, their final weights within 1e-5 of
 the single-rank program's, and every step moves exactly the bytes the cost
-model predicts (the manifest's plan against the runtime's counters), and
+model predicts (the manifest's plan against the runtime's counters; one
+all-reduce per gradient bucket, small buckets included), and
 the model states each rank holds (parameters, gradients, optimizer state)
 are within 5% of the plan's memory per rank. ZeRO
 stages 1 (dp=4) and 2 (dp=2, two microbatches) do the same, resume bit for
@@ -184,11 +185,44 @@ def check_step_peak(log, program, tag):
     step_rows.append((tag, sorted(peaks), planned, every))
 
 
-def check_counters(log, predicted, tag):
-    """Every step's counters equal the plan's bytes per collective and axis."""
+def check_counters(log, predicted, tag, calls=None):
+    """Every step's counters equal the plan's bytes per collective and axis
+    (and its calls, when given)."""
     for line in open(log):
-        measured = {c: {axis: e["bytes"] for axis, e in axes.items()} for c, axes in json.loads(line)["comm"].items()}
+        comm = json.loads(line)["comm"]
+        measured = {c: {axis: e["bytes"] for axis, e in axes.items()} for c, axes in comm.items()}
         check(measured == predicted, f"{tag}: the program moved {measured} bytes, the plan says {predicted}")
+        if calls is not None:
+            made = {c: {axis: e["calls"] for axis, e in axes.items()} for c, axes in comm.items()}
+            check(made == calls, f"{tag}: the program made {made} collective calls, the plan says {calls}")
+
+
+def check_overlap(log, buckets, tag):
+    """The host step reports every gradient as it computes it: every bucket's
+    all-reduce started before the step returned (GradientBuckets.h)."""
+    for line in open(log):
+        got = json.loads(line).get("gradient_buckets")
+        check(got == {"total": buckets, "started_during_step": buckets},
+              f"{tag}: gradient buckets {got}, expected all {buckets} started during the step")
+
+
+def gradient_buckets(program, capacity):
+    """How many all-reduces the trainer's bucketing makes (GradientBuckets.h:
+    trainable float32 gradients in reverse parameter order, a bucket closed
+    when the next tensor would take it past `capacity` bytes)."""
+    sizes = []
+    for p in json.load(open(f"{program}/manifest.json"))["parameters"]:
+        if p["trainable"]:
+            n = 1
+            for d in p["shape"]:
+                n *= d
+            sizes.append(4 * n)
+    buckets, filled = 0, None
+    for size in reversed(sizes):
+        if filled is None or filled + size > capacity:
+            buckets, filled = buckets + 1, 0
+        filled += size
+    return buckets
 
 
 # 1. Trajectories against PyTorch.
@@ -307,7 +341,10 @@ for model in ["gpt2", "bert", "llama"]:
             # manifest against the counters every step logs.
             manifest = json.load(open(f"{parallel}/manifest.json"))
             predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
-            check_counters(f"{WORK}/{tag}-n.log", predicted, tag)
+            # One all-reduce per gradient bucket: one bucket of 25 MiB here.
+            calls = manifest["predicted_comm_calls_per_step_by_optimizer"][name]
+            check_counters(f"{WORK}/{tag}-n.log", predicted, tag, calls=calls)
+            check_overlap(f"{WORK}/{tag}-n.log", calls["all_reduce"]["dp"], tag)
             check_model_states(f"{WORK}/{tag}-n.log",
                                manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name], f"{model} {name} x{ranks}")
             comm = ", ".join(f"{c} on {axis}: {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
@@ -315,6 +352,35 @@ for model in ["gpt2", "bert", "llama"]:
                   f"measured = predicted)")
             check(loss_error <= 1e-5, f"{tag}: data-parallel losses differ from PyTorch's by {loss_error:.2e}")
             check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
+# Small gradient buckets: `--bucket-mb` splits the all-reduce into the
+# buckets the trainer's rule makes (counted here independently from the
+# manifest's shapes), over the same bytes, each started on the communication
+# thread as soon as the backward pass has finished its gradients, and the
+# run still trains exactly like one rank.
+for model, ranks in [("gpt2", 2), ("llama", 4)]:
+    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
+    feed_dir = f"{FIXTURES}/{model}/feed" if ranks == 2 else f"{WORK}/{model}-feed4"
+    parallel, name = f"{WORK}/{model}-dp{ranks}", "lamb"
+    capacity = 4096
+    tag = f"{model}-{name}-{ranks}-buckets"
+    run = train(parallel, "--feed", feed_dir, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}",
+                "--bucket-mb", str(capacity / 2 ** 20), *optimizer_flags(name, reference["hyper_parameters"][name]),
+                ranks=ranks)
+    check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
+    if run.returncode:
+        continue
+    buckets = gradient_buckets(parallel, capacity)
+    predicted = json.load(open(f"{parallel}/manifest.json"))["predicted_comm_bytes_per_step_by_optimizer"][name]
+    check(buckets > 3, f"{tag}: only {buckets} buckets of {capacity} bytes")
+    check_counters(f"{WORK}/{tag}.log", predicted, tag, calls={"all_reduce": {"dp": buckets}})
+    check_overlap(f"{WORK}/{tag}.log", buckets, tag)
+    loss_error = worst_relative(losses(f"{WORK}/{tag}.log"), reference["losses"][name])
+    worst_weight, where = worst_weight_error(f"{WORK}/{model}-{name}-{ranks}-1/{shard}", f"{WORK}/{tag}", ranks, model)
+    print(f"{model:8} {ranks:5} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {buckets} all-reduces of "
+          f"at most {capacity} B, measured = counted)")
+    check(loss_error <= 1e-5, f"{tag}: bucketed losses differ from PyTorch's by {loss_error:.2e}")
+    check(worst_weight <= 1e-5, f"{tag}: bucketed weights differ from one rank's by {worst_weight:.2e} ({where})")
 
 # 5. ZeRO: the optimizer state (stage 1), the gradients too (stage 2,
 # reduce-scattered every microbatch), and the weights too (stage 3: each
@@ -683,6 +749,7 @@ cases = [
     ("a 1-rank program under mpirun", train(gpt2, *feed, ranks=2), "compiled for 1 data-parallel rank"),
     ("a batch that does not divide", compile_model("gpt2", f"{WORK}/x", "--gpus", "4", batch=6),
      "does not divide into 4 rank(s)"),
+    ("an empty gradient bucket", train(gpt2, *feed, "--bucket-mb", "0"), "expects a positive number of MiB"),
     ("--loss-scale for a program without loss scaling", train(gpt2, *feed, "--loss-scale", "8"),
      "does not scale its loss (compile it with --precision fp16)"),
 ]

@@ -7,7 +7,8 @@
 // For the world and every axis group of the mesh it checks each collective
 // (sum and max reductions, gathers, scatters, all-to-all, broadcast, ring
 // send/recv, barrier) on every element type, on contiguous and strided
-// buffers, with element counts that do not divide evenly into anything
+// buffers, and the trainer's bucketed gradient average (MPI), with element
+// counts that do not divide evenly into anything
 // (0, 1, 7, 1031), and checks the byte counters after every call. Values are
 // small integers, exact in every type, so results compare bit for bit. After
 // each case the ranks agree on a verdict, so one rank's failure is reported
@@ -17,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/GradientBuckets.h"
 #include "colossal/runtime/MpiCommunicator.h"
 #include "colossal/runtime/ProcessGroups.h"
 
@@ -28,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -369,6 +372,43 @@ void runSuite(Suite &suite, Communicator &comm, CommCounters &counters, bool all
   });
 }
 
+/// The trainer's bucketed gradient average (host buffers: MPI only): every
+/// tensor ends as the ranks' mean, with one all-reduce per bucket moving the
+/// tensors' bytes and nothing more.
+void runGradientBuckets(Suite &suite, Communicator &comm, CommCounters &counters) {
+  const std::string axis = comm.axis();
+  const int n = comm.size(), r = comm.rank();
+  suite.run("gradient buckets on " + axis, [&]() -> std::string {
+    std::vector<int64_t> elements = {5, 0, 1031, 7, 1, 64};
+    std::vector<std::vector<float>> gradients;
+    for (size_t t = 0; t < elements.size(); ++t) {
+      gradients.emplace_back(size_t(elements[t]));
+      for (int64_t i = 0; i < elements[t]; ++i)
+        gradients[t][size_t(i)] = float(valueAt(r, int(t), i));
+    }
+    std::vector<GradientBucket> buckets = planGradientBuckets(elements, 300);
+    auto before = counters.snapshot()[{"all_reduce", axis}];
+    averageGradientBuckets(comm, buckets, gradients);
+    auto after = counters.snapshot()[{"all_reduce", axis}];
+    for (size_t t = 0; t < elements.size(); ++t)
+      for (int64_t i = 0; i < elements[t]; ++i) {
+        double want = 0;
+        for (int k = 0; k < n; ++k)
+          want += valueAt(k, int(t), i);
+        want = float(want) * (1.0f / float(n));
+        if (gradients[t][size_t(i)] != float(want))
+          return mismatch(("tensor " + std::to_string(t)).c_str(), i, gradients[t][size_t(i)], want);
+      }
+    int64_t calls = n > 1 ? int64_t(buckets.size()) : 0;
+    int64_t total = std::accumulate(elements.begin(), elements.end(), int64_t(0));
+    if (after.calls - before.calls != calls || after.bytes - before.bytes != (n > 1 ? 4 * total : 0))
+      return "counted " + std::to_string(after.calls - before.calls) + " all_reduce calls of " +
+             std::to_string(after.bytes - before.bytes) + " bytes, expected " + std::to_string(calls) +
+             " (one per bucket) of " + std::to_string(4 * total);
+    return "";
+  });
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -418,6 +458,11 @@ int main(int argc, char **argv) {
         runSuite(suite, *worldComm, counters, true);
         for (size_t a = 0; a < mesh.axes().size(); ++a)
           runSuite(suite, groups->axis(int(a)), counters, a == 0);
+        if (backend == "mpi") {
+          runGradientBuckets(suite, *worldComm, counters);
+          for (size_t a = 0; a < mesh.axes().size(); ++a)
+            runGradientBuckets(suite, groups->axis(int(a)), counters);
+        }
         if (world->rank() == 0)
           std::printf("comm-conformance: backend %s, %d ranks, mesh %s: %d cases, %d failed\n",
                       backend.c_str(), world->size(), mesh.str().c_str(), suite.cases(),

@@ -31,7 +31,8 @@ const CommTotal *find(const StageEstimate &stage, Collective c, const std::strin
 
 } // namespace
 
-TEST(Estimator, DataParallelReducesEveryGradientOnce) {
+// Every gradient byte once, in one all-reduce per 25 MiB bucket.
+TEST(Estimator, DataParallelReducesEveryGradientOnceInBuckets) {
   Graph graph = smallGpt();
   Cluster cluster = *Cluster::preset("dgx-a100");
   Strategy strategy;
@@ -41,8 +42,21 @@ TEST(Estimator, DataParallelReducesEveryGradientOnce) {
   ASSERT_TRUE(e) << error;
   const CommTotal *ar = find(e->stages[0], Collective::AllReduce, "dp");
   ASSERT_TRUE(ar);
-  EXPECT_EQ(ar->calls, 1);
-  EXPECT_DOUBLE_EQ(ar->bytes, 2.0 * graph.parameterCount());
+  double bytes = 2.0 * graph.parameterCount();
+  EXPECT_EQ(ar->calls, int(std::ceil(bytes / EstimateOptions().bucketBytes)));
+  EXPECT_GT(ar->calls, 1);
+  EXPECT_DOUBLE_EQ(ar->bytes, bytes);
+  // One bucket as large as the gradients: one call, the same bytes, less
+  // latency.
+  EstimateOptions one;
+  one.bucketBytes = bytes;
+  auto single = estimate(graph, strategy, cluster, error, nullptr, one);
+  ASSERT_TRUE(single) << error;
+  const CommTotal *whole = find(single->stages[0], Collective::AllReduce, "dp");
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->calls, 1);
+  EXPECT_DOUBLE_EQ(whole->bytes, bytes);
+  EXPECT_LT(whole->seconds, ar->seconds);
 }
 
 TEST(Estimator, TensorParallelAllReducesTwicePerLayerEachWay) {

@@ -13,6 +13,8 @@
 #ifndef COLOSSAL_CODEGEN_HOSTSOURCE_H
 #define COLOSSAL_CODEGEN_HOSTSOURCE_H
 
+#include "colossal/cost/Estimator.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/Support/raw_ostream.h"
@@ -45,6 +47,9 @@ struct ProgramSettings {
   /// Full recomputation: the step re-runs each layer's forward ops in the
   /// backward pass (passes/memory/Recompute.h has done it to the IR).
   bool recomputeLayers = false;
+  /// The data-parallel gradient bucket: the cost model's, so the program
+  /// makes the all-reduces the plan predicts.
+  int64_t gradientBucketBytes = int64_t(cost::EstimateOptions().bucketBytes);
 };
 
 /// What the emitted step will hold: every value is freed after the

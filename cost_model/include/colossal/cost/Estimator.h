@@ -98,7 +98,8 @@ struct Estimate {
 };
 
 struct EstimateOptions {
-  /// Gradient bucket for data-parallel reduction (PyTorch DDP's default).
+  /// Gradient bucket for data-parallel reduction (PyTorch DDP's default):
+  /// one all-reduce per bucket; the emitted program's trainer uses it too.
   double bucketBytes = 25.0 * (1 << 20);
   /// cuBLAS and kernel workspace kept per device.
   double workspaceBytes = 32.0 * (1 << 20);

@@ -20,8 +20,9 @@
 namespace colossal::rt {
 
 /// MPI for the life of the program: initialised on construction (thread
-/// support "funneled"), finalised on destruction. `abort` ends every rank of
-/// the job; use it when a rank cannot go on.
+/// support "serialized": any thread may communicate, one at a time),
+/// finalised on destruction. `abort` ends every rank of the job; use it when
+/// a rank cannot go on.
 class MpiSession {
 public:
   MpiSession(int *argc, char ***argv);
@@ -32,12 +33,16 @@ public:
   int rank() const { return rank_; }
   int worldSize() const { return worldSize_; }
   const LaunchInfo &launch() const { return launch_; }
+  /// Whether the MPI library granted "serialized": a second thread may
+  /// drive the communicators while the first does not.
+  bool threadsMayCommunicate() const { return threadsMayCommunicate_; }
 
   [[noreturn]] static void abort(int code);
 
 private:
   int rank_ = 0;
   int worldSize_ = 1;
+  bool threadsMayCommunicate_ = false;
   LaunchInfo launch_;
 };
 

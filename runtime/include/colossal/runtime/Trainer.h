@@ -74,6 +74,10 @@ struct TrainingSettings {
   /// Optimizer offload: the ZeRO shard's optimizer state (the whole state on
   /// one rank) lives in pinned host memory and the host runs the update.
   bool offloadOptimizer = false;
+  /// Capacity of a data-parallel gradient bucket (GradientBuckets.h): one
+  /// all-reduce per bucket, without ZeRO or under ZeRO-1. The compiler
+  /// writes its cost model's; `--bucket-mb` overrides it.
+  int64_t gradientBucketBytes = 25 << 20;
   LossScaling lossScaling;
 };
 
@@ -106,6 +110,16 @@ struct StepRandomness {
   }
 };
 
+/// Told of each trainable gradient (by its index among the trainable
+/// parameters) as soon as the step has computed it, while the rest of the
+/// backward pass still runs, so its data-parallel reduction can start; the
+/// step returns every gradient at the end as well.
+class GradientReady {
+public:
+  virtual ~GradientReady();
+  virtual void operator()(size_t trainable, const host::Tensor &gradient) = 0;
+};
+
 /// Computes the loss and the gradients of the trainable parameters (in the
 /// order of the program's parameters, skipping frozen ones) from the inputs
 /// and the parameters; the gradients are of `lossScale` times the loss (1
@@ -113,7 +127,7 @@ struct StepRandomness {
 using StepFunction =
     std::function<void(const std::vector<host::Tensor> &inputs, StepParameters &parameters,
                        const StepRandomness &random, float lossScale, host::Tensor &loss,
-                       std::vector<host::Tensor> &gradients)>;
+                       std::vector<host::Tensor> &gradients, GradientReady &gradientReady)>;
 
 struct TrainingProgram {
   std::string model;
