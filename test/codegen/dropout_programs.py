@@ -20,6 +20,9 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_runs import safetensors  # noqa: E402
+
 COMPILER, FIXTURES, WORK, MPIRUN = sys.argv[1:5]
 MODEL = f"{FIXTURES}/special/dropout_mlp.onnx"
 MPI_FLAGS = ["--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca",
@@ -62,28 +65,14 @@ def worst_relative(got, want):
     return max(abs(g - w) / max(abs(w), 1e-30) for g, w in zip(got, want))
 
 
-def weights(path):
-    """The float32 tensors of one safetensors file, by name."""
-    data = open(path, "rb").read()
-    length = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + length])
-    tensors = {}
-    for key, info in header.items():
-        if key == "__metadata__" or info["dtype"] != "F32":
-            continue
-        begin, end = info["data_offsets"]
-        tensors[key] = struct.unpack(f"<{(end - begin) // 4}f", data[8 + length + begin:8 + length + end])
-    return tensors
-
-
 def worst_weight_error(reference_dir, run_dir):
     """The largest relative error of w1, w2, w3 in any rank's file of
     `run_dir` against the single-rank checkpoint."""
-    want = weights(f"{reference_dir}/rank-00000-of-00001.safetensors")
+    want = safetensors(f"{reference_dir}/rank-00000-of-00001.safetensors")
     files = sorted(name for name in os.listdir(run_dir) if name.endswith(".safetensors"))
     worst = float("inf") if not files else 0.0
     for name in files:
-        got = weights(f"{run_dir}/{name}")
+        got = safetensors(f"{run_dir}/{name}")
         for key in ("w1", "w2", "w3"):
             if key not in got or len(got[key]) != len(want[key]):
                 return float("inf")

@@ -30,7 +30,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_runs import optimizer_flags  # noqa: E402
+from fixture_runs import optimizer_flags, safetensors  # noqa: E402
 
 COMPILER, FIXTURES, WORK, MPIRUN = sys.argv[1:5]
 MPI_FLAGS = ["--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca",
@@ -108,20 +108,6 @@ def weight_error(single, parallel, grads_dir):
         if error > worst:
             worst, where = error, key
     return worst, where
-
-
-def safetensors(path):
-    """The float32 tensors of a safetensors file, by name."""
-    data = open(path, "rb").read()
-    length = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + length])
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__" or info["dtype"] != "F32":
-            continue
-        begin, end = info["data_offsets"]
-        tensors[name] = array.array("f", data[8 + length + begin:8 + length + end])
-    return tensors
 
 
 def losses(log):
