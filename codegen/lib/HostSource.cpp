@@ -427,19 +427,23 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   for (unsigned r = 1; r < step_.getNumResults(); ++r)
     if (auto name = step_.getResultAttrOfType<StringAttr>(r, "train.name"))
       gradientByName[name.getValue().str()] = terminator->getOperand(r);
-  llvm::DenseMap<Operation *, std::vector<std::pair<size_t, std::string>>> reportsAfter;
+  struct Report {
+    size_t index;
+    StringRef name;
+    Value gradient;
+  };
+  llvm::DenseMap<Operation *, std::vector<Report>> reportsAfter;
   for (auto [index, name] : llvm::enumerate(trainableOrder))
     if (auto it = gradientByName.find("grad:" + name); it != gradientByName.end() && !device_)
       if (Operation *definer = it->second.getDefiningOp())
-        reportsAfter[definer].push_back({index, name});
+        reportsAfter[definer].push_back({index, name, it->second});
   for (Operation &op : body.without_terminator()) {
     if (failed(emitOp(&op, parameterIndex)))
       return failure();
     if (auto it = reportsAfter.find(&op); it != reportsAfter.end())
-      for (const auto &[index, name] : it->second) {
-        Value gradient = gradientByName.at("grad:" + name);
-        os_ << "  gradientReady(" << index << ", " << ref(gradient) << "); // @" << name << "\n";
-      }
+      for (const Report &report : it->second)
+        os_ << "  gradientReady(" << report.index << ", " << ref(report.gradient) << "); // @" << report.name
+            << "\n";
     llvm::SmallPtrSet<Value, 4> done; // an operand read twice is freed once
     for (Value operand : op.getOperands()) {
       if (lastUse.lookup(operand) != &op || !done.insert(operand).second)

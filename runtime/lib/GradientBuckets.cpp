@@ -7,7 +7,6 @@
 #include "colossal/runtime/Memory.h"
 
 #include <algorithm>
-#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -121,18 +120,19 @@ struct OverlappedGradientAverage::Worker {
       size_t bucket = queue.front();
       queue.pop_front();
       busy = true;
+      // After a failure the rest are skipped: the step is lost anyway.
+      bool skip = failure != nullptr;
       lock.unlock();
+      std::exception_ptr caught;
       try {
-        // After a failure the rest are skipped: the step is lost anyway.
-        if (!failed)
+        if (!skip)
           averageBucket(owner.dp_, owner.buckets_[bucket], owner.gradients_, staging);
       } catch (...) {
-        failed = true;
-        lock.lock();
-        failure = std::current_exception();
-        lock.unlock();
+        caught = std::current_exception();
       }
       lock.lock();
+      if (caught)
+        failure = caught;
       busy = false;
       changed.notify_all();
     }
@@ -145,7 +145,6 @@ struct OverlappedGradientAverage::Worker {
   std::condition_variable changed;
   std::deque<size_t> queue;
   bool busy = false, stopping = false;
-  std::atomic<bool> failed{false};
   std::exception_ptr failure;
   std::thread thread; // last: starts once the rest is built
 };
@@ -190,18 +189,16 @@ void OverlappedGradientAverage::start(size_t bucket) {
 void OverlappedGradientAverage::finish() {
   if (dp_.size() == 1)
     return;
-  std::vector<GradientBucket> rest;
+  // Nothing reported (a device step, or no overlap allowed): no bucket has
+  // started, and the calling thread reduces them all.
+  if (!worker_) {
+    averageGradientBuckets(dp_, buckets_, gradients_);
+    return;
+  }
   for (size_t b = 0; b < buckets_.size(); ++b)
-    if (!started_[b]) {
-      if (worker_)
-        start(b);
-      else
-        rest.push_back(buckets_[b]);
-    }
-  if (worker_)
-    worker_->drain();
-  else
-    averageGradientBuckets(dp_, rest, gradients_);
+    if (!started_[b])
+      start(b);
+  worker_->drain();
 }
 
 } // namespace colossal::rt

@@ -4,8 +4,8 @@
 // bucket rather than one per tensor: a collective's latency is paid once
 // for many small tensors (a transformer has a few large matrices and many
 // small biases and norm weights). Buckets are filled in reverse parameter
-// order, the order a backward pass finishes the gradients in, so a later
-// overlap with the backward pass keeps the same buckets; a bucket closes
+// order, the order a backward pass finishes the gradients in, so the
+// overlapped average below can start each one early; a bucket closes
 // when the next tensor would take it past the capacity, and a tensor larger
 // than the capacity has a bucket of its own. Every rank derives the same
 // buckets from the same shapes, so the collectives match.
