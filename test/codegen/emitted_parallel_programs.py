@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Emitted programs on several ranks train exactly like one.
+
+Data parallel: programs compiled with --gpus 2 and 4 run under mpirun and
+follow the same trajectories as one rank (and PyTorch's), their final
+weights within 1e-5 of the single-rank program's, and every step moves
+exactly the bytes the cost model predicts (the manifest's plan against the
+runtime's counters; one all-reduce per gradient bucket, small buckets
+included), and the model states each rank holds (parameters, gradients,
+optimizer state) are within 5% of the plan's memory per rank. ZeRO stages
+1, 2 and 3, optimizer offload and recomputation under ZeRO-3 do the same,
+shards that do not divide are padded as the plan counts, runs resume bit for
+bit, and ZeRO checkpoints are the replicated format other programs continue.
+
+  emitted_parallel_programs.py COMPILER FIXTURES WORKDIR MPIRUN
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from program_checks import (  # noqa: E402
+    check, compile_model, train, weight_error, losses, worst_relative, worst_weight_error, check_model_states,
+    check_step_peak, check_counters, check_overlap, gradient_buckets, repeated_feed, check_offload, check_recompute,
+    finish, FIXTURES, WORK, shard, optimizer_flags, safetensors, OFFLOAD_HEADER, RECOMPUTE_HEADER)
+
+# 1. Data parallel: N ranks train exactly like one. The fixtures' batch of two
+# is repeated to a batch of four for four ranks (a mean loss over repeated
+# rows is the same loss), so every run must also follow PyTorch's trajectory.
+print(f"{'model':8} {'ranks':5} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
+for model in ["gpt2", "bert", "llama"]:
+    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
+    feed4 = repeated_feed(model, 2)
+    for ranks, batch, feed_dir in [(2, 2, f"{FIXTURES}/{model}/feed"), (4, 4, feed4)]:
+        single, parallel = f"{WORK}/{model}-b{batch}", f"{WORK}/{model}-dp{ranks}"
+        for out, gpus in [(single, 1), (parallel, ranks)]:  # the 2-rank program serves the bad-input cases too
+            if not os.path.exists(out):
+                built = compile_model(model, out, "--gpus", str(gpus), batch=batch)
+                check(built.returncode == 0, f"{model} --gpus {gpus}: {built.stderr[-2000:]}")
+        for name in ["adamw", "lamb"]:
+            flags = optimizer_flags(name, reference["hyper_parameters"][name])
+            tag = f"{model}-{name}-{ranks}"
+            one = train(single, "--feed", feed_dir, "--log", f"{WORK}/{tag}-1.log", "--save", f"{WORK}/{tag}-1",
+                        *flags)
+            many = train(parallel, "--feed", feed_dir, "--log", f"{WORK}/{tag}-n.log", "--save", f"{WORK}/{tag}-n",
+                         *flags, ranks=ranks)
+            check(one.returncode == 0 and many.returncode == 0,
+                  f"{tag}: runs failed: {one.stderr[-1500:]} {many.stderr[-1500:]}")
+            if one.returncode or many.returncode:
+                continue
+            loss_error = worst_relative(losses(f"{WORK}/{tag}-n.log"), reference["losses"][name])
+            worst_weight, where = worst_weight_error(f"{WORK}/{tag}-1/{shard}", f"{WORK}/{tag}-n", ranks, model)
+            # The cost model's communication, exactly: the plan in the
+            # manifest against the counters every step logs.
+            manifest = json.load(open(f"{parallel}/manifest.json"))
+            predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
+            # One all-reduce per gradient bucket: one bucket of 25 MiB here.
+            calls = manifest["predicted_comm_calls_per_step_by_optimizer"][name]
+            check_counters(f"{WORK}/{tag}-n.log", predicted, tag, calls=calls)
+            check_overlap(f"{WORK}/{tag}-n.log", calls["all_reduce"]["dp"], tag)
+            check_model_states(f"{WORK}/{tag}-n.log",
+                               manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name], f"{model} {name} x{ranks}")
+            comm = ", ".join(f"{c} on {axis}: {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
+            print(f"{model:8} {ranks:5} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {comm}, "
+                  f"measured = predicted)")
+            check(loss_error <= 1e-5, f"{tag}: data-parallel losses differ from PyTorch's by {loss_error:.2e}")
+            check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
+# Small gradient buckets: `--bucket-mb` splits the all-reduce into the
+# buckets the trainer's rule makes (counted here independently from the
+# manifest's shapes), over the same bytes, each started on the communication
+# thread as soon as the backward pass has finished its gradients, and the
+# run still trains exactly like one rank.
+for model, ranks in [("gpt2", 2), ("llama", 4)]:
+    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
+    feed_dir = f"{FIXTURES}/{model}/feed" if ranks == 2 else f"{WORK}/{model}-feed4"
+    parallel, name = f"{WORK}/{model}-dp{ranks}", "lamb"
+    capacity = 4096
+    tag = f"{model}-{name}-{ranks}-buckets"
+    run = train(parallel, "--feed", feed_dir, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}",
+                "--bucket-mb", str(capacity / 2 ** 20), *optimizer_flags(name, reference["hyper_parameters"][name]),
+                ranks=ranks)
+    check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
+    if run.returncode:
+        continue
+    buckets = gradient_buckets(parallel, capacity)
+    predicted = json.load(open(f"{parallel}/manifest.json"))["predicted_comm_bytes_per_step_by_optimizer"][name]
+    check(buckets > 3, f"{tag}: only {buckets} buckets of {capacity} bytes")
+    check_counters(f"{WORK}/{tag}.log", predicted, tag, calls={"all_reduce": {"dp": buckets}})
+    check_overlap(f"{WORK}/{tag}.log", buckets, tag)
+    loss_error = worst_relative(losses(f"{WORK}/{tag}.log"), reference["losses"][name])
+    worst_weight, where = worst_weight_error(f"{WORK}/{model}-{name}-{ranks}-1/{shard}", f"{WORK}/{tag}", ranks, model)
+    print(f"{model:8} {ranks:5} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {buckets} all-reduces of "
+          f"at most {capacity} B, measured = counted)")
+    check(loss_error <= 1e-5, f"{tag}: bucketed losses differ from PyTorch's by {loss_error:.2e}")
+    check(worst_weight <= 1e-5, f"{tag}: bucketed weights differ from one rank's by {worst_weight:.2e} ({where})")
+
+# 2. ZeRO: the optimizer state (stage 1), the gradients too (stage 2,
+# reduce-scattered every microbatch), and the weights too (stage 3: each
+# tensor gathered when the step reads it, for the forward and again for the
+# backward, and freed after), sharded over the data-parallel ranks. Same
+# trajectory as one rank, the same bytes as the cost model predicts (padding,
+# the second gathers and the norm completions included), and checkpoints
+# that any sharding resumes.
+print(f"{'model':8} {'ZeRO':8} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
+for model in ["gpt2", "bert", "llama"]:
+    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
+    feed4 = f"{WORK}/{model}-feed4"
+    for stage, ranks, micro in [(1, 4, 1), (2, 2, 2), (3, 4, 1), (3, 2, 2)]:
+        program = f"{WORK}/{model}-zero{stage}-x{ranks}"
+        built = compile_model(model, program, "--gpus", str(ranks), "--strategy",
+                              f"zero={stage},microbatches={micro}", batch=4)
+        check(built.returncode == 0, f"{model} zero={stage}: {built.stderr[-2000:]}")
+        if built.returncode:
+            continue
+        manifest = json.load(open(f"{program}/manifest.json"))
+        check(manifest["strategy"]["zero"] == stage, f"{model}: the manifest records zero={manifest['strategy']['zero']}")
+        for name in ["adamw", "lamb"]:
+            flags = optimizer_flags(name, reference["hyper_parameters"][name])
+            tag = f"{model}-{name}-zero{stage}-x{ranks}"
+            # The one-rank run at batch four is the data-parallel section's.
+            reference_run = f"{WORK}/{model}-{name}-4-1/{shard}"
+            many = train(program, "--feed", feed4, "--log", f"{WORK}/{tag}-n.log", "--save", f"{WORK}/{tag}-n",
+                         *flags, ranks=ranks)
+            check(many.returncode == 0 and os.path.exists(reference_run), f"{tag}: run failed: {many.stderr[-1500:]}")
+            if many.returncode or not os.path.exists(reference_run):
+                continue
+            loss_error = worst_relative(losses(f"{WORK}/{tag}-n.log"), reference["losses"][name])
+            worst_weight, where = worst_weight_error(reference_run, f"{WORK}/{tag}-n", ranks, model)
+            # The run chose its optimizer by flag: the plan for that one.
+            predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
+            check_counters(f"{WORK}/{tag}-n.log", predicted, tag)
+            check_model_states(f"{WORK}/{tag}-n.log",
+                               manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
+                               f"{model} {name} zero={stage} x{ranks}")
+            if stage == 3:
+                # Gathered weights are communication buffers, not the step's
+                # values: its own peak is still the plan's.
+                check_step_peak(f"{WORK}/{tag}-n.log", program, f"{model}-z3x{ranks}")
+            comm = ", ".join(f"{c} {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
+            print(f"{model:8} {f'{stage} x{ranks} m{micro}':8} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  "
+                  f"({where}; {comm}, measured = predicted)")
+            check(loss_error <= 1e-5, f"{tag}: ZeRO losses differ from PyTorch's by {loss_error:.2e}")
+            check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
+print(OFFLOAD_HEADER)
+for model in ["gpt2", "bert", "llama"]:
+    check_offload(model, 2)
+
+print(RECOMPUTE_HEADER)
+check_recompute("gpt2", "zero3 x2", f"{WORK}/gpt2-feed4", ["--gpus", "2", "--strategy", "zero=3,microbatches=2,recompute=full"],
+                f"{WORK}/gpt2-zero3-x2", "{model}-{name}-zero3-x2-n.log", 4)
+
+# Three ranks do not divide GPT-2's 7232 weights: the last shard is padded,
+# and the plan's bytes count the padding.
+feed6 = repeated_feed("gpt2", 3)
+for stage in [2, 3]:
+    odd = f"{WORK}/gpt2-zero{stage}-dp3"
+    built = compile_model("gpt2", odd, "--gpus", "3", "--strategy", f"zero={stage}", batch=6)
+    check(built.returncode == 0, f"gpt2 zero={stage} on 3 ranks: {built.stderr[-2000:]}")
+    if built.returncode:
+        continue
+    reference = json.load(open(f"{FIXTURES}/gpt2/reference.json"))
+    log = f"{WORK}/gpt2-zero{stage}-dp3.log"
+    run = train(odd, "--feed", feed6, "--log", log, *optimizer_flags("lamb", reference["hyper_parameters"]["lamb"]),
+                ranks=3)
+    check(run.returncode == 0, f"gpt2 zero={stage} on 3 ranks: {run.stderr[-1500:]}")
+    if run.returncode:
+        continue
+    manifest = json.load(open(f"{odd}/manifest.json"))
+    predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"]["lamb"]
+    # Stage 2 pads the flat space once; stage 3 pads every tensor to a
+    # multiple of the ranks (and its gathers move padded tensors).
+    trainable = open(f"{FIXTURES}/gpt2/trainable.txt").read().split()
+    sizes = [len(t) for name, t in safetensors(f"{odd}/weights.safetensors").items() if name in trainable]
+    check(sum(sizes) == 7232, f"gpt2 has {sum(sizes)} trainable weights, not 7232")
+    padded = 7233 if stage == 2 else sum(-(-n // 3) * 3 for n in sizes)
+    check(predicted["reduce_scatter"]["dp"] == padded * 4, f"the plan does not count the padding: {predicted}")
+    check_counters(log, predicted, f"gpt2 zero={stage} x3")
+    check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"]["lamb"],
+                       f"gpt2 lamb zero={stage} x3 (padded)")
+    loss_error = worst_relative(losses(log), reference["losses"]["lamb"])
+    check(loss_error <= 1e-5, f"gpt2 zero={stage} x3: losses differ from PyTorch's by {loss_error:.2e}")
+    layout = "shards of 2411, the last padded" if stage == 2 else f"tensors padded to {padded} elements"
+    print(f"gpt2     {stage} x3 m1  lamb     {loss_error:28.2e}  (7232 weights in {layout}; "
+          f"reduce_scatter {predicted['reduce_scatter']['dp']} B, all_gather {predicted['all_gather']['dp']} B, "
+          f"measured = predicted)")
+
+# A ZeRO run resumes bit for bit, and its checkpoint (moments gathered) is
+# the replicated format: the plain data-parallel program continues it.
+zero2, flags = f"{WORK}/gpt2-zero2-x2", ["--feed", f"{WORK}/gpt2-feed4"]
+whole = train(zero2, *flags, "--steps", "6", "--save", f"{WORK}/zck-whole", ranks=2)
+first = train(zero2, *flags, "--steps", "3", "--save", f"{WORK}/zck-half", ranks=2)
+second = train(zero2, *flags, "--steps", "6", "--resume", f"{WORK}/zck-half", "--save", f"{WORK}/zck-resumed", ranks=2)
+check(whole.returncode == first.returncode == second.returncode == 0,
+      f"ZeRO resume runs failed: {whole.stderr[-1500:]}{first.stderr[-1500:]}{second.stderr[-1500:]}")
+for r in range(2):
+    name = f"rank-{r:05d}-of-00002.safetensors"
+    same = open(f"{WORK}/zck-whole/{name}", "rb").read() == open(f"{WORK}/zck-resumed/{name}", "rb").read()
+    check(same, f"ZeRO-2: the resumed run's checkpoint {name} differs from the uninterrupted run's")
+plain_program = f"{WORK}/gpt2-dp2-b4"
+built = compile_model("gpt2", plain_program, "--gpus", "2", batch=4)
+check(built.returncode == 0, f"gpt2 --gpus 2 --batch 4: {built.stderr[-2000:]}")
+plain = train(plain_program, *flags, "--steps", "6", "--resume", f"{WORK}/zck-half", "--save", f"{WORK}/zck-plain",
+              ranks=2)
+check(plain.returncode == 0, f"a replicated program resuming a ZeRO checkpoint failed: {plain.stderr[-1500:]}")
+if plain.returncode == 0:
+    a = safetensors(f"{WORK}/zck-plain/rank-00000-of-00002.safetensors")
+    b = safetensors(f"{WORK}/zck-whole/rank-00000-of-00002.safetensors")
+    error, key = weight_error(a, b, f"{FIXTURES}/gpt2/grads")
+    check(error <= 1e-5, f"the replicated program continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
+    print(f"ZeRO-2 resume: bit for bit; the replicated data-parallel program continuing its checkpoint ends "
+          f"within {error:.2e} ({key})")
+# ZeRO-3 takes the same checkpoint (each rank keeps its chunks of it) and
+# writes whole weights again (gathered).
+sharded3 = train(f"{WORK}/gpt2-zero3-x2", *flags, "--steps", "6", "--resume", f"{WORK}/zck-half", "--save",
+                 f"{WORK}/zck-zero3", ranks=2)
+check(sharded3.returncode == 0, f"ZeRO-3 resuming a ZeRO-2 checkpoint failed: {sharded3.stderr[-1500:]}")
+if sharded3.returncode == 0:
+    a = safetensors(f"{WORK}/zck-zero3/rank-00001-of-00002.safetensors")
+    b = safetensors(f"{WORK}/zck-whole/rank-00001-of-00002.safetensors")
+    error, key = weight_error(a, b, f"{FIXTURES}/gpt2/grads")
+    check(error <= 1e-5, f"ZeRO-3 continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
+    print(f"ZeRO-3 continuing the ZeRO-2 checkpoint: its gathered checkpoint ends within {error:.2e} ({key})")
+
+finish()
