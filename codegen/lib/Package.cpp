@@ -172,6 +172,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
                                     {"recompute", s.recomputeLayers ? "full" : "none"}});
   // Without ZeRO or under ZeRO-1, one gradient all-reduce per bucket.
   m["gradient_bucket_bytes"] = Json(s.gradientBucketBytes);
+  m["zero3_prefetch_bytes"] = Json(s.prefetchBytes);
   m["executable"] = "model_train";
   m["weights"] = "weights.safetensors";
   Json::Array inputs, parameters;
@@ -297,9 +298,28 @@ LogicalResult buildExecutable(ModuleOp module, const std::string &dir, bool cuda
   return success();
 }
 
+/// ZeRO-3's prefetch budget: the largest layer's trainable weights (float32
+/// on the host), as the cost model's ZeRO-3 gathers a layer ahead.
+FailureOr<int64_t> prefetchBytesOf(ModuleOp module) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return module.emitError() << "ZeRO-3 prefetching: the module has no @forward";
+  FailureOr<cost::Graph> graph = plan::buildCostGraph(forward);
+  if (failed(graph))
+    return failure();
+  return graph->largestLayerTrainableElements() * int64_t(sizeof(float));
+}
+
 } // namespace
 
-LogicalResult writePackage(ModuleOp module, const PackageOptions &options) {
+LogicalResult writePackage(ModuleOp module, const PackageOptions &given) {
+  PackageOptions options = given;
+  if (options.settings.zero == 3 && options.settings.ranks > 1) {
+    FailureOr<int64_t> bytes = prefetchBytesOf(module);
+    if (failed(bytes))
+      return failure();
+    options.settings.prefetchBytes = *bytes;
+  }
   bool cuda = options.target == "cuda";
   if (!cuda && options.target != "cpu")
     return module.emitError() << "--target " << options.target << ": expected cpu or cuda";

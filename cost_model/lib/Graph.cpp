@@ -2,6 +2,8 @@
 
 #include "colossal/cost/Graph.h"
 
+#include <algorithm>
+
 namespace colossal::cost {
 
 int Graph::addValue(std::string name, DType dtype, bool isParameter) {
@@ -61,6 +63,24 @@ int64_t Graph::parameterCount() const {
   for (size_t v = 0; v < values.size(); ++v)
     total += elementsOf[v] * repeat[v];
   return total;
+}
+
+int64_t Graph::largestLayerTrainableElements() const {
+  std::vector<int64_t> elementsOf = parameterElements();
+  std::vector<int64_t> layerElements(size_t(std::max(numLayers, 0)), 0);
+  std::vector<char> counted(values.size(), 0);
+  int64_t largest = 0;
+  for (const Op &op : ops)
+    for (const TensorUse &use : op.inputs) {
+      const Value &value = values[use.value];
+      if (!value.isParameter || value.frozen || counted[use.value])
+        continue;
+      counted[use.value] = 1;
+      largest = std::max(largest, elementsOf[use.value]);
+      if (op.layer >= 0 && op.layer < numLayers)
+        largest = std::max(largest, layerElements[size_t(op.layer)] += elementsOf[use.value]);
+    }
+  return largest;
 }
 
 double Graph::modelFlops() const {

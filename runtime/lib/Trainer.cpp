@@ -12,6 +12,7 @@
 #include "colossal/runtime/Mesh.h"
 #include "colossal/runtime/MpiCommunicator.h"
 #include "colossal/runtime/Npy.h"
+#include "colossal/runtime/ParameterPrefetch.h"
 #include "colossal/runtime/Philox.h"
 #include "colossal/runtime/ProcessGroups.h"
 #include "colossal/runtime/Safetensors.h"
@@ -88,6 +89,8 @@ Trains %s, compiled by colossal-compile, on the host.
                        (default %s)
   --bucket-mb X        data-parallel gradient bucket, MiB: one all-reduce per
                        bucket (default %g)
+  --prefetch-mb X      ZeRO-3: MiB of weights gathered ahead of the step's reads
+                       (default %g, one layer's; 0: gather each where it is read)
   --quiet              no progress line
   --help               this text
 )";
@@ -98,7 +101,7 @@ void usage(const char *argv0, const TrainingProgram &p) {
   std::printf(kUsage, argv0, p.model.c_str(), (long long)s.steps, nameOf(o.kind), o.lr, o.weightDecay, o.beta1,
               o.beta2, o.eps, o.momentum, o.eta, o.clipGradNorm, s.lossScaling.initial,
               (long long)s.lossScaling.window, (long long)s.warmupSteps, nameOf(s.schedule),
-              double(s.gradientBucketBytes) / double(1 << 20));
+              double(s.gradientBucketBytes) / double(1 << 20), double(s.prefetchBytes) / double(1 << 20));
 }
 
 double parseNumber(const std::string &flag, const std::string &text) {
@@ -152,7 +155,8 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
                                           "--save", "--resume", "--optimizer", "--lr", "--weight-decay",
                                           "--clip-grad-norm", "--warmup-steps", "--schedule", "--eps",
                                           "--beta1", "--beta2", "--momentum", "--eta", "--dump-gradients",
-                                          "--loss-scale", "--loss-scale-window", "--bucket-mb"};
+                                          "--loss-scale", "--loss-scale-window", "--bucket-mb",
+                                          "--prefetch-mb"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail(flag, "unknown flag (see --help)");
     if (eq == std::string::npos) {
@@ -219,6 +223,11 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
       if (!(mib > 0) || mib * double(1 << 20) > 1e15)
         fail(flag, "expects a positive number of MiB, got '" + value + "'");
       o.settings.gradientBucketBytes = std::max<int64_t>(int64_t(mib * double(1 << 20)), int64_t(sizeof(float)));
+    } else if (flag == "--prefetch-mb") {
+      double mib = parseNumber(flag, value);
+      if (!(mib >= 0) || mib * double(1 << 20) > 1e15)
+        fail(flag, "expects a number of MiB, 0 or more, got '" + value + "'");
+      o.settings.prefetchBytes = int64_t(mib * double(1 << 20));
     } else if (flag == "--warmup-steps")
       o.settings.warmupSteps = parseCount(flag, value, 0);
     else if (flag == "--schedule") {
@@ -586,24 +595,30 @@ private:
   const std::vector<Tensor> &parameters_;
 };
 
-/// ZeRO-3: a trainable tensor is gathered when the step first fetches it
-/// and freed when it releases it last (frozen ones stay whole on every
-/// rank). What is whole at a moment is charged as communication buffers.
+/// ZeRO-3: a trainable tensor is gathered for the step's first fetch and
+/// freed at its last release (frozen ones stay whole on every rank); the
+/// gathers of the fetches to come start ahead, up to `prefetchBytes`
+/// (ParameterPrefetch.h). What is whole or in flight at a moment is charged
+/// as communication buffers.
 class GatheredParameters : public StepParameters {
 public:
-  GatheredParameters(const TrainingProgram &program, const State &state, ShardedOptimizer &sharded)
-      : program_(program), state_(state), sharded_(sharded), slots_(program.parameters.size()) {
+  GatheredParameters(const TrainingProgram &program, const State &state, ShardedOptimizer &sharded,
+                     int64_t prefetchBytes, bool threaded)
+      : program_(program), state_(state), slots_(program.parameters.size()),
+        prefetcher_(trainableElements(program, state), prefetchBytes, threaded,
+                    [&sharded](size_t t, std::vector<float> &whole) { sharded.gatherTensor(t, whole); }) {
     for (size_t t = 0; t < state.trainable.size(); ++t)
       slots_[state.trainable[t]].trainable = int64_t(t);
   }
+  GatherPrefetcher &prefetcher() { return prefetcher_; }
   const Tensor &fetch(size_t index) override {
     Slot &slot = slots_.at(index);
     if (slot.trainable < 0)
       return state_.parameters[index];
     if (slot.fetched++ == 0) {
-      slot.whole = Tensor::zeros(program_.parameters[index].shape, false);
-      sharded_.gatherTensor(size_t(slot.trainable), slot.whole.floats);
-      slot.bytes = MemoryCharge(int64_t(slot.whole.floats.size() * sizeof(float)), MemoryCategory::Communication);
+      GatheredTensor gathered = prefetcher_.take(size_t(slot.trainable));
+      slot.whole = Tensor::ofFloats(program_.parameters[index].shape, std::move(gathered.values));
+      slot.bytes = std::move(gathered.charge);
     }
     return slot.whole;
   }
@@ -616,6 +631,7 @@ public:
     if (--slot.fetched == 0) {
       std::vector<float>().swap(slot.whole.floats);
       slot.bytes.release();
+      prefetcher_.released(size_t(slot.trainable));
     }
   }
   /// After a step: every fetch was released (the compiler pairs them).
@@ -632,10 +648,21 @@ private:
     Tensor whole;
     MemoryCharge bytes;
   };
+  static std::vector<int64_t> trainableElements(const TrainingProgram &program, const State &state) {
+    std::vector<int64_t> elements;
+    for (size_t index : state.trainable) {
+      int64_t n = 1;
+      for (int64_t d : program.parameters[index].shape)
+        n *= d;
+      elements.push_back(n);
+    }
+    return elements;
+  }
+
   const TrainingProgram &program_;
   const State &state_;
-  ShardedOptimizer &sharded_;
   std::vector<Slot> slots_;
+  GatherPrefetcher prefetcher_;
 };
 
 int64_t elementsOf(const Shape &shape) {
@@ -773,7 +800,8 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
   }
   std::unique_ptr<GatheredParameters> gathered;
   if (s.sharded && s.sharded->stage() == 3)
-    gathered = std::make_unique<GatheredParameters>(program, s, *s.sharded);
+    gathered = std::make_unique<GatheredParameters>(program, s, *s.sharded, o.settings.prefetchBytes,
+                                                    overlapAllowed);
   ReplicatedParameters replicated(s.parameters);
   StepParameters &stepParameters = gathered ? static_cast<StepParameters &>(*gathered) : replicated;
   LearningRateSchedule schedule;
@@ -795,6 +823,8 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
     MemoryTracker::global().resetPeaks();
     if (counters)
       counters->reset();
+    if (gathered)
+      gathered->prefetcher().resetCounts();
     int64_t toHostBefore = s.offload ? s.offload->bytesToHost() : 0;
     int64_t toDeviceBefore = s.offload ? s.offload->bytesToDevice() : 0;
     for (std::vector<float> &g : s.grads)
@@ -811,9 +841,13 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
       // ZeRO-2 and 3 reduce-scatter instead; ZeRO-3 gathers during the step
       // (one thread at a time on the communicator).
       reported.collect(overlapAllowed && !scatterEachMicrobatch && dp.size() > 1 && m + 1 == microbatches);
-      program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported);
       if (gathered)
+        gathered->prefetcher().beginCall();
+      program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported);
+      if (gathered) {
+        gathered->prefetcher().finishCall();
         gathered->requireAllReleased();
+      }
       if (microLoss.integer || microLoss.floats.size() != 1)
         fail(program.model, "the step's loss is not a float scalar");
       if (grads.size() != s.trainable.size())
@@ -919,6 +953,10 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
       record.extra.push_back({"gradient_buckets", "{\"total\": " + std::to_string(average.buckets().size()) +
                                                       ", \"started_during_step\": " +
                                                       std::to_string(average.startedDuringStep()) + "}"});
+    if (gathered)
+      record.extra.push_back({"zero3_gathers", "{\"total\": " + std::to_string(gathered->prefetcher().gathers()) +
+                                                   ", \"prefetched\": " +
+                                                   std::to_string(gathered->prefetcher().prefetched()) + "}"});
     // This rank's model states, buffers and their peaks during the step.
     record.extra.push_back({"memory", MemoryTracker::global().json(MemorySpace::Host)});
     if (s.offload) {

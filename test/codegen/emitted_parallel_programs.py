@@ -21,8 +21,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
     check, compile_model, train, weight_error, losses, worst_relative, worst_weight_error, check_model_states,
-    check_step_peak, check_counters, check_overlap, gradient_buckets, repeated_feed, check_offload, check_recompute,
-    finish, FIXTURES, WORK, shard, optimizer_flags, safetensors, OFFLOAD_HEADER, RECOMPUTE_HEADER)
+    check_step_peak, check_prefetch, check_counters, check_overlap, gradient_buckets, repeated_feed, check_offload,
+    check_recompute, finish, FIXTURES, WORK, shard, optimizer_flags, safetensors, OFFLOAD_HEADER, RECOMPUTE_HEADER)
 
 # 1. Data parallel: N ranks train exactly like one. The fixtures' batch of two
 # is repeated to a batch of four for four ranks (a mean loss over repeated
@@ -137,6 +137,7 @@ for model in ["gpt2", "bert", "llama"]:
                 # Gathered weights are communication buffers, not the step's
                 # values: its own peak is still the plan's.
                 check_step_peak(f"{WORK}/{tag}-n.log", program, f"{model}-z3x{ranks}")
+                check_prefetch(f"{WORK}/{tag}-n.log", micro, tag)
             comm = ", ".join(f"{c} {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
             print(f"{model:8} {f'{stage} x{ranks} m{micro}':8} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  "
                   f"({where}; {comm}, measured = predicted)")
@@ -185,6 +186,36 @@ for stage in [2, 3]:
     print(f"gpt2     {stage} x3 m1  lamb     {loss_error:28.2e}  (7232 weights in {layout}; "
           f"reduce_scatter {predicted['reduce_scatter']['dp']} B, all_gather {predicted['all_gather']['dp']} B, "
           f"measured = predicted)")
+
+# ZeRO-3 prefetching changes when the gathers run, not what they gather:
+# without it (--prefetch-mb 0) the run makes the same collectives and ends
+# with the same bits, and the gathers queued ahead are the only extra
+# buffers: the communication peak grows by at most the manifest's budget
+# (one layer's weights).
+program = f"{WORK}/gpt2-zero3-x2"
+budget = json.load(open(f"{program}/manifest.json"))["zero3_prefetch_bytes"]
+check(budget > 0, f"gpt2 zero=3: the manifest's prefetch budget is {budget} bytes")
+lamb = optimizer_flags("lamb", json.load(open(f"{FIXTURES}/gpt2/reference.json"))["hyper_parameters"]["lamb"])
+inline = train(program, "--feed", f"{WORK}/gpt2-feed4", "--prefetch-mb", "0", "--log", f"{WORK}/z3-inline.log",
+               "--save", f"{WORK}/z3-inline", *lamb, ranks=2)
+check(inline.returncode == 0, f"gpt2 zero=3 --prefetch-mb 0: {inline.stderr[-1500:]}")
+if inline.returncode == 0:
+    ahead, records = f"{WORK}/gpt2-lamb-zero3-x2-n.log", lambda log: [json.loads(line) for line in open(log)]
+    same_bits = all(open(f"{WORK}/z3-inline/rank-{r:05d}-of-00002.safetensors", "rb").read() ==
+                    open(f"{WORK}/gpt2-lamb-zero3-x2-n/rank-{r:05d}-of-00002.safetensors", "rb").read()
+                    for r in range(2))
+    check(same_bits and losses(ahead) == losses(f"{WORK}/z3-inline.log"),
+          "gpt2 zero=3: prefetching changed the losses or the checkpoint")
+    check(all(r["zero3_gathers"]["prefetched"] == 0 for r in records(f"{WORK}/z3-inline.log")),
+          "gpt2 zero=3 --prefetch-mb 0: gathers were prefetched")
+    check(all(a["comm"] == b["comm"] for a, b in zip(records(ahead), records(f"{WORK}/z3-inline.log"))),
+          "gpt2 zero=3: prefetching changed the collectives")
+    grown = max(r["memory"]["communication"]["peak"] for r in records(ahead)) - \
+        max(r["memory"]["communication"]["peak"] for r in records(f"{WORK}/z3-inline.log"))
+    check(0 < grown <= budget, f"gpt2 zero=3: prefetching grew the communication peak by {grown} bytes "
+                               f"(budget {budget})")
+    print(f"ZeRO-3 prefetch: the same bits and collectives as gathering at each read; "
+          f"{grown} B more communication buffers at the peak (budget {budget} B, one layer's weights)")
 
 # A ZeRO run resumes bit for bit, and its checkpoint (moments gathered) is
 # the replicated format: the plain data-parallel program continues it.

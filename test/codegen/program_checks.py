@@ -185,6 +185,19 @@ def check_overlap(log, buckets, tag):
               f"{tag}: gradient buckets {got}, expected all {buckets} started during the step")
 
 
+def check_prefetch(log, microbatches, tag):
+    """ZeRO-3 (ParameterPrefetch.h): the step's gathers are the all-gathers
+    the counters saw; the first call of a run learns their order, and from
+    then on every gather started before the step asked for it."""
+    for line in open(log):
+        record = json.loads(line)
+        gathers, calls = record["zero3_gathers"], record["comm"]["all_gather"]["dp"]["calls"]
+        learning = gathers["total"] // microbatches if record["step"] == 1 else 0
+        check(gathers["total"] == calls and gathers["prefetched"] == gathers["total"] - learning,
+              f"{tag} step {record['step']}: gathers {gathers}, {calls} all-gathers; expected all but "
+              f"{learning} prefetched")
+
+
 def gradient_buckets(program, capacity):
     """How many all-reduces the trainer's bucketing makes (GradientBuckets.h:
     trainable float32 gradients in reverse parameter order, a bucket closed

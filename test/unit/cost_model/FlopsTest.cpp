@@ -54,3 +54,18 @@ TEST(GptFlops, LlamaSevenBParameterCount) {
   Graph graph = buildTransformer(shape);
   EXPECT_NEAR(double(graph.parameterCount()) / 1e9, 6.74, 0.005);
 }
+
+TEST(GptFlops, LargestLayerIsOneLayersWeightsOrTheEmbedding) {
+  // A GPT layer holds 12 h^2 + 13 h weights; the token embedding V h is
+  // larger for a small h, and is what ZeRO-3 gathers at once then.
+  TransformerShape shape;
+  shape.layers = 4;
+  shape.hidden = 1024;
+  shape.heads = 16;
+  shape.seq = 128;
+  shape.vocab = 512;
+  double h = 1024;
+  EXPECT_EQ(double(buildTransformer(shape).largestLayerTrainableElements()), 12 * h * h + 13 * h);
+  shape.vocab = 51200;
+  EXPECT_EQ(double(buildTransformer(shape).largestLayerTrainableElements()), 51200 * h);
+}

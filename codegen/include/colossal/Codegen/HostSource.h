@@ -50,6 +50,10 @@ struct ProgramSettings {
   /// The data-parallel gradient bucket: the cost model's, so the program
   /// makes the all-reduces the plan predicts.
   int64_t gradientBucketBytes = int64_t(cost::EstimateOptions().bucketBytes);
+  /// ZeRO-3: bytes of weights gathered ahead of the step's reads (0: each
+  /// gathered where it is read). writePackage sets one layer's weights,
+  /// what the cost model's ZeRO-3 holds in flight.
+  int64_t prefetchBytes = 0;
 };
 
 /// What the emitted step will hold: every value is freed after the

@@ -129,6 +129,11 @@ struct Graph {
   double modelFlops() const;
   /// Elements of every parameter, by value index.
   std::vector<int64_t> parameterElements() const;
+  /// The trainable parameter elements of the largest layer (each parameter
+  /// belongs to the layer of the first op reading it), or of the largest
+  /// trainable tensor when that is larger: what ZeRO-3 gathers ahead of the
+  /// step at a time.
+  int64_t largestLayerTrainableElements() const;
 };
 
 } // namespace colossal::cost

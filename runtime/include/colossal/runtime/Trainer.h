@@ -78,6 +78,11 @@ struct TrainingSettings {
   /// all-reduce per bucket, without ZeRO or under ZeRO-1. The compiler
   /// writes its cost model's; `--bucket-mb` overrides it.
   int64_t gradientBucketBytes = 25 << 20;
+  /// ZeRO-3: bytes of weights gathered ahead of the step's reads on a
+  /// communication thread (ParameterPrefetch.h); 0 gathers each where the
+  /// step reads it. The compiler writes one layer's weights;
+  /// `--prefetch-mb` overrides it.
+  int64_t prefetchBytes = 0;
   LossScaling lossScaling;
 };
 
