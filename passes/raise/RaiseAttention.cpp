@@ -2,11 +2,18 @@
 //
 // Matched backwards from the second matmul:
 //
-//   out = matmul(dropout?(softmax(mask?(scale?(matmul(scale?(q), kT))))), v)
+//   out = matmul(softmax(mask?(scale?(matmul(scale?(q), kT)))), v)
 //
 // A constant mask that hides exactly the positions after the diagonal becomes
 // `causal = true` (the kernels then skip masked blocks and ring attention can
 // skip whole steps); any other mask stays an operand.
+//
+// Attention whose weights pass through a dropout of nonzero probability (a
+// training-mode export) is left as its ops: the `train.dropout` keeps its site, so the emitted
+// programs draw its mask from the run's seed, the step and the element's
+// place in the global batch (Philox.h) like any other dropout, and N ranks,
+// microbatches and recomputation reproduce one rank's masks. The fused
+// kernels take no mask key yet.
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,7 +97,6 @@ struct Match {
   double scale = 1.0;
   bool causal = false;
   bool invertMask = false; // a boolean mask that is true where hidden
-  float dropout = 0.0f;
 };
 
 /// A one-element constant: the scale of the scores.
@@ -118,10 +124,11 @@ std::optional<Match> matchAttention(MatMulOp output, CausalCache &cache) {
   Match match;
   match.value = output.getRhs();
   Value probabilities = output.getLhs();
+  // A dropout of probability zero (an export with dropout off) is the
+  // identity; any other is left as ops (see the top of the file).
   if (auto dropout = defining<DropoutOp>(probabilities)) {
-    if (!dropout.getMask().use_empty())
+    if (!dropout.getRatio().isZero() || !dropout.getMask().use_empty())
       return std::nullopt;
-    match.dropout = dropout.getRatio().convertToFloat();
     probabilities = dropout.getInput();
   }
   auto softmax = defining<SoftmaxOp>(probabilities);
@@ -207,7 +214,7 @@ struct AttentionPattern : OpRewritePattern<MatMulOp> {
     rewriter.replaceOpWithNewOp<AttentionOp>(op, op.getType(), match->query, key, match->value,
                                              mask, rewriter.getF32FloatAttr(match->scale),
                                              rewriter.getBoolAttr(match->causal),
-                                             rewriter.getF32FloatAttr(match->dropout));
+                                             rewriter.getF32FloatAttr(0.0f));
     return success();
   }
 

@@ -19,7 +19,8 @@ func.func @causal_where_mask(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %
 }
 
 // LLaMA: an additive -inf upper triangle; BERT: an additive padding mask that
-// stays an operand; dropout folds into the op.
+// stays an operand. Dropout on the weights keeps the chain as ops (its mask
+// is the site-keyed train.dropout's).
 // CHECK-LABEL: func.func @additive_masks
 func.func @additive_masks(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>, %pad: tensor<2x1x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
   // CHECK: train.attention {{.*}} {causal = true, scale = 5.000000e-01 : f32}
@@ -31,14 +32,30 @@ func.func @additive_masks(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: ten
   %p = train.softmax %m {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   %o = train.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
 
-  // CHECK: train.attention {{.*}}, %{{.*}} {dropout = 1.000000e-01 : f32, scale = 5.000000e-01 : f32} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x1x4xf32>)
+  // CHECK-NOT: train.attention
+  // CHECK: train.softmax
+  // CHECK-NEXT: train.dropout {{.*}} {ratio = 1.000000e-01 : f32, site = 3 : i64}
+  // CHECK-NEXT: train.matmul
   %s2 = train.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
   %ss2 = train.mul %s2, %half : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
   %m2 = train.add %ss2, %pad : (tensor<2x4x4xf32>, tensor<2x1x4xf32>) -> tensor<2x4x4xf32>
   %p2 = train.softmax %m2 {axis = -1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
-  %d2, %mask2 = train.dropout %p2 {ratio = 0.1 : f32} : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xi1>)
+  %d2, %mask2 = train.dropout %p2 {ratio = 0.1 : f32, site = 3} : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xi1>)
   %o2 = train.matmul %d2, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %o, %o2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// A dropout of probability zero (exported with dropout off) is the identity:
+// the chain is raised.
+// CHECK-LABEL: func.func @zero_dropout
+func.func @zero_dropout(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // CHECK: train.attention {{.*}} {scale = 1.000000e+00 : f32}
+  // CHECK-NOT: train.dropout
+  %s = train.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p = train.softmax %s {axis = -1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %d, %mask = train.dropout %p {ratio = 0.0 : f32, site = 4} : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xi1>)
+  %o = train.matmul %d, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
 }
 
 // Softmax over the query axis is not attention.

@@ -454,10 +454,13 @@ def Train_AttentionOp : Train_ComputeOp<"attention"> {
   let summary = "scaled dot-product attention (raised)";
   let description = [{
     `softmax(scale * q k^T + mask) v` over the last two dimensions, raised
-    from MatMul, scale, mask, Softmax, optional Dropout and MatMul. With
-    `causal`, position i attends to positions <= i + (sk - sq). An explicit
-    `mask` is either additive (float) or boolean (true keeps). `dropout` is the
-    probability applied to the attention weights.
+    from MatMul, scale, mask, Softmax and MatMul. With `causal`, position i
+    attends to positions <= i + (sk - sq). An explicit `mask` is either
+    additive (float) or boolean (true keeps). `dropout` is the probability
+    applied to the attention weights; the raiser leaves attention with
+    dropout as its ops (their `train.dropout` carries the site that keys its
+    mask), so only IR written with it sets it: the interpreter runs it, the
+    autodiff and the emitters refuse it.
 
     Example:
 
