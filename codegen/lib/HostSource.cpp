@@ -347,6 +347,15 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   }
   if (isa<ReshapeOp>(op))
     return one("reshape(" + in(0) + ", " + out() + ")");
+  // Tensor parallelism's collectives: the copy is the identity (its
+  // gradient is the all-reduce), the sum is over the tensor axis.
+  if (isa<CopyToRanksOp>(op))
+    return one("reshape(" + in(0) + ", " + out() + ")");
+  if (auto r = dyn_cast<AllReduceOp>(op)) {
+    if (device_)
+      return op->emitError() << "tensor parallelism has no CUDA lowering yet (its all-reduce runs on the host target)";
+    return one("collectives.allReduce(" + in(0) + ", " + quoted(r.getAxis()) + ")");
+  }
   if (auto t = dyn_cast<TransposeOp>(op))
     return one("transpose(" + in(0) + ", " + shapeLiteral(t.getPerm()) + ")");
   if (isa<BroadcastOp>(op))
@@ -393,7 +402,8 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   Block &body = step_.getBody().front();
   os_ << "void trainStep(const std::vector<HostTensor> &inputs, colossal::rt::StepParameters &parameters,\n"
          "               const colossal::rt::StepRandomness &random, float lossScale, HostTensor &loss,\n"
-         "               std::vector<HostTensor> &gradients, colossal::rt::GradientReady &gradientReady) {\n";
+         "               std::vector<HostTensor> &gradients, colossal::rt::GradientReady &gradientReady,\n"
+         "               colossal::rt::StepCollectives &collectives) {\n";
   // Each value is freed after the statement of its last use: the step's
   // memory is its live values, not all of them.
   os_ << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::" << (device_ ? "Device" : "Host") << ");\n";
@@ -562,7 +572,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
     os << "  p.parameters.push_back({" << quoted(p.getSymName()) << ", "
        << shapeLiteral(cast<ShapedType>(p.getType()).getShape()) << ", " << (p.getTrainable() ? "true" : "false")
        << ", {/*decay=*/" << (conventions.decay ? "true" : "false") << ", /*trustRatio=*/"
-       << (conventions.trustRatio ? "true" : "false") << "}});\n";
+       << (conventions.trustRatio ? "true" : "false") << "}, /*splitDim=*/"
+       << (p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1)) << "});\n";
   }
   // train.optimizer_update lowers to the runtime's fused optimizer: these are
   // its settings (defaults a flag may override), the masks above its
@@ -586,6 +597,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.steps = " << settings.steps << ";\n"
      << "  s.microbatches = " << settings.microbatches << ";\n"
      << "  s.ranks = " << settings.ranks << ";\n"
+     << "  s.tensorRanks = " << settings.tensorRanks << ";\n"
      << "  s.zero = " << settings.zero << ";\n"
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"

@@ -61,7 +61,10 @@ LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const
   for (train::ParameterOp p : module.getOps<train::ParameterOp>()) {
     const InitialValue &v = values->at(p.getSymName().str());
     auto type = cast<ShapedType>(p.getType());
-    if (v.shape != std::vector<int64_t>(type.getShape().begin(), type.getShape().end()))
+    // A tensor-parallel slice's file holds the whole tensor (each rank
+    // loads its slice).
+    SmallVector<int64_t> full = p.getFullShape();
+    if (v.shape != std::vector<int64_t>(full.begin(), full.end()))
       return module.emitError() << options.onnxPath << ": initializer '" << p.getSymName() << "' has another shape "
                                 << "than the parameter " << type;
     if (!v.integer && !type.getElementType().isF32())
@@ -157,6 +160,29 @@ Json modelStatesOf(const cost::Estimate &estimate) {
                            {"optimizer_state", Json(estimate.memory.optimizer)}});
 }
 
+/// What tensor parallelism moves over the tensor axis each step, read off
+/// the IR: every train.all_reduce of @forward_backward once per microbatch
+/// (the forward's sums and the backward's sums of the copies' gradients),
+/// and the trainer's completions of the per-tensor norms of the split
+/// tensors (two floats per split trainable tensor: one for the gradient
+/// norm, one more for LAMB's and LARS's trust ratios).
+Json tensorParallelOf(ModuleOp module, const ProgramSettings &s) {
+  int64_t activationBytes = 0, calls = 0, splitTensors = 0;
+  if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward"))
+    step.walk([&](train::AllReduceOp op) {
+      auto type = cast<ShapedType>(op.getType());
+      activationBytes += type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
+      ++calls;
+    });
+  for (train::ParameterOp p : module.getOps<train::ParameterOp>())
+    splitTensors += p.getTrainable() && p.getSplitDim() ? 1 : 0;
+  return Json(Json::Object{{"ranks", Json(s.tensorRanks)},
+                           {"activation_all_reduce_bytes_per_step", Json(activationBytes * s.microbatches)},
+                           {"activation_all_reduces_per_step", Json(calls * s.microbatches)},
+                           {"split_trainable_tensors", Json(splitTensors)},
+                           {"norm_completion_bytes", Json(8 * splitTensors)}});
+}
+
 Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemoryPlan &memory) {
   const ProgramSettings &s = options.settings;
   Json::Object m;
@@ -165,8 +191,8 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   m["source"] = options.onnxPath;
   m["target"] = options.target;
   m["precision"] = options.precision;
-  m["gpus"] = Json(s.ranks);
-  m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(1)}, {"pp", Json(1)}, {"sp", Json(1)},
+  m["gpus"] = Json(s.ranks * s.tensorRanks);
+  m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(s.tensorRanks)}, {"pp", Json(1)}, {"sp", Json(1)},
                                     {"microbatches", Json(s.microbatches)}, {"zero", Json(s.zero)},
                                     {"offload", s.offloadOptimizer ? "optimizer" : "none"},
                                     {"recompute", s.recomputeLayers ? "full" : "none"}});
@@ -189,6 +215,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   for (train::ParameterOp p : module.getOps<train::ParameterOp>())
     parameters.push_back(Json(Json::Object{{"name", p.getSymName().str()},
                                            {"shape", shapeJson(cast<ShapedType>(p.getType()).getShape())},
+                                           {"split_dim", Json(p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1))},
                                            {"trainable", Json(bool(p.getTrainable()))}}));
   FailureOr<CompiledOptimizer> optimizer = readCompiledOptimizer(module);
   if (failed(optimizer))
@@ -215,6 +242,8 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
       m["predicted_pinned_model_state_bytes_per_rank_by_optimizer"] = Json(pinned);
     }
   }
+  if (s.tensorRanks > 1)
+    m["tensor_parallel"] = tensorParallelOf(module, s);
   // The step's own values on one rank, held from definition to last use.
   m["planned_step_peak_bytes"] = Json(memory.peakBytes);
   m["step_value_bytes"] = Json(memory.valueBytes);

@@ -180,6 +180,17 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     out[0] = h.neg(dy);
     return success();
   }
+  // Megatron's conjugate pair: the sum's readers are replicated, so its
+  // gradient is already whole on every rank; a copy's readers are split,
+  // so its gradient is the sum of the ranks' parts.
+  if (isa<AllReduceOp>(op)) {
+    out[0] = dy;
+    return success();
+  }
+  if (auto copy = dyn_cast<CopyToRanksOp>(op)) {
+    out[0] = AllReduceOp::create(builder, op->getLoc(), dy.getType(), dy, copy.getAxisAttr());
+    return success();
+  }
   if (auto cast = dyn_cast<CastOp>(op)) {
     RankedTensorType from = operandType(0);
     if (!isa<FloatType>(from.getElementType()))

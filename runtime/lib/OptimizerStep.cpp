@@ -41,9 +41,11 @@ void applyConventions(const TensorConventions &conventions, OptimizerTensor &ten
   tensor.trustRatio = conventions.trustRatio;
 }
 
-double gradientNorm(const std::vector<OptimizerTensor> &tensors) {
+double gradientNorm(const std::vector<OptimizerTensor> &tensors, const CompleteSquares &complete) {
   std::vector<float> squares(2 * tensors.size());
   cpu::tensorSquares(Stream{}, tensors.data(), int64_t(tensors.size()), 1.0f, squares.data());
+  if (complete)
+    complete(squares);
   double sum = 0;
   for (size_t t = 0; t < tensors.size(); ++t)
     sum += squares[2 * t + 1];
@@ -72,7 +74,7 @@ LarsSettings larsSettings(const OptimizerConfig &config, double lr) {
 }
 
 void optimizerStep(const OptimizerConfig &config, double lr, int64_t step, std::vector<OptimizerTensor> &tensors,
-                   float gradScale) {
+                   float gradScale, const CompleteSquares &complete) {
   const Stream host{};
   int64_t count = int64_t(tensors.size());
   std::vector<float> squares(2 * tensors.size());
@@ -85,10 +87,14 @@ void optimizerStep(const OptimizerConfig &config, double lr, int64_t step, std::
     return;
   case OptimizerKind::Lamb:
     cpu::lambStage1(host, tensors.data(), count, adamSettings(config, lr, step), gradScale, squares.data());
+    if (complete)
+      complete(squares);
     cpu::lambStage2(host, tensors.data(), count, float(lr), squares.data());
     return;
   case OptimizerKind::Lars:
     cpu::tensorSquares(host, tensors.data(), count, gradScale, squares.data());
+    if (complete)
+      complete(squares);
     cpu::larsStep(host, tensors.data(), count, larsSettings(config, lr), gradScale, squares.data());
     return;
   }

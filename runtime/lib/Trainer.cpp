@@ -39,6 +39,7 @@ namespace colossal::rt {
 
 StepParameters::~StepParameters() = default;
 GradientReady::~GradientReady() = default;
+StepCollectives::~StepCollectives() = default;
 
 namespace {
 
@@ -428,7 +429,45 @@ struct State {
   int64_t finiteSteps = 0;
 };
 
-State loadWeights(const TrainingProgram &program, const std::string &path) {
+/// Where a tensor-parallel rank's slice sits in the whole tensor.
+struct SliceOf {
+  Shape whole, offsets;
+};
+
+SliceOf sliceOf(const ProgramParameter &p, int64_t tensorRank, int64_t tensorRanks) {
+  SliceOf slice{p.shape, Shape(p.shape.size(), 0)};
+  if (p.splitDim >= 0 && tensorRanks > 1) {
+    if (size_t(p.splitDim) >= p.shape.size())
+      fail(p.name, "split along dimension " + std::to_string(p.splitDim) + " of " + host::describe(p.shape));
+    slice.whole[size_t(p.splitDim)] *= tensorRanks;
+    slice.offsets[size_t(p.splitDim)] = tensorRank * p.shape[size_t(p.splitDim)];
+  }
+  return slice;
+}
+
+/// Copies the slice of `whole` (of shape `slice.whole`) that starts at
+/// `slice.offsets` along one dimension into `out` (of shape `shape`).
+template <typename T>
+void copySlice(const T *whole, const SliceOf &slice, const Shape &shape, T *out) {
+  size_t dim = 0;
+  while (dim < shape.size() && slice.whole[dim] == shape[dim])
+    ++dim;
+  if (dim == shape.size()) {
+    std::memcpy(out, whole, size_t(indexing::product(shape)) * sizeof(T));
+    return;
+  }
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t run = shape[dim] * inner, stride = slice.whole[dim] * inner;
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(out + o * run, whole + o * stride + slice.offsets[dim] * inner, size_t(run) * sizeof(T));
+}
+
+State loadWeights(const TrainingProgram &program, const std::string &path, int64_t tensorRank = 0,
+                  int64_t tensorRanks = 1) {
   if (access(path.c_str(), R_OK) != 0)
     fail("weights", "cannot read " + path + " (give --weights FILE)");
   SafetensorsFile file = SafetensorsFile::read(path);
@@ -438,12 +477,14 @@ State loadWeights(const TrainingProgram &program, const std::string &path) {
     if (!view)
       fail(path, "holds no tensor '" + p.name + "'");
     bool integer = view->dtype == DType::I64;
-    const TensorView &t = file.require(p.name, integer ? DType::I64 : DType::F32, p.shape);
+    // A tensor-parallel rank keeps its slice of the file's whole tensor.
+    SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
+    const TensorView &t = file.require(p.name, integer ? DType::I64 : DType::F32, slice.whole);
     Tensor value = Tensor::zeros(p.shape, integer);
     if (integer)
-      std::memcpy(value.ints.data(), t.data, size_t(t.bytes));
+      copySlice(static_cast<const int64_t *>(t.data), slice, p.shape, value.ints.data());
     else
-      std::memcpy(value.floats.data(), t.data, size_t(t.bytes));
+      copySlice(static_cast<const float *>(t.data), slice, p.shape, value.floats.data());
     if (p.trainable && integer)
       fail(path, "trainable parameter '" + p.name + "' is not floating-point");
     s.parameters.push_back(std::move(value));
@@ -495,7 +536,7 @@ std::string formatExact(double value) {
 /// Collective over the data-parallel ranks: each writes the (replicated)
 /// weights and optimizer state as its own shard file.
 void saveState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
-               State &s, int64_t step) {
+               State &s, int64_t step, int64_t tensorRank = 0, int64_t tensorRanks = 1) {
   // Under ZeRO the moments are gathered: the checkpoint is the same whatever
   // the sharding, so a run may resume with another.
   std::vector<std::vector<float>> gatheredM, gatheredV;
@@ -513,21 +554,25 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
     for (size_t t = 0; t < s.trainable.size(); ++t)
       floats[s.trainable[t]] = &gatheredWeights[t];
   }
+  // A tensor-parallel rank writes its slices, placed in the whole tensors.
   std::vector<Shard> shards;
-  auto add = [&](TensorView view) { shards.push_back(Shard{view, view.shape, Shape(view.shape.size(), 0)}); };
+  auto add = [&](TensorView view, const ProgramParameter &p) {
+    SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
+    shards.push_back(Shard{view, slice.whole, slice.offsets});
+  };
   for (size_t i = 0; i < program.parameters.size(); ++i) {
     const ProgramParameter &p = program.parameters[i];
     const Tensor &t = s.parameters[i];
     if (t.integer)
-      add(TensorView{p.name, DType::I64, p.shape, t.ints.data(), int64_t(t.ints.size() * sizeof(int64_t))});
+      add(TensorView{p.name, DType::I64, p.shape, t.ints.data(), int64_t(t.ints.size() * sizeof(int64_t))}, p);
     else
-      add(viewOf(p.name, p.shape, *floats[i]));
+      add(viewOf(p.name, p.shape, *floats[i]), p);
   }
   for (size_t t = 0; t < s.trainable.size(); ++t) {
     const ProgramParameter &p = program.parameters[s.trainable[t]];
-    add(viewOf("optimizer.m:" + p.name, p.shape, moments1[t]));
+    add(viewOf("optimizer.m:" + p.name, p.shape, moments1[t]), p);
     if (momentsOf(o.settings.optimizer.kind) == 2)
-      add(viewOf("optimizer.v:" + p.name, p.shape, moments2[t]));
+      add(viewOf("optimizer.v:" + p.name, p.shape, moments2[t]), p);
   }
   saveCheckpoint(dir, world, step, shards,
                  {{"model", program.model}, {"optimizer", nameOf(o.settings.optimizer.kind)},
@@ -729,12 +774,15 @@ struct Prepared {
   std::unique_ptr<DataSource> data;
 };
 
-Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int ranks) {
+Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int ranks, int tensorRank = 0,
+                 int tensorRanks = 1) {
   if (o.settings.offloadOptimizer && o.settings.zero == 0 && ranks > 1)
     fail(program.model, "optimizer offload moves each rank's ZeRO shard of the optimizer to the host, and this "
                         "program has no ZeRO stage over its " + std::to_string(ranks) +
                         " ranks (recompile with --strategy zero=1,offload=optimizer)");
-  Prepared p{o, loadWeights(program, o.weights), nullptr};
+  if (tensorRanks > 1 && !o.dumpGradients.empty())
+    fail("--dump-gradients", "under tensor parallelism no rank holds the whole gradients");
+  Prepared p{o, loadWeights(program, o.weights, tensorRank, tensorRanks), nullptr};
   prepareOptimizer(program, o.settings.optimizer, p.state);
   if (p.state.trainable.empty())
     fail(program.model, "has no trainable parameter");
@@ -752,15 +800,63 @@ void averageOverRanks(Communicator &dp, float *values, int64_t n) {
     values[k] *= inverse;
 }
 
+/// Tensor parallelism's sums inside the step, over the tensor axis.
+class TensorAxisCollectives : public StepCollectives {
+public:
+  explicit TensorAxisCollectives(Communicator *tp) : tp_(tp) {}
+  Tensor allReduce(const Tensor &x, const std::string &axis) override {
+    if (!tp_ || axis != tp_->axis())
+      fail("step", "an all-reduce over mesh axis '" + axis + "', which this run does not have");
+    if (x.integer)
+      fail("step", "an all-reduce of an integer tensor over '" + axis + "'");
+    Tensor sum = x;
+    tp_->allReduce(Buffer::of(sum.floats.data(), DType::F32, int64_t(sum.floats.size())));
+    return sum;
+  }
+
+private:
+  Communicator *tp_;
+};
+
+/// The ranks a rank trains with: the data-parallel axis, the tensor axis
+/// (null without tensor parallelism) and every rank (checkpoints, the log).
+struct RankGroups {
+  Communicator &dp;
+  Communicator *tp;
+  Communicator &world;
+};
+
 /// `overlapAllowed`: the communicator may be driven from a second thread (one
 /// at a time), so gradient buckets can be reduced during the backward pass.
-void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCounters *counters,
+void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups, CommCounters *counters,
            bool overlapAllowed) {
   const Options &o = p.options;
   State &s = p.state;
-  bool lead = dp.rank() == 0;
+  Communicator &dp = groups.dp;
+  Communicator *tp = groups.tp && groups.tp->size() > 1 ? groups.tp : nullptr;
+  int64_t tensorRank = tp ? tp->rank() : 0, tensorRanks = tp ? tp->size() : 1;
+  // The step's own sums run on this thread: no second thread may talk then.
+  overlapAllowed = overlapAllowed && !tp;
+  TensorAxisCollectives collectives(tp);
+  // The split tensors' norms are the sums of their slices' over the tensor
+  // axis (two floats per tensor); whole tensors' are every rank's own.
+  std::vector<size_t> split;
+  for (size_t t = 0; t < s.trainable.size(); ++t)
+    if (program.parameters[s.trainable[t]].splitDim >= 0)
+      split.push_back(t);
+  CompleteSquares completeSplit;
+  if (tp && !split.empty())
+    completeSplit = [&](std::vector<float> &squares) {
+      std::vector<float> packed;
+      for (size_t t : split)
+        packed.push_back(squares[2 * t]), packed.push_back(squares[2 * t + 1]);
+      tp->allReduce(Buffer::of(packed.data(), DType::F32, int64_t(packed.size())));
+      for (size_t k = 0; k < split.size(); ++k)
+        squares[2 * split[k]] = packed[2 * k], squares[2 * split[k] + 1] = packed[2 * k + 1];
+    };
+  bool lead = groups.world.rank() == 0;
   s.lossScale = o.settings.lossScaling.dynamic ? o.settings.lossScaling.initial : 1.0;
-  int64_t start = o.resume.empty() ? 0 : resumeState(dp, o.resume, program, o, s);
+  int64_t start = o.resume.empty() ? 0 : resumeState(groups.world, o.resume, program, o, s);
   if (start > o.settings.steps)
     fail("--steps", "the checkpoint is at step " + std::to_string(start) + ", past --steps " +
                         std::to_string(o.settings.steps));
@@ -843,7 +939,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
       reported.collect(overlapAllowed && !scatterEachMicrobatch && dp.size() > 1 && m + 1 == microbatches);
       if (gathered)
         gathered->prefetcher().beginCall();
-      program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported);
+      program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported, collectives);
       if (gathered) {
         gathered->prefetcher().finishCall();
         gathered->requireAllReleased();
@@ -907,7 +1003,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
         writeNpy(o.dumpGradients + "/" + param.name + ".npy", DType::F32, param.shape, g.data());
       }
     }
-    double gradNorm = (s.sharded ? s.sharded->gradientNorm() : gradientNorm(s.tensors)) * unscale;
+    double gradNorm = (s.sharded ? s.sharded->gradientNorm() : gradientNorm(s.tensors, completeSplit)) * unscale;
     double lr = schedule.at(step);
     double stepLossScale = s.lossScale;
     // Every rank computes the same norm (after the gradients' reduction), so
@@ -930,7 +1026,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
       if (s.sharded)
         s.sharded->step(lr, s.updates, gradScale);
       else
-        optimizerStep(o.settings.optimizer, lr, s.updates, s.tensors, gradScale);
+        optimizerStep(o.settings.optimizer, lr, s.updates, s.tensors, gradScale, completeSplit);
       if (o.settings.lossScaling.dynamic && ++s.finiteSteps >= o.settings.lossScaling.window) {
         s.lossScale *= o.settings.lossScaling.growth;
         s.finiteSteps = 0;
@@ -971,7 +1067,7 @@ void train(const TrainingProgram &program, Prepared &p, Communicator &dp, CommCo
   }
   progress.finish();
   if (!o.save.empty())
-    saveState(dp, o.save, program, o, s, std::max(start, o.settings.steps));
+    saveState(groups.world, o.save, program, o, s, std::max(start, o.settings.steps), tensorRank, tensorRanks);
 }
 
 void printError(const char *argv0, const std::string &call, const std::string &reason) {
@@ -986,7 +1082,7 @@ int trainAlone(int argc, char **argv, const TrainingProgram &program) {
       return 0;
     Prepared p = prepare(program, *options, 0, 1);
     SingleRankCommunicator dp("dp");
-    train(program, p, dp, nullptr, /*overlapAllowed=*/false);
+    train(program, p, RankGroups{dp, nullptr, dp}, nullptr, /*overlapAllowed=*/false);
     return 0;
   } catch (const Error &e) {
     printError(argv[0], e.call(), e.reason());
@@ -996,15 +1092,19 @@ int trainAlone(int argc, char **argv, const TrainingProgram &program) {
   return 1;
 }
 
-/// Data-parallel ranks under a launcher. Set-up failures (flags, files) are
-/// agreed on before the first collective, so every rank leaves and the
-/// lowest failing rank says why; failures after that abort the job.
-int trainDataParallel(int argc, char **argv, const TrainingProgram &program, int ranks) {
+/// Data-parallel (and tensor-parallel) ranks under a launcher. Set-up
+/// failures (flags, files) are agreed on before the first collective, so
+/// every rank leaves and the lowest failing rank says why; failures after
+/// that abort the job.
+int trainParallel(int argc, char **argv, const TrainingProgram &program, int ranks, int tensorRanks) {
   MpiSession mpi(&argc, &argv);
   CommCounters counters;
   std::unique_ptr<MpiCommunicator> world = MpiCommunicator::world(&counters);
-  ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse("dp=" + std::to_string(ranks)), *world);
+  // The tensor axis inside: its ranks are neighbours (one node).
+  std::string mesh = "dp=" + std::to_string(ranks) + (tensorRanks > 1 ? ",tp=" + std::to_string(tensorRanks) : "");
+  ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
   Communicator &dp = groups.axis("dp");
+  Communicator *tp = tensorRanks > 1 ? &groups.axis("tp") : nullptr;
   std::optional<Prepared> prepared;
   std::string call, reason;
   bool help = false;
@@ -1013,16 +1113,17 @@ int trainDataParallel(int argc, char **argv, const TrainingProgram &program, int
     if (!options)
       help = true;
     else
-      prepared.emplace(prepare(program, *options, mpi.rank(), ranks));
+      prepared.emplace(prepare(program, *options, dp.rank(), ranks, tp ? tp->rank() : 0, tensorRanks));
   } catch (const Error &e) {
     call = e.call(), reason = e.reason();
   } catch (const std::exception &e) {
     call = program.model, reason = e.what();
   }
-  int64_t failed = reason.empty() ? 0 : ranks - mpi.rank();
-  dp.allReduce(Buffer::of(&failed, DType::I64, 1), ReduceOp::Max);
+  int worldSize = ranks * tensorRanks;
+  int64_t failed = reason.empty() ? 0 : worldSize - mpi.rank();
+  world->allReduce(Buffer::of(&failed, DType::I64, 1), ReduceOp::Max);
   if (failed > 0) {
-    if (!reason.empty() && ranks - mpi.rank() == failed)
+    if (!reason.empty() && worldSize - mpi.rank() == failed)
       printError(argv[0], (mpi.rank() == 0 ? "" : "rank " + std::to_string(mpi.rank()) + ": ") + call, reason);
     return 1;
   }
@@ -1031,7 +1132,7 @@ int trainDataParallel(int argc, char **argv, const TrainingProgram &program, int
   counters.reset();
   return runOrAbort(
       [&] {
-        train(program, *prepared, dp, &counters, mpi.threadsMayCommunicate());
+        train(program, *prepared, RankGroups{dp, tp, *world}, &counters, mpi.threadsMayCommunicate());
         return 0;
       },
       [] { MpiSession::abort(1); });
@@ -1044,7 +1145,8 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
   // heap rather than returning them to the system and faulting them back in.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  int ranks = int(program.settings.ranks);
+  int ranks = int(program.settings.ranks), tensorRanks = int(std::max<int64_t>(program.settings.tensorRanks, 1));
+  int worldSize = ranks * tensorRanks;
   LaunchInfo launch;
   try {
     launch = detectLaunch();
@@ -1052,17 +1154,19 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
     printError(argv[0], e.call(), e.reason());
     return 1;
   }
-  if (launch.worldSize != ranks) {
+  if (launch.worldSize != worldSize) {
+    std::string compiled = std::to_string(ranks) + " data-parallel rank" + (ranks == 1 ? "" : "s") +
+                           (tensorRanks > 1 ? " x " + std::to_string(tensorRanks) + " tensor-parallel ranks" : "");
     if (launch.rank == 0)
       printError(argv[0], "launch",
-                 "this program was compiled for " + std::to_string(ranks) + " data-parallel rank" +
-                     (ranks == 1 ? "" : "s") + " and started as " + std::to_string(launch.worldSize) + " (" +
-                     (ranks == 1 ? std::string("run it without mpirun, or recompile with --gpus N")
-                                 : "run it with mpirun -np " + std::to_string(ranks)) +
+                 "this program was compiled for " + compiled + " and started as " +
+                     std::to_string(launch.worldSize) + " (" +
+                     (worldSize == 1 ? std::string("run it without mpirun, or recompile with --gpus N")
+                                     : "run it with mpirun -np " + std::to_string(worldSize)) +
                      ")");
     return 1;
   }
-  return ranks == 1 ? trainAlone(argc, argv, program) : trainDataParallel(argc, argv, program, ranks);
+  return worldSize == 1 ? trainAlone(argc, argv, program) : trainParallel(argc, argv, program, ranks, tensorRanks);
 }
 
 } // namespace colossal::rt

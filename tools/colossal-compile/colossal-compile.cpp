@@ -19,6 +19,7 @@
 #include "passes/autodiff/Optimizer.h"
 #include "passes/memory/ParameterReads.h"
 #include "passes/memory/Recompute.h"
+#include "passes/partition/TensorParallel.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -248,7 +249,7 @@ int main(int argc, char **argv) {
 
   // The ranks and microbatches come from --gpus and --microbatches, or from
   // a plan or strategy the partitioner can run.
-  int64_t ranks = gpus, microbatchCount = microbatches, zeroStage = 0;
+  int64_t ranks = gpus, microbatchCount = microbatches, zeroStage = 0, tensorRanks = 1;
   bool offloadOptimizer = false, recomputeLayers = false;
   if (!planFile.empty() || !strategyText.empty()) {
     std::string error;
@@ -256,6 +257,19 @@ int main(int argc, char **argv) {
     std::optional<colossal::cost::Strategy> strategy =
         !planFile.empty() ? colossal::readExecutablePlan(planFile, error)
                           : colossal::cost::Strategy::parse(strategyText, error, &keys);
+    if (strategy && planFile.empty() && strategy->tp > 1) {
+      // --strategy tp=N: Megatron's split of the MLP blocks (attention and
+      // embeddings stay replicated), on its own or with data parallelism.
+      if (strategy->tpMode != colossal::cost::TensorMode::OneD || strategy->zero != 0 ||
+          strategy->offloadOptimizer || strategy->recompute != colossal::cost::Recompute::None) {
+        printError("--strategy: tp=" + std::to_string(strategy->tp) +
+                   " runs as 1D tensor parallelism of the MLP blocks, without ZeRO, offload or recomputation "
+                   "so far; drop tp or the others");
+        return 1;
+      }
+      tensorRanks = strategy->tp;
+      strategy->tp = 1;
+    }
     if (strategy && planFile.empty()) {
       if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
         error = "the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation only; "
@@ -270,12 +284,20 @@ int main(int argc, char **argv) {
     }
     bool fromPlan = !planFile.empty();
     if (fromPlan || keys.count("dp")) {
-      if (gpus.getNumOccurrences() && gpus != strategy->dp) {
+      if (gpus.getNumOccurrences() && gpus != strategy->dp * tensorRanks) {
         printError("--gpus " + std::to_string(gpus) + " but the " + (fromPlan ? "plan" : "strategy") +
-                   " has dp=" + std::to_string(strategy->dp));
+                   " has dp=" + std::to_string(strategy->dp) +
+                   (tensorRanks > 1 ? " x tp=" + std::to_string(tensorRanks) : std::string()));
         return 1;
       }
       ranks = strategy->dp;
+    } else if (tensorRanks > 1) {
+      // The GPUs the tensor axis leaves are data-parallel ranks.
+      if (gpus.getNumOccurrences() && gpus % tensorRanks != 0) {
+        printError("--gpus " + std::to_string(gpus) + " does not divide into tp=" + std::to_string(tensorRanks));
+        return 1;
+      }
+      ranks = gpus.getNumOccurrences() ? gpus / tensorRanks : 1;
     }
     if (fromPlan || keys.count("microbatches")) {
       if (microbatches.getNumOccurrences() && microbatches != strategy->microbatches) {
@@ -318,6 +340,18 @@ int main(int argc, char **argv) {
       printError("raising failed on " + inputPath);
       return 1;
     }
+  }
+  if (phase != Phase::Mlir && phase != Phase::Raised && tensorRanks > 1) {
+    FailureOr<colossal::partition::TensorParallelSummary> split =
+        colossal::partition::partitionTensorParallel(*module, tensorRanks);
+    if (failed(split)) {
+      printError("tp=" + std::to_string(tensorRanks) + " failed on " + inputPath + " (see the error above)");
+      return 1;
+    }
+    if (!quiet)
+      llvm::errs() << "colossal-compile: tp=" << tensorRanks << ": " << split->pairs
+                   << " column-then-row linear pairs split, " << split->splitParameters
+                   << " parameters sliced; attention and embeddings replicated\n";
   }
   if (phase != Phase::Mlir && phase != Phase::Raised &&
       failed(colossal::autodiff::applyMixedPrecision(*module, precision))) {
@@ -377,6 +411,7 @@ int main(int argc, char **argv) {
     s.target = target;
     s.lr = lr, s.clipGradNorm = clipGradNorm, s.warmupSteps = warmupSteps;
     s.schedule = schedule, s.steps = steps, s.microbatches = microbatchCount, s.ranks = ranks;
+    s.tensorRanks = tensorRanks;
     s.zero = zeroStage;
     s.offloadOptimizer = offloadOptimizer;
     s.recomputeLayers = recomputeLayers;

@@ -322,7 +322,8 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
                            : "initializer";
     train::ParameterOp::create(moduleBuilder,
         fileLoc, moduleBuilder.getStringAttr(init.name()), TypeAttr::get(type),
-        isTrainable ? moduleBuilder.getUnitAttr() : UnitAttr(), moduleBuilder.getStringAttr(data));
+        isTrainable ? moduleBuilder.getUnitAttr() : UnitAttr(), moduleBuilder.getStringAttr(data),
+        /*split_dim=*/IntegerAttr(), /*splits=*/moduleBuilder.getI64IntegerAttr(1));
     values[init.name()].parameterType = type;
   }
 
@@ -360,7 +361,8 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
       }
       train::ParameterOp::create(moduleBuilder, fileLoc, moduleBuilder.getStringAttr(input.name()),
                                                TypeAttr::get(*type), moduleBuilder.getUnitAttr(),
-                                               moduleBuilder.getStringAttr("none"));
+                                               moduleBuilder.getStringAttr("none"), /*split_dim=*/IntegerAttr(),
+                                               /*splits=*/moduleBuilder.getI64IntegerAttr(1));
       values[input.name()].parameterType = *type;
       continue;
     }

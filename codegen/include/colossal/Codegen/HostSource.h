@@ -39,6 +39,10 @@ struct ProgramSettings {
   int64_t microbatches = 1;
   /// Data-parallel ranks.
   int64_t ranks = 1;
+  /// Ranks of the tensor axis (passes/partition/TensorParallel.h has split
+  /// the module for them); the program runs on ranks x tensorRanks
+  /// processes, the tensor axis inside.
+  int64_t tensorRanks = 1;
   /// ZeRO stage over the data-parallel ranks (0: replicated; 1: optimizer
   /// state sharded; 2: gradients too; 3: weights too).
   int64_t zero = 0;

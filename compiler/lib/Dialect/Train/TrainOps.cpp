@@ -85,6 +85,13 @@ static RankedTensorType rankedType(Value value) {
 LogicalResult ParameterOp::verify() {
   if (getSymName().empty())
     return emitOpError() << "has an empty name";
+  int64_t rank = cast<ShapedType>(getType()).getRank();
+  if (int64_t(getSplits()) < 1)
+    return emitOpError() << "splits must be at least 1, not " << int64_t(getSplits());
+  if (getSplitDim() && (int64_t(*getSplitDim()) < 0 || int64_t(*getSplitDim()) >= rank))
+    return emitOpError() << "split_dim " << int64_t(*getSplitDim()) << " is not a dimension of " << getType();
+  if (getSplits() > 1 && !getSplitDim())
+    return emitOpError() << "is split " << getSplits() << " ways along no split_dim";
   return success();
 }
 

@@ -13,6 +13,7 @@
 
 #include "colossal/runtime/Optimizers.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,13 +63,20 @@ AdamSettings adamSettings(const OptimizerConfig &config, double lr, int64_t step
 SgdSettings sgdSettings(const OptimizerConfig &config, double lr, int64_t step);
 LarsSettings larsSettings(const OptimizerConfig &config, double lr);
 
+/// Completes per-tensor sums of squares (two per tensor, in order) that
+/// each rank computed over its own slice of some tensors: tensor
+/// parallelism sums the split tensors' over the tensor axis, so the norms
+/// are the whole tensors'. Empty: every tensor is whole.
+using CompleteSquares = std::function<void(std::vector<float> &squares)>;
+
 /// The global gradient norm (before clipping) of `tensors`.
-double gradientNorm(const std::vector<OptimizerTensor> &tensors);
+double gradientNorm(const std::vector<OptimizerTensor> &tensors, const CompleteSquares &complete = {});
 
 /// One step (1-based `step`, learning rate `lr`) on the host; gradients are
-/// first scaled by `gradScale` (clipping, loss-scale removal).
+/// first scaled by `gradScale` (clipping, loss-scale removal). LAMB's and
+/// LARS's per-tensor norms go through `complete`.
 void optimizerStep(const OptimizerConfig &config, double lr, int64_t step, std::vector<OptimizerTensor> &tensors,
-                   float gradScale = 1.0f);
+                   float gradScale = 1.0f, const CompleteSquares &complete = {});
 
 } // namespace colossal::rt
 

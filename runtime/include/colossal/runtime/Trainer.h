@@ -42,6 +42,10 @@ struct ProgramParameter {
   /// (train.optimizer_update's `decay` and `trust_ratio`); a run that picks
   /// another optimizer by flag takes that optimizer's conventions instead.
   TensorConventions conventions;
+  /// Tensor parallelism: `shape` is one rank's slice, and the weights file
+  /// holds the whole tensor, `tensorRanks` slices along this dimension
+  /// (rank t of the tensor axis keeps the t-th); -1: whole on every rank.
+  int64_t splitDim = -1;
 };
 
 /// Dynamic loss scaling for fp16 gradients (the rules of PyTorch's
@@ -65,8 +69,11 @@ struct TrainingSettings {
   int64_t steps = 10;
   int64_t microbatches = 1;
   /// Data-parallel ranks the program was compiled for; more than one runs
-  /// under mpirun with exactly this many processes.
+  /// under mpirun with ranks x tensorRanks processes.
   int64_t ranks = 1;
+  /// Ranks of the tensor axis (Megatron's split of the MLP blocks): the
+  /// mesh is dp x tp, the tensor axis inside (neighbouring ranks).
+  int64_t tensorRanks = 1;
   /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
   /// gradients too, 3 the weights too (ShardedOptimizer.h); 0 replicates
   /// everything.
@@ -125,6 +132,15 @@ public:
   virtual void operator()(size_t trainable, const host::Tensor &gradient) = 0;
 };
 
+/// The collectives the step itself makes (tensor parallelism's sums), over
+/// the ranks of a mesh axis; every rank's step makes them in one order.
+class StepCollectives {
+public:
+  virtual ~StepCollectives();
+  /// The sum of every rank's `x` over mesh axis `axis`.
+  virtual host::Tensor allReduce(const host::Tensor &x, const std::string &axis) = 0;
+};
+
 /// Computes the loss and the gradients of the trainable parameters (in the
 /// order of the program's parameters, skipping frozen ones) from the inputs
 /// and the parameters; the gradients are of `lossScale` times the loss (1
@@ -132,7 +148,8 @@ public:
 using StepFunction =
     std::function<void(const std::vector<host::Tensor> &inputs, StepParameters &parameters,
                        const StepRandomness &random, float lossScale, host::Tensor &loss,
-                       std::vector<host::Tensor> &gradients, GradientReady &gradientReady)>;
+                       std::vector<host::Tensor> &gradients, GradientReady &gradientReady,
+                       StepCollectives &collectives)>;
 
 struct TrainingProgram {
   std::string model;

@@ -43,6 +43,11 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
     `"initializer"` (inside the ONNX file), `"external:<file>:<offset>:<length>"`
     (ONNX external data), or `"none"` (a shape-only model, planned but not run).
 
+    After tensor-parallel partitioning, `split_dim` and `splits` say that
+    each rank of the tensor axis holds one of `splits` equal slices of the
+    model file's tensor along `split_dim` (rank t the t-th); the type is the
+    slice's.
+
     Example:
 
     ```mlir
@@ -54,12 +59,20 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
     - the symbol name is not empty.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyStaticShapeTensor>:$type,
-                       UnitAttr:$trainable, DefaultValuedStrAttr<StrAttr, "none">:$data);
+                       UnitAttr:$trainable, DefaultValuedStrAttr<StrAttr, "none">:$data,
+                       OptionalAttr<I64Attr>:$split_dim, DefaultValuedAttr<I64Attr, "1">:$splits);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// The model file's shape: the slice's, times `splits` along `split_dim`.
+    ::llvm::SmallVector<int64_t> getFullShape() {
+      ::llvm::SmallVector<int64_t> shape(getTensorType().getShape());
+      if (std::optional<int64_t> dim = getSplitDim())
+        shape[*dim] *= getSplits();
+      return shape;
     }
   }];
 }
@@ -775,6 +788,49 @@ def Train_TriluOp : Train_ComputeOp<"trilu"> {
   }];
   let arguments = (ins AnyRankedTensor:$input, BoolAttr:$upper, DefaultValuedAttr<I64Attr, "0">:$k);
   let results = (outs AnyRankedTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives over a mesh axis (inserted by partitioning)
+//===----------------------------------------------------------------------===//
+
+def Train_AllReduceOp : Train_Op<"all_reduce", [Pure, SameOperandsAndResultType]> {
+  let summary = "sums a value over the ranks of a mesh axis";
+  let description = [{
+    Every rank of mesh axis `axis` gets the sum of the ranks' `input`s (the
+    partial sums of a contraction split along its reduced dimension). Its
+    gradient passes through unchanged: what reads the sum is replicated
+    over the axis, so every rank already holds the whole gradient (Megatron's
+    "g" operator).
+
+    Example:
+
+    ```mlir
+    %y = train.all_reduce %partial {axis = "tp"} : tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Train_CopyToRanksOp : Train_Op<"copy_to_ranks", [Pure, SameOperandsAndResultType]> {
+  let summary = "a replicated value entering computation split over a mesh axis";
+  let description = [{
+    The identity: every rank of mesh axis `axis` holds the same `input` and
+    computes its own part of what reads it. Its gradient is the sum of the
+    ranks' partial gradients, an all-reduce over the axis (Megatron's "f"
+    operator).
+
+    Example:
+
+    ```mlir
+    %x1 = train.copy_to_ranks %x {axis = "tp"} : tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 //===----------------------------------------------------------------------===//

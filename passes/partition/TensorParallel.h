@@ -1,0 +1,57 @@
+//===- TensorParallel.h - Megatron's 1D tensor parallelism -------*- C++ -*-===//
+//
+// Splits the column-then-row pairs of linear layers of @forward over the
+// ranks of the mesh axis "tp" (Shoeybi et al. 2019, Megatron-LM): the first
+// linear's weight (and bias) by output columns, so each rank computes a
+// slice of the hidden features, the elementwise ops between on that slice,
+// and the second linear's weight by input rows, so each rank's product is a
+// partial sum of the output. Two collectives make it exact:
+// `train.copy_to_ranks` where the replicated input enters the split region
+// (identity; its gradient is all-reduced) and `train.all_reduce` of the
+// partial output (its gradient passes through); the second linear's bias is
+// added after the sum. An MLP block (linear, GELU, linear) and a SwiGLU
+// block (two column linears of one input multiplied, then a row linear) are
+// such pairs; the rest of the model stays replicated.
+//
+// Each split parameter's type becomes its slice and it records `split_dim`
+// and `splits` (the model file keeps the whole tensor; rank t of the axis
+// loads slice t). Run on @forward before differentiation: train-autodiff
+// then derives the backward pass's collectives from the two ops' rules.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_PASSES_PARTITION_TENSORPARALLEL_H
+#define COLOSSAL_PASSES_PARTITION_TENSORPARALLEL_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace colossal::partition {
+
+/// The mesh axis tensor parallelism splits over.
+inline constexpr const char *kTensorAxis = "tp";
+
+struct TensorParallelSummary {
+  /// Column-then-row pairs split.
+  int64_t pairs = 0;
+  /// Parameters that became slices.
+  int64_t splitParameters = 0;
+};
+
+/// Splits every column-then-row pair of linear layers of @forward over
+/// `ranks` ranks and records `train.tensor_parallel = ranks` on the module.
+/// Fails with a diagnostic naming the op when a pair's hidden width does not
+/// divide by `ranks`, or when @forward has no such pair.
+mlir::FailureOr<TensorParallelSummary> partitionTensorParallel(mlir::ModuleOp module, int64_t ranks);
+
+/// The ranks of the tensor axis the module was partitioned for (1 if none).
+int64_t tensorParallelRanks(mlir::ModuleOp module);
+
+std::unique_ptr<mlir::Pass> createTensorParallelPass(int64_t ranks = 2);
+void registerTensorParallelPass();
+
+} // namespace colossal::partition
+
+#endif // COLOSSAL_PASSES_PARTITION_TENSORPARALLEL_H
