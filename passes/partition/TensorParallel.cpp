@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallVector.h"
@@ -55,43 +56,148 @@ std::optional<SplitOperand> traceToParameter(Value value, int64_t dim) {
   }
 }
 
-/// Elementwise ops a split hidden slice passes through unchanged in shape.
+/// Elementwise ops a split value passes through unchanged in shape.
 bool isSliceWise(Operation *op) {
   return isa<GeluOp, ReluOp, SiluOp, TanhOp, SigmoidOp, ErfOp, NegOp, AbsOp, ExpOp>(op);
 }
 
-/// One column-then-row pair: the column linears (one input), the
-/// elementwise ops between them and the row linear.
+/// One column-then-row pair: the column linears (one input), the ops
+/// between them, each value between split along one dimension, and the row
+/// linear. Operands of the ops between that are not split (a rotary
+/// table, an attention mask: size 1 along the split dimension) are
+/// replicated and enter through copies.
 struct Pair {
   LinearOp row;
   SmallVector<LinearOp> columns;
-  SmallVector<Operation *> between;
+  llvm::SetVector<Operation *> between;
+  llvm::DenseMap<Value, int64_t> splitDim;
+  SmallVector<OpOperand *> replicated;
   Value input;
+  int64_t ranks = 1;
 };
 
-/// Walks back from the row linear's input through single-use elementwise
-/// ops to the column linears; fails if anything else feeds the region.
-bool collectRegion(Value value, Pair &pair, llvm::DenseSet<Operation *> &seen) {
-  Operation *def = value.getDefiningOp();
-  if (!def || !value.hasOneUse() || !seen.insert(def).second)
+/// Which dimensions of `from` make up each dimension of `to` in a reshape
+/// (row-major grouping), as [first, last) of `from` for each of `to`;
+/// empty when the shapes do not group.
+std::optional<SmallVector<std::pair<int64_t, int64_t>>> reshapeGroups(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  SmallVector<std::pair<int64_t, int64_t>> groups;
+  size_t f = 0;
+  for (int64_t size : to) {
+    size_t first = f;
+    if (size == 1 && (f >= from.size() || from[f] != 1)) {
+      groups.push_back({int64_t(f), int64_t(f)}); // an inserted 1
+      continue;
+    }
+    int64_t product = 1;
+    do {
+      if (f >= from.size())
+        return std::nullopt;
+      product *= from[f++];
+    } while (product < size);
+    if (product != size)
+      return std::nullopt;
+    groups.push_back({int64_t(first), int64_t(f)});
+  }
+  while (f < from.size() && from[f] == 1)
+    ++f;
+  if (f != from.size())
+    return std::nullopt;
+  return groups;
+}
+
+/// Visits `value`, split along `dim`, and what it is computed from, back to
+/// the column linears; fails on anything the split cannot pass.
+bool visitSplit(Value value, int64_t dim, Pair &pair) {
+  if (auto known = pair.splitDim.find(value); known != pair.splitDim.end())
+    return known->second == dim;
+  RankedTensorType type = typeOf(value);
+  if (dim < 0 || dim >= type.getRank())
     return false;
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return false;
+  pair.splitDim[value] = dim;
   if (auto column = dyn_cast<LinearOp>(def)) {
-    if (pair.input && pair.input != column.getInput())
+    if (dim != type.getRank() - 1 || (pair.input && pair.input != column.getInput()))
       return false;
     pair.input = column.getInput();
     pair.columns.push_back(column);
     return true;
   }
-  if (isSliceWise(def)) {
-    pair.between.push_back(def);
-    return collectRegion(def->getOperand(0), pair, seen);
+  pair.between.insert(def);
+  // An operand that is 1 (or absent) along the split dimension is
+  // replicated; any other is split along the same dimension.
+  auto operand = [&](OpOperand &use, int64_t at) {
+    RankedTensorType t = typeOf(use.get());
+    int64_t aligned = at - (type.getRank() - t.getRank());
+    if (aligned < 0 || t.getDimSize(aligned) == 1) {
+      pair.replicated.push_back(&use);
+      return true;
+    }
+    return visitSplit(use.get(), aligned, pair);
+  };
+  if (isSliceWise(def))
+    return visitSplit(def->getOperand(0), dim, pair);
+  if (isa<MulOp, AddOp, SubOp, DivOp>(def))
+    return operand(def->getOpOperand(0), dim) && operand(def->getOpOperand(1), dim);
+  if (auto transpose = dyn_cast<TransposeOp>(def))
+    return visitSplit(transpose.getInput(), transpose.getPerm()[size_t(dim)], pair);
+  if (auto reshape = dyn_cast<ReshapeOp>(def)) {
+    // The split dimension must lead its group on both sides: [b, s, h*d]
+    // split along h*d is [b, s, h, d] split along h.
+    ArrayRef<int64_t> from = typeOf(reshape.getInput()).getShape(), to = type.getShape();
+    std::optional<SmallVector<std::pair<int64_t, int64_t>>> groups = reshapeGroups(from, to);
+    if (!groups) {
+      // The other way round: dimensions of `to` grouped into one of `from`.
+      std::optional<SmallVector<std::pair<int64_t, int64_t>>> inverse = reshapeGroups(to, from);
+      if (!inverse)
+        return false;
+      for (auto [d, group] : llvm::enumerate(*inverse))
+        if (group.first == dim)
+          return visitSplit(reshape.getInput(), int64_t(d), pair);
+      return false;
+    }
+    auto [first, last] = (*groups)[size_t(dim)];
+    return visitSplit(reshape.getInput(), first, pair);
   }
-  if (isa<MulOp, AddOp>(def) && typeOf(def->getOperand(0)) == typeOf(def->getResult(0)) &&
-      typeOf(def->getOperand(1)) == typeOf(def->getResult(0))) {
-    pair.between.push_back(def);
-    return collectRegion(def->getOperand(0), pair, seen) && collectRegion(def->getOperand(1), pair, seen);
+  if (auto slice = dyn_cast<SliceOp>(def)) {
+    // Whole along the split dimension.
+    int64_t size = typeOf(slice.getInput()).getDimSize(dim);
+    if (slice.getStarts()[size_t(dim)] != 0 || slice.getLimits()[size_t(dim)] < size ||
+        slice.getSteps()[size_t(dim)] != 1)
+      return false;
+    return visitSplit(slice.getInput(), dim, pair);
+  }
+  if (auto concat = dyn_cast<ConcatOp>(def)) {
+    if (int64_t(concat.getAxis()) == dim || int64_t(concat.getAxis()) == dim - type.getRank())
+      return false;
+    for (Value input : concat.getInputs())
+      if (!visitSplit(input, dim, pair))
+        return false;
+    return true;
+  }
+  if (auto attention = dyn_cast<AttentionOp>(def)) {
+    // Heads (a batch dimension) split: each rank attends with its heads.
+    if (dim >= type.getRank() - 2 || !attention.getDropout().isZero())
+      return false;
+    if (attention.getMask() && !operand(def->getOpOperand(3), dim))
+      return false;
+    return visitSplit(attention.getQuery(), dim, pair) && visitSplit(attention.getKey(), dim, pair) &&
+           visitSplit(attention.getValue(), dim, pair);
   }
   return false;
+}
+
+/// Walks back from the row linear's input; every value between is read
+/// only inside the pair.
+bool collectRegion(Pair &pair) {
+  if (!visitSplit(pair.row.getInput(), typeOf(pair.row.getInput()).getRank() - 1, pair))
+    return false;
+  for (auto [value, dim] : pair.splitDim)
+    for (Operation *user : value.getUsers())
+      if (user != pair.row.getOperation() && !pair.between.contains(user))
+        return false;
+  return !pair.columns.empty();
 }
 
 /// Splits a parameter read (and the transposes after it) into slices along
@@ -141,15 +247,15 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
 
   SmallVector<LinearOp> rows;
   forward.walk([&](LinearOp op) { rows.push_back(op); });
-  SmallVector<std::pair<Pair, SmallVector<SplitOperand>>> planned;
+  std::vector<std::pair<Pair, SmallVector<SplitOperand>>> planned;
   llvm::DenseSet<Operation *> taken;
   for (LinearOp row : rows) {
     if (taken.contains(row))
       continue;
     Pair pair;
     pair.row = row;
-    llvm::DenseSet<Operation *> seen;
-    if (!collectRegion(row.getInput(), pair, seen))
+    pair.ranks = ranks;
+    if (!collectRegion(pair))
       continue;
     // The row weight [hidden, out] splits by rows; each column weight
     // [in, hidden] by columns, its bias with it.
@@ -180,6 +286,13 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
       return row.emitError() << "tensor parallelism over " << ranks << " ranks splits this linear layer's "
                              << hidden << " input features, which do not divide by " << ranks << " (at "
                              << row.getLoc() << ")";
+    // Attention heads: every value between is split along one dimension.
+    for (auto [value, dim] : pair.splitDim)
+      if (int64_t size = typeOf(value).getDimSize(dim); size % ranks != 0)
+        return row.emitError() << "tensor parallelism over " << ranks << " ranks splits the block that ends here "
+                               << "along a dimension of size " << size << " (" << value.getType()
+                               << "; attention heads), which does not divide by " << ranks << " (at "
+                               << row.getLoc() << ")";
     taken.insert(row);
     for (LinearOp column : pair.columns)
       taken.insert(column);
@@ -204,14 +317,27 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
         first = column;
     OpBuilder builder(first);
     Value entered = CopyToRanksOp::create(builder, first.getLoc(), pair.input.getType(), pair.input, axis);
-    for (LinearOp column : pair.columns) {
+    for (LinearOp column : pair.columns)
       column.getInputMutable().assign(entered);
-      RankedTensorType out = typeOf(column.getResult());
-      column.getResult().setType(withDim(out, out.getRank() - 1, out.getShape().back() / ranks));
+    // Replicated operands of the ops between enter through copies too (their
+    // gradients, if any, are the ranks' parts summed).
+    for (OpOperand *use : pair.replicated) {
+      builder.setInsertionPoint(use->getOwner());
+      use->set(CopyToRanksOp::create(builder, use->getOwner()->getLoc(), use->get().getType(), use->get(), axis));
     }
-    // The ops between hold slices: producers first (collected backwards).
-    for (Operation *op : llvm::reverse(pair.between))
-      op->getResult(0).setType(op->getOperand(0).getType());
+    // Every split value holds its slice; a slice op takes the whole of the
+    // (now smaller) split dimension.
+    for (auto [value, dim] : pair.splitDim) {
+      RankedTensorType type = typeOf(value);
+      value.setType(withDim(type, dim, type.getDimSize(dim) / ranks));
+    }
+    for (Operation *op : pair.between)
+      if (auto slice = dyn_cast<SliceOp>(op)) {
+        int64_t dim = pair.splitDim.lookup(slice.getResult());
+        SmallVector<int64_t> limits(slice.getLimits());
+        limits[size_t(dim)] = typeOf(slice.getInput()).getDimSize(dim);
+        slice.setLimits(limits);
+      }
     // The row linear's partial sums, summed over the ranks, then its bias.
     LinearOp row = pair.row;
     builder.setInsertionPoint(row);

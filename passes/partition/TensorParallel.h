@@ -6,12 +6,17 @@
 // slice of the hidden features, the elementwise ops between on that slice,
 // and the second linear's weight by input rows, so each rank's product is a
 // partial sum of the output. Two collectives make it exact:
-// `train.copy_to_ranks` where the replicated input enters the split region
+// `train.copy_to_ranks` where a replicated value enters the split region
 // (identity; its gradient is all-reduced) and `train.all_reduce` of the
 // partial output (its gradient passes through); the second linear's bias is
-// added after the sum. An MLP block (linear, GELU, linear) and a SwiGLU
-// block (two column linears of one input multiplied, then a row linear) are
-// such pairs; the rest of the model stays replicated.
+// added after the sum. An MLP block (linear, GELU, linear), a SwiGLU block
+// (two column linears of one input multiplied, then a row linear) and an
+// attention block with separate query, key and value projections (split by
+// heads: the split follows the values between through reshapes to heads,
+// transposes, elementwise ops, slices, concatenations and the attention op,
+// each along one dimension; operands of size 1 there, like rotary tables and
+// padding masks, are replicated and enter through copies) are such pairs;
+// the rest of the model stays replicated (a fused QKV projection among it).
 //
 // Each split parameter's type becomes its slice and it records `split_dim`
 // and `splits` (the model file keeps the whole tensor; rank t of the axis

@@ -254,9 +254,10 @@ if sharded3.returncode == 0:
     check(error <= 1e-5, f"ZeRO-3 continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
     print(f"ZeRO-3 continuing the ZeRO-2 checkpoint: its gathered checkpoint ends within {error:.2e} ({key})")
 
-# 3. Tensor parallelism (Megatron's split of the MLP blocks; attention and
-# embeddings replicated): GPT-2 on 2 ranks of the tensor axis, and LLaMA
-# (SwiGLU) and BERT on 2 data-parallel x 2 tensor-parallel ranks, train like
+# 3. Tensor parallelism (Megatron's split of the MLP blocks and of attention
+# by heads; embeddings and GPT-2's fused QKV replicated): GPT-2 on 2 ranks of
+# the tensor axis, and LLaMA (SwiGLU, rotary attention) and BERT (padding
+# mask) on 2 data-parallel x 2 tensor-parallel ranks, train like
 # one rank: PyTorch's losses, the one-rank program's final weights (each
 # rank's checkpoint holds its slices; the index places them), the plan's
 # data-parallel bytes, the tensor axis's bytes read off the IR (every sum of

@@ -258,13 +258,13 @@ int main(int argc, char **argv) {
         !planFile.empty() ? colossal::readExecutablePlan(planFile, error)
                           : colossal::cost::Strategy::parse(strategyText, error, &keys);
     if (strategy && planFile.empty() && strategy->tp > 1) {
-      // --strategy tp=N: Megatron's split of the MLP blocks (attention and
-      // embeddings stay replicated), on its own or with data parallelism.
+      // --strategy tp=N: Megatron's split of the MLP and attention blocks
+      // (embeddings stay replicated), on its own or with data parallelism.
       if (strategy->tpMode != colossal::cost::TensorMode::OneD || strategy->zero != 0 ||
           strategy->offloadOptimizer || strategy->recompute != colossal::cost::Recompute::None) {
         printError("--strategy: tp=" + std::to_string(strategy->tp) +
-                   " runs as 1D tensor parallelism of the MLP blocks, without ZeRO, offload or recomputation "
-                   "so far; drop tp or the others");
+                   " runs as 1D tensor parallelism of the MLP and attention blocks, without ZeRO, offload or "
+                   "recomputation so far; drop tp or the others");
         return 1;
       }
       tensorRanks = strategy->tp;
@@ -350,8 +350,8 @@ int main(int argc, char **argv) {
     }
     if (!quiet)
       llvm::errs() << "colossal-compile: tp=" << tensorRanks << ": " << split->pairs
-                   << " column-then-row linear pairs split, " << split->splitParameters
-                   << " parameters sliced; attention and embeddings replicated\n";
+                   << " column-then-row blocks split (MLP and attention), " << split->splitParameters
+                   << " parameters sliced; the rest replicated\n";
   }
   if (phase != Phase::Mlir && phase != Phase::Raised &&
       failed(colossal::autodiff::applyMixedPrecision(*module, precision))) {

@@ -109,3 +109,75 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Attention with separate query, key and value projections (LLaMA, BERT):
+// split by heads. The projections' outputs, the reshapes to heads and the
+// transposes carry the split to the heads dimension; a rotary-like table of
+// size 1 along the heads enters through a copy; the attention op runs on
+// each rank's heads; the output projection's rows are split and summed.
+// CHECK-LABEL: module attributes {train.tensor_parallel = 2 : i64}
+// CHECK: train.parameter @q : tensor<8x4xf32> {split_dim = 1 : i64, splits = 2 : i64, trainable}
+// CHECK: train.parameter @k : tensor<8x4xf32> {split_dim = 1 : i64, splits = 2 : i64, trainable}
+// CHECK: train.parameter @v : tensor<8x4xf32> {split_dim = 1 : i64, splits = 2 : i64, trainable}
+// CHECK: train.parameter @o : tensor<4x8xf32> {split_dim = 0 : i64, splits = 2 : i64, trainable}
+// CHECK: train.reshape %{{.*}} : (tensor<2x3x4xf32>) -> tensor<2x3x1x4xf32>
+// CHECK: train.transpose %{{.*}} {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x1x4xf32>) -> tensor<2x1x3x4xf32>
+// CHECK: %[[TABLE:.*]] = train.copy_to_ranks %arg1 {axis = "tp"} : tensor<1x1x3x4xf32>
+// CHECK: train.mul %{{.*}}, %[[TABLE]] : (tensor<2x1x3x4xf32>, tensor<1x1x3x4xf32>) -> tensor<2x1x3x4xf32>
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 5.000000e-01 : f32} : (tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>) -> tensor<2x1x3x4xf32>
+// CHECK: train.reshape %{{.*}} : (tensor<2x3x1x4xf32>) -> tensor<2x3x4xf32>
+// CHECK: train.linear %{{.*}}, %{{.*}} : (tensor<2x3x4xf32>, tensor<4x8xf32>) -> tensor<2x3x8xf32>
+// CHECK: train.all_reduce
+module {
+  train.parameter @q : tensor<8x8xf32> {trainable}
+  train.parameter @k : tensor<8x8xf32> {trainable}
+  train.parameter @v : tensor<8x8xf32> {trainable}
+  train.parameter @o : tensor<8x8xf32> {trainable}
+  func.func @forward(%x: tensor<2x3x8xf32> {train.name = "x"}, %table: tensor<1x1x3x4xf32> {train.name = "table"}) -> (tensor<f32> {train.name = "loss"}) {
+    %wq = train.param @q : tensor<8x8xf32>
+    %q = train.linear %x, %wq : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    %q4 = train.reshape %q : (tensor<2x3x8xf32>) -> tensor<2x3x2x4xf32>
+    %qh = train.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x2x4xf32>) -> tensor<2x2x3x4xf32>
+    %qr = train.mul %qh, %table : (tensor<2x2x3x4xf32>, tensor<1x1x3x4xf32>) -> tensor<2x2x3x4xf32>
+    %wk = train.param @k : tensor<8x8xf32>
+    %k = train.linear %x, %wk : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    %k4 = train.reshape %k : (tensor<2x3x8xf32>) -> tensor<2x3x2x4xf32>
+    %kh = train.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x2x4xf32>) -> tensor<2x2x3x4xf32>
+    %wv = train.param @v : tensor<8x8xf32>
+    %v = train.linear %x, %wv : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    %v4 = train.reshape %v : (tensor<2x3x8xf32>) -> tensor<2x3x2x4xf32>
+    %vh = train.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x2x4xf32>) -> tensor<2x2x3x4xf32>
+    %a = train.attention %qr, %kh, %vh {causal = true, scale = 0.5 : f32} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
+    %at = train.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x3x4xf32>) -> tensor<2x3x2x4xf32>
+    %ar = train.reshape %at : (tensor<2x3x2x4xf32>) -> tensor<2x3x8xf32>
+    %wo = train.param @o : tensor<8x8xf32>
+    %y = train.linear %ar, %wo : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    %loss = train.reduce_mean %y {axes = array<i64>, keepdims = false} : (tensor<2x3x8xf32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Heads that do not divide by the ranks are an error naming the block, even
+// when the width does (3 heads of 2).
+module {
+  train.parameter @q : tensor<8x6xf32> {trainable}
+  train.parameter @o : tensor<6x8xf32> {trainable}
+  func.func @forward(%x: tensor<2x3x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
+    %wq = train.param @q : tensor<8x6xf32>
+    %q = train.linear %x, %wq : (tensor<2x3x8xf32>, tensor<8x6xf32>) -> tensor<2x3x6xf32>
+    %q4 = train.reshape %q : (tensor<2x3x6xf32>) -> tensor<2x3x3x2xf32>
+    %qh = train.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x3x2xf32>) -> tensor<2x3x3x2xf32>
+    %a = train.attention %qh, %qh, %qh {scale = 0.5 : f32} : (tensor<2x3x3x2xf32>, tensor<2x3x3x2xf32>, tensor<2x3x3x2xf32>) -> tensor<2x3x3x2xf32>
+    %at = train.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x3x2xf32>) -> tensor<2x3x3x2xf32>
+    %ar = train.reshape %at : (tensor<2x3x3x2xf32>) -> tensor<2x3x6xf32>
+    %wo = train.param @o : tensor<6x8xf32>
+    // expected-error@+1 {{along a dimension of size 3 ('tensor<2x3x3x2xf32>'; attention heads), which does not divide by 2}}
+    %y = train.linear %ar, %wo : (tensor<2x3x6xf32>, tensor<6x8xf32>) -> tensor<2x3x8xf32>
+    %loss = train.reduce_mean %y {axes = array<i64>, keepdims = false} : (tensor<2x3x8xf32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
