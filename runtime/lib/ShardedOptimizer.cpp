@@ -159,6 +159,8 @@ std::vector<float> ShardedOptimizer::completePerTensor(const std::vector<float> 
     perTensor[2 * pieces_[p].tensor + 1] += perPiece[2 * p + 1];
   }
   dp_.allReduce(Buffer::of(perTensor.data(), DType::F32, int64_t(perTensor.size())));
+  if (completeSquares_)
+    completeSquares_(perTensor);
   std::vector<float> completed(2 * pieces_.size());
   for (size_t p = 0; p < pieces_.size(); ++p) {
     completed[2 * p] = perTensor[2 * pieces_[p].tensor];

@@ -870,6 +870,8 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       s.offload = makeHostCopyEngine();
     s.sharded = std::make_unique<ShardedOptimizer>(dp, stage, o.settings.optimizer, s.conventions, weights,
                                                    s.offload.get());
+    if (completeSplit)
+      s.sharded->setCompleteSquares(completeSplit);
     s.sharded->scatterMoments(s.m, s.v);
     // Only the shard's state is kept.
     for (auto *list : {&s.m, &s.v})

@@ -264,7 +264,9 @@ if sharded3.returncode == 0:
 # the step once per microbatch, and the split tensors' norm completions:
 # one for the gradient norm, one more for LAMB's and LARS's trust ratios),
 # model states per rank as planned; a resumed run ends bit for bit where an
-# uninterrupted one does.
+# uninterrupted one does. With ZeRO 1, 2 or 3 over the data axis the same
+# holds: the shards are of the ranks' slices, and each tensor's norm is
+# completed over the data axis, then the split ones over the tensor axis.
 def assembled(run):
     """Every tensor of a checkpoint whole: the ranks' shards placed at the
     offsets the index records (replicas of a shard agree; the first wins)."""
@@ -299,11 +301,14 @@ def assembled(run):
 
 
 print(f"{'model':8} {'dp x tp':7} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
-for model, dp, batch in [("gpt2", 1, 2), ("llama", 2, 4), ("bert", 2, 4)]:
+for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert", 2, 4, ""),
+                               ("llama", 2, 4, "zero=1"), ("llama", 2, 4, "zero=2,microbatches=2"),
+                               ("llama", 2, 4, "zero=3")]:
     reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
     ranks = 2 * dp
-    program = f"{WORK}/{model}-tp2-x{ranks}"
-    built = compile_model(model, program, "--gpus", str(ranks), "--strategy", "tp=2", batch=batch)
+    program = f"{WORK}/{model}-tp2-x{ranks}" + (f"-zero{zero[5]}" if zero else "")
+    built = compile_model(model, program, "--gpus", str(ranks), "--strategy", "tp=2" + ("," + zero if zero else ""),
+                          batch=batch)
     check(built.returncode == 0, f"{model} tp=2 on {ranks} ranks: {built.stderr[-2000:]}")
     if built.returncode:
         continue
@@ -312,8 +317,8 @@ for model, dp, batch in [("gpt2", 1, 2), ("llama", 2, 4), ("bert", 2, 4)]:
     check(manifest["strategy"]["tp"] == 2 and manifest["strategy"]["dp"] == dp and tensor["split_trainable_tensors"] > 0,
           f"{model}: the manifest records {manifest['strategy']}, {tensor}")
     feed_dir = f"{FIXTURES}/{model}/feed" if batch == 2 else repeated_feed(model, 2)
-    for name in ["adamw", "lamb"]:
-        tag = f"{model}-{name}-tp2-x{ranks}"
+    for name in (["lamb"] if zero else ["adamw", "lamb"]):
+        tag = f"{model}-{name}-tp2-x{ranks}" + (f"-zero{zero[5]}" if zero else "")
         run = train(program, "--feed", feed_dir, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}",
                     *optimizer_flags(name, reference["hyper_parameters"][name]), ranks=ranks)
         check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
@@ -335,8 +340,8 @@ for model, dp, batch in [("gpt2", 1, 2), ("llama", 2, 4), ("bert", 2, 4)]:
               f"{tag}: {calls['all_reduce']['tp']} all-reduces on the tensor axis, expected "
               f"{tensor['activation_all_reduces_per_step']} + {completions}")
         check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
-                           f"{model} {name} tp=2 x{ranks}")
-        print(f"{model:8} {f'{dp} x 2':7} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; "
+                           f"{model} {name} tp=2 x{ranks} {zero}")
+        print(f"{model:8} {f'{dp} x 2':7} {name + (' ' + zero if zero else ''):9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; "
               f"tp all-reduce {predicted['all_reduce']['tp']} B in {calls['all_reduce']['tp']} calls, "
               f"{tensor['split_trainable_tensors']} tensors split, measured = predicted)")
         check(loss_error <= 1e-5, f"{tag}: tensor-parallel losses differ from PyTorch's by {loss_error:.2e}")
@@ -361,8 +366,9 @@ check(same, "llama tp=2 x4: the resumed run's checkpoint differs from the uninte
 cases = [
     ("a hidden width the ranks do not divide", compile_model("gpt2", f"{WORK}/tp3", "--gpus", "3", "--strategy", "tp=3"),
      "64 input features, which do not divide by 3"),
-    ("tp with ZeRO", compile_model("gpt2", f"{WORK}/tpz", "--gpus", "4", "--strategy", "tp=2,zero=1", batch=4),
-     "without ZeRO, offload or recomputation"),
+    ("tp with offload", compile_model("gpt2", f"{WORK}/tpz", "--gpus", "4", "--strategy",
+                                      "tp=2,zero=2,offload=optimizer", batch=4),
+     "without offload or recomputation"),
     ("a tp=2 program on 3 ranks", train(f"{WORK}/gpt2-tp2-x2", "--steps", "1", ranks=3),
      "compiled for 1 data-parallel rank x 2 tensor-parallel ranks and started as 3"),
 ]

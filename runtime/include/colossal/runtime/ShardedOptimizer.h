@@ -65,6 +65,10 @@ public:
                    CopyEngine *offload = nullptr);
 
   int stage() const { return stage_; }
+  /// Tensor parallelism: each tensor's sums of squares, completed over the
+  /// data-parallel shards, are completed over the tensor axis too (the
+  /// split tensors'), for the gradient norm and the trust ratios.
+  void setCompleteSquares(CompleteSquares complete) { completeSquares_ = std::move(complete); }
   /// The engine moving the shard to and from the host, or null.
   const CopyEngine *offload() const { return offload_; }
   /// Elements per shard (the flat space is this times the ranks).
@@ -101,6 +105,7 @@ public:
   void scatterMoments(const std::vector<std::vector<float>> &m, const std::vector<std::vector<float>> &v);
 
 private:
+  CompleteSquares completeSquares_;
   /// Completes per-tensor pairs of sums written per piece (collective):
   /// returns them per piece, summed over every rank's pieces of the same
   /// tensor; `perTensor` receives every tensor's pair.
