@@ -214,9 +214,18 @@ void printReport(const std::string &model, const std::string &precision, const c
   if (lacks.empty())
     os << "executable: yes: colossal-compile " << model << " -o DIR --plan PLAN.json builds it for mpirun -np "
        << plan.strategy.devices() << "\n";
-  else
+  else {
     os << "executable: not yet: the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation; this plan needs "
        << lacks << "\n";
+    // Tensor parallelism builds from --strategy, with its own split.
+    cost::Strategy withoutTensor = plan.strategy;
+    withoutTensor.tp = 1;
+    if (plan.strategy.tp > 1 && plan.strategy.tpMode == cost::TensorMode::OneD && !plan.strategy.offloadOptimizer &&
+        plan.strategy.recompute == cost::Recompute::None && partitionerLacks(withoutTensor).empty())
+      os << "note: --strategy tp=" << plan.strategy.tp << " with -o DIR builds Megatron's split of the MLP and "
+         << "attention blocks (embeddings, the output head and fused QKV projections stay replicated), not every "
+         << "split this plan predicts\n";
+  }
   if (search && search->best.size() > 1) {
     os << "alternatives:\n";
     for (size_t i = 1; i < search->best.size(); ++i)

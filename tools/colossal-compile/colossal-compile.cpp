@@ -127,7 +127,7 @@ cl::list<std::string> frozen("frozen", cl::desc("Freeze these parameters"),
 cl::opt<std::string> strategyText(
     "strategy",
     cl::desc("Fix parts of the plan (dp=4,tp=2,microbatches=2,zero=1,...); --emit=plan searches the rest, "
-             "-o DIR builds it if the partitioner can run it"),
+             "-o DIR builds it if the partitioner can run it (tp=N: the MLP and attention blocks split)"),
     cl::value_desc("SPEC"), cl::cat(category));
 cl::opt<std::string> planFile("plan",
                               cl::desc("A plan written by --emit=plan: re-evaluated with --emit=plan, built "
