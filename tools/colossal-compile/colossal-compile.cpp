@@ -260,11 +260,10 @@ int main(int argc, char **argv) {
     if (strategy && planFile.empty() && strategy->tp > 1) {
       // --strategy tp=N: Megatron's split of the MLP and attention blocks
       // (embeddings stay replicated), on its own or with data parallelism.
-      if (strategy->tpMode != colossal::cost::TensorMode::OneD || strategy->offloadOptimizer ||
-          strategy->recompute != colossal::cost::Recompute::None) {
+      if (strategy->tpMode != colossal::cost::TensorMode::OneD) {
         printError("--strategy: tp=" + std::to_string(strategy->tp) +
-                   " runs as 1D tensor parallelism of the MLP and attention blocks, with or without ZeRO, but "
-                   "without offload or recomputation so far; drop tp or the others");
+                   " runs as 1D tensor parallelism of the MLP and attention blocks; other tensor modes are "
+                   "planned, not built (drop tp_mode)");
         return 1;
       }
       tensorRanks = strategy->tp;
