@@ -6,7 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallVector.h"
@@ -70,7 +70,9 @@ struct Pair {
   LinearOp row;
   SmallVector<LinearOp> columns;
   llvm::SetVector<Operation *> between;
-  llvm::DenseMap<Value, int64_t> splitDim;
+  /// In the order found, so diagnostics and rewrites do not depend on
+  /// pointer values.
+  llvm::MapVector<Value, int64_t> splitDim;
   SmallVector<OpOperand *> replicated;
   Value input;
   int64_t ranks = 1;
@@ -300,8 +302,8 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
   }
   if (planned.empty())
     return forward.emitError() << "tensor parallelism splits column-then-row pairs of linear layers (an MLP "
-                                  "block: linear, elementwise ops, linear, each weight read once), and @forward "
-                                  "has none";
+                                  "block: linear, elementwise ops, linear; an attention block with separate "
+                                  "query, key and value projections; each weight read once), and @forward has none";
 
   MLIRContext *context = module.getContext();
   StringAttr axis = StringAttr::get(context, kTensorAxis);

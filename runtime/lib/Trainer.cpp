@@ -533,8 +533,9 @@ std::string formatExact(double value) {
   return text;
 }
 
-/// Collective over the data-parallel ranks: each writes the (replicated)
-/// weights and optimizer state as its own shard file.
+/// Collective over every rank: each writes its weights and optimizer state
+/// (replicated over the data axis, its slices of the tensor-parallel ones)
+/// as its own shard file.
 void saveState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
                State &s, int64_t step, int64_t tensorRank = 0, int64_t tensorRanks = 1) {
   // Under ZeRO the moments are gathered: the checkpoint is the same whatever
@@ -640,6 +641,13 @@ private:
   const std::vector<Tensor> &parameters_;
 };
 
+int64_t elementsOf(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
 /// ZeRO-3: a trainable tensor is gathered for the step's first fetch and
 /// freed at its last release (frozen ones stay whole on every rank); the
 /// gathers of the fetches to come start ahead, up to `prefetchBytes`
@@ -695,12 +703,8 @@ private:
   };
   static std::vector<int64_t> trainableElements(const TrainingProgram &program, const State &state) {
     std::vector<int64_t> elements;
-    for (size_t index : state.trainable) {
-      int64_t n = 1;
-      for (int64_t d : program.parameters[index].shape)
-        n *= d;
-      elements.push_back(n);
-    }
+    for (size_t index : state.trainable)
+      elements.push_back(elementsOf(program.parameters[index].shape));
     return elements;
   }
 
@@ -709,13 +713,6 @@ private:
   std::vector<Slot> slots_;
   GatherPrefetcher prefetcher_;
 };
-
-int64_t elementsOf(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
 
 /// Adds one microbatch's gradient to the step's (a mean loss's microbatch
 /// gradients average into the batch's). Every path adds them the same way,

@@ -21,9 +21,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
-    check, compile_model, train, npy_floats, losses, worst_relative, worst_weight_error, check_model_states,
-    check_step_peak, repeated_feed, check_offload, check_recompute, finish, FIXTURES, WORK, MODELS, shard,
-    optimizer_flags, safetensors, OFFLOAD_HEADER, RECOMPUTE_HEADER)
+    check, check_refusals, compile_model, train, npy_floats, losses, worst_relative, worst_weight_error,
+    check_model_states, check_step_peak, repeated_feed, check_offload, check_recompute, finish, FIXTURES, WORK,
+    MODELS, shard, optimizer_flags, safetensors, OFFLOAD_HEADER, RECOMPUTE_HEADER)
 
 # 1. Trajectories against PyTorch.
 fp32_errors = {}
@@ -253,9 +253,6 @@ cases = [
 ]
 shutil.copy(f"{FIXTURES}/mlp/feed/labels.npy", f"{bad}/input_ids.npy")
 cases.append(("feed of the wrong shape", train(gpt2, "--feed", bad), "has shape [4]; graph input 'input_ids' takes [2, 8]"))
-for what, result, message in cases:
-    ok = result.returncode != 0 and message in result.stderr
-    print(f"bad input, {what}: {'refused' if ok else 'NOT REFUSED AS EXPECTED'}: {result.stderr.strip()[:160]}")
-    check(ok, f"{what}: expected a failure saying '{message}', got {result.returncode}: {result.stderr}")
+check_refusals(cases)
 
 finish()

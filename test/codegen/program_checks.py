@@ -218,6 +218,15 @@ def gradient_buckets(program, capacity):
 
 
 
+def check_refusals(cases):
+    """Bad input: each (what, completed process, message) failed with a
+    nonzero exit and an error saying `message`."""
+    for what, result, message in cases:
+        ok = result.returncode != 0 and message in result.stderr
+        print(f"bad input, {what}: {'refused' if ok else 'NOT REFUSED AS EXPECTED'}: {result.stderr.strip()[:160]}")
+        check(ok, f"{what}: expected a failure saying '{message}', got {result.returncode}: {result.stderr}")
+
+
 def repeated_feed(model, times):
     """The fixture's feed with every file's batch repeated `times` times (a
     mean loss over repeated rows is the same loss, so the trajectory is still
