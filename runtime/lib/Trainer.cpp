@@ -1156,13 +1156,14 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
   if (launch.worldSize != worldSize) {
     std::string compiled = std::to_string(ranks) + " data-parallel rank" + (ranks == 1 ? "" : "s") +
                            (tensorRanks > 1 ? " x " + std::to_string(tensorRanks) + " tensor-parallel ranks" : "");
-    if (launch.rank == 0)
-      printError(argv[0], "launch",
-                 "this program was compiled for " + compiled + " and started as " +
-                     std::to_string(launch.worldSize) + " (" +
-                     (worldSize == 1 ? std::string("run it without mpirun, or recompile with --gpus N")
-                                     : "run it with mpirun -np " + std::to_string(worldSize)) +
-                     ")");
+    // Every rank says it: the launcher may stop the others as soon as one
+    // exits, before rank 0 has written anything.
+    printError(argv[0], launch.rank == 0 ? "launch" : "rank " + std::to_string(launch.rank) + ": launch",
+               "this program was compiled for " + compiled + " and started as " +
+                   std::to_string(launch.worldSize) + " (" +
+                   (worldSize == 1 ? std::string("run it without mpirun, or recompile with --gpus N")
+                                   : "run it with mpirun -np " + std::to_string(worldSize)) +
+                   ")");
     return 1;
   }
   return worldSize == 1 ? trainAlone(argc, argv, program) : trainParallel(argc, argv, program, ranks, tensorRanks);
