@@ -224,6 +224,14 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return one(std::string("compare(Compare::") + kind + ", " + in(0) + ", " + in(1) + ", " + out() + ")");
   };
   auto unaryOp = [&](const char *kind) { return one(std::string("unary(Unary::") + kind + ", " + in(0) + ")"); };
+  // Which slice of a split tensor this rank holds.
+  auto sliceOf = [&](StringRef axis) {
+    return "collectives.rankOn(" + quoted(axis) + "), collectives.ranksOn(" + quoted(axis) + ")";
+  };
+  // The ops partitioning splits over a mesh axis run on the host target.
+  if (device_ && (isa<AllReduceOp>(op) || op->hasAttr("mesh_axis")))
+    return op->emitError() << "tensor parallelism has no CUDA lowering yet (this op is one rank's part of a "
+                           << "computation split over the tensor axis; the host target runs it)";
 
   if (auto p = dyn_cast<ParamOp>(op)) {
     auto it = parameterIndex.find(p.getName().str());
@@ -326,11 +334,19 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return defineAll(op, "dropout(" + in(0) + ", " + floatLiteral(d.getRatio().convertToDouble()) +
                              ", random.dropoutKey(" + std::to_string(int64_t(d.getSite())) + ", " +
                              std::to_string(cast<ShapedType>(d.getInput().getType()).getNumElements()) + "))");
-  if (auto l = dyn_cast<CrossEntropyOp>(op))
+  if (auto l = dyn_cast<CrossEntropyOp>(op)) {
+    if (std::optional<StringRef> axis = l.getMeshAxis())
+      return one("vocabularyParallelCrossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) +
+                 ", " + quoted(l.getReduction()) + ", collectives, " + quoted(*axis) + ")");
     return one("crossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) + ", " +
                quoted(l.getReduction()) + ")");
-  if (auto g = dyn_cast<GatherOp>(op))
+  }
+  if (auto g = dyn_cast<GatherOp>(op)) {
+    if (std::optional<StringRef> axis = g.getMeshAxis())
+      return one("gatherFromSlice(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " +
+                 sliceOf(*axis) + ", " + out() + ")");
     return one("gather(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " + out() + ")");
+  }
   if (auto s = dyn_cast<SliceOp>(op))
     return one("slice(" + in(0) + ", " + shapeLiteral(s.getStarts()) + ", " + shapeLiteral(s.getSteps()) + ", " + out() + ")");
   if (auto c = dyn_cast<ConcatOp>(op)) {
@@ -352,8 +368,6 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   if (isa<CopyToRanksOp>(op))
     return one("reshape(" + in(0) + ", " + out() + ")");
   if (auto r = dyn_cast<AllReduceOp>(op)) {
-    if (device_)
-      return op->emitError() << "tensor parallelism has no CUDA lowering yet (its all-reduce runs on the host target)";
     return one("collectives.allReduce(" + in(0) + ", " + quoted(r.getAxis()) + ")");
   }
   if (auto t = dyn_cast<TransposeOp>(op))
@@ -382,12 +396,21 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
                              ", " + optionalRef(a.getMask()) + ", " + ref(a.getResultGrad()) + ", " + floatLiteral(a.getScale().convertToDouble()) +
                              ", " + (a.getCausal() ? "true" : "false") + ")");
   }
-  if (auto c = dyn_cast<CrossEntropyGradOp>(op))
+  if (auto c = dyn_cast<CrossEntropyGradOp>(op)) {
+    if (std::optional<StringRef> axis = c.getMeshAxis())
+      return one("vocabularyParallelCrossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " +
+                 ignoreLiteral(c.getIgnoreIndex()) + ", " + quoted(c.getReduction()) + ", collectives, " +
+                 quoted(*axis) + ")");
     return one("crossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + ignoreLiteral(c.getIgnoreIndex()) +
                ", " + quoted(c.getReduction()) + ")");
-  if (auto g = dyn_cast<GatherGradOp>(op))
+  }
+  if (auto g = dyn_cast<GatherGradOp>(op)) {
+    if (std::optional<StringRef> axis = g.getMeshAxis())
+      return one("gatherFromSliceGrad(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " +
+                 sliceOf(*axis) + ", " + out() + ")");
     return one("gatherGrad(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " + out() +
                ")");
+  }
   if (auto s = dyn_cast<SliceGradOp>(op))
     return one("sliceGrad(" + in(0) + ", " + shapeLiteral(s.getStarts()) + ", " + shapeLiteral(s.getSteps()) + ", " + out() + ")");
   if (auto c = dyn_cast<ConvGradOp>(op))
@@ -484,17 +507,19 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
 
 /// The range of synthetic values for an integer input: the smallest table it
 /// indexes or class count it labels; 2 when it does neither.
-int64_t integerRange(Value input) {
+int64_t integerRange(Value input, int64_t tensorRanks) {
   int64_t range = std::numeric_limits<int64_t>::max();
   for (Operation *user : input.getUsers()) {
+    // A table or logits split by vocabulary hold 1 / tensorRanks of it.
+    int64_t slices = user->hasAttr("mesh_axis") ? tensorRanks : 1;
     if (auto g = dyn_cast<GatherOp>(user); g && g.getIndices() == input) {
       auto data = cast<ShapedType>(g.getData().getType());
       int64_t axis = int64_t(g.getAxis());
       axis = axis < 0 ? axis + data.getRank() : axis;
-      range = std::min(range, data.getDimSize(axis));
+      range = std::min(range, data.getDimSize(axis) * slices);
     }
     if (auto c = dyn_cast<CrossEntropyOp>(user); c && c.getLabels() == input)
-      range = std::min(range, cast<ShapedType>(c.getLogits().getType()).getDimSize(1));
+      range = std::min(range, cast<ShapedType>(c.getLogits().getType()).getDimSize(1) * slices);
   }
   return range == std::numeric_limits<int64_t>::max() ? 2 : range;
 }
@@ -531,7 +556,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "// headers; main() hands the step to the runtime's trainer.\n\n"
      << "#include \"colossal/runtime/HostTensor.h\"\n"
      << "#include \"colossal/runtime/StepMemory.h\"\n"
-     << "#include \"colossal/runtime/Trainer.h\"\n";
+     << "#include \"colossal/runtime/Trainer.h\"\n"
+     << (device ? "" : "#include \"colossal/runtime/VocabularyParallel.h\"\n");
   if (device)
     os << "#include \"colossal/runtime/CudaDevice.h\"\n#include \"colossal/runtime/DeviceTensor.h\"\n"
        << "#include \"colossal/runtime/Error.h\"\n#include \"colossal/runtime/Launch.h\"\n\n#include <cstdio>\n";
@@ -549,6 +575,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  p.model = " << quoted(settings.model) << ";\n";
   Block &body = step.getBody().front();
   bool scalesLoss = false;
+  auto tensorParallel = module->getAttrOfType<IntegerAttr>("train.tensor_parallel");
+  int64_t tensorRanks = tensorParallel ? tensorParallel.getInt() : 1;
   for (BlockArgument arg : body.getArguments()) {
     auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
     if (name && name.getValue() == "loss_scale") {
@@ -562,7 +590,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
                               << "; the host target takes float32 and integer inputs";
     os << "  p.inputs.push_back({" << quoted(name ? name.getValue() : "input") << ", "
        << shapeLiteral(type.getShape()) << ", " << (integer ? "true" : "false") << ", "
-       << (integer ? integerRange(forward.getArgument(arg.getArgNumber())) : 0) << "});\n";
+       << (integer ? integerRange(forward.getArgument(arg.getArgNumber()), tensorRanks) : 0) << "});\n";
   }
   // Frozen parameters keep the default conventions: no optimizer reads them.
   for (ParameterOp p : parameters) {
@@ -573,7 +601,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
        << shapeLiteral(cast<ShapedType>(p.getType()).getShape()) << ", " << (p.getTrainable() ? "true" : "false")
        << ", {/*decay=*/" << (conventions.decay ? "true" : "false") << ", /*trustRatio=*/"
        << (conventions.trustRatio ? "true" : "false") << "}, /*splitDim=*/"
-       << (p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1)) << "});\n";
+       << (p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1)) << ", /*splitGroups=*/"
+       << int64_t(p.getSplitGroups()) << "});\n";
   }
   // train.optimizer_update lowers to the runtime's fused optimizer: these are
   // its settings (defaults a flag may override), the masks above its

@@ -165,18 +165,39 @@ Json modelStatesOf(const cost::Estimate &estimate) {
 /// (the forward's sums and the backward's sums of the copies' gradients),
 /// and the trainer's completions of the per-tensor norms of the split
 /// tensors (two floats per split trainable tensor: one for the gradient
-/// norm, one more for LAMB's and LARS's trust ratios).
+/// norm, one more for LAMB's and LARS's trust ratios). A vocabulary-parallel
+/// cross-entropy sums three floats per row in two calls (the maxima, then
+/// the denominators with the label logits), its gradient two in two.
 Json tensorParallelOf(ModuleOp module, const ProgramSettings &s) {
   int64_t activationBytes = 0, calls = 0, splitTensors = 0;
   if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward"))
-    step.walk([&](train::AllReduceOp op) {
-      auto type = cast<ShapedType>(op.getType());
-      activationBytes += type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
-      ++calls;
+    step.walk([&](Operation *op) {
+      if (auto sum = dyn_cast<train::AllReduceOp>(op)) {
+        auto type = cast<ShapedType>(sum.getType());
+        activationBytes += type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
+        ++calls;
+      }
+      if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) && op->hasAttr("mesh_axis")) {
+        int64_t rows = cast<ShapedType>(op->getOperand(0).getType()).getDimSize(0);
+        activationBytes += (isa<train::CrossEntropyOp>(op) ? 3 : 2) * rows * 4;
+        calls += 2;
+      }
     });
   for (train::ParameterOp p : module.getOps<train::ParameterOp>())
     splitTensors += p.getTrainable() && p.getSplitDim() ? 1 : 0;
+  // Vocabulary parallelism: lookups from a rank's rows, losses over a
+  // rank's columns of the logits.
+  int64_t lookups = 0, losses = 0;
+  if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+    forward.walk([&](Operation *op) {
+      if (!op->hasAttr("mesh_axis"))
+        return;
+      lookups += isa<train::GatherOp>(op) ? 1 : 0;
+      losses += isa<train::CrossEntropyOp>(op) ? 1 : 0;
+    });
   return Json(Json::Object{{"ranks", Json(s.tensorRanks)},
+                           {"vocabulary_parallel", Json(Json::Object{{"lookups", Json(lookups)},
+                                                                      {"losses", Json(losses)}})},
                            {"activation_all_reduce_bytes_per_step", Json(activationBytes * s.microbatches)},
                            {"activation_all_reduces_per_step", Json(calls * s.microbatches)},
                            {"split_trainable_tensors", Json(splitTensors)},
@@ -216,6 +237,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     parameters.push_back(Json(Json::Object{{"name", p.getSymName().str()},
                                            {"shape", shapeJson(cast<ShapedType>(p.getType()).getShape())},
                                            {"split_dim", Json(p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1))},
+                                           {"split_groups", Json(int64_t(p.getSplitGroups()))},
                                            {"trainable", Json(bool(p.getTrainable()))}}));
   FailureOr<CompiledOptimizer> optimizer = readCompiledOptimizer(module);
   if (failed(optimizer))

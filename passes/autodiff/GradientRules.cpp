@@ -327,11 +327,12 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
   }
   if (auto c = dyn_cast<CrossEntropyOp>(op)) {
     out[0] = CrossEntropyGradOp::create(builder, op->getLoc(), operandType(0), c.getLogits(), c.getLabels(), dy,
-                                        c.getReductionAttr(), c.getIgnoreIndexAttr());
+                                        c.getReductionAttr(), c.getIgnoreIndexAttr(), c.getMeshAxisAttr());
     return success();
   }
   if (auto g = dyn_cast<GatherOp>(op)) {
-    out[0] = GatherGradOp::create(builder, op->getLoc(), operandType(0), g.getIndices(), dy, g.getAxisAttr());
+    out[0] = GatherGradOp::create(builder, op->getLoc(), operandType(0), g.getIndices(), dy, g.getAxisAttr(),
+                                  g.getMeshAxisAttr());
     return success();
   }
   if (auto s = dyn_cast<SliceOp>(op)) {

@@ -2,6 +2,9 @@
 
 #include "passes/partition/TensorParallel.h"
 
+#include "passes/partition/ParameterSlices.h"
+#include "passes/partition/VocabularyParallel.h"
+
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,48 +22,6 @@ using namespace colossal::train;
 
 namespace {
 
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-
-RankedTensorType withDim(RankedTensorType type, int64_t dim, int64_t size) {
-  SmallVector<int64_t> shape(type.getShape());
-  shape[size_t(dim)] = size;
-  return RankedTensorType::get(shape, type.getElementType());
-}
-
-/// A weight or bias operand as a parameter read seen through transposes:
-/// dimension `dim` of the operand is dimension `parameterDim` of the
-/// parameter. Each op on the way is used once, so splitting it splits only
-/// this use.
-struct SplitOperand {
-  ParamOp read;
-  int64_t parameterDim = 0;
-  SmallVector<TransposeOp> views; // from the read outwards
-};
-
-std::optional<SplitOperand> traceToParameter(Value value, int64_t dim) {
-  SmallVector<TransposeOp> views;
-  while (true) {
-    if (!value.hasOneUse())
-      return std::nullopt;
-    Operation *def = value.getDefiningOp();
-    if (auto read = dyn_cast_or_null<ParamOp>(def)) {
-      std::reverse(views.begin(), views.end());
-      return SplitOperand{read, dim, views};
-    }
-    auto transpose = dyn_cast_or_null<TransposeOp>(def);
-    if (!transpose)
-      return std::nullopt;
-    views.push_back(transpose);
-    dim = transpose.getPerm()[size_t(dim)];
-    value = transpose.getInput();
-  }
-}
-
-/// Elementwise ops a split value passes through unchanged in shape.
-bool isSliceWise(Operation *op) {
-  return isa<GeluOp, ReluOp, SiluOp, TanhOp, SigmoidOp, ErfOp, NegOp, AbsOp, ExpOp>(op);
-}
-
 /// One column-then-row pair: the column linears (one input), the ops
 /// between them, each value between split along one dimension, and the row
 /// linear. Operands of the ops between that are not split (a rotary
@@ -73,6 +34,11 @@ struct Pair {
   /// In the order found, so diagnostics and rewrites do not depend on
   /// pointer values.
   llvm::MapVector<Value, int64_t> splitDim;
+  /// Values split in groups (a fused QKV projection's output: its query,
+  /// key and value columns each split, so a rank holds its heads of all
+  /// three): the split dimension is `groups` equal parts, each split by the
+  /// ranks. Absent: 1.
+  llvm::DenseMap<Value, int64_t> groups;
   SmallVector<OpOperand *> replicated;
   Value input;
   int64_t ranks = 1;
@@ -107,11 +73,12 @@ std::optional<SmallVector<std::pair<int64_t, int64_t>>> reshapeGroups(ArrayRef<i
   return groups;
 }
 
-/// Visits `value`, split along `dim`, and what it is computed from, back to
-/// the column linears; fails on anything the split cannot pass.
-bool visitSplit(Value value, int64_t dim, Pair &pair) {
+/// Visits `value`, split along `dim` (in `groups` equal parts, each split),
+/// and what it is computed from, back to the column linears; fails on
+/// anything the split cannot pass.
+bool visitSplit(Value value, int64_t dim, Pair &pair, int64_t groups = 1) {
   if (auto known = pair.splitDim.find(value); known != pair.splitDim.end())
-    return known->second == dim;
+    return known->second == dim && pair.groups.lookup(value) == (groups > 1 ? groups : 0);
   RankedTensorType type = typeOf(value);
   if (dim < 0 || dim >= type.getRank())
     return false;
@@ -119,6 +86,8 @@ bool visitSplit(Value value, int64_t dim, Pair &pair) {
   if (!def)
     return false;
   pair.splitDim[value] = dim;
+  if (groups > 1)
+    pair.groups[value] = groups;
   if (auto column = dyn_cast<LinearOp>(def)) {
     if (dim != type.getRank() - 1 || (pair.input && pair.input != column.getInput()))
       return false;
@@ -139,9 +108,19 @@ bool visitSplit(Value value, int64_t dim, Pair &pair) {
     return visitSplit(use.get(), aligned, pair);
   };
   if (isSliceWise(def))
-    return visitSplit(def->getOperand(0), dim, pair);
-  if (isa<MulOp, AddOp, SubOp, DivOp>(def))
-    return operand(def->getOpOperand(0), dim) && operand(def->getOpOperand(1), dim);
+    return visitSplit(def->getOperand(0), dim, pair, groups);
+  if (groups > 1 && !isa<MulOp, AddOp, SubOp, DivOp>(def))
+    return false; // grouped values pass elementwise ops only
+  if (isa<MulOp, AddOp, SubOp, DivOp>(def)) {
+    auto grouped = [&](OpOperand &use) {
+      RankedTensorType t = typeOf(use.get());
+      int64_t aligned = dim - (type.getRank() - t.getRank());
+      if (aligned < 0 || t.getDimSize(aligned) == 1)
+        return operand(use, dim);
+      return visitSplit(use.get(), aligned, pair, groups);
+    };
+    return grouped(def->getOpOperand(0)) && grouped(def->getOpOperand(1));
+  }
   if (auto transpose = dyn_cast<TransposeOp>(def))
     return visitSplit(transpose.getInput(), transpose.getPerm()[size_t(dim)], pair);
   if (auto reshape = dyn_cast<ReshapeOp>(def)) {
@@ -163,12 +142,37 @@ bool visitSplit(Value value, int64_t dim, Pair &pair) {
     return visitSplit(reshape.getInput(), first, pair);
   }
   if (auto slice = dyn_cast<SliceOp>(def)) {
-    // Whole along the split dimension.
+    // Whole along the split dimension, or one of equal parts of it (the
+    // query, key or value of a fused projection): the input is split in
+    // groups.
     int64_t size = typeOf(slice.getInput()).getDimSize(dim);
-    if (slice.getStarts()[size_t(dim)] != 0 || slice.getLimits()[size_t(dim)] < size ||
-        slice.getSteps()[size_t(dim)] != 1)
+    int64_t start = slice.getStarts()[size_t(dim)], limit = std::min(slice.getLimits()[size_t(dim)], size);
+    if (slice.getSteps()[size_t(dim)] != 1)
       return false;
-    return visitSplit(slice.getInput(), dim, pair);
+    if (start == 0 && limit == size)
+      return visitSplit(slice.getInput(), dim, pair);
+    int64_t part = limit - start;
+    if (part <= 0 || size % part != 0 || start % part != 0)
+      return false;
+    return visitSplit(slice.getInput(), dim, pair, size / part);
+  }
+  if (auto split = dyn_cast<SplitOp>(def)) {
+    // Every result is in the region along the same dimension. Split along
+    // it into equal parts (a fused projection's query, key and value), the
+    // input is split in groups.
+    for (Value result : split.getResults())
+      if (result != value) {
+        if (auto known = pair.splitDim.find(result); known != pair.splitDim.end() && known->second != dim)
+          return false;
+        pair.splitDim[result] = dim;
+      }
+    int64_t rank = typeOf(split.getInput()).getRank(), axis = int64_t(split.getAxis());
+    if ((axis < 0 ? axis + rank : axis) != dim)
+      return visitSplit(split.getInput(), dim, pair);
+    ArrayRef<int64_t> sizes = split.getSizes();
+    if (llvm::any_of(sizes, [&](int64_t size) { return size != sizes.front(); }))
+      return false;
+    return visitSplit(split.getInput(), dim, pair, int64_t(sizes.size()));
   }
   if (auto concat = dyn_cast<ConcatOp>(def)) {
     if (int64_t(concat.getAxis()) == dim || int64_t(concat.getAxis()) == dim - type.getRank())
@@ -200,28 +204,6 @@ bool collectRegion(Pair &pair) {
       if (user != pair.row.getOperation() && !pair.between.contains(user))
         return false;
   return !pair.columns.empty();
-}
-
-/// Splits a parameter read (and the transposes after it) into slices along
-/// `dim` of the parameter.
-void splitParameter(ModuleOp module, const SplitOperand &operand, int64_t ranks) {
-  ParamOp read = operand.read;
-  auto parameter = module.lookupSymbol<ParameterOp>(read.getName());
-  RankedTensorType sliced = withDim(parameter.getTensorType(), operand.parameterDim,
-                                    parameter.getTensorType().getDimSize(operand.parameterDim) / ranks);
-  Builder b(module.getContext());
-  parameter.setTypeAttr(TypeAttr::get(sliced));
-  parameter.setSplitDimAttr(b.getI64IntegerAttr(operand.parameterDim));
-  parameter.setSplitsAttr(b.getI64IntegerAttr(ranks));
-  read.getResult().setType(sliced);
-  RankedTensorType type = sliced;
-  for (TransposeOp view : operand.views) {
-    SmallVector<int64_t> shape;
-    for (int64_t p : view.getPerm())
-      shape.push_back(type.getDimSize(p));
-    type = RankedTensorType::get(shape, type.getElementType());
-    view.getResult().setType(type);
-  }
 }
 
 } // namespace
@@ -268,16 +250,21 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
     operands.push_back(*rowWeight);
     bool splittable = true;
     for (LinearOp column : pair.columns) {
+      // A fused projection's columns split in groups (its query, key and
+      // value parts each by the ranks).
+      int64_t groups = std::max<int64_t>(1, pair.groups.lookup(column.getResult()));
       std::optional<SplitOperand> weight = traceToParameter(column.getWeight(), 1);
       splittable = splittable && weight && soleRead(*weight) && !taken.contains(column);
       if (!splittable)
         break;
+      weight->groups = groups;
       operands.push_back(*weight);
       if (Value bias = column.getBias()) {
         std::optional<SplitOperand> b = traceToParameter(bias, 0);
         splittable = b && b->views.empty() && soleRead(*b);
         if (!splittable)
           break;
+        b->groups = groups;
         operands.push_back(*b);
       }
     }
@@ -288,9 +275,11 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
       return row.emitError() << "tensor parallelism over " << ranks << " ranks splits this linear layer's "
                              << hidden << " input features, which do not divide by " << ranks << " (at "
                              << row.getLoc() << ")";
-    // Attention heads: every value between is split along one dimension.
+    // Attention heads: every value between is split along one dimension
+    // (each group of a fused projection's output by the ranks).
     for (auto [value, dim] : pair.splitDim)
-      if (int64_t size = typeOf(value).getDimSize(dim); size % ranks != 0)
+      if (int64_t size = typeOf(value).getDimSize(dim) / std::max<int64_t>(1, pair.groups.lookup(value));
+          size % ranks != 0)
         return row.emitError() << "tensor parallelism over " << ranks << " ranks splits the block that ends here "
                                << "along a dimension of size " << size << " (" << value.getType()
                                << "; attention heads), which does not divide by " << ranks << " (at "
@@ -300,10 +289,6 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
       taken.insert(column);
     planned.push_back({pair, operands});
   }
-  if (planned.empty())
-    return forward.emitError() << "tensor parallelism splits column-then-row pairs of linear layers (an MLP "
-                                  "block: linear, elementwise ops, linear; an attention block with separate "
-                                  "query, key and value projections; each weight read once), and @forward has none";
 
   MLIRContext *context = module.getContext();
   StringAttr axis = StringAttr::get(context, kTensorAxis);
@@ -336,9 +321,27 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
     for (Operation *op : pair.between)
       if (auto slice = dyn_cast<SliceOp>(op)) {
         int64_t dim = pair.splitDim.lookup(slice.getResult());
-        SmallVector<int64_t> limits(slice.getLimits());
-        limits[size_t(dim)] = typeOf(slice.getInput()).getDimSize(dim);
+        int64_t local = typeOf(slice.getInput()).getDimSize(dim);
+        SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits());
+        if (int64_t groups = pair.groups.lookup(slice.getInput()); groups > 1) {
+          // Group g of the whole input is group g of the rank's part.
+          int64_t group = starts[size_t(dim)] / (local * ranks / groups);
+          starts[size_t(dim)] = group * (local / groups);
+          limits[size_t(dim)] = (group + 1) * (local / groups);
+        } else {
+          limits[size_t(dim)] = local;
+        }
+        slice.setStarts(starts);
         slice.setLimits(limits);
+      } else if (auto split = dyn_cast<SplitOp>(op)) {
+        // Split along the split dimension: each part is the rank's share.
+        int64_t rank = typeOf(split.getInput()).getRank(), axis = int64_t(split.getAxis());
+        if ((axis < 0 ? axis + rank : axis) == pair.splitDim.lookup(split.getResult(0))) {
+          SmallVector<int64_t> sizes;
+          for (int64_t size : split.getSizes())
+            sizes.push_back(size / ranks);
+          split.setSizes(sizes);
+        }
       }
     // The row linear's partial sums, summed over the ranks, then its bias.
     LinearOp row = pair.row;
@@ -351,6 +354,14 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
     row.erase();
     ++summary.pairs;
   }
+  summary.vocabulary = splitVocabulary(module, forward, ranks, axis);
+  summary.splitParameters += summary.vocabulary.splitParameters;
+  if (summary.splitParameters == 0)
+    return forward.emitError() << "tensor parallelism splits column-then-row pairs of linear layers (an MLP "
+                                  "block: linear, elementwise ops, linear; an attention block with separate "
+                                  "query, key and value projections; each weight read once) and vocabulary "
+                                  "tables (embeddings of token ids, output layers scoring a cross-entropy), and "
+                                  "@forward has none";
   module->setAttr("train.tensor_parallel", IntegerAttr::get(IntegerType::get(context, 64), ranks));
   return summary;
 }

@@ -16,7 +16,8 @@
 // transposes, elementwise ops, slices, concatenations and the attention op,
 // each along one dimension; operands of size 1 there, like rotary tables and
 // padding masks, are replicated and enter through copies) are such pairs;
-// the rest of the model stays replicated (a fused QKV projection among it).
+// the vocabulary tables are split by rows (VocabularyParallel.h); the rest
+// of the model stays replicated (a fused QKV projection among it).
 //
 // Each split parameter's type becomes its slice and it records `split_dim`
 // and `splits` (the model file keeps the whole tensor; rank t of the axis
@@ -27,6 +28,8 @@
 
 #ifndef COLOSSAL_PASSES_PARTITION_TENSORPARALLEL_H
 #define COLOSSAL_PASSES_PARTITION_TENSORPARALLEL_H
+
+#include "passes/partition/VocabularyParallel.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -43,12 +46,15 @@ struct TensorParallelSummary {
   int64_t pairs = 0;
   /// Parameters that became slices.
   int64_t splitParameters = 0;
+  /// The vocabulary tables split (VocabularyParallel.h).
+  VocabularySummary vocabulary;
 };
 
 /// Splits every column-then-row pair of linear layers of @forward over
-/// `ranks` ranks and records `train.tensor_parallel = ranks` on the module.
-/// Fails with a diagnostic naming the op when a pair's hidden width does not
-/// divide by `ranks`, or when @forward has no such pair.
+/// `ranks` ranks, and its vocabulary tables (VocabularyParallel.h). Fails with a diagnostic
+/// naming the op when a pair's hidden width does not divide by `ranks`, or
+/// when @forward has nothing to split. Records `train.tensor_parallel =
+/// ranks` on the module.
 mlir::FailureOr<TensorParallelSummary> partitionTensorParallel(mlir::ModuleOp module, int64_t ranks);
 
 /// The ranks of the tensor axis the module was partitioned for (1 if none).

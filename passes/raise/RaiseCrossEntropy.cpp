@@ -18,7 +18,8 @@ struct SoftmaxCrossEntropyPattern : OpRewritePattern<SoftmaxCrossEntropyLossOp> 
     if (op.getWeights())
       return failure();
     rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), op.getScores(), op.getLabels(),
-                                                op.getReductionAttr(), op.getIgnoreIndexAttr());
+                                                op.getReductionAttr(), op.getIgnoreIndexAttr(),
+                                                StringAttr());
     return success();
   }
 };
@@ -35,7 +36,7 @@ struct LogSoftmaxNllPattern : OpRewritePattern<NegativeLogLikelihoodLossOp> {
       return failure();
     rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), logSoftmax.getInput(),
                                                 op.getLabels(), op.getReductionAttr(),
-                                                op.getIgnoreIndexAttr());
+                                                op.getIgnoreIndexAttr(), StringAttr());
     return success();
   }
 };

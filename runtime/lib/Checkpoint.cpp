@@ -93,15 +93,26 @@ void saveCheckpoint(const std::string &directory, Communicator &world, int64_t s
     for (const Shard &s : shards) {
       if (s.globalShape.size() != s.view.shape.size() || s.offsets.size() != s.view.shape.size())
         fail(what, "shard " + s.view.name + ": shape, global shape and offsets need the same rank");
-      for (size_t d = 0; d < s.offsets.size(); ++d)
-        if (s.offsets[d] < 0 || s.offsets[d] + s.view.shape[d] > s.globalShape[d])
+      bool grouped = s.groups > 1;
+      if (grouped && (s.groupDim < 0 || size_t(s.groupDim) >= s.offsets.size() ||
+                      s.view.shape[size_t(s.groupDim)] % s.groups || s.globalShape[size_t(s.groupDim)] % s.groups))
+        fail(what, "shard " + s.view.name + ": " + std::to_string(s.groups) + " groups along dimension " +
+                       std::to_string(s.groupDim) + " do not divide it");
+      for (size_t d = 0; d < s.offsets.size(); ++d) {
+        // A grouped dimension: each part inside its group.
+        int64_t parts = grouped && int64_t(d) == s.groupDim ? s.groups : 1;
+        if (s.offsets[d] < 0 || s.offsets[d] + s.view.shape[d] / parts > s.globalShape[d] / parts)
           fail(what, "shard " + s.view.name + " at offsets " + shapeString(s.offsets) + " of shape " +
                          shapeString(s.view.shape) + " exceeds the global shape " + shapeString(s.globalShape));
+      }
       views.push_back(s.view);
-      tensors[s.view.name] = Json(Json::Object{{"dtype", safetensorsName(s.view.dtype)},
-                                               {"shape", shapeJson(s.view.shape)},
-                                               {"global_shape", shapeJson(s.globalShape)},
-                                               {"offsets", shapeJson(s.offsets)}});
+      Json::Object entry{{"dtype", safetensorsName(s.view.dtype)},
+                         {"shape", shapeJson(s.view.shape)},
+                         {"global_shape", shapeJson(s.globalShape)},
+                         {"offsets", shapeJson(s.offsets)}};
+      if (grouped)
+        entry["groups"] = Json(s.groups), entry["group_dim"] = Json(s.groupDim);
+      tensors[s.view.name] = Json(std::move(entry));
     }
     WrittenFile written = writeSafetensors(directory + "/" + file, views,
                                            {{"format", kFormat},
@@ -138,8 +149,11 @@ void saveCheckpoint(const std::string &directory, Communicator &world, int64_t s
             entry = Json(Json::Object{{"dtype", *t.find("dtype")},
                                       {"global_shape", *t.find("global_shape")},
                                       {"shards", Json(Json::Array{})}});
-          entry.asObject()["shards"].asArray().push_back(Json(Json::Object{
-              {"rank", Json(int64_t(r))}, {"offsets", *t.find("offsets")}, {"shape", *t.find("shape")}}));
+          Json::Object shard{{"rank", Json(int64_t(r))}, {"offsets", *t.find("offsets")}, {"shape", *t.find("shape")}};
+          for (const char *key : {"groups", "group_dim"})
+            if (const Json *value = t.find(key))
+              shard[key] = *value;
+          entry.asObject()["shards"].asArray().push_back(Json(std::move(shard)));
         }
       }
       Json::Object infoJson;

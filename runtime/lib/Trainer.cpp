@@ -429,9 +429,12 @@ struct State {
   int64_t finiteSteps = 0;
 };
 
-/// Where a tensor-parallel rank's slice sits in the whole tensor.
+/// Where a tensor-parallel rank's slice sits in the whole tensor: from
+/// `offsets`, or in `groups` equal parts along the split dimension, part g
+/// from offsets + g x (the whole dimension / groups).
 struct SliceOf {
   Shape whole, offsets;
+  int64_t groups = 1, dim = -1;
 };
 
 SliceOf sliceOf(const ProgramParameter &p, int64_t tensorRank, int64_t tensorRanks) {
@@ -439,14 +442,19 @@ SliceOf sliceOf(const ProgramParameter &p, int64_t tensorRank, int64_t tensorRan
   if (p.splitDim >= 0 && tensorRanks > 1) {
     if (size_t(p.splitDim) >= p.shape.size())
       fail(p.name, "split along dimension " + std::to_string(p.splitDim) + " of " + host::describe(p.shape));
+    int64_t groups = std::max<int64_t>(1, p.splitGroups), size = p.shape[size_t(p.splitDim)];
+    if (size % groups)
+      fail(p.name, "split in " + std::to_string(groups) + " groups along dimension " + std::to_string(p.splitDim) +
+                       " of " + host::describe(p.shape));
     slice.whole[size_t(p.splitDim)] *= tensorRanks;
-    slice.offsets[size_t(p.splitDim)] = tensorRank * p.shape[size_t(p.splitDim)];
+    slice.offsets[size_t(p.splitDim)] = tensorRank * (size / groups);
+    slice.groups = groups, slice.dim = p.splitDim;
   }
   return slice;
 }
 
-/// Copies the slice of `whole` (of shape `slice.whole`) that starts at
-/// `slice.offsets` along one dimension into `out` (of shape `shape`).
+/// Copies the slice of `whole` (of shape `slice.whole`) that `slice`
+/// places along one dimension into `out` (of shape `shape`).
 template <typename T>
 void copySlice(const T *whole, const SliceOf &slice, const Shape &shape, T *out) {
   size_t dim = 0;
@@ -461,9 +469,12 @@ void copySlice(const T *whole, const SliceOf &slice, const Shape &shape, T *out)
     outer *= shape[d];
   for (size_t d = dim + 1; d < shape.size(); ++d)
     inner *= shape[d];
-  int64_t run = shape[dim] * inner, stride = slice.whole[dim] * inner;
+  int64_t groups = slice.groups, part = shape[dim] / groups * inner, stride = slice.whole[dim] * inner;
+  int64_t groupStride = slice.whole[dim] / groups * inner;
   for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(out + o * run, whole + o * stride + slice.offsets[dim] * inner, size_t(run) * sizeof(T));
+    for (int64_t g = 0; g < groups; ++g)
+      std::memcpy(out + o * shape[dim] * inner + g * part,
+                  whole + o * stride + g * groupStride + slice.offsets[dim] * inner, size_t(part) * sizeof(T));
 }
 
 State loadWeights(const TrainingProgram &program, const std::string &path, int64_t tensorRank = 0,
@@ -559,7 +570,7 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
   std::vector<Shard> shards;
   auto add = [&](TensorView view, const ProgramParameter &p) {
     SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
-    shards.push_back(Shard{view, slice.whole, slice.offsets});
+    shards.push_back(Shard{view, slice.whole, slice.offsets, slice.groups, slice.dim});
   };
   for (size_t i = 0; i < program.parameters.size(); ++i) {
     const ProgramParameter &p = program.parameters[i];
@@ -801,17 +812,26 @@ void averageOverRanks(Communicator &dp, float *values, int64_t n) {
 class TensorAxisCollectives : public StepCollectives {
 public:
   explicit TensorAxisCollectives(Communicator *tp) : tp_(tp) {}
-  Tensor allReduce(const Tensor &x, const std::string &axis) override {
-    if (!tp_ || axis != tp_->axis())
-      fail("step", "an all-reduce over mesh axis '" + axis + "', which this run does not have");
-    if (x.integer)
-      fail("step", "an all-reduce of an integer tensor over '" + axis + "'");
-    Tensor sum = x;
-    tp_->allReduce(Buffer::of(sum.floats.data(), DType::F32, int64_t(sum.floats.size())));
-    return sum;
-  }
+  Tensor allReduce(const Tensor &x, const std::string &axis) override { return reduce(x, axis, ReduceOp::Sum); }
+  Tensor allReduceMax(const Tensor &x, const std::string &axis) override { return reduce(x, axis, ReduceOp::Max); }
+  int64_t rankOn(const std::string &axis) override { return communicator(axis, "a slice").rank(); }
+  int64_t ranksOn(const std::string &axis) override { return communicator(axis, "a slice").size(); }
 
 private:
+  Communicator &communicator(const std::string &axis, const std::string &what) {
+    if (!tp_ || axis != tp_->axis())
+      fail("step", what + " over mesh axis '" + axis + "', which this run does not have");
+    return *tp_;
+  }
+  Tensor reduce(const Tensor &x, const std::string &axis, ReduceOp op) {
+    Communicator &c = communicator(axis, "an all-reduce");
+    if (x.integer)
+      fail("step", "an all-reduce of an integer tensor over '" + axis + "'");
+    Tensor result = x;
+    c.allReduce(Buffer::of(result.floats.data(), DType::F32, int64_t(result.floats.size())), op);
+    return result;
+  }
+
   Communicator *tp_;
 };
 

@@ -255,8 +255,10 @@ if sharded3.returncode == 0:
     check(error <= 1e-5, f"ZeRO-3 continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
     print(f"ZeRO-3 continuing the ZeRO-2 checkpoint: its gathered checkpoint ends within {error:.2e} ({key})")
 
-# 3. Tensor parallelism (Megatron's split of the MLP blocks and of attention
-# by heads; embeddings and GPT-2's fused QKV replicated): GPT-2 on 2 ranks of
+# 3. Tensor parallelism (Megatron's split of the MLP blocks, of attention
+# by heads, and of the vocabulary: embedding rows, output-layer columns and
+# the cross-entropy over them, so no rank holds whole logits; GPT-2's fused
+# QKV replicated): GPT-2 on 2 ranks of
 # the tensor axis, and LLaMA (SwiGLU, rotary attention) and BERT (padding
 # mask) on 2 data-parallel x 2 tensor-parallel ranks, train like
 # one rank: PyTorch's losses, the one-rank program's final weights (each
@@ -272,7 +274,9 @@ if sharded3.returncode == 0:
 # peak equals the compiler's plan on every run (recomputation lowers it).
 def assembled(run):
     """Every tensor of a checkpoint whole: the ranks' shards placed at the
-    offsets the index records (replicas of a shard agree; the first wins)."""
+    offsets the index records (replicas of a shard agree; the first wins).
+    A grouped shard (a fused QKV projection's) is `groups` equal parts along
+    `group_dim`, part g placed at offsets + g x (the whole dimension / groups)."""
     index = json.load(open(f"{run}/index.json"))
     files = {}
     whole = {}
@@ -288,6 +292,7 @@ def assembled(run):
             if rank not in files:
                 files[rank] = safetensors(f"{run}/rank-{rank:05d}-of-{index['world_size']:05d}.safetensors")
             values, local, offsets = files[rank][name], shard["shape"], shard["offsets"]
+            groups, group_dim = shard.get("groups", 1), shard.get("group_dim", -1)
             for flat, value in enumerate(values):
                 index_in_whole, rest = 0, flat
                 coords = []
@@ -296,7 +301,11 @@ def assembled(run):
                     rest //= size
                 coords.reverse()
                 for d, size in enumerate(shape):
-                    index_in_whole = index_in_whole * size + coords[d] + offsets[d]
+                    at = coords[d] + offsets[d]
+                    if d == group_dim and groups > 1:
+                        part = local[d] // groups
+                        at = coords[d] // part * (size // groups) + offsets[d] + coords[d] % part
+                    index_in_whole = index_in_whole * size + at
                 if out[index_in_whole] is None:
                     out[index_in_whole] = value
         whole[name] = out
@@ -321,6 +330,10 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
     tensor = manifest["tensor_parallel"]
     check(manifest["strategy"]["tp"] == 2 and manifest["strategy"]["dp"] == dp and tensor["split_trainable_tensors"] > 0,
           f"{model}: the manifest records {manifest['strategy']}, {tensor}")
+    # Each model's token embedding and its output layer (tied for GPT-2 and
+    # BERT, separate for LLaMA) are split by vocabulary.
+    check(tensor["vocabulary_parallel"] == {"lookups": 1, "losses": 1},
+          f"{model}: vocabulary parallelism split {tensor['vocabulary_parallel']}, expected one lookup and one loss")
     feed_dir = f"{FIXTURES}/{model}/feed" if batch == 2 else repeated_feed(model, 2)
     for name in (["lamb"] if zero else ["adamw", "lamb"]):
         tag = f"{model}-{name}-tp2-x{ranks}{slug}"
@@ -371,12 +384,15 @@ check(same, "llama tp=2 x4: the resumed run's checkpoint differs from the uninte
 # Tensor parallelism refuses what it cannot run, naming it.
 cases = [
     ("a hidden width the ranks do not divide", compile_model("gpt2", f"{WORK}/tp3", "--gpus", "3", "--strategy", "tp=3"),
-     "64 input features, which do not divide by 3"),
+     "16 input features, which do not divide by 3"),
     ("a 2D tensor mode", compile_model("gpt2", f"{WORK}/tpz", "--gpus", "4", "--strategy",
                                        "tp=4,tp_mode=2d", batch=4),
      "other tensor modes are planned, not built"),
     ("a tp=2 program on 3 ranks", train(f"{WORK}/gpt2-tp2-x2", "--steps", "1", ranks=3),
      "compiled for 1 data-parallel rank x 2 tensor-parallel ranks and started as 3"),
+    ("tensor parallelism on the CUDA target", compile_model("gpt2", f"{WORK}/tp-cuda", "--gpus", "2", "--strategy",
+                                                          "tp=2", "--target", "cuda"),
+     "tensor parallelism has no CUDA lowering yet"),
 ]
 check_refusals(cases)
 

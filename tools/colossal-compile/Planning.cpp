@@ -220,11 +220,11 @@ void printReport(const std::string &model, const std::string &precision, const c
     // Tensor parallelism builds from --strategy, with its own split.
     cost::Strategy withoutTensor = plan.strategy;
     withoutTensor.tp = 1;
-    if (plan.strategy.tp > 1 && plan.strategy.tpMode == cost::TensorMode::OneD && !plan.strategy.offloadOptimizer &&
-        plan.strategy.recompute == cost::Recompute::None && partitionerLacks(withoutTensor).empty())
+    if (plan.strategy.tp > 1 && plan.strategy.tpMode == cost::TensorMode::OneD &&
+        partitionerLacks(withoutTensor).empty())
       os << "note: --strategy tp=" << plan.strategy.tp << " with -o DIR builds Megatron's split of the MLP and "
-         << "attention blocks (embeddings, the output head and fused QKV projections stay replicated), not every "
-         << "split this plan predicts\n";
+         << "attention blocks and of the vocabulary (fused QKV projections stay replicated), not every split this "
+         << "plan predicts\n";
   }
   if (search && search->best.size() > 1) {
     os << "alternatives:\n";

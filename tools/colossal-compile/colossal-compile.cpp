@@ -127,7 +127,7 @@ cl::list<std::string> frozen("frozen", cl::desc("Freeze these parameters"),
 cl::opt<std::string> strategyText(
     "strategy",
     cl::desc("Fix parts of the plan (dp=4,tp=2,microbatches=2,zero=1,...); --emit=plan searches the rest, "
-             "-o DIR builds it if the partitioner can run it (tp=N: the MLP and attention blocks split)"),
+             "-o DIR builds it if the partitioner can run it (tp=N: the MLP and attention blocks and the vocabulary split)"),
     cl::value_desc("SPEC"), cl::cat(category));
 cl::opt<std::string> planFile("plan",
                               cl::desc("A plan written by --emit=plan: re-evaluated with --emit=plan, built "
@@ -259,10 +259,10 @@ int main(int argc, char **argv) {
                           : colossal::cost::Strategy::parse(strategyText, error, &keys);
     if (strategy && planFile.empty() && strategy->tp > 1) {
       // --strategy tp=N: Megatron's split of the MLP and attention blocks
-      // (embeddings stay replicated), on its own or with data parallelism.
+      // and of the vocabulary, on its own or with data parallelism.
       if (strategy->tpMode != colossal::cost::TensorMode::OneD) {
         printError("--strategy: tp=" + std::to_string(strategy->tp) +
-                   " runs as 1D tensor parallelism of the MLP and attention blocks; other tensor modes are "
+                   " runs as 1D tensor parallelism of the MLP and attention blocks and the vocabulary; other tensor modes are "
                    "planned, not built (drop tp_mode)");
         return 1;
       }
@@ -347,10 +347,17 @@ int main(int argc, char **argv) {
       printError("tp=" + std::to_string(tensorRanks) + " failed on " + inputPath + " (see the error above)");
       return 1;
     }
-    if (!quiet)
+    if (!quiet) {
+      const colossal::partition::VocabularySummary &vocabulary = split->vocabulary;
       llvm::errs() << "colossal-compile: tp=" << tensorRanks << ": " << split->pairs
-                   << " column-then-row blocks split (MLP and attention), " << split->splitParameters
+                   << " column-then-row blocks split (MLP and attention), " << vocabulary.tables
+                   << " vocabulary tables split by rows (" << vocabulary.lookups << " lookups, "
+                   << vocabulary.outputLayers << " output layers), " << split->splitParameters
                    << " parameters sliced; the rest replicated\n";
+      for (const std::string &whole : vocabulary.whole)
+        llvm::errs() << "colossal-compile: note: tp=" << tensorRanks << " keeps a vocabulary table whole: " << whole
+                     << "\n";
+    }
   }
   if (phase != Phase::Mlir && phase != Phase::Raised &&
       failed(colossal::autodiff::applyMixedPrecision(*module, precision))) {

@@ -161,6 +161,49 @@ module {
 
 // -----
 
+// A fused QKV projection (GPT-2's c_attn: one linear to 3 x hidden, sliced
+// into query, key and value): its weight and bias split in 3 groups, rank t
+// holding its heads of each; the slices take the rank's thirds.
+// CHECK-LABEL: module attributes {train.tensor_parallel = 2 : i64}
+// CHECK: train.parameter @qkv : tensor<12x8xf32> {split_dim = 0 : i64, split_groups = 3 : i64, splits = 2 : i64, trainable}
+// CHECK: train.parameter @qkv_bias : tensor<12xf32> {split_dim = 0 : i64, split_groups = 3 : i64, splits = 2 : i64, trainable}
+// CHECK: train.parameter @o : tensor<4x8xf32> {split_dim = 0 : i64, splits = 2 : i64, trainable}
+// CHECK: %[[F:.*]] = train.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x3x8xf32>, tensor<8x12xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
+// CHECK: train.slice %[[F]] {limits = array<i64: 2, 3, 4>, starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x3x12xf32>) -> tensor<2x3x4xf32>
+// CHECK: train.slice %[[F]] {limits = array<i64: 2, 3, 8>, starts = array<i64: 0, 0, 4>, steps = array<i64: 1, 1, 1>} : (tensor<2x3x12xf32>) -> tensor<2x3x4xf32>
+// CHECK: train.slice %[[F]] {limits = array<i64: 2, 3, 12>, starts = array<i64: 0, 0, 8>, steps = array<i64: 1, 1, 1>} : (tensor<2x3x12xf32>) -> tensor<2x3x4xf32>
+// CHECK: train.attention {{.*}} -> tensor<2x1x3x4xf32>
+// CHECK: train.all_reduce
+module {
+  train.parameter @qkv : tensor<24x8xf32> {trainable}
+  train.parameter @qkv_bias : tensor<24xf32> {trainable}
+  train.parameter @o : tensor<8x8xf32> {trainable}
+  func.func @forward(%x: tensor<2x3x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
+    %w = train.param @qkv : tensor<24x8xf32>
+    %wt = train.transpose %w {perm = array<i64: 1, 0>} : (tensor<24x8xf32>) -> tensor<8x24xf32>
+    %b = train.param @qkv_bias : tensor<24xf32>
+    %f = train.linear %x, %wt, %b : (tensor<2x3x8xf32>, tensor<8x24xf32>, tensor<24xf32>) -> tensor<2x3x24xf32>
+    %q = train.slice %f {limits = array<i64: 2, 3, 8>, starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x3x24xf32>) -> tensor<2x3x8xf32>
+    %k = train.slice %f {limits = array<i64: 2, 3, 16>, starts = array<i64: 0, 0, 8>, steps = array<i64: 1, 1, 1>} : (tensor<2x3x24xf32>) -> tensor<2x3x8xf32>
+    %v = train.slice %f {limits = array<i64: 2, 3, 24>, starts = array<i64: 0, 0, 16>, steps = array<i64: 1, 1, 1>} : (tensor<2x3x24xf32>) -> tensor<2x3x8xf32>
+    %q4 = train.reshape %q : (tensor<2x3x8xf32>) -> tensor<2x3x2x4xf32>
+    %qh = train.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x2x4xf32>) -> tensor<2x2x3x4xf32>
+    %k4 = train.reshape %k : (tensor<2x3x8xf32>) -> tensor<2x3x2x4xf32>
+    %kh = train.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x2x4xf32>) -> tensor<2x2x3x4xf32>
+    %v4 = train.reshape %v : (tensor<2x3x8xf32>) -> tensor<2x3x2x4xf32>
+    %vh = train.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x2x4xf32>) -> tensor<2x2x3x4xf32>
+    %a = train.attention %qh, %kh, %vh {causal = true, scale = 0.5 : f32} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
+    %at = train.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x3x4xf32>) -> tensor<2x3x2x4xf32>
+    %ar = train.reshape %at : (tensor<2x3x2x4xf32>) -> tensor<2x3x8xf32>
+    %wo = train.param @o : tensor<8x8xf32>
+    %y = train.linear %ar, %wo : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    %loss = train.reduce_mean %y {axes = array<i64>, keepdims = false} : (tensor<2x3x8xf32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // Heads that do not divide by the ranks are an error naming the block, even
 // when the width does (3 heads of 2).
 module {

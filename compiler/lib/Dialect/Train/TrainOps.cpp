@@ -92,6 +92,13 @@ LogicalResult ParameterOp::verify() {
     return emitOpError() << "split_dim " << int64_t(*getSplitDim()) << " is not a dimension of " << getType();
   if (getSplits() > 1 && !getSplitDim())
     return emitOpError() << "is split " << getSplits() << " ways along no split_dim";
+  if (int64_t groups = int64_t(getSplitGroups()); groups != 1) {
+    if (groups < 1 || !getSplitDim())
+      return emitOpError() << "split_groups " << groups << " needs a split_dim and at least one group";
+    if (int64_t size = cast<ShapedType>(getType()).getDimSize(int64_t(*getSplitDim())); size % groups != 0)
+      return emitOpError() << "split_groups " << groups << " do not divide the slice's " << size
+                           << " elements along split_dim";
+  }
   return success();
 }
 

@@ -33,6 +33,10 @@ struct Shard {
   TensorView view;
   std::vector<int64_t> globalShape;
   std::vector<int64_t> offsets;
+  /// A grouped shard: along `groupDim` the view is `groups` equal parts,
+  /// part g at offsets + g x (the global dimension / groups) (a fused QKV
+  /// projection's slice: the rank's heads of query, key and value).
+  int64_t groups = 1, groupDim = -1;
 };
 
 /// Collective over `world`. `info` (free-form strings: optimizer settings,

@@ -46,6 +46,9 @@ struct ProgramParameter {
   /// holds the whole tensor, `tensorRanks` slices along this dimension
   /// (rank t of the tensor axis keeps the t-th); -1: whole on every rank.
   int64_t splitDim = -1;
+  /// A grouped split (a fused QKV projection): the dimension is this many
+  /// equal groups, and the rank keeps its slice of each, side by side.
+  int64_t splitGroups = 1;
 };
 
 /// Dynamic loss scaling for fp16 gradients (the rules of PyTorch's
@@ -139,6 +142,12 @@ public:
   virtual ~StepCollectives();
   /// The sum of every rank's `x` over mesh axis `axis`.
   virtual host::Tensor allReduce(const host::Tensor &x, const std::string &axis) = 0;
+  /// The elementwise largest of every rank's `x` over mesh axis `axis`.
+  virtual host::Tensor allReduceMax(const host::Tensor &x, const std::string &axis) = 0;
+  /// This rank's index on mesh axis `axis`, and the axis's ranks: which
+  /// slice of a split tensor the rank holds.
+  virtual int64_t rankOn(const std::string &axis) = 0;
+  virtual int64_t ranksOn(const std::string &axis) = 0;
 };
 
 /// Computes the loss and the gradients of the trainable parameters (in the

@@ -46,7 +46,9 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
     After tensor-parallel partitioning, `split_dim` and `splits` say that
     each rank of the tensor axis holds one of `splits` equal slices of the
     model file's tensor along `split_dim` (rank t the t-th); the type is the
-    slice's.
+    slice's. With `split_groups` = G > 1 (a fused query-key-value projection)
+    the dimension is G equal groups, each split so: rank t holds the t-th
+    slice of every group, side by side.
 
     Example:
 
@@ -60,7 +62,8 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyStaticShapeTensor>:$type,
                        UnitAttr:$trainable, DefaultValuedStrAttr<StrAttr, "none">:$data,
-                       OptionalAttr<I64Attr>:$split_dim, DefaultValuedAttr<I64Attr, "1">:$splits);
+                       OptionalAttr<I64Attr>:$split_dim, DefaultValuedAttr<I64Attr, "1">:$splits,
+                       DefaultValuedAttr<I64Attr, "1">:$split_groups);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -617,12 +620,21 @@ def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
     %l = train.cross_entropy %logits, %t {reduction = "mean"} : (tensor<16x64xf32>, tensor<16xi64>) -> tensor<f32>
     ```
 
+    With `mesh_axis` (vocabulary parallelism, inserted by partitioning), each
+    rank of that mesh axis holds the columns `[r * C, (r + 1) * C)` of the
+    logits (`C` their class count here, `r` the rank's index on the axis) and
+    the loss is over all of the axis's classes: the row maxima, the softmax
+    denominators and the labels' logits are summed over the axis (the
+    labels stay global), so no rank holds whole logits. Every rank gets the
+    whole loss.
+
     Constraints:
     - as for `train.softmax_cross_entropy_loss`, without class weights.
   }];
   let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels,
                        DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index);
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<StrAttr>:$mesh_axis);
   let results = (outs AnyRankedTensor:$loss);
 }
 
@@ -642,10 +654,17 @@ def Train_GatherOp : Train_ComputeOp<"gather"> {
     %e = train.gather %wte, %ids {axis = 0 : i64} : (tensor<64x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
     ```
 
+    With `mesh_axis` (a vocabulary-parallel embedding, inserted by
+    partitioning), `data` is this rank's slice of the table along `axis`:
+    rows `[r * R, (r + 1) * R)` of the whole table (`R` its rows here, `r` the
+    rank's index on the mesh axis). Indices stay global; those outside the
+    slice give zeros, so the ranks' results sum to the whole gather.
+
     Constraints:
     - `axis` lies in [-rank, rank); indices are integers.
   }];
-  let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, I64Attr:$axis);
+  let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, I64Attr:$axis,
+                       OptionalAttr<StrAttr>:$mesh_axis);
   let results = (outs AnyRankedTensor:$result);
 }
 
@@ -915,10 +934,15 @@ def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad"> {
   let summary = "gradient of train.cross_entropy with respect to the logits";
   let description = [{
     `(softmax(logits) - onehot(labels)) * dloss`, divided by the number of
-    counted labels under `mean`; rows labelled `ignore_index` get zero.
+    counted labels under `mean`; rows labelled `ignore_index` get zero. With
+    `mesh_axis`, the logits are this rank's columns (as for
+    `train.cross_entropy`): the softmax's maxima and denominators are summed
+    over the axis again, and the result is this rank's columns of the
+    gradient.
   }];
   let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels, AnyRankedTensor:$loss_grad,
-                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction, OptionalAttr<I64Attr>:$ignore_index);
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction, OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<StrAttr>:$mesh_axis);
   let results = (outs AnyRankedTensor:$logits_grad);
 }
 
@@ -927,8 +951,11 @@ def Train_GatherGradOp : Train_GradOp<"gather_grad"> {
   let description = [{
     Repeated indices add up (an embedding row used twice gets both
     gradients); negative indices count from the end, as in the forward op.
+    With `mesh_axis`, the result is this rank's slice of the table's
+    gradient (as for `train.gather`): indices outside it add nothing.
   }];
-  let arguments = (ins AnyRankedTensor:$indices, AnyRankedTensor:$result_grad, I64Attr:$axis);
+  let arguments = (ins AnyRankedTensor:$indices, AnyRankedTensor:$result_grad, I64Attr:$axis,
+                       OptionalAttr<StrAttr>:$mesh_axis);
   let results = (outs AnyRankedTensor:$data_grad);
 }
 

@@ -1,0 +1,67 @@
+//===- ParameterSlices.cpp ------------------------------------------------===//
+
+#include "passes/partition/ParameterSlices.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+
+namespace colossal::partition {
+
+using namespace mlir;
+using namespace colossal::train;
+
+bool isSliceWise(Operation *op) {
+  return isa<GeluOp, ReluOp, SiluOp, TanhOp, SigmoidOp, ErfOp, NegOp, AbsOp, ExpOp>(op);
+}
+
+RankedTensorType withDim(RankedTensorType type, int64_t dim, int64_t size) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[size_t(dim)] = size;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+std::optional<SplitOperand> traceToParameter(Value value, int64_t dim) {
+  SmallVector<TransposeOp> views;
+  while (true) {
+    if (!value.hasOneUse())
+      return std::nullopt;
+    Operation *def = value.getDefiningOp();
+    if (auto read = dyn_cast_or_null<ParamOp>(def)) {
+      std::reverse(views.begin(), views.end());
+      return SplitOperand{read, dim, views, 1};
+    }
+    auto transpose = dyn_cast_or_null<TransposeOp>(def);
+    if (!transpose)
+      return std::nullopt;
+    views.push_back(transpose);
+    dim = transpose.getPerm()[size_t(dim)];
+    value = transpose.getInput();
+  }
+}
+
+void retypeTranspose(TransposeOp transpose) {
+  RankedTensorType input = typeOf(transpose.getInput());
+  SmallVector<int64_t> shape;
+  for (int64_t p : transpose.getPerm())
+    shape.push_back(input.getDimSize(p));
+  transpose.getResult().setType(RankedTensorType::get(shape, input.getElementType()));
+}
+
+void splitParameter(ModuleOp module, const SplitOperand &operand, int64_t ranks) {
+  ParamOp read = operand.read;
+  auto parameter = module.lookupSymbol<ParameterOp>(read.getName());
+  RankedTensorType sliced = withDim(parameter.getTensorType(), operand.parameterDim,
+                                    parameter.getTensorType().getDimSize(operand.parameterDim) / ranks);
+  Builder b(module.getContext());
+  parameter.setTypeAttr(TypeAttr::get(sliced));
+  parameter.setSplitDimAttr(b.getI64IntegerAttr(operand.parameterDim));
+  parameter.setSplitsAttr(b.getI64IntegerAttr(ranks));
+  if (operand.groups > 1)
+    parameter.setSplitGroupsAttr(b.getI64IntegerAttr(operand.groups));
+  read.getResult().setType(sliced);
+  for (TransposeOp view : operand.views)
+    retypeTranspose(view);
+}
+
+} // namespace colossal::partition

@@ -1,0 +1,57 @@
+//===- ParameterSlices.h - parameters cut into per-rank slices ---*- C++ -*-===//
+//
+// What tensor parallelism's splits share: a weight operand seen back through
+// transposes to the parameter it reads, and the rewrite that makes that
+// parameter (and the views of it) one rank's slice along a dimension.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_PASSES_PARTITION_PARAMETERSLICES_H
+#define COLOSSAL_PASSES_PARTITION_PARAMETERSLICES_H
+
+#include "colossal/Dialect/Train/TrainDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+
+namespace colossal::partition {
+
+inline mlir::RankedTensorType typeOf(mlir::Value v) { return mlir::cast<mlir::RankedTensorType>(v.getType()); }
+
+/// Elementwise ops a split value passes through unchanged in shape.
+bool isSliceWise(mlir::Operation *op);
+
+/// `type` with dimension `dim` of size `size`.
+mlir::RankedTensorType withDim(mlir::RankedTensorType type, int64_t dim, int64_t size);
+
+/// A weight or bias operand as a parameter read seen through transposes:
+/// dimension `dim` of the operand is dimension `parameterDim` of the
+/// parameter. Each op on the way is used once, so splitting it splits only
+/// this use.
+struct SplitOperand {
+  train::ParamOp read;
+  int64_t parameterDim = 0;
+  llvm::SmallVector<train::TransposeOp> views; // from the read outwards
+  /// Split in this many equal groups along the dimension, each split by the
+  /// ranks (a fused QKV projection: query, key and value).
+  int64_t groups = 1;
+};
+
+/// The parameter read that `value`'s dimension `dim` comes from, through
+/// single-use transposes; none when something else computes it.
+std::optional<SplitOperand> traceToParameter(mlir::Value value, int64_t dim);
+
+/// Makes the parameter of `operand` one of `ranks` slices along its
+/// dimension `operand.parameterDim` (recording `split_dim`, `splits` and,
+/// for a grouped split, `split_groups`), with the read and the transposes
+/// after it retyped to match.
+void splitParameter(mlir::ModuleOp module, const SplitOperand &operand, int64_t ranks);
+
+/// `transpose`'s result type recomputed from its (retyped) input.
+void retypeTranspose(train::TransposeOp transpose);
+
+} // namespace colossal::partition
+
+#endif // COLOSSAL_PASSES_PARTITION_PARAMETERSLICES_H

@@ -1,0 +1,208 @@
+//===- VocabularyParallelTest.cpp - lookups and losses split by vocabulary -===//
+//
+// Each test runs T "ranks" as threads over an in-process stand-in for the
+// tensor axis, every rank holding one slice of the vocabulary, and checks
+// the ranks' results against the unsplit host ops: the lookups' parts sum
+// to the whole lookup, the loss is the whole loss on every rank, and the
+// ranks' gradient slices side by side are the whole gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "colossal/runtime/VocabularyParallel.h"
+
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/Trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+
+using namespace colossal::rt;
+using host::Tensor;
+
+namespace {
+
+/// T ranks' all-reduces, met in order: each waits for every rank's
+/// contribution, then takes the reduction.
+class ThreadAxis {
+public:
+  explicit ThreadAxis(int ranks) : ranks_(ranks), parts_(size_t(ranks)) {}
+  int ranks() const { return ranks_; }
+
+  Tensor reduce(int rank, const Tensor &x, bool max) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Wait until the previous reduction has been taken by everyone.
+    done_.wait(lock, [&] { return taken_ == 0; });
+    parts_[size_t(rank)] = x;
+    if (++arrived_ == ranks_) {
+      result_ = parts_[0];
+      for (int r = 1; r < ranks_; ++r)
+        for (size_t i = 0; i < result_.floats.size(); ++i)
+          result_.floats[i] = max ? std::max(result_.floats[i], parts_[size_t(r)].floats[i])
+                                  : result_.floats[i] + parts_[size_t(r)].floats[i];
+      ++generation_;
+      arrived_ = 0;
+      taken_ = ranks_;
+      ready_.notify_all();
+    } else {
+      int64_t generation = generation_;
+      ready_.wait(lock, [&] { return generation_ != generation; });
+    }
+    Tensor out = result_;
+    if (--taken_ == 0)
+      done_.notify_all();
+    return out;
+  }
+
+private:
+  int ranks_;
+  std::vector<Tensor> parts_;
+  Tensor result_;
+  int arrived_ = 0, taken_ = 0;
+  int64_t generation_ = 0;
+  std::mutex mutex_;
+  std::condition_variable ready_, done_;
+};
+
+class ThreadCollectives : public StepCollectives {
+public:
+  ThreadCollectives(ThreadAxis &axis, int rank) : axis_(axis), rank_(rank) {}
+  Tensor allReduce(const Tensor &x, const std::string &) override { return axis_.reduce(rank_, x, false); }
+  Tensor allReduceMax(const Tensor &x, const std::string &) override { return axis_.reduce(rank_, x, true); }
+  int64_t rankOn(const std::string &) override { return rank_; }
+  int64_t ranksOn(const std::string &) override { return axis_.ranks(); }
+
+private:
+  ThreadAxis &axis_;
+  int rank_;
+};
+
+/// Runs `body(rank, collectives)` on `ranks` threads; the first failure
+/// is rethrown.
+void onRanks(int ranks, const std::function<void(int, StepCollectives &)> &body) {
+  ThreadAxis axis(ranks);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      ThreadCollectives collectives(axis, r);
+      try {
+        body(r, collectives);
+      } catch (...) {
+        errors[size_t(r)] = std::current_exception();
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (std::exception_ptr &e : errors)
+    if (e)
+      std::rethrow_exception(e);
+}
+
+Tensor randomFloats(host::Shape shape, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  Tensor t = Tensor::zeros(std::move(shape));
+  for (float &v : t.floats)
+    v = normal(rng);
+  return t;
+}
+
+/// Columns [first, first + count) of a [rows, columns] tensor.
+Tensor columnsOf(const Tensor &t, int64_t first, int64_t count) {
+  int64_t rows = t.shape[0], columns = t.shape[1];
+  Tensor out = Tensor::zeros({rows, count});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < count; ++c)
+      out.floats[size_t(r * count + c)] = t.floats[size_t(r * columns + first + c)];
+  return out;
+}
+
+/// Rows [first, first + count) of a [rows, columns] tensor.
+Tensor rowsOf(const Tensor &t, int64_t first, int64_t count) {
+  int64_t columns = t.shape[1];
+  return Tensor::ofFloats({count, columns}, std::vector<float>(t.floats.begin() + first * columns,
+                                                               t.floats.begin() + (first + count) * columns));
+}
+
+void expectNear(const std::vector<float> &got, const std::vector<float> &want, double relative, const char *what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], relative * std::max(1.0, std::fabs(double(want[i])))) << what << " at " << i;
+}
+
+TEST(VocabularyParallel, LookupPartsSumToTheWholeLookup) {
+  const int64_t vocab = 12, dim = 3;
+  Tensor table = randomFloats({vocab, dim}, 1, 1.0f);
+  // Every row once, one twice, one counted from the end.
+  Tensor ids = Tensor::ofInts({2, 4}, {0, 11, 5, 6, -1, 3, 5, 7});
+  Tensor whole = host::gather(table, ids, 0, {2, 4, dim});
+  Tensor wholeGrad = host::gatherGrad(ids, randomFloats({2, 4, dim}, 2, 1.0f), 0, {vocab, dim});
+  Tensor dy = randomFloats({2, 4, dim}, 2, 1.0f);
+  for (int ranks : {2, 3, 4}) {
+    int64_t rows = vocab / ranks;
+    Tensor sum = Tensor::zeros({2, 4, dim});
+    for (int r = 0; r < ranks; ++r) {
+      Tensor part = host::gatherFromSlice(rowsOf(table, r * rows, rows), ids, 0, r, ranks, {2, 4, dim});
+      for (size_t i = 0; i < sum.floats.size(); ++i)
+        sum.floats[i] += part.floats[i];
+      // The slice's gradient is the whole gradient's rows.
+      Tensor grad = host::gatherFromSliceGrad(ids, dy, 0, r, ranks, {rows, dim});
+      EXPECT_EQ(grad.floats, rowsOf(wholeGrad, r * rows, rows).floats) << ranks << " ranks, rank " << r;
+    }
+    // Exactly: one rank contributes each row, the others zeros.
+    EXPECT_EQ(sum.floats, whole.floats) << ranks << " ranks";
+  }
+}
+
+TEST(VocabularyParallel, LossAndGradientEqualTheWholeLogits) {
+  const int64_t rows = 6, vocab = 24;
+  // Large logits: the maxima must be combined before the exponentials.
+  Tensor logits = randomFloats({rows, vocab}, 3, 30.0f);
+  Tensor labels = Tensor::ofInts({rows}, {0, 23, -100, 7, 12, 7});
+  for (const char *reduction : {"mean", "sum", "none"}) {
+    Tensor whole = host::crossEntropy(logits, labels, int64_t(-100), reduction);
+    Tensor dloss = std::string(reduction) == "none" ? randomFloats({rows}, 4, 1.0f) : Tensor::ofFloats({}, {0.7f});
+    Tensor wholeGrad = host::crossEntropyGrad(logits, labels, dloss, int64_t(-100), reduction);
+    for (int ranks : {2, 3, 4}) {
+      int64_t columns = vocab / ranks;
+      std::vector<Tensor> loss(static_cast<size_t>(ranks)), grad(static_cast<size_t>(ranks));
+      onRanks(ranks, [&](int r, StepCollectives &c) {
+        Tensor mine = columnsOf(logits, r * columns, columns);
+        loss[size_t(r)] = host::vocabularyParallelCrossEntropy(mine, labels, int64_t(-100), reduction, c, "tp");
+        grad[size_t(r)] =
+            host::vocabularyParallelCrossEntropyGrad(mine, labels, dloss, int64_t(-100), reduction, c, "tp");
+      });
+      for (int r = 0; r < ranks; ++r) {
+        std::string what = std::string(reduction) + ", " + std::to_string(ranks) + " ranks, rank " + std::to_string(r);
+        EXPECT_EQ(loss[size_t(r)].shape, whole.shape) << what;
+        expectNear(loss[size_t(r)].floats, whole.floats, 1e-6, what.c_str());
+        // The unsplit op keeps each row's log-sum-exp in float32: at these
+        // magnitudes (about 90) its rounding moves softmax by up to 4e-6.
+        expectNear(grad[size_t(r)].floats, columnsOf(wholeGrad, r * columns, columns).floats, 1e-5, what.c_str());
+      }
+    }
+  }
+}
+
+TEST(VocabularyParallel, LabelsOutsideTheWholeVocabularyAreErrors) {
+  Tensor labels = Tensor::ofInts({2}, {1, 8}); // the vocabulary is 2 x 4
+  EXPECT_THROW(onRanks(2,
+                       [&](int, StepCollectives &c) {
+                         host::vocabularyParallelCrossEntropy(Tensor::zeros({2, 4}), labels, std::nullopt, "mean", c,
+                                                              "tp");
+                       }),
+               Error);
+  // A label of the other rank's slice is fine.
+  EXPECT_NO_THROW(onRanks(2, [&](int, StepCollectives &c) {
+    host::vocabularyParallelCrossEntropy(Tensor::zeros({2, 4}), Tensor::ofInts({2}, {1, 7}), std::nullopt, "mean", c,
+                                         "tp");
+  }));
+  EXPECT_THROW(host::gatherFromSlice(Tensor::zeros({4, 2}), Tensor::ofInts({1}, {8}), 0, 0, 2, {1, 2}), Error);
+}
+
+} // namespace
