@@ -229,7 +229,7 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return "collectives.rankOn(" + quoted(axis) + "), collectives.ranksOn(" + quoted(axis) + ")";
   };
   // The ops partitioning splits over a mesh axis run on the host target.
-  if (device_ && (isa<AllReduceOp>(op) || op->hasAttr("mesh_axis")))
+  if (device_ && (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RankSliceOp>(op) || op->hasAttr("mesh_axis")))
     return op->emitError() << "tensor parallelism has no CUDA lowering yet (this op is one rank's part of a "
                            << "computation split over the tensor axis; the host target runs it)";
 
@@ -367,6 +367,25 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   // gradient is the all-reduce), the sum is over the tensor axis.
   if (isa<CopyToRanksOp>(op))
     return one("reshape(" + in(0) + ", " + out() + ")");
+  if (auto g = dyn_cast<AllGatherOp>(op))
+    return one("collectives.allGather(" + in(0) + ", " + quoted(g.getAxis()) + ", " +
+               std::to_string(int64_t(g.getDim())) + ")");
+  if (auto r = dyn_cast<ReduceScatterOp>(op))
+    return one("collectives.reduceScatter(" + in(0) + ", " + quoted(r.getAxis()) + ", " +
+               std::to_string(int64_t(r.getDim())) + ")");
+  if (auto r = dyn_cast<RankSliceOp>(op)) {
+    // The slice starts at the rank's index times its size along `dim`.
+    auto type = cast<ShapedType>(r.getType());
+    std::string starts = "Shape{", steps = "Shape{";
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      starts += std::string(d ? ", " : "") +
+                (d == int64_t(r.getDim()) ? "collectives.rankOn(" + quoted(r.getAxis()) + ") * " +
+                                                std::to_string(type.getDimSize(d))
+                                          : "0");
+      steps += std::string(d ? ", " : "") + "1";
+    }
+    return one("slice(" + in(0) + ", " + starts + "}, " + steps + "}, " + out() + ")");
+  }
   if (auto r = dyn_cast<AllReduceOp>(op)) {
     return one("collectives.allReduce(" + in(0) + ", " + quoted(r.getAxis()) + ")");
   }

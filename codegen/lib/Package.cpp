@@ -170,6 +170,13 @@ Json modelStatesOf(const cost::Estimate &estimate) {
 /// the denominators with the label logits), its gradient two in two.
 Json tensorParallelOf(ModuleOp module, const ProgramSettings &s) {
   int64_t activationBytes = 0, calls = 0, splitTensors = 0;
+  // Sequence parallelism's collectives: the whole tensor's bytes each (what
+  // the communicator counts).
+  int64_t gatherBytes = 0, gathers = 0, scatterBytes = 0, scatters = 0;
+  auto bytesOf = [](Value v) {
+    auto type = cast<ShapedType>(v.getType());
+    return type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
+  };
   if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward"))
     step.walk([&](Operation *op) {
       if (auto sum = dyn_cast<train::AllReduceOp>(op)) {
@@ -177,6 +184,10 @@ Json tensorParallelOf(ModuleOp module, const ProgramSettings &s) {
         activationBytes += type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
         ++calls;
       }
+      if (auto gather = dyn_cast<train::AllGatherOp>(op))
+        gatherBytes += bytesOf(gather.getResult()), ++gathers;
+      if (auto scatter = dyn_cast<train::ReduceScatterOp>(op))
+        scatterBytes += bytesOf(scatter.getInput()), ++scatters;
       if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) && op->hasAttr("mesh_axis")) {
         int64_t rows = cast<ShapedType>(op->getOperand(0).getType()).getDimSize(0);
         activationBytes += (isa<train::CrossEntropyOp>(op) ? 3 : 2) * rows * 4;
@@ -200,6 +211,10 @@ Json tensorParallelOf(ModuleOp module, const ProgramSettings &s) {
                                                                       {"losses", Json(losses)}})},
                            {"activation_all_reduce_bytes_per_step", Json(activationBytes * s.microbatches)},
                            {"activation_all_reduces_per_step", Json(calls * s.microbatches)},
+                           {"activation_all_gather_bytes_per_step", Json(gatherBytes * s.microbatches)},
+                           {"activation_all_gathers_per_step", Json(gathers * s.microbatches)},
+                           {"activation_reduce_scatter_bytes_per_step", Json(scatterBytes * s.microbatches)},
+                           {"activation_reduce_scatters_per_step", Json(scatters * s.microbatches)},
                            {"split_trainable_tensors", Json(splitTensors)},
                            {"norm_completion_bytes", Json(8 * splitTensors)}});
 }
@@ -214,6 +229,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   m["precision"] = options.precision;
   m["gpus"] = Json(s.ranks * s.tensorRanks);
   m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(s.tensorRanks)}, {"pp", Json(1)}, {"sp", Json(1)},
+                                    {"sp_mode", module->hasAttr("train.sequence_parallel") ? "megatron" : "none"},
                                     {"microbatches", Json(s.microbatches)}, {"zero", Json(s.zero)},
                                     {"offload", s.offloadOptimizer ? "optimizer" : "none"},
                                     {"recompute", s.recomputeLayers ? "full" : "none"}});

@@ -191,6 +191,24 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     out[0] = AllReduceOp::create(builder, op->getLoc(), dy.getType(), dy, copy.getAxisAttr());
     return success();
   }
+  // Sequence parallelism's pairs: gathered tokens feed split readers
+  // (partial gradients, summed and scattered back); scattered sums and a
+  // rank's slice of a replicated value feed token-split readers (each
+  // rank's gradient slice, gathered whole).
+  if (auto gather = dyn_cast<AllGatherOp>(op)) {
+    out[0] = ReduceScatterOp::create(builder, op->getLoc(), operandType(0), dy, gather.getAxisAttr(),
+                                     gather.getDimAttr());
+    return success();
+  }
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
+    out[0] = AllGatherOp::create(builder, op->getLoc(), operandType(0), dy, scatter.getAxisAttr(),
+                                 scatter.getDimAttr());
+    return success();
+  }
+  if (auto slice = dyn_cast<RankSliceOp>(op)) {
+    out[0] = AllGatherOp::create(builder, op->getLoc(), operandType(0), dy, slice.getAxisAttr(), slice.getDimAttr());
+    return success();
+  }
   if (auto cast = dyn_cast<CastOp>(op)) {
     RankedTensorType from = operandType(0);
     if (!isa<FloatType>(from.getElementType()))

@@ -148,6 +148,10 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   cost::Graph graph;
   llvm::DenseMap<Value, int> valueIndex;
   auto valueOf = [&](Value v) -> FailureOr<int> {
+    // A copy to the tensor ranks is the identity: a replicated weight read
+    // through one (sequence parallelism) is still that weight.
+    while (auto copy = v.getDefiningOp<train::CopyToRanksOp>())
+      v = copy.getInput();
     auto it = valueIndex.find(v);
     if (it != valueIndex.end())
       return it->second;

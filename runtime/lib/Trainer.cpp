@@ -817,7 +817,64 @@ public:
   int64_t rankOn(const std::string &axis) override { return communicator(axis, "a slice").rank(); }
   int64_t ranksOn(const std::string &axis) override { return communicator(axis, "a slice").size(); }
 
+  Tensor allGather(const Tensor &x, const std::string &axis, int64_t dim) override {
+    Communicator &c = communicator(axis, "an all-gather");
+    Runs runs = runsOf(x, dim, "all-gather", axis);
+    // Rank r's block [outer, n, inner] becomes columns [r n, (r + 1) n) of
+    // the result's dimension.
+    std::vector<float> gathered(x.floats.size() * size_t(c.size()));
+    c.allGather(Buffer::of(const_cast<float *>(x.floats.data()), DType::F32, int64_t(x.floats.size())),
+                Buffer::of(gathered.data(), DType::F32, int64_t(gathered.size())));
+    Shape shape = x.shape;
+    shape[size_t(dim)] *= c.size();
+    Tensor result = Tensor::zeros(shape);
+    int64_t run = runs.size * runs.inner;
+    for (int64_t r = 0; r < c.size(); ++r)
+      for (int64_t o = 0; o < runs.outer; ++o)
+        std::copy_n(gathered.begin() + (r * runs.outer + o) * run, run,
+                    result.floats.begin() + (o * c.size() + r) * run);
+    return result;
+  }
+
+  Tensor reduceScatter(const Tensor &x, const std::string &axis, int64_t dim) override {
+    Communicator &c = communicator(axis, "a reduce-scatter");
+    Runs runs = runsOf(x, dim, "reduce-scatter", axis);
+    if (runs.size % c.size())
+      fail("step", "a reduce-scatter of " + host::describe(x.shape) + " along dimension " + std::to_string(dim) +
+                       " over " + std::to_string(c.size()) + " ranks of '" + axis + "'");
+    // Packed so rank r's slice is the r-th contiguous block.
+    int64_t part = runs.size / c.size() * runs.inner;
+    std::vector<float> packed(x.floats.size());
+    for (int64_t r = 0; r < c.size(); ++r)
+      for (int64_t o = 0; o < runs.outer; ++o)
+        std::copy_n(x.floats.begin() + (o * c.size() + r) * part, part,
+                    packed.begin() + (r * runs.outer + o) * part);
+    Shape shape = x.shape;
+    shape[size_t(dim)] /= c.size();
+    Tensor result = Tensor::zeros(shape);
+    c.reduceScatter(Buffer::of(packed.data(), DType::F32, int64_t(packed.size())),
+                    Buffer::of(result.floats.data(), DType::F32, int64_t(result.floats.size())));
+    return result;
+  }
+
 private:
+  /// A tensor as [outer, size, inner] around dimension `dim`.
+  struct Runs {
+    int64_t outer = 1, size = 1, inner = 1;
+  };
+  Runs runsOf(const Tensor &x, int64_t dim, const char *what, const std::string &axis) {
+    if (x.integer || dim < 0 || size_t(dim) >= x.shape.size())
+      fail("step", std::string("an ") + what + " over '" + axis + "' of " + host::describe(x.shape) +
+                       (x.integer ? " integers" : "") + " along dimension " + std::to_string(dim));
+    Runs runs;
+    runs.size = x.shape[size_t(dim)];
+    for (size_t d = 0; d < size_t(dim); ++d)
+      runs.outer *= x.shape[d];
+    for (size_t d = size_t(dim) + 1; d < x.shape.size(); ++d)
+      runs.inner *= x.shape[d];
+    return runs;
+  }
+
   Communicator &communicator(const std::string &axis, const std::string &what) {
     if (!tp_ || axis != tp_->axis())
       fail("step", what + " over mesh axis '" + axis + "', which this run does not have");

@@ -220,11 +220,15 @@ void printReport(const std::string &model, const std::string &precision, const c
     // Tensor parallelism builds from --strategy, with its own split.
     cost::Strategy withoutTensor = plan.strategy;
     withoutTensor.tp = 1;
+    bool megatronSequence = plan.strategy.spMode == cost::SequenceMode::Megatron && plan.strategy.sp == 1;
+    if (megatronSequence)
+      withoutTensor.spMode = cost::SequenceMode::None;
     if (plan.strategy.tp > 1 && plan.strategy.tpMode == cost::TensorMode::OneD &&
         partitionerLacks(withoutTensor).empty())
-      os << "note: --strategy tp=" << plan.strategy.tp << " with -o DIR builds Megatron's split of the MLP and "
-         << "attention blocks and of the vocabulary (fused QKV projections stay replicated), not every split this "
-         << "plan predicts\n";
+      os << "note: --strategy tp=" << plan.strategy.tp << (megatronSequence ? ",sp_mode=megatron" : "")
+         << " with -o DIR builds Megatron's split of the MLP and attention blocks (fused QKV projections too) and "
+         << "of the vocabulary" << (megatronSequence ? ", with sequence parallelism between them" : "")
+         << ", not every split this plan predicts\n";
   }
   if (search && search->best.size() > 1) {
     os << "alternatives:\n";

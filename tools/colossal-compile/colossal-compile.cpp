@@ -19,6 +19,7 @@
 #include "passes/autodiff/Optimizer.h"
 #include "passes/memory/ParameterReads.h"
 #include "passes/memory/Recompute.h"
+#include "passes/partition/SequenceParallel.h"
 #include "passes/partition/TensorParallel.h"
 #include "passes/raise/Passes.h"
 
@@ -250,7 +251,7 @@ int main(int argc, char **argv) {
   // The ranks and microbatches come from --gpus and --microbatches, or from
   // a plan or strategy the partitioner can run.
   int64_t ranks = gpus, microbatchCount = microbatches, zeroStage = 0, tensorRanks = 1;
-  bool offloadOptimizer = false, recomputeLayers = false;
+  bool offloadOptimizer = false, recomputeLayers = false, sequenceParallel = false;
   if (!planFile.empty() || !strategyText.empty()) {
     std::string error;
     std::set<std::string> keys;
@@ -268,6 +269,11 @@ int main(int argc, char **argv) {
       }
       tensorRanks = strategy->tp;
       strategy->tp = 1;
+      // Megatron's sequence parallelism rides on the tensor axis.
+      if (strategy->spMode == colossal::cost::SequenceMode::Megatron && strategy->sp == 1) {
+        sequenceParallel = true;
+        strategy->spMode = colossal::cost::SequenceMode::None;
+      }
     }
     if (strategy && planFile.empty()) {
       if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
@@ -357,6 +363,19 @@ int main(int argc, char **argv) {
       for (const std::string &whole : vocabulary.whole)
         llvm::errs() << "colossal-compile: note: tp=" << tensorRanks << " keeps a vocabulary table whole: " << whole
                      << "\n";
+    }
+    if (sequenceParallel) {
+      FailureOr<colossal::partition::SequenceParallelSummary> sequence =
+          colossal::partition::applySequenceParallelism(*module);
+      if (failed(sequence)) {
+        printError("sp_mode=megatron failed on " + inputPath + " (see the error above)");
+        return 1;
+      }
+      if (!quiet)
+        llvm::errs() << "colossal-compile: sp_mode=megatron: " << sequence->splitValues
+                     << " activations between the blocks on each rank's tokens (" << sequence->gathers
+                     << " all-gathers at block entries, " << sequence->scatters << " reduce-scatters at exits, "
+                     << sequence->rankSlices << " replicated inputs cut to the rank's tokens)\n";
     }
   }
   if (phase != Phase::Mlir && phase != Phase::Raised &&

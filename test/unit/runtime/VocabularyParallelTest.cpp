@@ -75,6 +75,10 @@ public:
   Tensor allReduceMax(const Tensor &x, const std::string &) override { return axis_.reduce(rank_, x, true); }
   int64_t rankOn(const std::string &) override { return rank_; }
   int64_t ranksOn(const std::string &) override { return axis_.ranks(); }
+  Tensor allGather(const Tensor &, const std::string &, int64_t) override { fail("test", "no all-gather here"); }
+  Tensor reduceScatter(const Tensor &, const std::string &, int64_t) override {
+    fail("test", "no reduce-scatter here");
+  }
 
 private:
   ThreadAxis &axis_;

@@ -144,6 +144,10 @@ public:
   virtual host::Tensor allReduce(const host::Tensor &x, const std::string &axis) = 0;
   /// The elementwise largest of every rank's `x` over mesh axis `axis`.
   virtual host::Tensor allReduceMax(const host::Tensor &x, const std::string &axis) = 0;
+  /// The ranks' `x`, slices of a value along `dim`, put side by side.
+  virtual host::Tensor allGather(const host::Tensor &x, const std::string &axis, int64_t dim) = 0;
+  /// The sum of the ranks' `x`, this rank keeping its slice along `dim`.
+  virtual host::Tensor reduceScatter(const host::Tensor &x, const std::string &axis, int64_t dim) = 0;
   /// This rank's index on mesh axis `axis`, and the axis's ranks: which
   /// slice of a split tensor the rank holds.
   virtual int64_t rankOn(const std::string &axis) = 0;

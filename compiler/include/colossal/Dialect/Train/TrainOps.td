@@ -852,6 +852,65 @@ def Train_CopyToRanksOp : Train_Op<"copy_to_ranks", [Pure, SameOperandsAndResult
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+def Train_AllGatherOp : Train_Op<"all_gather", [Pure]> {
+  let summary = "the ranks' slices of a value along a dimension, side by side";
+  let description = [{
+    Rank r of mesh axis `axis` holds slice r of a value along `dim`; every
+    rank gets the whole value (Megatron sequence parallelism: the tokens of a
+    sequence-split activation gathered before a tensor-parallel block).
+    What reads the result is split over the axis, so its gradient is the
+    reduce-scatter of the result's gradient.
+
+    Example:
+
+    ```mlir
+    %x = train.all_gather %part {axis = "tp", dim = 1 : i64} : (tensor<2x4x16xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis, I64Attr:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
+}
+
+def Train_ReduceScatterOp : Train_Op<"reduce_scatter", [Pure]> {
+  let summary = "the sum of the ranks' values, each rank keeping its slice along a dimension";
+  let description = [{
+    Sums every rank's `input` over mesh axis `axis` and gives rank r slice r
+    of the sum along `dim` (Megatron sequence parallelism: a tensor-parallel
+    block's partial output, summed and split by tokens). What reads the
+    result holds its own tokens, so the gradient is the all-gather of the
+    result's gradient.
+
+    Example:
+
+    ```mlir
+    %y = train.reduce_scatter %partial {axis = "tp", dim = 1 : i64} : (tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis, I64Attr:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
+}
+
+def Train_RankSliceOp : Train_Op<"rank_slice", [Pure]> {
+  let summary = "this rank's slice of a replicated value along a dimension";
+  let description = [{
+    Every rank of mesh axis `axis` holds the same `input` and keeps slice r
+    of it along `dim` (a position embedding added to a sequence-split
+    activation). The input's readers upstream are replicated, so its
+    gradient is the all-gather of the slices' gradients.
+
+    Example:
+
+    ```mlir
+    %p = train.rank_slice %positions {axis = "tp", dim = 0 : i64} : (tensor<8x16xf32>) -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis, I64Attr:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Gradients (produced by train-autodiff)
 //===----------------------------------------------------------------------===//

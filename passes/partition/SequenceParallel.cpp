@@ -1,0 +1,170 @@
+//===- SequenceParallel.cpp -----------------------------------------------===//
+
+#include "passes/partition/SequenceParallel.h"
+
+#include "passes/partition/ParameterSlices.h"
+#include "passes/partition/TensorParallel.h"
+
+#include "colossal/Dialect/Train/TrainDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace colossal::partition {
+
+using namespace mlir;
+using namespace colossal::train;
+
+namespace {
+
+bool isFloat(Value v) { return isa<FloatType>(typeOf(v).getElementType()); }
+
+/// Ops that compute each token from that token alone, when their token-split
+/// operand is split along `dim`.
+bool isPerToken(Operation *op, int64_t dim) {
+  if (isSliceWise(op) || isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, SqrtOp, ReciprocalOp, LogOp, CastOp>(op))
+    return true;
+  if (auto dropout = dyn_cast<DropoutOp>(op))
+    return dropout.getRatio().isZero(); // masks are keyed by the whole tensor's elements
+  auto normalizes = [&](int64_t axis, Value input) {
+    int64_t rank = typeOf(input).getRank();
+    return (axis < 0 ? axis + rank : axis) > dim;
+  };
+  if (auto norm = dyn_cast<LayerNormOp>(op))
+    return normalizes(int64_t(norm.getAxis()), norm.getInput());
+  if (auto norm = dyn_cast<RmsNormOp>(op))
+    return normalizes(int64_t(norm.getAxis()), norm.getInput());
+  if (auto linear = dyn_cast<LinearOp>(op))
+    return dim < typeOf(linear.getInput()).getRank() - 1;
+  return false;
+}
+
+} // namespace
+
+FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  int64_t ranks = tensorParallelRanks(module);
+  if (!forward || ranks < 2)
+    return module.emitError() << "sequence parallelism splits the tokens over the tensor axis of a module "
+                                 "partitioned for tensor parallelism (train-tensor-parallel first)";
+  MLIRContext *context = module.getContext();
+  StringAttr axis = StringAttr::get(context, kTensorAxis);
+  SequenceParallelSummary summary;
+  // Token-split values and the dimension of their tokens, in program order.
+  llvm::MapVector<Value, int64_t> split;
+  llvm::DenseSet<Value> typed; // created with the slice's type already
+  Block &body = forward.getBody().front();
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    OpBuilder builder(&op);
+    // A sum at a block's exit: summed and scattered by tokens.
+    if (auto sum = dyn_cast<AllReduceOp>(op); sum && sum.getAxis() == kTensorAxis) {
+      RankedTensorType type = typeOf(sum.getResult());
+      if (type.getRank() < 2)
+        continue;
+      int64_t dim = type.getRank() - 2, tokens = type.getDimSize(dim);
+      if (tokens % ranks != 0)
+        return sum.emitError() << "sequence parallelism over " << ranks << " ranks splits the " << tokens
+                               << " tokens of " << type << ", which do not divide by " << ranks;
+      auto scatter = ReduceScatterOp::create(builder, sum.getLoc(), withDim(type, dim, tokens / ranks),
+                                             sum.getInput(), axis, builder.getI64IntegerAttr(dim));
+      sum.getResult().replaceAllUsesWith(scatter.getResult());
+      sum.erase();
+      split[scatter.getResult()] = dim;
+      typed.insert(scatter.getResult());
+      ++summary.scatters;
+      continue;
+    }
+    std::optional<int64_t> dim;
+    RankedTensorType resultType = op.getNumResults() ? dyn_cast<RankedTensorType>(op.getResult(0).getType()) : nullptr;
+    for (Value operand : op.getOperands())
+      if (auto it = split.find(operand); it != split.end()) {
+        int64_t aligned = it->second + (resultType ? resultType.getRank() - typeOf(operand).getRank() : 0);
+        if (dim && *dim != aligned)
+          return op.emitError() << "sequence parallelism: this op reads activations split by tokens along "
+                                   "different dimensions";
+        dim = aligned;
+      }
+    if (!dim)
+      continue;
+    // A block's entry: the tokens gathered.
+    if (auto copy = dyn_cast<CopyToRanksOp>(op)) {
+      auto gather = AllGatherOp::create(builder, copy.getLoc(), copy.getType(), copy.getInput(), axis,
+                                        builder.getI64IntegerAttr(split.lookup(copy.getInput())));
+      copy.getResult().replaceAllUsesWith(gather.getResult());
+      copy.erase();
+      ++summary.gathers;
+      continue;
+    }
+    if (!resultType || !isPerToken(&op, *dim))
+      return op.emitError() << "sequence parallelism computes the activations between tensor-parallel blocks on "
+                               "each rank's tokens, and this op reads them but does not compute each token on its "
+                               "own (per-token ops: elementwise, norms over the hidden axis, linear layers, "
+                               "dropout of probability 0)";
+    int64_t tokens = resultType.getDimSize(*dim);
+    // The other operands: replicated over the tokens, or cut to the rank's.
+    for (OpOperand &use : op.getOpOperands()) {
+      Value value = use.get();
+      if (split.count(value) || !isFloat(value))
+        continue;
+      RankedTensorType type = typeOf(value);
+      int64_t aligned = *dim - (resultType.getRank() - type.getRank());
+      if (isa<LinearOp>(op) || aligned < 0 || type.getDimSize(aligned) == 1) {
+        use.set(CopyToRanksOp::create(builder, op.getLoc(), type, value, axis));
+      } else if (type.getDimSize(aligned) == tokens && tokens % ranks == 0) {
+        use.set(RankSliceOp::create(builder, op.getLoc(), withDim(type, aligned, tokens / ranks), value, axis,
+                                    builder.getI64IntegerAttr(aligned)));
+        ++summary.rankSlices;
+      } else {
+        return op.emitError() << "sequence parallelism: operand " << use.getOperandNumber() << " (" << type
+                              << ") neither broadcasts over the " << tokens << " tokens nor has them";
+      }
+    }
+    for (Value result : op.getResults())
+      if (typeOf(result).getRank() == resultType.getRank())
+        split[result] = *dim;
+  }
+  for (auto [value, dim] : split) {
+    for (Operation *user : value.getUsers())
+      if (user == body.getTerminator())
+        return forward.emitError() << "sequence parallelism: @forward returns an activation split by tokens";
+    if (typed.contains(value))
+      continue;
+    RankedTensorType type = typeOf(value);
+    if (type.getDimSize(dim) % ranks != 0)
+      return value.getDefiningOp()->emitError()
+             << "sequence parallelism over " << ranks << " ranks splits the " << type.getDimSize(dim)
+             << " tokens of " << type << ", which do not divide by " << ranks;
+    value.setType(withDim(type, dim, type.getDimSize(dim) / ranks));
+    ++summary.splitValues;
+  }
+  summary.splitValues += int64_t(typed.size());
+  if (summary.scatters == 0)
+    return forward.emitError() << "sequence parallelism found no tensor-parallel block exit to split by tokens";
+  module->setAttr("train.sequence_parallel", StringAttr::get(context, "megatron"));
+  return summary;
+}
+
+namespace {
+
+struct SequenceParallelPass : public PassWrapper<SequenceParallelPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SequenceParallelPass)
+  StringRef getArgument() const final { return "train-sequence-parallel"; }
+  StringRef getDescription() const final {
+    return "Megatron's sequence parallelism: the activations between tensor-parallel blocks on each rank's tokens, "
+           "the blocks' copies and sums turned into all-gathers and reduce-scatters";
+  }
+  void runOnOperation() override {
+    if (failed(applySequenceParallelism(getOperation())))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createSequenceParallelPass() { return std::make_unique<SequenceParallelPass>(); }
+
+void registerSequenceParallelPass() { PassRegistration<SequenceParallelPass>(); }
+
+} // namespace colossal::partition
