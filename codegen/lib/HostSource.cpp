@@ -337,7 +337,8 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   if (auto l = dyn_cast<CrossEntropyOp>(op)) {
     if (std::optional<StringRef> axis = l.getMeshAxis())
       return one("vocabularyParallelCrossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) +
-                 ", " + quoted(l.getReduction()) + ", collectives, " + quoted(*axis) + ")");
+                 ", " + quoted(l.getReduction()) + ", collectives, " + quoted(*axis) + ", " +
+                 std::to_string(l.getClasses() ? int64_t(*l.getClasses()) : int64_t(-1)) + ")");
     return one("crossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) + ", " +
                quoted(l.getReduction()) + ")");
   }
@@ -419,7 +420,7 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     if (std::optional<StringRef> axis = c.getMeshAxis())
       return one("vocabularyParallelCrossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " +
                  ignoreLiteral(c.getIgnoreIndex()) + ", " + quoted(c.getReduction()) + ", collectives, " +
-                 quoted(*axis) + ")");
+                 quoted(*axis) + ", " + std::to_string(c.getClasses() ? int64_t(*c.getClasses()) : int64_t(-1)) + ")");
     return one("crossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + ignoreLiteral(c.getIgnoreIndex()) +
                ", " + quoted(c.getReduction()) + ")");
   }
@@ -535,10 +536,16 @@ int64_t integerRange(Value input, int64_t tensorRanks) {
       auto data = cast<ShapedType>(g.getData().getType());
       int64_t axis = int64_t(g.getAxis());
       axis = axis < 0 ? axis + data.getRank() : axis;
-      range = std::min(range, data.getDimSize(axis) * slices);
+      int64_t rows = data.getDimSize(axis) * slices;
+      // A padded vocabulary: the model's rows, not the padding's.
+      if (auto read = g.getData().getDefiningOp<ParamOp>())
+        if (auto p = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(read, read.getNameAttr()))
+          rows -= slices > 1 ? int64_t(p.getPadding()) : 0;
+      range = std::min(range, rows);
     }
     if (auto c = dyn_cast<CrossEntropyOp>(user); c && c.getLabels() == input)
-      range = std::min(range, cast<ShapedType>(c.getLogits().getType()).getDimSize(1) * slices);
+      range = std::min(range, c.getClasses() ? int64_t(*c.getClasses())
+                                             : cast<ShapedType>(c.getLogits().getType()).getDimSize(1) * slices);
   }
   return range == std::numeric_limits<int64_t>::max() ? 2 : range;
 }

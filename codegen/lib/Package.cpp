@@ -59,14 +59,29 @@ LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const
     return module.emitError() << error;
   std::vector<rt::TensorView> views;
   for (train::ParameterOp p : module.getOps<train::ParameterOp>()) {
-    const InitialValue &v = values->at(p.getSymName().str());
+    InitialValue &v = values->at(p.getSymName().str());
     auto type = cast<ShapedType>(p.getType());
     // A tensor-parallel slice's file holds the whole tensor (each rank
     // loads its slice).
-    SmallVector<int64_t> full = p.getFullShape();
-    if (v.shape != std::vector<int64_t>(full.begin(), full.end()))
+    SmallVector<int64_t> model = p.getModelShape();
+    if (v.shape != std::vector<int64_t>(model.begin(), model.end()))
       return module.emitError() << options.onnxPath << ": initializer '" << p.getSymName() << "' has another shape "
                                 << "than the parameter " << type;
+    // A padded vocabulary: rows of zeros appended along the split dimension.
+    if (int64_t padding = int64_t(p.getPadding()); padding > 0 && !v.integer) {
+      size_t dim = size_t(*p.getSplitDim());
+      int64_t outer = 1, inner = 1;
+      for (size_t d = 0; d < dim; ++d)
+        outer *= v.shape[d];
+      for (size_t d = dim + 1; d < v.shape.size(); ++d)
+        inner *= v.shape[d];
+      int64_t run = v.shape[dim] * inner, paddedRun = (v.shape[dim] + padding) * inner;
+      std::vector<float> padded(size_t(outer * paddedRun), 0.0f);
+      for (int64_t o = 0; o < outer; ++o)
+        std::copy_n(v.floats.begin() + o * run, run, padded.begin() + o * paddedRun);
+      v.floats = std::move(padded);
+      v.shape[dim] += padding;
+    }
     if (!v.integer && !type.getElementType().isF32())
       return module.emitError() << "parameter @" << p.getSymName() << " is " << type.getElementType()
                                 << "; emitted programs keep float32 weights (16-bit precisions cast them where used)";
@@ -254,6 +269,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
                                            {"shape", shapeJson(cast<ShapedType>(p.getType()).getShape())},
                                            {"split_dim", Json(p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1))},
                                            {"split_groups", Json(int64_t(p.getSplitGroups()))},
+                                           {"padding", Json(int64_t(p.getPadding()))},
                                            {"trainable", Json(bool(p.getTrainable()))}}));
   FailureOr<CompiledOptimizer> optimizer = readCompiledOptimizer(module);
   if (failed(optimizer))

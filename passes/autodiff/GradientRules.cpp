@@ -345,7 +345,8 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
   }
   if (auto c = dyn_cast<CrossEntropyOp>(op)) {
     out[0] = CrossEntropyGradOp::create(builder, op->getLoc(), operandType(0), c.getLogits(), c.getLabels(), dy,
-                                        c.getReductionAttr(), c.getIgnoreIndexAttr(), c.getMeshAxisAttr());
+                                        c.getReductionAttr(), c.getIgnoreIndexAttr(), c.getMeshAxisAttr(),
+                                        c.getClassesAttr());
     return success();
   }
   if (auto g = dyn_cast<GatherOp>(op)) {

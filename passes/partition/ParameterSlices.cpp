@@ -29,7 +29,7 @@ std::optional<SplitOperand> traceToParameter(Value value, int64_t dim) {
     Operation *def = value.getDefiningOp();
     if (auto read = dyn_cast_or_null<ParamOp>(def)) {
       std::reverse(views.begin(), views.end());
-      return SplitOperand{read, dim, views, 1};
+      return SplitOperand{read, dim, views, 1, 0};
     }
     auto transpose = dyn_cast_or_null<TransposeOp>(def);
     if (!transpose)
@@ -51,14 +51,17 @@ void retypeTranspose(TransposeOp transpose) {
 void splitParameter(ModuleOp module, const SplitOperand &operand, int64_t ranks) {
   ParamOp read = operand.read;
   auto parameter = module.lookupSymbol<ParameterOp>(read.getName());
-  RankedTensorType sliced = withDim(parameter.getTensorType(), operand.parameterDim,
-                                    parameter.getTensorType().getDimSize(operand.parameterDim) / ranks);
+  RankedTensorType sliced =
+      withDim(parameter.getTensorType(), operand.parameterDim,
+              (parameter.getTensorType().getDimSize(operand.parameterDim) + operand.padding) / ranks);
   Builder b(module.getContext());
   parameter.setTypeAttr(TypeAttr::get(sliced));
   parameter.setSplitDimAttr(b.getI64IntegerAttr(operand.parameterDim));
   parameter.setSplitsAttr(b.getI64IntegerAttr(ranks));
   if (operand.groups > 1)
     parameter.setSplitGroupsAttr(b.getI64IntegerAttr(operand.groups));
+  if (operand.padding > 0)
+    parameter.setPaddingAttr(b.getI64IntegerAttr(operand.padding));
   read.getResult().setType(sliced);
   for (TransposeOp view : operand.views)
     retypeTranspose(view);

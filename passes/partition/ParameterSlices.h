@@ -37,6 +37,9 @@ struct SplitOperand {
   /// Split in this many equal groups along the dimension, each split by the
   /// ranks (a fused QKV projection: query, key and value).
   int64_t groups = 1;
+  /// Rows of zeros appended along the dimension first, so that the ranks
+  /// divide it (a padded vocabulary).
+  int64_t padding = 0;
 };
 
 /// The parameter read that `value`'s dimension `dim` comes from, through

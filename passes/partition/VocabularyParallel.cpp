@@ -119,7 +119,7 @@ VocabularySummary splitVocabulary(ModuleOp module, func::FuncOp forward, int64_t
     int64_t vocabularyDim = -1;
     bool agreed = true;
     SmallVector<GatherOp> lookups;
-    SmallVector<OutputLayer> layers;
+    std::vector<OutputLayer> layers;
     auto agree = [&](int64_t dim) {
       agreed = agreed && (vocabularyDim < 0 || vocabularyDim == dim);
       vocabularyDim = dim;
@@ -153,16 +153,22 @@ VocabularySummary splitVocabulary(ModuleOp module, func::FuncOp forward, int64_t
     }
     if (!agreed || vocabularyDim < 0 || layers.empty() && lookups.empty())
       continue;
+    // A vocabulary the ranks do not divide is padded with rows of zeros
+    // (Megatron's make-vocab-size-divisible-by), as long as every rank
+    // keeps a real row.
     int64_t rows = typeOf(read.getResult()).getDimSize(vocabularyDim);
-    if (rows % ranks != 0) {
+    int64_t padding = (ranks - rows % ranks) % ranks, local = (rows + padding) / ranks;
+    if (padding >= local) {
       summary.whole.push_back("@" + read.getName().str() + ": its " + std::to_string(rows) +
-                              " vocabulary rows do not divide by " + std::to_string(ranks) +
-                              " (pad the vocabulary to split it)");
+                              " vocabulary rows are fewer than the ranks need");
       continue;
     }
+    if (padding > 0)
+      summary.padded.push_back("@" + read.getName().str() + ": " + std::to_string(rows) + " rows padded to " +
+                               std::to_string(rows + padding));
 
     // The table: one slice of rows per rank, read (and viewed) as such.
-    splitParameter(module, SplitOperand{read, vocabularyDim, {}}, ranks);
+    splitParameter(module, SplitOperand{read, vocabularyDim, {}, 1, padding}, ranks);
     ++summary.splitParameters;
     ++summary.tables;
     for (GatherOp lookup : lookups) {
@@ -184,13 +190,17 @@ VocabularySummary splitVocabulary(ModuleOp module, func::FuncOp forward, int64_t
         builder.setInsertionPoint(use->getOwner());
         use->set(CopyToRanksOp::create(builder, use->getOwner()->getLoc(), use->get().getType(), use->get(), axis));
       }
-      for (const SplitOperand &bias : layer.biases) {
+      for (SplitOperand bias : layer.biases) {
+        bias.padding = padding;
         splitParameter(module, bias, ranks);
         ++summary.splitParameters;
       }
       for (auto [value, dim] : layer.values)
-        value.setType(withDim(typeOf(value), dim, typeOf(value).getDimSize(dim) / ranks));
+        value.setType(withDim(typeOf(value), dim, local));
       layer.loss.setMeshAxisAttr(axis);
+      // Padding columns take no part in the loss.
+      if (padding > 0)
+        layer.loss.setClassesAttr(builder.getI64IntegerAttr(rows));
       ++summary.outputLayers;
     }
   }

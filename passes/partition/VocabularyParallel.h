@@ -15,6 +15,9 @@
 //   maxima, softmax denominators and the labels' logits combined over the
 //   axis). No rank holds whole logits, the largest activation of a language
 //   model.
+// - A vocabulary the ranks do not divide is padded with rows of zeros (the
+//   loss ignores their columns; nothing reads their rows, so they stay
+//   zero and the model trains as unpadded).
 //
 // train-autodiff then derives the backward pass: the lookups' gradients
 // scatter into the rank's rows, the loss's gradient is the rank's columns,
@@ -43,11 +46,16 @@ struct VocabularySummary {
   int64_t splitParameters = 0;
   /// Vocabulary tables left whole, each with the reason.
   std::vector<std::string> whole;
+  /// Vocabularies padded to a multiple of the ranks.
+  std::vector<std::string> padded;
 };
 
 /// Splits @forward's vocabulary tables over the `ranks` ranks of mesh axis
-/// `axis`. Tables whose rows do not divide by `ranks` stay whole (listed in
-/// the summary); parameters already split are left alone.
+/// `axis`. A vocabulary the ranks do not divide is padded with rows of zeros
+/// to a multiple of them (the loss ignores the padding columns; the weights
+/// file and checkpoints hold the padded tensor); one so small that a rank
+/// would hold padding only stays whole. Parameters already split are left
+/// alone.
 VocabularySummary splitVocabulary(mlir::ModuleOp module, mlir::func::FuncOp forward, int64_t ranks,
                                   mlir::StringAttr axis);
 

@@ -19,7 +19,7 @@ struct SoftmaxCrossEntropyPattern : OpRewritePattern<SoftmaxCrossEntropyLossOp> 
       return failure();
     rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), op.getScores(), op.getLabels(),
                                                 op.getReductionAttr(), op.getIgnoreIndexAttr(),
-                                                StringAttr());
+                                                StringAttr(), IntegerAttr());
     return success();
   }
 };
@@ -36,7 +36,7 @@ struct LogSoftmaxNllPattern : OpRewritePattern<NegativeLogLikelihoodLossOp> {
       return failure();
     rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), logSoftmax.getInput(),
                                                 op.getLabels(), op.getReductionAttr(),
-                                                op.getIgnoreIndexAttr(), StringAttr());
+                                                op.getIgnoreIndexAttr(), StringAttr(), IntegerAttr());
     return success();
   }
 };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace colossal::rt::host {
 
@@ -50,23 +51,24 @@ void requireKinds(const Tensor &scores, const Tensor &labels, const char *op) {
   shapes::requireLossOperands(scores.shape, labels.shape, labels.integer, op);
 }
 
-/// Each row's log-sum-exp over all the axis's columns: the maxima first
-/// (for stability), then the exponentials' sums. `target`, when given, is
-/// each row's label logit (0 where another rank holds it or the row is
-/// ignored), summed over the axis in the same call.
-std::vector<double> logSumExp(const Tensor &scores, StepCollectives &collectives, const std::string &axis,
-                              std::vector<float> *target) {
-  int64_t rows = scores.shape[0], columns = scores.shape[1];
+/// Each row's log-sum-exp over all the axis's columns (the first `columns`
+/// of this rank's are classes; the rest pad the vocabulary): the maxima
+/// first (for stability), then the exponentials' sums. `target`, when
+/// given, is each row's label logit (0 where another rank holds it or the
+/// row is ignored), summed over the axis in the same call.
+std::vector<double> logSumExp(const Tensor &scores, int64_t columns, StepCollectives &collectives,
+                              const std::string &axis, std::vector<float> *target) {
+  int64_t rows = scores.shape[0], stride = scores.shape[1];
   Tensor max = Tensor::zeros({rows});
   for (int64_t r = 0; r < rows; ++r) {
-    const float *x = scores.floats.data() + r * columns;
+    const float *x = scores.floats.data() + r * stride;
     max.floats[size_t(r)] = columns ? *std::max_element(x, x + columns) : -std::numeric_limits<float>::infinity();
   }
   max = collectives.allReduceMax(max, axis);
   // One sum for both: the exponentials' sums, then the label logits.
   Tensor sums = Tensor::zeros({rows * (target ? 2 : 1)});
   for (int64_t r = 0; r < rows; ++r) {
-    const float *x = scores.floats.data() + r * columns;
+    const float *x = scores.floats.data() + r * stride;
     double sum = 0;
     for (int64_t c = 0; c < columns; ++c)
       sum += std::exp(double(x[c]) - max.floats[size_t(r)]);
@@ -138,22 +140,34 @@ Tensor gatherFromSliceGrad(const Tensor &indices, const Tensor &dy, int64_t axis
   return result;
 }
 
+/// The classes among the whole's columns, and how many of this rank's
+/// columns are classes (the rest pad the vocabulary).
+std::pair<int64_t, int64_t> classesOf(const Run &run, int64_t classes, const char *op) {
+  if (classes < 0)
+    return {run.whole, run.size};
+  if (classes > run.whole || classes <= run.whole - run.size)
+    fail(op, std::to_string(classes) + " classes in " + std::to_string(run.whole) + " columns of " +
+                 std::to_string(run.size) + " per rank");
+  return {classes, std::clamp<int64_t>(classes - run.first, 0, run.size)};
+}
+
 Tensor vocabularyParallelCrossEntropy(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
                                       const std::string &reduction, StepCollectives &collectives,
-                                      const std::string &axis) {
+                                      const std::string &axis, int64_t classes) {
   const char *op = "cross_entropy (vocabulary-parallel)";
   requireKinds(scores, labels, op);
   int64_t rows = scores.shape[0], columns = scores.shape[1];
   Run run = runOf(columns, collectives.rankOn(axis), collectives.ranksOn(axis), op);
+  auto [whole, mine] = classesOf(run, classes, op);
   int64_t ignore = ignoreIndex.value_or(std::numeric_limits<int64_t>::min());
-  int64_t counted = shapes::countedLabels(labels.ints.data(), rows, run.whole, ignore, op);
+  int64_t counted = shapes::countedLabels(labels.ints.data(), rows, whole, ignore, op);
   std::vector<float> target(size_t(rows), 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t label = labels.ints[size_t(r)];
     if (label != ignore && label >= run.first && label < run.first + run.size)
       target[size_t(r)] = scores.floats[size_t(r * columns + label - run.first)];
   }
-  std::vector<double> lse = logSumExp(scores, collectives, axis, &target);
+  std::vector<double> lse = logSumExp(scores, mine, collectives, axis, &target);
   std::vector<float> loss(size_t(rows), 0.0f);
   for (int64_t r = 0; r < rows; ++r)
     if (labels.ints[size_t(r)] != ignore)
@@ -165,18 +179,19 @@ Tensor vocabularyParallelCrossEntropy(const Tensor &scores, const Tensor &labels
 
 Tensor vocabularyParallelCrossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
                                           std::optional<int64_t> ignoreIndex, const std::string &reduction,
-                                          StepCollectives &collectives, const std::string &axis) {
+                                          StepCollectives &collectives, const std::string &axis, int64_t classes) {
   const char *op = "cross_entropy_grad (vocabulary-parallel)";
   requireKinds(scores, labels, op);
   if (dloss.integer)
     fail(op, "the loss gradient is integer");
   int64_t rows = scores.shape[0], columns = scores.shape[1];
   Run run = runOf(columns, collectives.rankOn(axis), collectives.ranksOn(axis), op);
+  auto [whole, mine] = classesOf(run, classes, op);
   int64_t ignore = ignoreIndex.value_or(std::numeric_limits<int64_t>::min());
-  int64_t counted = shapes::countedLabels(labels.ints.data(), rows, run.whole, ignore, op);
+  int64_t counted = shapes::countedLabels(labels.ints.data(), rows, whole, ignore, op);
   std::vector<float> scale = shapes::rowGradientScales(dloss.floats, rows, counted, reduction);
   // The denominators again (two small sums), not kept from the forward.
-  std::vector<double> lse = logSumExp(scores, collectives, axis, nullptr);
+  std::vector<double> lse = logSumExp(scores, mine, collectives, axis, nullptr);
   Tensor out = Tensor::zeros(scores.shape);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t label = labels.ints[size_t(r)];
@@ -184,7 +199,7 @@ Tensor vocabularyParallelCrossEntropyGrad(const Tensor &scores, const Tensor &la
       continue;
     const float *x = scores.floats.data() + r * columns;
     float *g = out.floats.data() + r * columns;
-    for (int64_t c = 0; c < columns; ++c)
+    for (int64_t c = 0; c < mine; ++c) // padding columns keep a zero gradient
       g[c] = float(std::exp(double(x[c]) - lse[size_t(r)])) * scale[size_t(r)];
     if (label >= run.first && label < run.first + run.size)
       g[label - run.first] -= scale[size_t(r)];

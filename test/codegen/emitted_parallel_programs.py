@@ -23,7 +23,8 @@ from program_checks import (  # noqa: E402
     check, check_refusals, compile_model, train, weight_error, losses, worst_relative, worst_weight_error,
     check_model_states, check_step_peak, check_prefetch, check_counters, check_overlap, gradient_buckets,
     repeated_feed, check_offload, check_recompute, finish, FIXTURES, WORK, shard, optimizer_flags, safetensors,
-    OFFLOAD_HEADER, RECOMPUTE_HEADER)
+    OFFLOAD_HEADER, RECOMPUTE_HEADER, COMPILER)
+import subprocess  # noqa: E402
 
 # 1. Data parallel: N ranks train exactly like one. The fixtures' batch of two
 # is repeated to a batch of four for four ranks (a mean loss over repeated
@@ -399,6 +400,41 @@ same = all(open(f"{WORK}/tck-whole/rank-{r:05d}-of-00004.safetensors", "rb").rea
 print(f"tensor-parallel resume (llama, 2 x 2 ranks): 3 + resume + 3 steps {'identical' if same else 'DIFFERENT'} "
       "to 6 steps")
 check(same, "llama tp=2 x4: the resumed run's checkpoint differs from the uninterrupted run's")
+
+# A vocabulary the ranks do not divide (31 tokens) is padded with rows of
+# zeros: on 2 and 4 tensor ranks the model trains like one rank (losses and
+# weights), the padding rows stay zero, and the tokens drawn stay inside the
+# real vocabulary.
+padded_model = f"{FIXTURES}/special/padded_vocab_lm.onnx"
+padded_runs = {}
+for tp in (1, 2, 4):
+    program = f"{WORK}/padded-vocab-tp{tp}"
+    strategy = ["--gpus", str(tp), "--strategy", f"tp={tp}"] if tp > 1 else []
+    built = subprocess.run([COMPILER, padded_model, "--batch", "2", "--seq", "8", "-o", program, *strategy],
+                           capture_output=True, text=True)
+    check(built.returncode == 0, f"padded vocabulary tp={tp}: {built.stderr[-1500:]}")
+    check(tp == 1 or "@wte: 31 rows padded to 32" in built.stderr,
+          f"padded vocabulary tp={tp}: the compiler does not say it pads: {built.stderr[-800:]}")
+    run = train(program, "--steps", "5", "--log", f"{WORK}/padded-tp{tp}.log", "--save", f"{WORK}/padded-tp{tp}",
+                ranks=tp if tp > 1 else 0)
+    check(run.returncode == 0, f"padded vocabulary tp={tp}: run failed: {run.stderr[-1500:]}")
+    if run.returncode == 0:
+        padded_runs[tp] = run
+for tp in (2, 4):
+    if tp not in padded_runs or 1 not in padded_runs:
+        continue
+    loss_error = worst_relative(losses(f"{WORK}/padded-tp{tp}.log"), losses(f"{WORK}/padded-tp1.log"))
+    single = safetensors(f"{WORK}/padded-tp1/{shard}")
+    whole = assembled(f"{WORK}/padded-tp{tp}")
+    table = whole["wte"]
+    padding_zero = all(v == 0.0 for v in table[31 * 16:])
+    whole["wte"] = table[:31 * 16]
+    worst = max(abs(a - b) for name in single for a, b in zip(single[name], whole[name]))
+    print(f"padded vocabulary (31 -> 32 rows) on {tp} tensor ranks: losses within {loss_error:.2e} and weights "
+          f"within {worst:.2e} of one rank's; padding rows {'zero' if padding_zero else 'NOT ZERO'}")
+    check(loss_error <= 1e-5 and worst <= 1e-5, f"padded vocabulary tp={tp}: losses {loss_error:.2e}, "
+          f"weights {worst:.2e} away from one rank's")
+    check(padding_zero, f"padded vocabulary tp={tp}: the padding rows of the table moved")
 
 # Tensor parallelism refuses what it cannot run, naming it.
 cases = [

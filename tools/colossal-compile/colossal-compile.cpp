@@ -360,6 +360,9 @@ int main(int argc, char **argv) {
                    << " vocabulary tables split by rows (" << vocabulary.lookups << " lookups, "
                    << vocabulary.outputLayers << " output layers), " << split->splitParameters
                    << " parameters sliced; the rest replicated\n";
+      for (const std::string &padded : vocabulary.padded)
+        llvm::errs() << "colossal-compile: note: tp=" << tensorRanks << " pads a vocabulary with rows of zeros: "
+                     << padded << " (the weights file and checkpoints hold the padded table)\n";
       for (const std::string &whole : vocabulary.whole)
         llvm::errs() << "colossal-compile: note: tp=" << tensorRanks << " keeps a vocabulary table whole: " << whole
                      << "\n";

@@ -78,22 +78,46 @@ module {
 
 // -----
 
-// A vocabulary the ranks do not divide stays whole; an output layer whose
-// logits do not reach a cross-entropy is no vocabulary. With nothing else to
-// split, that is an error.
+// A vocabulary the ranks do not divide is padded with rows of zeros to a
+// multiple of them (5 rows to 6, 3 per rank); the loss counts the real
+// classes only. An output layer whose logits do not reach a cross-entropy
+// is no vocabulary and stays whole.
+// CHECK-LABEL: module attributes {train.tensor_parallel = 2 : i64}
+// CHECK: train.parameter @odd : tensor<3x8xf32> {padding = 1 : i64, split_dim = 0 : i64, splits = 2 : i64, trainable}
+// CHECK: train.parameter @head : tensor<16x8xf32> {trainable}
+// CHECK: train.gather %{{.*}}, %arg0 {axis = 0 : i64, mesh_axis = "tp"} : (tensor<3x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
+// CHECK: train.linear {{.*}} -> tensor<4x3xf32>
+// CHECK: train.cross_entropy %{{.*}}, %arg1 {classes = 5 : i64, mesh_axis = "tp"} : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<f32>
 module {
   train.parameter @odd : tensor<5x8xf32> {trainable}
   train.parameter @head : tensor<16x8xf32> {trainable}
-  // expected-error@+1 {{and vocabulary tables (embeddings of token ids, output layers scoring a cross-entropy), and @forward has none}}
   func.func @forward(%ids: tensor<4xi64> {train.name = "ids"}, %labels: tensor<4xi64> {train.name = "labels"})
       -> (tensor<f32> {train.name = "loss"}) {
     %t = train.param @odd : tensor<5x8xf32>
     %e = train.gather %t, %ids {axis = 0 : i64} : (tensor<5x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
     %w = train.param @head : tensor<16x8xf32>
     %wt = train.transpose %w {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
-    %logits = train.linear %e, %wt : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
-    %sq = train.mul %logits, %logits : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
-    %loss = train.reduce_mean %sq {axes = array<i64>, keepdims = false} : (tensor<4x16xf32>) -> tensor<f32>
+    %h = train.linear %e, %wt : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    %sq = train.mul %h, %h : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+    %d = train.reduce_mean %sq {axes = array<i64: 1>, keepdims = false} : (tensor<4x16xf32>) -> tensor<4xf32>
+    %t2 = train.transpose %t {perm = array<i64: 1, 0>} : (tensor<5x8xf32>) -> tensor<8x5xf32>
+    %logits = train.linear %e, %t2 : (tensor<4x8xf32>, tensor<8x5xf32>) -> tensor<4x5xf32>
+    %loss = train.cross_entropy %logits, %labels : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// A vocabulary so small that a rank would hold padding only (1 row on 2
+// ranks) stays whole; with nothing else to split, that is an error.
+module {
+  train.parameter @tiny : tensor<1x8xf32> {trainable}
+  // expected-error@+1 {{and vocabulary tables (embeddings of token ids, output layers scoring a cross-entropy), and @forward has none}}
+  func.func @forward(%ids: tensor<4xi64> {train.name = "ids"}) -> (tensor<f32> {train.name = "loss"}) {
+    %t = train.param @tiny : tensor<1x8xf32>
+    %e = train.gather %t, %ids {axis = 0 : i64} : (tensor<1x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
+    %loss = train.reduce_mean %e {axes = array<i64>, keepdims = false} : (tensor<4x8xf32>) -> tensor<f32>
     return %loss : tensor<f32>
   }
 }

@@ -193,6 +193,47 @@ TEST(VocabularyParallel, LossAndGradientEqualTheWholeLogits) {
   }
 }
 
+TEST(VocabularyParallel, PaddingColumnsTakeNoPart) {
+  // 10 classes padded to 12 over 4 ranks (3 columns each; the last rank
+  // holds 1 class and 2 padding columns, filled with large values that
+  // would dominate the softmax if counted).
+  const int64_t rows = 5, classes = 10, padded = 12, ranks = 4, columns = padded / ranks;
+  Tensor logits = randomFloats({rows, classes}, 5, 2.0f);
+  Tensor labels = Tensor::ofInts({rows}, {0, 9, 4, 9, 3});
+  Tensor whole = host::crossEntropy(logits, labels, std::nullopt, "mean");
+  Tensor dloss = Tensor::ofFloats({}, {1.0f});
+  Tensor wholeGrad = host::crossEntropyGrad(logits, labels, dloss, std::nullopt, "mean");
+  Tensor withPadding = Tensor::zeros({rows, padded});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < padded; ++c)
+      withPadding.floats[size_t(r * padded + c)] = c < classes ? logits.floats[size_t(r * classes + c)] : 50.0f;
+  std::vector<Tensor> loss(static_cast<size_t>(ranks)), grad(static_cast<size_t>(ranks));
+  onRanks(int(ranks), [&](int r, StepCollectives &c) {
+    Tensor mine = columnsOf(withPadding, r * columns, columns);
+    loss[size_t(r)] = host::vocabularyParallelCrossEntropy(mine, labels, std::nullopt, "mean", c, "tp", classes);
+    grad[size_t(r)] =
+        host::vocabularyParallelCrossEntropyGrad(mine, labels, dloss, std::nullopt, "mean", c, "tp", classes);
+  });
+  for (int r = 0; r < int(ranks); ++r) {
+    expectNear(loss[size_t(r)].floats, whole.floats, 1e-6, "padded loss");
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t col = 0; col < columns; ++col) {
+        int64_t global = r * columns + col;
+        float want = global < classes ? wholeGrad.floats[size_t(row * classes + global)] : 0.0f;
+        EXPECT_NEAR(grad[size_t(r)].floats[size_t(row * columns + col)], want, 1e-6)
+            << "rank " << r << ", row " << row << ", column " << global;
+      }
+  }
+  // A label in the padding is outside the vocabulary.
+  EXPECT_THROW(onRanks(int(ranks),
+                       [&](int r, StepCollectives &c) {
+                         host::vocabularyParallelCrossEntropy(columnsOf(withPadding, r * columns, columns),
+                                                              Tensor::ofInts({rows}, {0, 10, 4, 9, 3}),
+                                                              std::nullopt, "mean", c, "tp", classes);
+                       }),
+               Error);
+}
+
 TEST(VocabularyParallel, LabelsOutsideTheWholeVocabularyAreErrors) {
   Tensor labels = Tensor::ofInts({2}, {1, 8}); // the vocabulary is 2 x 4
   EXPECT_THROW(onRanks(2,

@@ -92,6 +92,11 @@ LogicalResult ParameterOp::verify() {
     return emitOpError() << "split_dim " << int64_t(*getSplitDim()) << " is not a dimension of " << getType();
   if (getSplits() > 1 && !getSplitDim())
     return emitOpError() << "is split " << getSplits() << " ways along no split_dim";
+  if (int64_t padding = int64_t(getPadding()); padding != 0) {
+    if (padding < 0 || !getSplitDim() ||
+        padding >= cast<ShapedType>(getType()).getDimSize(int64_t(*getSplitDim())))
+      return emitOpError() << "padding " << padding << " needs a split_dim and must leave the last slice a real row";
+  }
   if (int64_t groups = int64_t(getSplitGroups()); groups != 1) {
     if (groups < 1 || !getSplitDim())
       return emitOpError() << "split_groups " << groups << " needs a split_dim and at least one group";

@@ -37,14 +37,17 @@ Tensor gatherFromSliceGrad(const Tensor &indices, const Tensor &dy, int64_t axis
 /// `train.cross_entropy {mesh_axis}`: the softmax cross-entropy of logits
 /// whose class columns are split over the ranks of mesh axis `axis` (this
 /// rank's `scores` are columns [r C, (r + 1) C) of [rows, C x ranks]), with
-/// global `labels`. Every rank returns the whole loss.
+/// global `labels`. Every rank returns the whole loss. `classes` >= 0: only
+/// the first `classes` columns of the whole are classes; the rest pad the
+/// vocabulary and take no part (their gradient is zero).
 Tensor vocabularyParallelCrossEntropy(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
                                       const std::string &reduction, StepCollectives &collectives,
-                                      const std::string &axis);
+                                      const std::string &axis, int64_t classes = -1);
 /// Its gradient with respect to this rank's columns.
 Tensor vocabularyParallelCrossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
                                           std::optional<int64_t> ignoreIndex, const std::string &reduction,
-                                          StepCollectives &collectives, const std::string &axis);
+                                          StepCollectives &collectives, const std::string &axis,
+                                          int64_t classes = -1);
 
 } // namespace host
 } // namespace colossal::rt

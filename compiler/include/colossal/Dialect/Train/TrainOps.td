@@ -48,7 +48,10 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
     model file's tensor along `split_dim` (rank t the t-th); the type is the
     slice's. With `split_groups` = G > 1 (a fused query-key-value projection)
     the dimension is G equal groups, each split so: rank t holds the t-th
-    slice of every group, side by side.
+    slice of every group, side by side. With `padding` = P > 0 (a vocabulary
+    the ranks do not divide) the model's tensor is P rows of zeros short
+    along `split_dim`: the program's tensor is the model's with them
+    appended (they stay zero: nothing reads them, so their gradients are).
 
     Example:
 
@@ -63,18 +66,27 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyStaticShapeTensor>:$type,
                        UnitAttr:$trainable, DefaultValuedStrAttr<StrAttr, "none">:$data,
                        OptionalAttr<I64Attr>:$split_dim, DefaultValuedAttr<I64Attr, "1">:$splits,
-                       DefaultValuedAttr<I64Attr, "1">:$split_groups);
+                       DefaultValuedAttr<I64Attr, "1">:$split_groups,
+                       DefaultValuedAttr<I64Attr, "0">:$padding);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
     }
-    /// The model file's shape: the slice's, times `splits` along `split_dim`.
+    /// The program's whole shape: the slice's, times `splits` along
+    /// `split_dim` (padding included).
     ::llvm::SmallVector<int64_t> getFullShape() {
       ::llvm::SmallVector<int64_t> shape(getTensorType().getShape());
       if (std::optional<int64_t> dim = getSplitDim())
         shape[*dim] *= getSplits();
+      return shape;
+    }
+    /// The model file's shape: the whole shape less the padding.
+    ::llvm::SmallVector<int64_t> getModelShape() {
+      ::llvm::SmallVector<int64_t> shape = getFullShape();
+      if (std::optional<int64_t> dim = getSplitDim())
+        shape[*dim] -= getPadding();
       return shape;
     }
   }];
@@ -626,7 +638,9 @@ def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
     the loss is over all of the axis's classes: the row maxima, the softmax
     denominators and the labels' logits are summed over the axis (the
     labels stay global), so no rank holds whole logits. Every rank gets the
-    whole loss.
+    whole loss. `classes`, when set, is how many of the axis's columns are
+    classes: the rest pad the vocabulary to a multiple of the ranks and
+    take no part.
 
     Constraints:
     - as for `train.softmax_cross_entropy_loss`, without class weights.
@@ -634,7 +648,7 @@ def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
   let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels,
                        DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index,
-                       OptionalAttr<StrAttr>:$mesh_axis);
+                       OptionalAttr<StrAttr>:$mesh_axis, OptionalAttr<I64Attr>:$classes);
   let results = (outs AnyRankedTensor:$loss);
 }
 
@@ -1001,7 +1015,7 @@ def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad"> {
   }];
   let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels, AnyRankedTensor:$loss_grad,
                        DefaultValuedStrAttr<StrAttr, "mean">:$reduction, OptionalAttr<I64Attr>:$ignore_index,
-                       OptionalAttr<StrAttr>:$mesh_axis);
+                       OptionalAttr<StrAttr>:$mesh_axis, OptionalAttr<I64Attr>:$classes);
   let results = (outs AnyRankedTensor:$logits_grad);
 }
 
