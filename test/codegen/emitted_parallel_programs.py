@@ -445,6 +445,12 @@ cases = [
      "other tensor modes are planned, not built"),
     ("a tp=2 program on 3 ranks", train(f"{WORK}/gpt2-tp2-x2", "--steps", "1", ranks=3),
      "compiled for 1 data-parallel rank x 2 tensor-parallel ranks and started as 3"),
+    ("sequence parallelism without a tensor axis", compile_model("gpt2", f"{WORK}/sp-no-tp", "--gpus", "2",
+                                                                "--strategy", "sp_mode=megatron"),
+     "sp_mode=megatron splits the tokens over the tensor axis: add tp=N"),
+    ("sequence parallelism over tokens the ranks do not divide (ViT: 5)",
+     compile_model("vit", f"{WORK}/sp-vit", "--gpus", "2", "--strategy", "tp=2,sp_mode=megatron"),
+     "splits the 5 tokens of 'tensor<2x5x16xf32>', which do not divide by 2"),
 ]
 # The CUDA target refuses tensor parallelism by name (when this compiler has
 # the CUDA target at all: the sanitizer build does not).

@@ -277,9 +277,12 @@ int main(int argc, char **argv) {
     }
     if (strategy && planFile.empty()) {
       if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
-        error = "the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation only; "
-                "--strategy asks for " +
+        error = "the partitioner runs data parallelism, 1D tensor parallelism (tp=N, with Megatron's sequence "
+                "parallelism: sp_mode=megatron), microbatches, ZeRO 1, 2 and 3, optimizer offload and full "
+                "recomputation only; --strategy asks for " +
                 lacks;
+        if (strategy->spMode == colossal::cost::SequenceMode::Megatron && strategy->tp == 1 && tensorRanks == 1)
+          error += " (sp_mode=megatron splits the tokens over the tensor axis: add tp=N)";
         strategy.reset();
       }
     }
