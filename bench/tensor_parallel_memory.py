@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Memory per rank of tensor parallelism, with and without the vocabulary
+split and Megatron's sequence parallelism, measured by the emitted programs.
+
+A GPT-2 (vocabulary 8192, hidden 256, 4 heads, 4 layers, sequence 128,
+batch 4; the fixture generator's model class, so its output layer is tied to
+the embedding and its attention has a fused QKV projection) is exported with
+PyTorch and compiled for 1 rank, for tp=2 and for tp=2 with sp_mode=megatron;
+each program trains STEPS AdamW steps under mpirun and reports, from the
+runtime's memory tracker, the step's activation peak and the model states
+per rank, and its bytes on the tensor axis. The compiler's planned step peak
+is recorded beside the measured one. One run, written as JSON.
+
+  bench/tensor_parallel_memory.py COLOSSAL_COMPILE MPIRUN OUT.json
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "fixtures"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import models  # noqa: E402
+
+COMPILER, MPIRUN, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
+STEPS = 3
+VOCAB, HIDDEN, HEADS, LAYERS, SEQ, BATCH = 8192, 256, 4, 4, 128, 4
+
+torch.manual_seed(0)
+model = models.GPT2(vocab=VOCAB, hidden=HIDDEN, heads=HEADS, layers=LAYERS, max_seq=SEQ)
+g = torch.Generator().manual_seed(1)
+ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+
+work = tempfile.mkdtemp(prefix="colossal-tp-memory-")
+onnx_path = os.path.join(work, "gpt2.onnx")
+torch.onnx.export(model, (ids, labels), onnx_path, input_names=["input_ids", "labels"], output_names=["loss"],
+                  opset_version=17, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+os.makedirs(os.path.join(work, "feed"))
+np.save(os.path.join(work, "feed", "input_ids.npy"), ids.numpy())
+np.save(os.path.join(work, "feed", "labels.npy"), labels.numpy())
+with open(os.path.join(work, "trainable.txt"), "w") as f:
+    f.write("".join(name + "\n" for name, _ in model.named_parameters()))
+
+runs = {}
+for label, ranks, strategy in [("1 rank", 1, None), ("tp=2", 2, "tp=2"), ("tp=2, sp_mode=megatron", 2,
+                                                                          "tp=2,sp_mode=megatron")]:
+    program = os.path.join(work, label.replace(" ", "").replace(",", "-").replace("=", ""))
+    args = [COMPILER, onnx_path, "-o", program, "--quiet", "--trainable", os.path.join(work, "trainable.txt"),
+            "--optimizer", "adamw"]
+    if strategy:
+        args += ["--gpus", str(ranks), "--strategy", strategy]
+    subprocess.run(args, check=True)
+    log = os.path.join(program, "steps.jsonl")
+    launch = [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] if ranks > 1 else []
+    subprocess.run(launch + [os.path.join(program, "model_train"), "--feed", os.path.join(work, "feed"), "--steps",
+                             str(STEPS), "--log", log, "--quiet"], check=True)
+    last = [json.loads(line) for line in open(log)][-1]
+    manifest = json.load(open(os.path.join(program, "manifest.json")))
+    memory = last["memory"]
+    runs[label] = {
+        "ranks": ranks,
+        "loss_at_last_step": last["loss"],
+        "activations_peak_bytes": memory["activations"]["peak"],
+        "planned_step_peak_bytes": manifest.get("planned_step_peak_bytes"),
+        "model_state_bytes": {k: memory[k]["current"] for k in ("parameters", "gradients", "optimizer_state")},
+        "tensor_axis_bytes_per_step": {c: axes["tp"]["bytes"] for c, axes in last.get("comm", {}).items() if "tp" in axes},
+    }
+    print(f"{label:24} activations peak {runs[label]['activations_peak_bytes']:>12,} B "
+          f"(planned {runs[label]['planned_step_peak_bytes']:,}), parameters "
+          f"{runs[label]['model_state_bytes']['parameters']:>10,} B, loss {last['loss']:.6f}")
+
+json.dump({"benchmark": "tensor_parallel_memory", "model": {"kind": "gpt2", "vocab": VOCAB, "hidden": HIDDEN,
+                                                           "heads": HEADS, "layers": LAYERS, "seq": SEQ,
+                                                           "batch": BATCH},
+           "steps": STEPS, "runs": runs}, open(OUT, "w"), indent=2)
+shutil.rmtree(work)
