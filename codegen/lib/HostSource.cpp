@@ -330,6 +330,16 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return one("reduce(ReduceKind::Mean, " + in(0) + ", " + shapeLiteral(r.getAxes()) + ", " + out() + ")");
   if (auto r = dyn_cast<ReduceMaxOp>(op))
     return one("reduce(ReduceKind::Max, " + in(0) + ", " + shapeLiteral(r.getAxes()) + ", " + out() + ")");
+  if (auto d = dyn_cast<DropoutOp>(op); d && d.getMeshAxis()) {
+    // The rank's tokens of a dropout over the whole tensor: the key counts
+    // the whole tensor's elements.
+    std::string axis = quoted(*d.getMeshAxis());
+    return defineAll(op, "dropoutOfSlice(" + in(0) + ", " + floatLiteral(d.getRatio().convertToDouble()) +
+                             ", random.dropoutKey(" + std::to_string(int64_t(d.getSite())) + ", " +
+                             std::to_string(cast<ShapedType>(d.getInput().getType()).getNumElements()) +
+                             " * collectives.ranksOn(" + axis + ")), " + std::to_string(int64_t(*d.getMeshDim())) +
+                             ", collectives.rankOn(" + axis + "), collectives.ranksOn(" + axis + "))");
+  }
   if (auto d = dyn_cast<DropoutOp>(op))
     return defineAll(op, "dropout(" + in(0) + ", " + floatLiteral(d.getRatio().convertToDouble()) +
                              ", random.dropoutKey(" + std::to_string(int64_t(d.getSite())) + ", " +
@@ -583,7 +593,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "#include \"colossal/runtime/HostTensor.h\"\n"
      << "#include \"colossal/runtime/StepMemory.h\"\n"
      << "#include \"colossal/runtime/Trainer.h\"\n"
-     << (device ? "" : "#include \"colossal/runtime/VocabularyParallel.h\"\n");
+     << (device ? "" : "#include \"colossal/runtime/SequenceParallel.h\"\n"
+                       "#include \"colossal/runtime/VocabularyParallel.h\"\n");
   if (device)
     os << "#include \"colossal/runtime/CudaDevice.h\"\n#include \"colossal/runtime/DeviceTensor.h\"\n"
        << "#include \"colossal/runtime/Error.h\"\n#include \"colossal/runtime/Launch.h\"\n\n#include <cstdio>\n";

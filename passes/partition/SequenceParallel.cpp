@@ -26,8 +26,8 @@ bool isFloat(Value v) { return isa<FloatType>(typeOf(v).getElementType()); }
 bool isPerToken(Operation *op, int64_t dim) {
   if (isSliceWise(op) || isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, SqrtOp, ReciprocalOp, LogOp, CastOp>(op))
     return true;
-  if (auto dropout = dyn_cast<DropoutOp>(op))
-    return dropout.getRatio().isZero(); // masks are keyed by the whole tensor's elements
+  if (isa<DropoutOp>(op))
+    return true; // its mask becomes the rank's slice of the whole tensor's
   auto normalizes = [&](int64_t axis, Value input) {
     int64_t rank = typeOf(input).getRank();
     return (axis < 0 ? axis + rank : axis) > dim;
@@ -101,7 +101,7 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
       return op.emitError() << "sequence parallelism computes the activations between tensor-parallel blocks on "
                                "each rank's tokens, and this op reads them but does not compute each token on its "
                                "own (per-token ops: elementwise, norms over the hidden axis, linear layers, "
-                               "dropout of probability 0)";
+                               "dropout)";
     int64_t tokens = resultType.getDimSize(*dim);
     // The other operands: replicated over the tokens, or cut to the rank's.
     for (OpOperand &use : op.getOpOperands()) {
@@ -120,6 +120,12 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
         return op.emitError() << "sequence parallelism: operand " << use.getOperandNumber() << " (" << type
                               << ") neither broadcasts over the " << tokens << " tokens nor has them";
       }
+    }
+    // Masks are keyed by the whole tensor's elements: a token-split
+    // dropout draws the rank's slice of the whole mask.
+    if (auto dropout = dyn_cast<DropoutOp>(op)) {
+      dropout.setMeshAxisAttr(axis);
+      dropout.setMeshDimAttr(builder.getI64IntegerAttr(*dim));
     }
     for (Value result : op.getResults())
       if (typeOf(result).getRank() == resultType.getRank())

@@ -12,7 +12,8 @@
 //
 // The token-split region grows forward from the reduce-scatters through
 // per-token ops (elementwise ops, norms over the hidden axis, linear layers
-// on the hidden axis, dropout without masking). A replicated operand that
+// on the hidden axis, dropout, whose mask is the rank's slice of the whole
+// tensor's, so the run draws the masks one rank would). A replicated operand that
 // broadcasts over the tokens (a norm's scale, a bias) enters through a copy
 // (its gradient, a sum over each rank's tokens, is all-reduced); one that
 // has the tokens (a position embedding) is cut to the rank's tokens
@@ -43,7 +44,7 @@ struct SequenceParallelSummary {
 /// Applies sequence parallelism over the tensor axis to @forward of a
 /// module partitioned by `partitionTensorParallel`. Fails naming the op when
 /// something reads the token-split activations that is not per token (a
-/// reshape that merges the tokens, a reduction, nonzero dropout), or when
+/// reshape that merges the tokens, a reduction), or when
 /// the tokens do not divide by the ranks.
 mlir::FailureOr<SequenceParallelSummary> applySequenceParallelism(mlir::ModuleOp module);
 

@@ -436,6 +436,28 @@ for tp in (2, 4):
           f"weights {worst:.2e} away from one rank's")
     check(padding_zero, f"padded vocabulary tp={tp}: the padding rows of the table moved")
 
+# Dropout between the blocks under sequence parallelism (a language model
+# with p = 0.25 on its block's output): each rank draws its tokens' part of
+# the whole tensor's mask, so 2 tensor ranks, and 2 data x 2 tensor ranks,
+# train like one rank with the same masks.
+dropout_model = f"{FIXTURES}/special/dropout_lm.onnx"
+for ranks, batch in ((1, 2), (2, 2), (1, 4), (4, 4)):
+    program = f"{WORK}/dropout-lm-{ranks}-{batch}"
+    strategy = ["--gpus", str(ranks), "--strategy", "tp=2,sp_mode=megatron"] if ranks > 1 else []
+    built = subprocess.run([COMPILER, dropout_model, "--batch", str(batch), "--seq", "8", "-o", program, "--quiet",
+                            *strategy], capture_output=True, text=True)
+    check(built.returncode == 0, f"dropout LM on {ranks} ranks: {built.stderr[-1500:]}")
+    run = train(program, "--steps", "4", "--log", f"{WORK}/dropout-lm-{ranks}-{batch}.log", ranks=ranks if ranks > 1
+                else 0)
+    check(run.returncode == 0, f"dropout LM on {ranks} ranks: run failed: {run.stderr[-1500:]}")
+for ranks, batch in ((2, 2), (4, 4)):
+    one, many = f"{WORK}/dropout-lm-1-{batch}.log", f"{WORK}/dropout-lm-{ranks}-{batch}.log"
+    if os.path.exists(one) and os.path.exists(many):
+        error = worst_relative(losses(many), losses(one))
+        print(f"dropout between the blocks, tp=2 with sequence parallelism on {ranks} ranks: losses within "
+              f"{error:.2e} of one rank's (the same masks)")
+        check(error <= 1e-5, f"dropout LM on {ranks} ranks: losses {error:.2e} away from one rank's")
+
 # Tensor parallelism refuses what it cannot run, naming it.
 cases = [
     ("a hidden width the ranks do not divide", compile_model("gpt2", f"{WORK}/tp3", "--gpus", "3", "--strategy", "tp=3"),

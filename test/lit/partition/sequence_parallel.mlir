@@ -83,3 +83,35 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Dropout on the token-split activations draws the rank's slice of the
+// whole tensor's mask (mesh_axis, mesh_dim).
+// CHECK-LABEL: module attributes {train.sequence_parallel = "megatron", train.tensor_parallel = 2 : i64}
+// CHECK: train.relu
+// CHECK: %[[R:.*]] = train.reduce_scatter %{{.*}} {axis = "tp", dim = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
+// CHECK-NEXT: train.dropout %[[R]] {mesh_axis = "tp", mesh_dim = 1 : i64, ratio = 2.500000e-01 : f32, site = 3 : i64} : (tensor<2x2x8xf32>) -> (tensor<2x2x8xf32>, tensor<2x2x8xi1>)
+module {
+  train.parameter @wte : tensor<8x8xf32> {trainable}
+  train.parameter @fc : tensor<8x16xf32> {trainable}
+  train.parameter @proj : tensor<16x8xf32> {trainable}
+  func.func @forward(%ids: tensor<2x4xi64> {train.name = "input_ids"}, %labels: tensor<2x4xi64> {train.name = "labels"})
+      -> (tensor<f32> {train.name = "loss"}) {
+    %t = train.param @wte : tensor<8x8xf32>
+    %x = train.gather %t, %ids {axis = 0 : i64} : (tensor<8x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+    %w = train.param @fc : tensor<8x16xf32>
+    %h = train.linear %x, %w : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+    %a = train.relu %h : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+    %p = train.param @proj : tensor<16x8xf32>
+    %y = train.linear %a, %p : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+    %d, %mask = train.dropout %y {ratio = 0.25 : f32, site = 3 : i64} : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xi1>)
+    %r = train.add %x, %d : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %tt = train.transpose %t {perm = array<i64: 1, 0>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    %logits = train.linear %r, %tt : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %flat = train.reshape %logits : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+    %l = train.reshape %labels : (tensor<2x4xi64>) -> tensor<8xi64>
+    %loss = train.cross_entropy %flat, %l : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

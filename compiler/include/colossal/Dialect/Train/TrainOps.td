@@ -551,7 +551,10 @@ def Train_DropoutOp : Train_ComputeOp<"dropout"> {
     element index), so it does not depend on how the tensor is split. `site`
     numbers the model's dropout ops (the importer gives each its own): two
     sites draw unrelated masks, and a copy of an op (recomputation) draws
-    the same mask as the op.
+    the same mask as the op. With `mesh_axis` and `mesh_dim` (sequence
+    parallelism), the input is this rank's slice along `mesh_dim` of a
+    tensor split over the mesh axis, and the mask is that slice of the
+    whole tensor's.
 
     Example:
 
@@ -564,7 +567,8 @@ def Train_DropoutOp : Train_ComputeOp<"dropout"> {
     - `y` has the input's type, `mask` its shape with i1 elements.
   }];
   let arguments = (ins AnyRankedTensor:$input, F32Attr:$ratio,
-                       DefaultValuedAttr<I64Attr, "0">:$site);
+                       DefaultValuedAttr<I64Attr, "0">:$site,
+                       OptionalAttr<StrAttr>:$mesh_axis, OptionalAttr<I64Attr>:$mesh_dim);
   let results = (outs AnyRankedTensor:$output, TensorOf<[I1]>:$mask);
 }
 
