@@ -22,9 +22,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "fixtures"))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import models  # noqa: E402
+from gpt2_export import export_gpt2  # noqa: E402
 
 COMPILER, OUT = sys.argv[1], sys.argv[2]
 THREADS = int(sys.argv[3]) if len(sys.argv) > 3 else 1
@@ -41,14 +41,7 @@ ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
 labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
 
 work = tempfile.mkdtemp(prefix="colossal-step-bench-")
-onnx_path = os.path.join(work, "gpt2_bench.onnx")
-torch.onnx.export(model, (ids, labels), onnx_path, input_names=["input_ids", "labels"], output_names=["loss"],
-                  opset_version=17, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-os.makedirs(os.path.join(work, "feed"))
-np.save(os.path.join(work, "feed", "input_ids.npy"), ids.numpy())
-np.save(os.path.join(work, "feed", "labels.npy"), labels.numpy())
-with open(os.path.join(work, "trainable.txt"), "w") as f:
-    f.write("".join(name + "\n" for name, _ in model.named_parameters()))
+onnx_path = export_gpt2(model, ids, labels, work, "gpt2_bench.onnx")
 
 program = os.path.join(work, "program")
 subprocess.run([COMPILER, onnx_path, "-o", program, "--quiet", "--trainable", os.path.join(work, "trainable.txt"),

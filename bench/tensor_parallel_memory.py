@@ -23,9 +23,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "fixtures"))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import models  # noqa: E402
+from gpt2_export import export_gpt2  # noqa: E402
 
 COMPILER, MPIRUN, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
 STEPS = 3
@@ -38,14 +38,7 @@ ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
 labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
 
 work = tempfile.mkdtemp(prefix="colossal-tp-memory-")
-onnx_path = os.path.join(work, "gpt2.onnx")
-torch.onnx.export(model, (ids, labels), onnx_path, input_names=["input_ids", "labels"], output_names=["loss"],
-                  opset_version=17, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-os.makedirs(os.path.join(work, "feed"))
-np.save(os.path.join(work, "feed", "input_ids.npy"), ids.numpy())
-np.save(os.path.join(work, "feed", "labels.npy"), labels.numpy())
-with open(os.path.join(work, "trainable.txt"), "w") as f:
-    f.write("".join(name + "\n" for name, _ in model.named_parameters()))
+onnx_path = export_gpt2(model, ids, labels, work, "gpt2.onnx")
 
 runs = {}
 for label, ranks, strategy in [("1 rank", 1, None), ("tp=2", 2, "tp=2"), ("tp=2, sp_mode=megatron", 2,
