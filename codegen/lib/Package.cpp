@@ -194,11 +194,8 @@ Json tensorParallelOf(ModuleOp module, const ProgramSettings &s) {
   };
   if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward"))
     step.walk([&](Operation *op) {
-      if (auto sum = dyn_cast<train::AllReduceOp>(op)) {
-        auto type = cast<ShapedType>(sum.getType());
-        activationBytes += type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
-        ++calls;
-      }
+      if (auto sum = dyn_cast<train::AllReduceOp>(op))
+        activationBytes += bytesOf(sum.getResult()), ++calls;
       if (auto gather = dyn_cast<train::AllGatherOp>(op))
         gatherBytes += bytesOf(gather.getResult()), ++gathers;
       if (auto scatter = dyn_cast<train::ReduceScatterOp>(op))

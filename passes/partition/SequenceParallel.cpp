@@ -9,7 +9,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace colossal::partition {
@@ -54,7 +53,6 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
   SequenceParallelSummary summary;
   // Token-split values and the dimension of their tokens, in program order.
   llvm::MapVector<Value, int64_t> split;
-  llvm::DenseSet<Value> typed; // created with the slice's type already
   Block &body = forward.getBody().front();
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     OpBuilder builder(&op);
@@ -72,7 +70,6 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
       sum.getResult().replaceAllUsesWith(scatter.getResult());
       sum.erase();
       split[scatter.getResult()] = dim;
-      typed.insert(scatter.getResult());
       ++summary.scatters;
       continue;
     }
@@ -135,7 +132,8 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
     for (Operation *user : value.getUsers())
       if (user == body.getTerminator())
         return forward.emitError() << "sequence parallelism: @forward returns an activation split by tokens";
-    if (typed.contains(value))
+    // The reduce-scatters are created with the slice's type.
+    if (value.getDefiningOp<ReduceScatterOp>())
       continue;
     RankedTensorType type = typeOf(value);
     if (type.getDimSize(dim) % ranks != 0)
@@ -143,9 +141,8 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
              << "sequence parallelism over " << ranks << " ranks splits the " << type.getDimSize(dim)
              << " tokens of " << type << ", which do not divide by " << ranks;
     value.setType(withDim(type, dim, type.getDimSize(dim) / ranks));
-    ++summary.splitValues;
   }
-  summary.splitValues += int64_t(typed.size());
+  summary.splitValues = int64_t(split.size());
   if (summary.scatters == 0)
     return forward.emitError() << "sequence parallelism found no tensor-parallel block exit to split by tokens";
   module->setAttr("train.sequence_parallel", StringAttr::get(context, "megatron"));

@@ -7,8 +7,9 @@
 // rank's slice of the tokens instead, so those activations take 1/T of the
 // memory. Each block's entry `train.copy_to_ranks` becomes a
 // `train.all_gather` of the tokens, each sum `train.all_reduce` at a
-// block's (or a vocabulary lookup's) exit a `train.reduce_scatter`: the
-// bytes moved are the same as before, the activations between smaller.
+// block's (or a vocabulary lookup's) exit a `train.reduce_scatter`. A ring
+// all-reduce is a reduce-scatter then an all-gather, so the traffic is
+// plain tensor parallelism's; the activations between are smaller.
 //
 // The token-split region grows forward from the reduce-scatters through
 // per-token ops (elementwise ops, norms over the hidden axis, linear layers

@@ -98,29 +98,21 @@ bool visitSplit(Value value, int64_t dim, Pair &pair, int64_t groups = 1) {
   pair.between.insert(def);
   // An operand that is 1 (or absent) along the split dimension is
   // replicated; any other is split along the same dimension.
-  auto operand = [&](OpOperand &use, int64_t at) {
+  auto operand = [&](OpOperand &use, int64_t at, int64_t operandGroups = 1) {
     RankedTensorType t = typeOf(use.get());
     int64_t aligned = at - (type.getRank() - t.getRank());
     if (aligned < 0 || t.getDimSize(aligned) == 1) {
       pair.replicated.push_back(&use);
       return true;
     }
-    return visitSplit(use.get(), aligned, pair);
+    return visitSplit(use.get(), aligned, pair, operandGroups);
   };
   if (isSliceWise(def))
     return visitSplit(def->getOperand(0), dim, pair, groups);
-  if (groups > 1 && !isa<MulOp, AddOp, SubOp, DivOp>(def))
+  if (isa<MulOp, AddOp, SubOp, DivOp>(def))
+    return operand(def->getOpOperand(0), dim, groups) && operand(def->getOpOperand(1), dim, groups);
+  if (groups > 1)
     return false; // grouped values pass elementwise ops only
-  if (isa<MulOp, AddOp, SubOp, DivOp>(def)) {
-    auto grouped = [&](OpOperand &use) {
-      RankedTensorType t = typeOf(use.get());
-      int64_t aligned = dim - (type.getRank() - t.getRank());
-      if (aligned < 0 || t.getDimSize(aligned) == 1)
-        return operand(use, dim);
-      return visitSplit(use.get(), aligned, pair, groups);
-    };
-    return grouped(def->getOpOperand(0)) && grouped(def->getOpOperand(1));
-  }
   if (auto transpose = dyn_cast<TransposeOp>(def))
     return visitSplit(transpose.getInput(), transpose.getPerm()[size_t(dim)], pair);
   if (auto reshape = dyn_cast<ReshapeOp>(def)) {
