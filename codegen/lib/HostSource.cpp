@@ -229,9 +229,10 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return "collectives.rankOn(" + quoted(axis) + "), collectives.ranksOn(" + quoted(axis) + ")";
   };
   // The ops partitioning splits over a mesh axis run on the host target.
-  if (device_ && (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RankSliceOp>(op) || op->hasAttr("mesh_axis")))
-    return op->emitError() << "tensor parallelism has no CUDA lowering yet (this op is one rank's part of a "
-                           << "computation split over the tensor axis; the host target runs it)";
+  if (device_ && (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RankSliceOp, AllToAllOp>(op) ||
+                  op->hasAttr("mesh_axis") || op->hasAttr("token_axis")))
+    return op->emitError() << "tensor and sequence parallelism have no CUDA lowering yet (this op is one rank's "
+                           << "part of a computation split over a mesh axis; the host target runs it)";
 
   if (auto p = dyn_cast<ParamOp>(op)) {
     auto it = parameterIndex.find(p.getName().str());
@@ -345,6 +346,9 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
                              ", random.dropoutKey(" + std::to_string(int64_t(d.getSite())) + ", " +
                              std::to_string(cast<ShapedType>(d.getInput().getType()).getNumElements()) + "))");
   if (auto l = dyn_cast<CrossEntropyOp>(op)) {
+    if (std::optional<StringRef> axis = l.getTokenAxis())
+      return one("tokenSplitCrossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) + ", " +
+                 quoted(l.getReduction()) + ", collectives, " + quoted(*axis) + ")");
     if (std::optional<StringRef> axis = l.getMeshAxis())
       return one("vocabularyParallelCrossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) +
                  ", " + quoted(l.getReduction()) + ", collectives, " + quoted(*axis) + ", " +
@@ -381,6 +385,9 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   if (auto g = dyn_cast<AllGatherOp>(op))
     return one("collectives.allGather(" + in(0) + ", " + quoted(g.getAxis()) + ", " +
                std::to_string(int64_t(g.getDim())) + ")");
+  if (auto a = dyn_cast<AllToAllOp>(op))
+    return one("collectives.allToAll(" + in(0) + ", " + quoted(a.getAxis()) + ", " +
+               std::to_string(int64_t(a.getSplitDim())) + ", " + std::to_string(int64_t(a.getConcatDim())) + ")");
   if (auto r = dyn_cast<ReduceScatterOp>(op))
     return one("collectives.reduceScatter(" + in(0) + ", " + quoted(r.getAxis()) + ", " +
                std::to_string(int64_t(r.getDim())) + ")");
@@ -427,6 +434,10 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
                              ", " + (a.getCausal() ? "true" : "false") + ")");
   }
   if (auto c = dyn_cast<CrossEntropyGradOp>(op)) {
+    if (std::optional<StringRef> axis = c.getTokenAxis())
+      return one("tokenSplitCrossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " +
+                 ignoreLiteral(c.getIgnoreIndex()) + ", " + quoted(c.getReduction()) + ", collectives, " +
+                 quoted(*axis) + ")");
     if (std::optional<StringRef> axis = c.getMeshAxis())
       return one("vocabularyParallelCrossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " +
                  ignoreLiteral(c.getIgnoreIndex()) + ", " + quoted(c.getReduction()) + ", collectives, " +
@@ -646,6 +657,9 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   // per-tensor conventions.
   std::string where;
   llvm::raw_string_ostream(where) << optimizer.op.getLoc();
+  // All-to-all sequence parallelism runs on a model axis of its own.
+  auto sequenceParallel = module->getAttrOfType<StringAttr>("train.sequence_parallel");
+  bool ownSequenceAxis = sequenceParallel && sequenceParallel.getValue() == "all-to-all";
   os << "  colossal::rt::TrainingSettings &s = p.settings;\n"
      << "  // train.optimizer_update {kind = " << quoted(optimizer.kind) << "} of @optimizer_step, " << where << "\n"
      << "  s.optimizer.kind = *colossal::rt::parseOptimizer(" << quoted(optimizer.kind) << ");\n"
@@ -664,6 +678,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.microbatches = " << settings.microbatches << ";\n"
      << "  s.ranks = " << settings.ranks << ";\n"
      << "  s.tensorRanks = " << settings.tensorRanks << ";\n"
+     << (ownSequenceAxis ? "  s.modelAxis = \"sp\";\n" : "")
      << "  s.zero = " << settings.zero << ";\n"
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"

@@ -175,19 +175,22 @@ Json modelStatesOf(const cost::Estimate &estimate) {
                            {"optimizer_state", Json(estimate.memory.optimizer)}});
 }
 
-/// What tensor parallelism moves over the tensor axis each step, read off
-/// the IR: every train.all_reduce of @forward_backward once per microbatch
-/// (the forward's sums and the backward's sums of the copies' gradients),
-/// and the trainer's completions of the per-tensor norms of the split
-/// tensors (two floats per split trainable tensor: one for the gradient
-/// norm, one more for LAMB's and LARS's trust ratios). A vocabulary-parallel
-/// cross-entropy sums three floats per row in two calls (the maxima, then
-/// the denominators with the label logits), its gradient two in two.
-Json tensorParallelOf(ModuleOp module, const ProgramSettings &s) {
+/// What tensor or sequence parallelism moves over its model axis each step,
+/// read off the IR: every train.all_reduce of @forward_backward once per
+/// microbatch (the forward's sums and the backward's sums of the copies'
+/// gradients), and the trainer's completions of the per-tensor norms of the
+/// split tensors (two floats per split trainable tensor: one for the
+/// gradient norm, one more for LAMB's and LARS's trust ratios). A
+/// vocabulary-parallel cross-entropy sums three floats per row in two calls
+/// (the maxima, then the denominators with the label logits), its gradient
+/// two in two; one split by tokens sums two floats (its loss and counted
+/// labels), its gradient one (the count, under "mean").
+Json modelAxisOf(ModuleOp module, const ProgramSettings &s) {
   int64_t activationBytes = 0, calls = 0, splitTensors = 0;
   // Sequence parallelism's collectives: the whole tensor's bytes each (what
-  // the communicator counts).
-  int64_t gatherBytes = 0, gathers = 0, scatterBytes = 0, scatters = 0;
+  // the communicator counts) for gathers and scatters, the sent bytes for
+  // all-to-alls.
+  int64_t gatherBytes = 0, gathers = 0, scatterBytes = 0, scatters = 0, tradeBytes = 0, trades = 0;
   auto bytesOf = [](Value v) {
     auto type = cast<ShapedType>(v.getType());
     return type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
@@ -200,10 +203,18 @@ Json tensorParallelOf(ModuleOp module, const ProgramSettings &s) {
         gatherBytes += bytesOf(gather.getResult()), ++gathers;
       if (auto scatter = dyn_cast<train::ReduceScatterOp>(op))
         scatterBytes += bytesOf(scatter.getInput()), ++scatters;
+      if (auto trade = dyn_cast<train::AllToAllOp>(op))
+        tradeBytes += bytesOf(trade.getInput()), ++trades;
+      bool loss = isa<train::CrossEntropyOp>(op);
       if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) && op->hasAttr("mesh_axis")) {
         int64_t rows = cast<ShapedType>(op->getOperand(0).getType()).getDimSize(0);
-        activationBytes += (isa<train::CrossEntropyOp>(op) ? 3 : 2) * rows * 4;
+        activationBytes += (loss ? 3 : 2) * rows * 4;
         calls += 2;
+      }
+      if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) && op->hasAttr("token_axis") &&
+          (loss || op->getAttrOfType<StringAttr>("reduction").getValue() == "mean")) {
+        activationBytes += loss ? 8 : 4;
+        calls += 1;
       }
     });
   for (train::ParameterOp p : module.getOps<train::ParameterOp>())
@@ -227,6 +238,8 @@ Json tensorParallelOf(ModuleOp module, const ProgramSettings &s) {
                            {"activation_all_gathers_per_step", Json(gathers * s.microbatches)},
                            {"activation_reduce_scatter_bytes_per_step", Json(scatterBytes * s.microbatches)},
                            {"activation_reduce_scatters_per_step", Json(scatters * s.microbatches)},
+                           {"activation_all_to_all_bytes_per_step", Json(tradeBytes * s.microbatches)},
+                           {"activation_all_to_alls_per_step", Json(trades * s.microbatches)},
                            {"split_trainable_tensors", Json(splitTensors)},
                            {"norm_completion_bytes", Json(8 * splitTensors)}});
 }
@@ -240,8 +253,12 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   m["target"] = options.target;
   m["precision"] = options.precision;
   m["gpus"] = Json(s.ranks * s.tensorRanks);
-  m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(s.tensorRanks)}, {"pp", Json(1)}, {"sp", Json(1)},
-                                    {"sp_mode", module->hasAttr("train.sequence_parallel") ? "megatron" : "none"},
+  // The model axis is the tensor axis, or all-to-all sequence parallelism's.
+  auto sequence = module->getAttrOfType<StringAttr>("train.sequence_parallel");
+  bool ownSequenceAxis = sequence && sequence.getValue() == "all-to-all";
+  m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(ownSequenceAxis ? 1 : s.tensorRanks)},
+                                    {"pp", Json(1)}, {"sp", Json(ownSequenceAxis ? s.tensorRanks : 1)},
+                                    {"sp_mode", sequence ? sequence.getValue().str() : std::string("none")},
                                     {"microbatches", Json(s.microbatches)}, {"zero", Json(s.zero)},
                                     {"offload", s.offloadOptimizer ? "optimizer" : "none"},
                                     {"recompute", s.recomputeLayers ? "full" : "none"}});
@@ -294,7 +311,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     }
   }
   if (s.tensorRanks > 1)
-    m["tensor_parallel"] = tensorParallelOf(module, s);
+    m[ownSequenceAxis ? "sequence_parallel" : "tensor_parallel"] = modelAxisOf(module, s);
   // The step's own values on one rank, held from definition to last use.
   m["planned_step_peak_bytes"] = Json(memory.peakBytes);
   m["step_value_bytes"] = Json(memory.valueBytes);

@@ -205,6 +205,13 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
                                  scatter.getDimAttr());
     return success();
   }
+  // All-to-all sequence parallelism trades the tokens' split for the
+  // heads'; the gradient trades it back.
+  if (auto trade = dyn_cast<AllToAllOp>(op)) {
+    out[0] = AllToAllOp::create(builder, op->getLoc(), operandType(0), dy, trade.getAxisAttr(),
+                                trade.getConcatDimAttr(), trade.getSplitDimAttr());
+    return success();
+  }
   if (auto slice = dyn_cast<RankSliceOp>(op)) {
     out[0] = AllGatherOp::create(builder, op->getLoc(), operandType(0), dy, slice.getAxisAttr(), slice.getDimAttr());
     return success();
@@ -346,7 +353,7 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
   if (auto c = dyn_cast<CrossEntropyOp>(op)) {
     out[0] = CrossEntropyGradOp::create(builder, op->getLoc(), operandType(0), c.getLogits(), c.getLabels(), dy,
                                         c.getReductionAttr(), c.getIgnoreIndexAttr(), c.getMeshAxisAttr(),
-                                        c.getClassesAttr());
+                                        c.getClassesAttr(), c.getTokenAxisAttr());
     return success();
   }
   if (auto g = dyn_cast<GatherOp>(op)) {

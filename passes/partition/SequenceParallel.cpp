@@ -4,6 +4,7 @@
 
 #include "passes/partition/ParameterSlices.h"
 #include "passes/partition/TensorParallel.h"
+#include "passes/partition/TokenSplit.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
 
@@ -19,26 +20,6 @@ using namespace colossal::train;
 namespace {
 
 bool isFloat(Value v) { return isa<FloatType>(typeOf(v).getElementType()); }
-
-/// Ops that compute each token from that token alone, when their token-split
-/// operand is split along `dim`.
-bool isPerToken(Operation *op, int64_t dim) {
-  if (isSliceWise(op) || isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, SqrtOp, ReciprocalOp, LogOp, CastOp>(op))
-    return true;
-  if (isa<DropoutOp>(op))
-    return true; // its mask becomes the rank's slice of the whole tensor's
-  auto normalizes = [&](int64_t axis, Value input) {
-    int64_t rank = typeOf(input).getRank();
-    return (axis < 0 ? axis + rank : axis) > dim;
-  };
-  if (auto norm = dyn_cast<LayerNormOp>(op))
-    return normalizes(int64_t(norm.getAxis()), norm.getInput());
-  if (auto norm = dyn_cast<RmsNormOp>(op))
-    return normalizes(int64_t(norm.getAxis()), norm.getInput());
-  if (auto linear = dyn_cast<LinearOp>(op))
-    return dim < typeOf(linear.getInput()).getRank() - 1;
-  return false;
-}
 
 } // namespace
 
@@ -98,7 +79,7 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
       return op.emitError() << "sequence parallelism computes the activations between tensor-parallel blocks on "
                                "each rank's tokens, and this op reads them but does not compute each token on its "
                                "own (per-token ops: elementwise, norms over the hidden axis, linear layers, "
-                               "dropout)";
+                               "dropout, slices along another axis)";
     int64_t tokens = resultType.getDimSize(*dim);
     // The other operands: replicated over the tokens, or cut to the rank's.
     for (OpOperand &use : op.getOpOperands()) {
@@ -118,6 +99,7 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
                               << ") neither broadcasts over the " << tokens << " tokens nor has them";
       }
     }
+    narrowToTokens(&op, *dim, tokens / ranks);
     // Masks are keyed by the whole tensor's elements: a token-split
     // dropout draws the rank's slice of the whole mask.
     if (auto dropout = dyn_cast<DropoutOp>(op)) {

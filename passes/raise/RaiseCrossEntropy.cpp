@@ -19,7 +19,7 @@ struct SoftmaxCrossEntropyPattern : OpRewritePattern<SoftmaxCrossEntropyLossOp> 
       return failure();
     rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), op.getScores(), op.getLabels(),
                                                 op.getReductionAttr(), op.getIgnoreIndexAttr(),
-                                                StringAttr(), IntegerAttr());
+                                                StringAttr(), IntegerAttr(), StringAttr());
     return success();
   }
 };
@@ -36,7 +36,7 @@ struct LogSoftmaxNllPattern : OpRewritePattern<NegativeLogLikelihoodLossOp> {
       return failure();
     rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), logSoftmax.getInput(),
                                                 op.getLabels(), op.getReductionAttr(),
-                                                op.getIgnoreIndexAttr(), StringAttr(), IntegerAttr());
+                                                op.getIgnoreIndexAttr(), StringAttr(), IntegerAttr(), StringAttr());
     return success();
   }
 };

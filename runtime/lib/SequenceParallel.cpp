@@ -3,6 +3,11 @@
 #include "colossal/runtime/SequenceParallel.h"
 
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/TensorOpShapes.h"
+#include "colossal/runtime/Trainer.h"
+
+#include <algorithm>
+#include <limits>
 
 namespace colossal::rt::host {
 
@@ -30,6 +35,104 @@ std::vector<Tensor> dropoutOfSlice(const Tensor &x, float ratio, const DropoutKe
                                  : 0.0f;
       }
   return {std::move(out), std::move(mask)};
+}
+
+namespace {
+
+/// A tensor of `shape` as [outer, size, inner] around dimension `dim`.
+struct Runs {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+
+Runs runsAround(const Shape &shape, int64_t dim, const char *op) {
+  if (dim < 0 || size_t(dim) >= shape.size())
+    fail(op, "dimension " + std::to_string(dim) + " of " + describe(shape));
+  Runs runs;
+  runs.size = shape[size_t(dim)];
+  for (size_t d = 0; d < size_t(dim); ++d)
+    runs.outer *= shape[d];
+  for (size_t d = size_t(dim) + 1; d < shape.size(); ++d)
+    runs.inner *= shape[d];
+  return runs;
+}
+
+} // namespace
+
+std::vector<float> blocksAlong(const Tensor &x, int64_t splitDim, int64_t parts) {
+  const char *op = "all_to_all (packing)";
+  Runs runs = runsAround(x.shape, splitDim, op);
+  if (x.integer || parts < 1 || runs.size % parts != 0)
+    fail(op, describe(x.shape) + " along dimension " + std::to_string(splitDim) + " into " + std::to_string(parts) +
+                 " equal parts");
+  int64_t run = runs.size / parts * runs.inner;
+  std::vector<float> packed(x.floats.size());
+  for (int64_t j = 0; j < parts; ++j)
+    for (int64_t o = 0; o < runs.outer; ++o)
+      std::copy_n(x.floats.begin() + (o * parts + j) * run, run, packed.begin() + (j * runs.outer + o) * run);
+  return packed;
+}
+
+Tensor joinAlong(const std::vector<float> &received, const Shape &block, int64_t concatDim, int64_t parts) {
+  const char *op = "all_to_all (unpacking)";
+  Runs runs = runsAround(block, concatDim, op);
+  int64_t run = runs.size * runs.inner, blockSize = runs.outer * run;
+  if (parts < 1 || int64_t(received.size()) != blockSize * parts)
+    fail(op, std::to_string(received.size()) + " floats are not " + std::to_string(parts) + " blocks of " +
+                 describe(block));
+  Shape shape = block;
+  shape[size_t(concatDim)] *= parts;
+  Tensor out = Tensor::zeros(shape);
+  for (int64_t r = 0; r < parts; ++r)
+    for (int64_t o = 0; o < runs.outer; ++o)
+      std::copy_n(received.begin() + r * blockSize + o * run, run, out.floats.begin() + (o * parts + r) * run);
+  return out;
+}
+
+namespace {
+
+/// Labels this rank counts (not ignored), checked against the classes.
+int64_t countedHere(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex, const char *op) {
+  if (scores.integer || !labels.integer || scores.shape.size() != 2 || labels.shape.size() != 1 ||
+      labels.shape[0] != scores.shape[0])
+    fail(op, "scores " + describe(scores.shape) + " and labels " + describe(labels.shape));
+  return shapes::countedLabels(labels.ints.data(), scores.shape[0], scores.shape[1],
+                               ignoreIndex.value_or(std::numeric_limits<int64_t>::min()), op);
+}
+
+void requireReduced(const std::string &reduction, const char *op) {
+  if (reduction != "mean" && reduction != "sum")
+    fail(op, "reduction '" + reduction + "': a loss split by rows is summed over the ranks (mean or sum)");
+}
+
+} // namespace
+
+Tensor tokenSplitCrossEntropy(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
+                              const std::string &reduction, StepCollectives &collectives, const std::string &axis) {
+  const char *op = "cross_entropy (split by tokens)";
+  requireReduced(reduction, op);
+  int64_t counted = countedHere(scores, labels, ignoreIndex, op);
+  Tensor sum = crossEntropy(scores, labels, ignoreIndex, "sum");
+  Tensor totals = collectives.allReduce(Tensor::ofFloats({2}, {sum.floats[0], float(counted)}), axis);
+  double loss = totals.floats[0];
+  if (reduction == "mean")
+    loss = totals.floats[1] > 0 ? loss / double(totals.floats[1]) : 0.0;
+  return Tensor::ofFloats({}, {float(loss)});
+}
+
+Tensor tokenSplitCrossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
+                                  std::optional<int64_t> ignoreIndex, const std::string &reduction,
+                                  StepCollectives &collectives, const std::string &axis) {
+  const char *op = "cross_entropy_grad (split by tokens)";
+  requireReduced(reduction, op);
+  if (dloss.integer || dloss.floats.size() != 1)
+    fail(op, "the loss gradient " + describe(dloss.shape) + " is not one float");
+  double scale = dloss.floats[0];
+  if (reduction == "mean") {
+    int64_t counted = countedHere(scores, labels, ignoreIndex, op);
+    float total = collectives.allReduce(Tensor::ofFloats({1}, {float(counted)}), axis).floats[0];
+    scale /= std::max(1.0, double(total));
+  }
+  return crossEntropyGrad(scores, labels, Tensor::ofFloats({}, {float(scale)}), ignoreIndex, "sum");
 }
 
 } // namespace colossal::rt::host

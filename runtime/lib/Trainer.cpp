@@ -17,6 +17,7 @@
 #include "colossal/runtime/ProcessGroups.h"
 #include "colossal/runtime/Safetensors.h"
 #include "colossal/runtime/ShardedOptimizer.h"
+#include "colossal/runtime/SequenceParallel.h"
 #include "colossal/runtime/SingleRankCommunicator.h"
 #include "colossal/runtime/StepLog.h"
 #include "colossal/runtime/TensorIndexing.h"
@@ -789,7 +790,8 @@ Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int
                         "program has no ZeRO stage over its " + std::to_string(ranks) +
                         " ranks (recompile with --strategy zero=1,offload=optimizer)");
   if (tensorRanks > 1 && !o.dumpGradients.empty())
-    fail("--dump-gradients", "under tensor parallelism no rank holds the whole gradients");
+    fail("--dump-gradients", "gradients are dumped from data-parallel runs only, not under tensor or sequence "
+                             "parallelism");
   Prepared p{o, loadWeights(program, o.weights, tensorRank, tensorRanks), nullptr};
   prepareOptimizer(program, o.settings.optimizer, p.state);
   if (p.state.trainable.empty())
@@ -834,6 +836,16 @@ public:
         std::copy_n(gathered.begin() + (r * runs.outer + o) * run, run,
                     result.floats.begin() + (o * c.size() + r) * run);
     return result;
+  }
+
+  Tensor allToAll(const Tensor &x, const std::string &axis, int64_t splitDim, int64_t concatDim) override {
+    Communicator &c = communicator(axis, "an all-to-all");
+    std::vector<float> packed = host::blocksAlong(x, splitDim, c.size()), received(packed.size());
+    c.allToAll(Buffer::of(packed.data(), DType::F32, int64_t(packed.size())),
+               Buffer::of(received.data(), DType::F32, int64_t(received.size())));
+    Shape block = x.shape;
+    block[size_t(splitDim)] /= c.size();
+    return host::joinAlong(received, block, concatDim, c.size());
   }
 
   Tensor reduceScatter(const Tensor &x, const std::string &axis, int64_t dim) override {
@@ -1177,10 +1189,12 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
   CommCounters counters;
   std::unique_ptr<MpiCommunicator> world = MpiCommunicator::world(&counters);
   // The tensor axis inside: its ranks are neighbours (one node).
-  std::string mesh = "dp=" + std::to_string(ranks) + (tensorRanks > 1 ? ",tp=" + std::to_string(tensorRanks) : "");
+  const std::string &inner = program.settings.modelAxis;
+  std::string mesh =
+      "dp=" + std::to_string(ranks) + (tensorRanks > 1 ? "," + inner + "=" + std::to_string(tensorRanks) : "");
   ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
   Communicator &dp = groups.axis("dp");
-  Communicator *tp = tensorRanks > 1 ? &groups.axis("tp") : nullptr;
+  Communicator *tp = tensorRanks > 1 ? &groups.axis(inner) : nullptr;
   std::optional<Prepared> prepared;
   std::string call, reason;
   bool help = false;
@@ -1232,7 +1246,10 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
   }
   if (launch.worldSize != worldSize) {
     std::string compiled = std::to_string(ranks) + " data-parallel rank" + (ranks == 1 ? "" : "s") +
-                           (tensorRanks > 1 ? " x " + std::to_string(tensorRanks) + " tensor-parallel ranks" : "");
+                           (tensorRanks > 1 ? " x " + std::to_string(tensorRanks) +
+                                                (program.settings.modelAxis == "sp" ? " sequence-parallel ranks"
+                                                                                    : " tensor-parallel ranks")
+                                          : "");
     // Every rank says it: the launcher may stop the others as soon as one
     // exits, before rank 0 has written anything.
     printError(argv[0], launch.rank == 0 ? "launch" : "rank " + std::to_string(launch.rank) + ": launch",

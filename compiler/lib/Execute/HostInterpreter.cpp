@@ -724,7 +724,10 @@ std::vector<HostValue> optimizerUpdate(train::OptimizerUpdateOp op, const std::v
 std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue *> &in,
                                 const std::map<std::string, HostValue> &parameters) {
   // One rank's slice of a partitioned op needs the other ranks' slices.
-  if (auto axis = op->getAttrOfType<StringAttr>("mesh_axis"))
+  StringAttr axis = op->getAttrOfType<StringAttr>("mesh_axis");
+  if (!axis)
+    axis = op->getAttrOfType<StringAttr>("token_axis");
+  if (axis)
     throw Unsupported{"this op is one rank's part of a computation split over mesh axis '" + axis.getValue().str() +
                       "'; the interpreter runs unpartitioned programs"};
   auto one = [](HostValue v) { return std::vector<HostValue>{std::move(v)}; };

@@ -10,111 +10,19 @@
 
 #include "colossal/runtime/VocabularyParallel.h"
 
-#include "colossal/runtime/Error.h"
-#include "colossal/runtime/Trainer.h"
+#include "test/unit/runtime/TensorChecks.h"
+#include "test/unit/runtime/ThreadCollectives.h"
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <functional>
-#include <mutex>
-#include <random>
-#include <thread>
 
 using namespace colossal::rt;
+using colossal::rt::testing::expectNear;
+using colossal::rt::testing::onRanks;
+using colossal::rt::testing::randomFloats;
 using host::Tensor;
 
 namespace {
-
-/// T ranks' all-reduces, met in order: each waits for every rank's
-/// contribution, then takes the reduction.
-class ThreadAxis {
-public:
-  explicit ThreadAxis(int ranks) : ranks_(ranks), parts_(size_t(ranks)) {}
-  int ranks() const { return ranks_; }
-
-  Tensor reduce(int rank, const Tensor &x, bool max) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    // Wait until the previous reduction has been taken by everyone.
-    done_.wait(lock, [&] { return taken_ == 0; });
-    parts_[size_t(rank)] = x;
-    if (++arrived_ == ranks_) {
-      result_ = parts_[0];
-      for (int r = 1; r < ranks_; ++r)
-        for (size_t i = 0; i < result_.floats.size(); ++i)
-          result_.floats[i] = max ? std::max(result_.floats[i], parts_[size_t(r)].floats[i])
-                                  : result_.floats[i] + parts_[size_t(r)].floats[i];
-      ++generation_;
-      arrived_ = 0;
-      taken_ = ranks_;
-      ready_.notify_all();
-    } else {
-      int64_t generation = generation_;
-      ready_.wait(lock, [&] { return generation_ != generation; });
-    }
-    Tensor out = result_;
-    if (--taken_ == 0)
-      done_.notify_all();
-    return out;
-  }
-
-private:
-  int ranks_;
-  std::vector<Tensor> parts_;
-  Tensor result_;
-  int arrived_ = 0, taken_ = 0;
-  int64_t generation_ = 0;
-  std::mutex mutex_;
-  std::condition_variable ready_, done_;
-};
-
-class ThreadCollectives : public StepCollectives {
-public:
-  ThreadCollectives(ThreadAxis &axis, int rank) : axis_(axis), rank_(rank) {}
-  Tensor allReduce(const Tensor &x, const std::string &) override { return axis_.reduce(rank_, x, false); }
-  Tensor allReduceMax(const Tensor &x, const std::string &) override { return axis_.reduce(rank_, x, true); }
-  int64_t rankOn(const std::string &) override { return rank_; }
-  int64_t ranksOn(const std::string &) override { return axis_.ranks(); }
-  Tensor allGather(const Tensor &, const std::string &, int64_t) override { fail("test", "no all-gather here"); }
-  Tensor reduceScatter(const Tensor &, const std::string &, int64_t) override {
-    fail("test", "no reduce-scatter here");
-  }
-
-private:
-  ThreadAxis &axis_;
-  int rank_;
-};
-
-/// Runs `body(rank, collectives)` on `ranks` threads; the first failure
-/// is rethrown.
-void onRanks(int ranks, const std::function<void(int, StepCollectives &)> &body) {
-  ThreadAxis axis(ranks);
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      ThreadCollectives collectives(axis, r);
-      try {
-        body(r, collectives);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (std::thread &t : threads)
-    t.join();
-  for (std::exception_ptr &e : errors)
-    if (e)
-      std::rethrow_exception(e);
-}
-
-Tensor randomFloats(host::Shape shape, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  Tensor t = Tensor::zeros(std::move(shape));
-  for (float &v : t.floats)
-    v = normal(rng);
-  return t;
-}
 
 /// Columns [first, first + count) of a [rows, columns] tensor.
 Tensor columnsOf(const Tensor &t, int64_t first, int64_t count) {
@@ -133,11 +41,6 @@ Tensor rowsOf(const Tensor &t, int64_t first, int64_t count) {
                                                                t.floats.begin() + (first + count) * columns));
 }
 
-void expectNear(const std::vector<float> &got, const std::vector<float> &want, double relative, const char *what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], relative * std::max(1.0, std::fabs(double(want[i])))) << what << " at " << i;
-}
 
 TEST(VocabularyParallel, LookupPartsSumToTheWholeLookup) {
   const int64_t vocab = 12, dim = 3;

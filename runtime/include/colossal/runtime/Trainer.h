@@ -74,9 +74,12 @@ struct TrainingSettings {
   /// Data-parallel ranks the program was compiled for; more than one runs
   /// under mpirun with ranks x tensorRanks processes.
   int64_t ranks = 1;
-  /// Ranks of the tensor axis (Megatron's split of the MLP blocks): the
-  /// mesh is dp x tp, the tensor axis inside (neighbouring ranks).
+  /// Ranks of the model axis inside the data-parallel one (neighbouring
+  /// ranks): the mesh is dp x `modelAxis`, "tp" for tensor parallelism
+  /// (Megatron's split of the MLP and attention blocks, with or without its
+  /// sequence parallelism), "sp" for all-to-all sequence parallelism.
   int64_t tensorRanks = 1;
+  std::string modelAxis = "tp";
   /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
   /// gradients too, 3 the weights too (ShardedOptimizer.h); 0 replicates
   /// everything.
@@ -148,6 +151,10 @@ public:
   virtual host::Tensor allGather(const host::Tensor &x, const std::string &axis, int64_t dim) = 0;
   /// The sum of the ranks' `x`, this rank keeping its slice along `dim`.
   virtual host::Tensor reduceScatter(const host::Tensor &x, const std::string &axis, int64_t dim) = 0;
+  /// `x`, this rank's slice along `concatDim` of a value, traded for its
+  /// slice along `splitDim` (an all-to-all: sequence split to heads split).
+  virtual host::Tensor allToAll(const host::Tensor &x, const std::string &axis, int64_t splitDim,
+                                int64_t concatDim) = 0;
   /// This rank's index on mesh axis `axis`, and the axis's ranks: which
   /// slice of a split tensor the rank holds.
   virtual int64_t rankOn(const std::string &axis) = 0;

@@ -646,13 +646,19 @@ def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
     classes: the rest pad the vocabulary to a multiple of the ranks and
     take no part.
 
+    With `token_axis` (sequence parallelism), each rank of that mesh axis
+    holds its own rows (its tokens) of the logits and labels: the loss sums
+    and the counted labels are summed over the axis, so every rank gets the
+    loss over all the rows.
+
     Constraints:
     - as for `train.softmax_cross_entropy_loss`, without class weights.
   }];
   let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels,
                        DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index,
-                       OptionalAttr<StrAttr>:$mesh_axis, OptionalAttr<I64Attr>:$classes);
+                       OptionalAttr<StrAttr>:$mesh_axis, OptionalAttr<I64Attr>:$classes,
+                       OptionalAttr<StrAttr>:$token_axis);
   let results = (outs AnyRankedTensor:$loss);
 }
 
@@ -910,6 +916,29 @@ def Train_ReduceScatterOp : Train_Op<"reduce_scatter", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
 }
 
+def Train_AllToAllOp : Train_Op<"all_to_all", [Pure]> {
+  let summary = "one dimension's split traded for another's over a mesh axis";
+  let description = [{
+    Each rank of mesh axis `axis` holds slice r of a value along
+    `concat_dim`; it cuts its `input` into as many equal parts along
+    `split_dim` as the axis has ranks, sends part j to rank j, and puts the
+    parts it receives side by side along `concat_dim`, so it ends holding
+    slice r of the same value along `split_dim` instead (all-to-all
+    sequence parallelism: queries, keys and values split by tokens become
+    split by heads for attention, and back). Its gradient is the all-to-all
+    the other way.
+
+    Example:
+
+    ```mlir
+    %q = train.all_to_all %x {axis = "sp", split_dim = 1 : i64, concat_dim = 2 : i64} : (tensor<2x4x4x8xf32>) -> tensor<2x2x8x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis, I64Attr:$split_dim, I64Attr:$concat_dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
+}
+
 def Train_RankSliceOp : Train_Op<"rank_slice", [Pure]> {
   let summary = "this rank's slice of a replicated value along a dimension";
   let description = [{
@@ -1015,11 +1044,13 @@ def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad"> {
     `mesh_axis`, the logits are this rank's columns (as for
     `train.cross_entropy`): the softmax's maxima and denominators are summed
     over the axis again, and the result is this rank's columns of the
-    gradient.
+    gradient. With `token_axis`, the logits are this rank's rows: under
+    `mean` the counted labels are summed over the axis.
   }];
   let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels, AnyRankedTensor:$loss_grad,
                        DefaultValuedStrAttr<StrAttr, "mean">:$reduction, OptionalAttr<I64Attr>:$ignore_index,
-                       OptionalAttr<StrAttr>:$mesh_axis, OptionalAttr<I64Attr>:$classes);
+                       OptionalAttr<StrAttr>:$mesh_axis, OptionalAttr<I64Attr>:$classes,
+                       OptionalAttr<StrAttr>:$token_axis);
   let results = (outs AnyRankedTensor:$logits_grad);
 }
 
