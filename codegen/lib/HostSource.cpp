@@ -230,7 +230,7 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   };
   // The ops partitioning splits over a mesh axis run on the host target.
   if (device_ && (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RankSliceOp, AllToAllOp>(op) ||
-                  op->hasAttr("mesh_axis") || op->hasAttr("token_axis")))
+                  op->hasAttr("mesh_axis") || op->hasAttr("token_axis") || op->hasAttr("ring_axis")))
     return op->emitError() << "tensor and sequence parallelism have no CUDA lowering yet (this op is one rank's "
                            << "part of a computation split over a mesh axis; the host target runs it)";
 
@@ -322,6 +322,10 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   if (auto a = dyn_cast<AttentionOp>(op)) {
     if (!a.getDropout().isZero())
       return op->emitError() << "attention dropout has no host lowering yet";
+    if (std::optional<StringRef> axis = a.getRingAxis())
+      return one("ringAttention(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + optionalRef(a.getMask()) + ", " +
+                 floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") +
+                 ", collectives, " + quoted(*axis) + ")");
     return one("attention(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + optionalRef(a.getMask()) + ", " +
                floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") + ")");
   }
@@ -429,6 +433,11 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
                              floatLiteral(n.getEpsilon().convertToDouble()) + ", " +
                              std::to_string(op->getNumResults()) + ")");
   if (auto a = dyn_cast<AttentionGradOp>(op)) {
+    if (std::optional<StringRef> axis = a.getRingAxis())
+      return defineAll(op, "ringAttentionGrad(" + ref(a.getQuery()) + ", " + ref(a.getKey()) + ", " +
+                               ref(a.getValue()) + ", " + optionalRef(a.getMask()) + ", " + ref(a.getResultGrad()) +
+                               ", " + floatLiteral(a.getScale().convertToDouble()) + ", " +
+                               (a.getCausal() ? "true" : "false") + ", collectives, " + quoted(*axis) + ")");
     return defineAll(op, "attentionGrad(" + ref(a.getQuery()) + ", " + ref(a.getKey()) + ", " + ref(a.getValue()) +
                              ", " + optionalRef(a.getMask()) + ", " + ref(a.getResultGrad()) + ", " + floatLiteral(a.getScale().convertToDouble()) +
                              ", " + (a.getCausal() ? "true" : "false") + ")");
@@ -605,6 +614,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "#include \"colossal/runtime/StepMemory.h\"\n"
      << "#include \"colossal/runtime/Trainer.h\"\n"
      << (device ? "" : "#include \"colossal/runtime/SequenceParallel.h\"\n"
+                       "#include \"colossal/runtime/RingAttention.h\"\n"
                        "#include \"colossal/runtime/VocabularyParallel.h\"\n");
   if (device)
     os << "#include \"colossal/runtime/CudaDevice.h\"\n#include \"colossal/runtime/DeviceTensor.h\"\n"
@@ -657,9 +667,9 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   // per-tensor conventions.
   std::string where;
   llvm::raw_string_ostream(where) << optimizer.op.getLoc();
-  // All-to-all sequence parallelism runs on a model axis of its own.
-  auto sequenceParallel = module->getAttrOfType<StringAttr>("train.sequence_parallel");
-  bool ownSequenceAxis = sequenceParallel && sequenceParallel.getValue() == "all-to-all";
+  // All-to-all and ring sequence parallelism run on a model axis of their
+  // own.
+  bool ownSequenceAxis = module->hasAttr("train.sequence_parallel_ranks");
   os << "  colossal::rt::TrainingSettings &s = p.settings;\n"
      << "  // train.optimizer_update {kind = " << quoted(optimizer.kind) << "} of @optimizer_step, " << where << "\n"
      << "  s.optimizer.kind = *colossal::rt::parseOptimizer(" << quoted(optimizer.kind) << ");\n"

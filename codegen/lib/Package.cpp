@@ -184,13 +184,18 @@ Json modelStatesOf(const cost::Estimate &estimate) {
 /// vocabulary-parallel cross-entropy sums three floats per row in two calls
 /// (the maxima, then the denominators with the label logits), its gradient
 /// two in two; one split by tokens sums two floats (its loss and counted
-/// labels), its gradient one (the count, under "mean").
+/// labels), its gradient one (the count, under "mean"). Ring attention
+/// passes its key and value blocks (and their mask slice) P - 1 steps
+/// around the ring of P ranks; its gradient runs that ring again, then
+/// P - 1 steps with the blocks' gradients too and one step with the
+/// gradients alone (RingAttention.h).
 Json modelAxisOf(ModuleOp module, const ProgramSettings &s) {
   int64_t activationBytes = 0, calls = 0, splitTensors = 0;
   // Sequence parallelism's collectives: the whole tensor's bytes each (what
   // the communicator counts) for gathers and scatters, the sent bytes for
   // all-to-alls.
   int64_t gatherBytes = 0, gathers = 0, scatterBytes = 0, scatters = 0, tradeBytes = 0, trades = 0;
+  int64_t ringBytes = 0, ringSteps = 0, steps = s.tensorRanks - 1;
   auto bytesOf = [](Value v) {
     auto type = cast<ShapedType>(v.getType());
     return type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
@@ -205,6 +210,16 @@ Json modelAxisOf(ModuleOp module, const ProgramSettings &s) {
         scatterBytes += bytesOf(scatter.getInput()), ++scatters;
       if (auto trade = dyn_cast<train::AllToAllOp>(op))
         tradeBytes += bytesOf(trade.getInput()), ++trades;
+      if (isa<train::AttentionOp, train::AttentionGradOp>(op) && op->hasAttr("ring_axis")) {
+        int64_t keys = bytesOf(op->getOperand(1)) + bytesOf(op->getOperand(2));
+        int64_t blocks = keys + (op->getNumOperands() > (isa<train::AttentionOp>(op) ? 3u : 4u)
+                                     ? bytesOf(op->getOperand(3))
+                                     : 0);
+        if (isa<train::AttentionOp>(op))
+          ringBytes += steps * blocks, ringSteps += steps;
+        else
+          ringBytes += steps * blocks + steps * (blocks + keys) + keys, ringSteps += 2 * steps + 1;
+      }
       bool loss = isa<train::CrossEntropyOp>(op);
       if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) && op->hasAttr("mesh_axis")) {
         int64_t rows = cast<ShapedType>(op->getOperand(0).getType()).getDimSize(0);
@@ -240,6 +255,8 @@ Json modelAxisOf(ModuleOp module, const ProgramSettings &s) {
                            {"activation_reduce_scatters_per_step", Json(scatters * s.microbatches)},
                            {"activation_all_to_all_bytes_per_step", Json(tradeBytes * s.microbatches)},
                            {"activation_all_to_alls_per_step", Json(trades * s.microbatches)},
+                           {"activation_send_recv_bytes_per_step", Json(ringBytes * s.microbatches)},
+                           {"activation_send_recvs_per_step", Json(ringSteps * s.microbatches)},
                            {"split_trainable_tensors", Json(splitTensors)},
                            {"norm_completion_bytes", Json(8 * splitTensors)}});
 }
@@ -255,7 +272,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   m["gpus"] = Json(s.ranks * s.tensorRanks);
   // The model axis is the tensor axis, or all-to-all sequence parallelism's.
   auto sequence = module->getAttrOfType<StringAttr>("train.sequence_parallel");
-  bool ownSequenceAxis = sequence && sequence.getValue() == "all-to-all";
+  bool ownSequenceAxis = module->hasAttr("train.sequence_parallel_ranks");
   m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)}, {"tp", Json(ownSequenceAxis ? 1 : s.tensorRanks)},
                                     {"pp", Json(1)}, {"sp", Json(ownSequenceAxis ? s.tensorRanks : 1)},
                                     {"sp_mode", sequence ? sequence.getValue().str() : std::string("none")},

@@ -344,7 +344,7 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
       return op->emitError("autodiff: attention with dropout has no gradient rule yet");
     auto grad = AttentionGradOp::create(builder, op->getLoc(), typeOf(a.getQuery()), typeOf(a.getKey()),
                                         typeOf(a.getValue()), a.getQuery(), a.getKey(), a.getValue(), a.getMask(), dy,
-                                        a.getScaleAttr(), a.getCausalAttr());
+                                        a.getScaleAttr(), a.getCausalAttr(), a.getRingAxisAttr());
     out[0] = grad.getQueryGrad();
     out[1] = grad.getKeyGrad();
     out[2] = grad.getValueGrad();

@@ -3,8 +3,8 @@
 // What both sequence-parallel passes ask of an op reading activations split
 // by tokens: can each rank compute its tokens' part of the result from its
 // tokens alone? Megatron's (SequenceParallel.h) runs the ops between
-// tensor-parallel blocks that way, the all-to-all one
-// (AllToAllSequenceParallel.h) every op but attention.
+// tensor-parallel blocks that way, the all-to-all and ring ones
+// (SequenceAxisParallel.h) every op but attention.
 //
 //===----------------------------------------------------------------------===//
 

@@ -214,7 +214,7 @@ struct AttentionPattern : OpRewritePattern<MatMulOp> {
     rewriter.replaceOpWithNewOp<AttentionOp>(op, op.getType(), match->query, key, match->value,
                                              mask, rewriter.getF32FloatAttr(match->scale),
                                              rewriter.getBoolAttr(match->causal),
-                                             rewriter.getF32FloatAttr(0.0f));
+                                             rewriter.getF32FloatAttr(0.0f), StringAttr());
     return success();
   }
 

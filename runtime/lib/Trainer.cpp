@@ -848,6 +848,19 @@ public:
     return host::joinAlong(received, block, concatDim, c.size());
   }
 
+  Tensor ringShift(const Tensor &x, const std::string &axis) override {
+    Communicator &c = communicator(axis, "a ring step");
+    if (x.integer)
+      fail("step", "a ring step of integers over '" + axis + "'");
+    Tensor received = Tensor::zeros(x.shape);
+    int next = (c.rank() + 1) % c.size(), previous = (c.rank() + c.size() - 1) % c.size();
+    c.sendRecv({{PeerTransfer::Send, next, Buffer::of(const_cast<float *>(x.floats.data()), DType::F32,
+                                                     int64_t(x.floats.size()))},
+                {PeerTransfer::Recv, previous,
+                 Buffer::of(received.floats.data(), DType::F32, int64_t(received.floats.size()))}});
+    return received;
+  }
+
   Tensor reduceScatter(const Tensor &x, const std::string &axis, int64_t dim) override {
     Communicator &c = communicator(axis, "a reduce-scatter");
     Runs runs = runsOf(x, dim, "reduce-scatter", axis);

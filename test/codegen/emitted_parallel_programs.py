@@ -458,37 +458,43 @@ for ranks, batch in ((2, 2), (4, 4)):
               f"{error:.2e} of one rank's (the same masks)")
         check(error <= 1e-5, f"dropout LM on {ranks} ranks: losses {error:.2e} away from one rank's")
 
-# All-to-all sequence parallelism (sp=2, sp_mode=all-to-all): each rank of
-# the sequence axis holds the whole model and half of every sequence's
-# tokens; attention trades the tokens' split for the heads' and back, the
-# loss sums the ranks' rows. Alone, with data parallelism, ZeRO and full
-# recomputation, the runs train like one rank (PyTorch's losses, one rank's
-# weights), the sequence axis moves exactly the bytes and calls the IR
-# counts, and the step's measured peak is the planned one.
-print(f"{'model':8} {'dp x sp':7} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
-for model, dp, batch, extra in [("gpt2", 1, 2, ""), ("bert", 1, 2, ""), ("llama", 1, 2, ""), ("llama", 2, 4, ""),
-                                ("bert", 2, 4, "zero=2,microbatches=2"), ("gpt2", 2, 4, "zero=3"),
-                                ("llama", 2, 4, "recompute=full")]:
+# Sequence parallelism on its own axis (sp=N, sp_mode=all-to-all or ring):
+# each rank of the sequence axis holds the whole model and its slice of
+# every sequence's tokens; attention trades the tokens' split for the heads'
+# and back (all-to-all) or passes the keys and values around the ring (ring,
+# also on 4 ranks, more than the fixtures' 2 heads), and the loss sums the
+# ranks' rows. Alone, with data parallelism, ZeRO and full recomputation,
+# the runs train like one rank (PyTorch's losses, one rank's weights), the
+# sequence axis moves exactly the bytes and calls the IR counts, and the
+# step's measured peak is the planned one.
+print(f"{'model':8} {'dp x sp':7} {'mode':10} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
+for model, dp, sp, mode, batch, extra in [
+        ("gpt2", 1, 2, "all-to-all", 2, ""), ("bert", 1, 2, "all-to-all", 2, ""), ("llama", 1, 2, "all-to-all", 2, ""),
+        ("llama", 2, 2, "all-to-all", 4, ""), ("bert", 2, 2, "all-to-all", 4, "zero=2,microbatches=2"),
+        ("gpt2", 2, 2, "all-to-all", 4, "zero=3"), ("llama", 2, 2, "all-to-all", 4, "recompute=full"),
+        ("gpt2", 1, 2, "ring", 2, ""), ("bert", 1, 2, "ring", 2, ""), ("llama", 1, 2, "ring", 2, ""),
+        ("gpt2", 1, 4, "ring", 2, ""), ("llama", 2, 2, "ring", 4, "zero=1"),
+        ("bert", 2, 2, "ring", 4, "recompute=full")]:
     reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
-    ranks = 2 * dp
+    ranks = sp * dp
     slug = "-" + extra.replace("=", "").replace(",", "-") if extra else ""
-    program = f"{WORK}/{model}-sp2-x{ranks}{slug}"
+    program = f"{WORK}/{model}-sp{sp}-{mode}-x{ranks}{slug}"
     built = compile_model(model, program, "--gpus", str(ranks), "--strategy",
-                          "sp=2,sp_mode=all-to-all" + ("," + extra if extra else ""), batch=batch)
-    check(built.returncode == 0, f"{model} sp=2 on {ranks} ranks: {built.stderr[-2000:]}")
+                          f"sp={sp},sp_mode={mode}" + ("," + extra if extra else ""), batch=batch)
+    check(built.returncode == 0, f"{model} sp={sp},sp_mode={mode} on {ranks} ranks: {built.stderr[-2000:]}")
     if built.returncode:
         continue
     manifest = json.load(open(f"{program}/manifest.json"))
     sequence = manifest.get("sequence_parallel", {})
-    check(manifest["strategy"]["sp"] == 2 and manifest["strategy"]["sp_mode"] == "all-to-all" and
-          manifest["strategy"]["tp"] == 1 and manifest["strategy"]["dp"] == dp and
-          sequence.get("activation_all_to_alls_per_step", 0) > 0,
+    moved = "activation_all_to_alls_per_step" if mode == "all-to-all" else "activation_send_recvs_per_step"
+    check(manifest["strategy"]["sp"] == sp and manifest["strategy"]["sp_mode"] == mode and
+          manifest["strategy"]["tp"] == 1 and manifest["strategy"]["dp"] == dp and sequence.get(moved, 0) > 0,
           f"{model}: the manifest records {manifest['strategy']}, {sequence}")
     if not sequence:
         continue
     feed_dir = f"{FIXTURES}/{model}/feed" if batch == 2 else repeated_feed(model, 2)
-    for name in (["adamw", "lamb"] if not extra and dp == 1 else ["lamb"]):
-        tag = f"{model}-{name}-sp2-x{ranks}{slug}"
+    for name in (["adamw", "lamb"] if not extra and dp == 1 and sp == 2 else ["lamb"]):
+        tag = f"{model}-{name}-sp{sp}-{mode}-x{ranks}{slug}"
         run = train(program, "--feed", feed_dir, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}",
                     *optimizer_flags(name, reference["hyper_parameters"][name]), ranks=ranks)
         check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
@@ -500,7 +506,7 @@ for model, dp, batch, extra in [("gpt2", 1, 2, ""), ("bert", 1, 2, ""), ("llama"
         worst_weight, where = weight_error(single, assembled(f"{WORK}/{tag}"), f"{FIXTURES}/{model}/grads")
         predicted = {c: dict(axes) for c, axes in manifest["predicted_comm_bytes_per_step_by_optimizer"][name].items()}
         expected_calls = {}
-        for collective in ("all_reduce", "all_gather", "all_to_all"):
+        for collective in ("all_reduce", "all_gather", "all_to_all", "send_recv"):
             if sequence[f"activation_{collective}_bytes_per_step"]:
                 predicted.setdefault(collective, {})["sp"] = sequence[f"activation_{collective}_bytes_per_step"]
                 expected_calls[collective] = sequence[f"activation_{collective}s_per_step"]
@@ -511,11 +517,12 @@ for model, dp, batch, extra in [("gpt2", 1, 2, ""), ("bert", 1, 2, ""), ("llama"
             made = calls.get(collective, {}).get("sp", 0)
             check(made == expected, f"{tag}: {made} {collective} calls on the sequence axis, expected {expected}")
         check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
-                           f"{model} {name} sp=2 x{ranks} {extra}")
+                           f"{model} {name} sp={sp} {mode} x{ranks} {extra}")
         check_step_peak(log, program, tag)
-        print(f"{model:8} {f'{dp} x 2':7} {name + (' ' + extra if extra else ''):9} {loss_error:28.2e} "
-              f"{worst_weight:30.2e}  ({where}; sp all-to-all {predicted['all_to_all']['sp']} B in "
-              f"{calls['all_to_all']['sp']} calls, all-reduce {predicted['all_reduce']['sp']} B, measured = counted)")
+        attention = "all_to_all" if mode == "all-to-all" else "send_recv"
+        print(f"{model:8} {f'{dp} x {sp}':7} {mode:10} {name + (' ' + extra if extra else ''):9} {loss_error:28.2e} "
+              f"{worst_weight:30.2e}  ({where}; sp {attention} {predicted[attention]['sp']} B in "
+              f"{calls[attention]['sp']} calls, all-reduce {predicted['all_reduce']['sp']} B, measured = counted)")
         check(loss_error <= 1e-5, f"{tag}: sequence-parallel losses differ from PyTorch's by {loss_error:.2e}")
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
@@ -537,7 +544,7 @@ cases = [
     ("all-to-all sequence parallelism with tensor parallelism", compile_model(
         "gpt2", f"{WORK}/sp-tp", "--gpus", "4", "--strategy", "tp=2,sp=2,sp_mode=all-to-all"),
      "sp_mode=all-to-all runs on its own sequence axis, not with tp=N yet"),
-    ("an sp=2 program on 4 ranks", train(f"{WORK}/gpt2-sp2-x2", "--steps", "1", ranks=4),
+    ("an sp=2 program on 4 ranks", train(f"{WORK}/gpt2-sp2-all-to-all-x2", "--steps", "1", ranks=4),
      "compiled for 1 data-parallel rank x 2 sequence-parallel ranks and started as 4"),
     ("sequence parallelism over tokens the ranks do not divide (ViT: 5)",
      compile_model("vit", f"{WORK}/sp-vit", "--gpus", "2", "--strategy", "tp=2,sp_mode=megatron"),

@@ -19,7 +19,7 @@
 #include "passes/autodiff/Optimizer.h"
 #include "passes/memory/ParameterReads.h"
 #include "passes/memory/Recompute.h"
-#include "passes/partition/AllToAllSequenceParallel.h"
+#include "passes/partition/SequenceAxisParallel.h"
 #include "passes/partition/SequenceParallel.h"
 #include "passes/partition/TensorParallel.h"
 #include "passes/raise/Passes.h"
@@ -253,9 +253,9 @@ int main(int argc, char **argv) {
   // a plan or strategy the partitioner can run.
   int64_t ranks = gpus, microbatchCount = microbatches, zeroStage = 0, tensorRanks = 1;
   bool offloadOptimizer = false, recomputeLayers = false, sequenceParallel = false;
-  // All-to-all sequence parallelism: the model axis is `sp`, of tensorRanks
-  // ranks, instead of the tensor axis.
-  bool allToAllSequence = false;
+  // Sequence parallelism on its own axis (all-to-all or ring): the model
+  // axis is `sp`, of tensorRanks ranks, instead of the tensor axis.
+  std::optional<colossal::partition::SequenceAlgorithm> sequenceAxis;
   if (!planFile.empty() || !strategyText.empty()) {
     std::string error;
     std::set<std::string> keys;
@@ -280,23 +280,28 @@ int main(int argc, char **argv) {
       }
     }
     if (strategy && planFile.empty() && strategy->sp > 1 &&
-        strategy->spMode == colossal::cost::SequenceMode::AllToAll) {
-      // --strategy sp=N,sp_mode=all-to-all: every rank of the sequence axis
-      // holds the model and its tokens; attention trades tokens for heads.
+        (strategy->spMode == colossal::cost::SequenceMode::AllToAll ||
+         strategy->spMode == colossal::cost::SequenceMode::Ring)) {
+      // --strategy sp=N,sp_mode=all-to-all|ring: every rank of the sequence
+      // axis holds the model and its tokens; attention trades tokens for
+      // heads, or passes keys and values around the ring.
+      sequenceAxis = strategy->spMode == colossal::cost::SequenceMode::Ring
+                         ? colossal::partition::SequenceAlgorithm::Ring
+                         : colossal::partition::SequenceAlgorithm::AllToAll;
       if (tensorRanks > 1) {
-        printError("--strategy: sp_mode=all-to-all runs on its own sequence axis, not with tp=N yet (drop tp, or use "
-                   "sp_mode=megatron on the tensor axis)");
+        printError(std::string("--strategy: sp_mode=") + colossal::partition::nameOf(*sequenceAxis) +
+                   " runs on its own sequence axis, not with tp=N yet (drop tp, or use sp_mode=megatron on the "
+                   "tensor axis)");
         return 1;
       }
       tensorRanks = strategy->sp;
-      allToAllSequence = true;
       strategy->sp = 1;
       strategy->spMode = colossal::cost::SequenceMode::None;
     }
     if (strategy && planFile.empty()) {
       if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
         error = "the partitioner runs data parallelism, 1D tensor parallelism (tp=N, with Megatron's sequence "
-                "parallelism: sp_mode=megatron), all-to-all sequence parallelism (sp=N,sp_mode=all-to-all), "
+                "parallelism: sp_mode=megatron), sequence parallelism on its own axis (sp=N,sp_mode=all-to-all|ring), "
                 "microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation only; --strategy asks for " +
                 lacks;
         if (strategy->spMode == colossal::cost::SequenceMode::Megatron && strategy->tp == 1 && tensorRanks == 1)
@@ -313,7 +318,7 @@ int main(int argc, char **argv) {
       if (gpus.getNumOccurrences() && gpus != strategy->dp * tensorRanks) {
         printError("--gpus " + std::to_string(gpus) + " but the " + (fromPlan ? "plan" : "strategy") +
                    " has dp=" + std::to_string(strategy->dp) +
-                   (tensorRanks > 1 ? std::string(allToAllSequence ? " x sp=" : " x tp=") +
+                   (tensorRanks > 1 ? std::string(sequenceAxis ? " x sp=" : " x tp=") +
                                           std::to_string(tensorRanks)
                                     : std::string()));
         return 1;
@@ -322,7 +327,7 @@ int main(int argc, char **argv) {
     } else if (tensorRanks > 1) {
       // The GPUs the tensor axis leaves are data-parallel ranks.
       if (gpus.getNumOccurrences() && gpus % tensorRanks != 0) {
-        printError("--gpus " + std::to_string(gpus) + " does not divide into " + (allToAllSequence ? "sp=" : "tp=") +
+        printError("--gpus " + std::to_string(gpus) + " does not divide into " + (sequenceAxis ? "sp=" : "tp=") +
                    std::to_string(tensorRanks));
         return 1;
       }
@@ -370,23 +375,27 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  if (phase != Phase::Mlir && phase != Phase::Raised && allToAllSequence) {
-    FailureOr<colossal::partition::AllToAllSequenceSummary> sequence =
-        colossal::partition::applyAllToAllSequenceParallelism(*module, tensorRanks);
+  if (phase != Phase::Mlir && phase != Phase::Raised && sequenceAxis) {
+    std::string mode = "sp=" + std::to_string(tensorRanks) + ",sp_mode=" + colossal::partition::nameOf(*sequenceAxis);
+    FailureOr<colossal::partition::SequenceAxisSummary> sequence =
+        colossal::partition::applySequenceAxisParallelism(*module, tensorRanks, *sequenceAxis);
     if (failed(sequence)) {
-      printError("sp=" + std::to_string(tensorRanks) + ",sp_mode=all-to-all failed on " + inputPath +
-                 " (see the error above)");
+      printError(mode + " failed on " + inputPath + " (see the error above)");
       return 1;
     }
-    if (!quiet)
-      llvm::errs() << "colossal-compile: sp=" << tensorRanks << ",sp_mode=all-to-all: " << sequence->inputs
-                   << " inputs split by tokens, " << sequence->splitValues << " activations on each rank's tokens, "
-                   << sequence->attentions << " attention layers on each rank's heads (" << sequence->allToAlls
-                   << " all-to-alls), " << sequence->copies << " replicated operands summed over the ranks' tokens, "
-                   << sequence->rankSlices << " cut to the rank's tokens, " << sequence->gathers
-                   << " masks gathered\n";
+    if (!quiet) {
+      llvm::errs() << "colossal-compile: " << mode << ": " << sequence->inputs << " inputs split by tokens, "
+                   << sequence->splitValues << " activations on each rank's tokens, " << sequence->attentions
+                   << " attention layers ";
+      if (*sequenceAxis == colossal::partition::SequenceAlgorithm::AllToAll)
+        llvm::errs() << "on each rank's heads (" << sequence->allToAlls << " all-to-alls), ";
+      else
+        llvm::errs() << "with keys and values passed around the ring, ";
+      llvm::errs() << sequence->copies << " replicated operands summed over the ranks' tokens, "
+                   << sequence->rankSlices << " cut to the rank's tokens, " << sequence->gathers << " masks gathered\n";
+    }
   }
-  if (phase != Phase::Mlir && phase != Phase::Raised && tensorRanks > 1 && !allToAllSequence) {
+  if (phase != Phase::Mlir && phase != Phase::Raised && tensorRanks > 1 && !sequenceAxis) {
     FailureOr<colossal::partition::TensorParallelSummary> split =
         colossal::partition::partitionTensorParallel(*module, tensorRanks);
     if (failed(split)) {

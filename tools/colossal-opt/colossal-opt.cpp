@@ -6,7 +6,7 @@
 #include "passes/autodiff/Optimizer.h"
 #include "passes/memory/ParameterReads.h"
 #include "passes/memory/Recompute.h"
-#include "passes/partition/AllToAllSequenceParallel.h"
+#include "passes/partition/SequenceAxisParallel.h"
 #include "passes/partition/SequenceParallel.h"
 #include "passes/partition/TensorParallel.h"
 #include "passes/plan/Passes.h"
@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
   colossal::memory::registerRecomputeLayersPass();
   colossal::partition::registerTensorParallelPass();
   colossal::partition::registerSequenceParallelPass();
-  colossal::partition::registerAllToAllSequenceParallelPass();
+  colossal::partition::registerSequenceAxisParallelPass();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "colossal-opt: the colossal-compile pass driver\n", registry));
 }

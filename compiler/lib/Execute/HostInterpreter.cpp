@@ -725,8 +725,9 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
                                 const std::map<std::string, HostValue> &parameters) {
   // One rank's slice of a partitioned op needs the other ranks' slices.
   StringAttr axis = op->getAttrOfType<StringAttr>("mesh_axis");
-  if (!axis)
-    axis = op->getAttrOfType<StringAttr>("token_axis");
+  for (const char *name : {"token_axis", "ring_axis"})
+    if (!axis)
+      axis = op->getAttrOfType<StringAttr>(name);
   if (axis)
     throw Unsupported{"this op is one rank's part of a computation split over mesh axis '" + axis.getValue().str() +
                       "'; the interpreter runs unpartitioned programs"};

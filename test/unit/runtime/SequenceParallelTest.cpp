@@ -3,11 +3,15 @@
 // T "ranks" as threads over a stand-in for the sequence axis. An
 // all-to-all of each rank's slice of a tensor along the tokens gives its
 // slice along the heads, and back; a loss over each rank's rows is the
-// whole rows' loss on every rank, its gradients the whole gradient's rows.
+// whole rows' loss on every rank, its gradients the whole gradient's rows;
+// ring attention over each rank's tokens gives the whole attention's rows
+// and gradients (causal or not, with a padding mask).
 //
 //===----------------------------------------------------------------------===//
 
 #include "colossal/runtime/SequenceParallel.h"
+
+#include "colossal/runtime/RingAttention.h"
 
 #include "test/unit/runtime/TensorChecks.h"
 #include "test/unit/runtime/ThreadCollectives.h"
@@ -87,6 +91,42 @@ TEST(SequenceParallel, LossOverEachRanksRowsIsTheWholeLoss) {
       }
     }
   }
+}
+
+TEST(SequenceParallel, RingAttentionIsTheWholeAttentionsRows) {
+  const int64_t tokens = 12;
+  Tensor q = randomFloats({2, 2, tokens, 4}, 21, 1.0f), k = randomFloats({2, 2, tokens, 4}, 22, 1.0f);
+  Tensor v = randomFloats({2, 2, tokens, 3}, 23, 1.0f), dOut = randomFloats({2, 2, tokens, 3}, 24, 1.0f);
+  // A padding mask: the second sequence's last five keys hidden.
+  Tensor mask = Tensor::zeros({2, 1, 1, tokens});
+  for (int64_t c = tokens - 5; c < tokens; ++c)
+    mask.floats[size_t(tokens + c)] = -10000.0f;
+  for (bool causal : {false, true})
+    for (bool masked : {false, true}) {
+      Tensor whole = host::attention(q, k, v, masked ? &mask : nullptr, 0.5f, causal);
+      std::vector<Tensor> wholeGrad = host::attentionGrad(q, k, v, masked ? &mask : nullptr, dOut, 0.5f, causal);
+      for (int ranks : {2, 3, 4}) {
+        std::vector<Tensor> out(static_cast<size_t>(ranks));
+        std::vector<std::vector<Tensor>> grad(static_cast<size_t>(ranks));
+        onRanks(ranks, [&](int r, StepCollectives &c) {
+          Tensor myMask = sliceAlong(mask, 3, r, ranks);
+          out[size_t(r)] = host::ringAttention(sliceAlong(q, 2, r, ranks), sliceAlong(k, 2, r, ranks),
+                                               sliceAlong(v, 2, r, ranks), masked ? &myMask : nullptr, 0.5f, causal,
+                                               c, "sp");
+          grad[size_t(r)] = host::ringAttentionGrad(sliceAlong(q, 2, r, ranks), sliceAlong(k, 2, r, ranks),
+                                                    sliceAlong(v, 2, r, ranks), masked ? &myMask : nullptr,
+                                                    sliceAlong(dOut, 2, r, ranks), 0.5f, causal, c, "sp");
+        });
+        for (int r = 0; r < ranks; ++r) {
+          std::string what = std::string(causal ? "causal" : "full") + (masked ? ", masked, " : ", ") +
+                             std::to_string(ranks) + " ranks, rank " + std::to_string(r);
+          expectNear(out[size_t(r)].floats, sliceAlong(whole, 2, r, ranks).floats, 1e-5, what.c_str());
+          for (size_t g = 0; g < 3; ++g)
+            expectNear(grad[size_t(r)][g].floats, sliceAlong(wholeGrad[g], 2, r, ranks).floats, 1e-5,
+                       (what + (g == 0 ? " dq" : g == 1 ? " dk" : " dv")).c_str());
+        }
+      }
+    }
 }
 
 TEST(SequenceParallel, LossPerRowIsRefused) {

@@ -87,6 +87,11 @@ public:
     return host::joinAlong(received, shape, concatDim, ranks);
   }
 
+  host::Tensor ringShift(const host::Tensor &x, const std::string &) override {
+    int ranks = axis_.ranks();
+    return axis_.exchange(rank_, x)[size_t((rank_ + ranks - 1) % ranks)];
+  }
+
 private:
   host::Tensor reduce(const host::Tensor &x, bool max) {
     std::vector<host::Tensor> parts = axis_.exchange(rank_, x);

@@ -155,6 +155,9 @@ public:
   /// slice along `splitDim` (an all-to-all: sequence split to heads split).
   virtual host::Tensor allToAll(const host::Tensor &x, const std::string &axis, int64_t splitDim,
                                 int64_t concatDim) = 0;
+  /// `x` sent to the next rank of mesh axis `axis` (rank + 1, around the
+  /// ring), the previous rank's received (ring self-attention).
+  virtual host::Tensor ringShift(const host::Tensor &x, const std::string &axis) = 0;
   /// This rank's index on mesh axis `axis`, and the axis's ranks: which
   /// slice of a split tensor the rank holds.
   virtual int64_t rankOn(const std::string &axis) = 0;

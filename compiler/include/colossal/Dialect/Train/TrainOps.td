@@ -490,6 +490,14 @@ def Train_AttentionOp : Train_ComputeOp<"attention"> {
     mask), so only IR written with it sets it: the interpreter runs it, the
     autodiff and the emitters refuse it.
 
+    With `ring_axis` (ring self-attention, inserted by sequence
+    parallelism), each rank of that mesh axis holds its slice of the tokens
+    of q, k, v and of a key mask (in rank order): the keys and values, with
+    their mask, pass around the ring of ranks while each rank folds every
+    block into its queries' softmax online; under `causal` a block after
+    the rank's own is skipped. The result is the rank's queries' rows of
+    the whole attention.
+
     Example:
 
     ```mlir
@@ -506,7 +514,7 @@ def Train_AttentionOp : Train_ComputeOp<"attention"> {
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
                        Optional<AnyRankedTensor>:$mask,
                        F32Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout, OptionalAttr<StrAttr>:$ring_axis);
   let results = (outs AnyRankedTensor:$result);
 }
 
@@ -1029,10 +1037,13 @@ def Train_AttentionGradOp : Train_GradOp<"attention_grad"> {
     Recomputes the attention probabilities (as the fused backward kernels do:
     no s x s matrix is kept from the forward pass) and yields dq, dk, dv. The
     mask, when present, receives no gradient; attention dropout must be 0.
+    With `ring_axis`, the forward ring runs again, then the keys and values
+    go around once more with their gradients' partial sums, which end on the
+    ranks that hold them.
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
                        Optional<AnyRankedTensor>:$mask, AnyRankedTensor:$result_grad, F32Attr:$scale,
-                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+                       DefaultValuedAttr<BoolAttr, "false">:$causal, OptionalAttr<StrAttr>:$ring_axis);
   let results = (outs AnyRankedTensor:$query_grad, AnyRankedTensor:$key_grad, AnyRankedTensor:$value_grad);
 }
 

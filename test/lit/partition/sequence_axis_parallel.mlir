@@ -1,5 +1,5 @@
-// RUN: colossal-opt %s -split-input-file -train-all-to-all-sequence-parallel=ranks=2 -verify-diagnostics | FileCheck %s --enable-var-scope
-// RUN: colossal-opt %s -split-input-file -train-all-to-all-sequence-parallel=ranks=2 -train-autodiff -verify-diagnostics | FileCheck %s --check-prefix=GRAD
+// RUN: colossal-opt %s -split-input-file -train-sequence-axis-parallel="ranks=2 algorithm=all-to-all" -verify-diagnostics | FileCheck %s --enable-var-scope
+// RUN: colossal-opt %s -split-input-file -train-sequence-axis-parallel="ranks=2 algorithm=all-to-all" -train-autodiff -verify-diagnostics | FileCheck %s --check-prefix=GRAD
 
 // A one-layer language model with two heads of attention over 4 tokens.
 // The token ids and labels are cut to the rank's 2 tokens; everything runs
@@ -104,7 +104,7 @@ module {
     %h = train.linear %x, %w : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
     %q = train.reshape %h : (tensor<2x4x4xf32>) -> tensor<2x4x1x4xf32>
     %qh = train.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x1x4xf32>) -> tensor<2x1x4x4xf32>
-    // expected-error @+1 {{gives each of the 2 ranks its heads of attention, and 'tensor<2x1x4x4xf32>' has 1 heads}}
+    // expected-error @+1 {{gives each of the 2 ranks its heads of attention (all-to-all), and 'tensor<2x1x4x4xf32>' has 1 heads}}
     %o = train.attention %qh, %qh, %qh {scale = 0.5 : f32} : (tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
     %s = train.reduce_sum %o {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<2x1x4x4xf32>) -> tensor<f32>
     return %s : tensor<f32>

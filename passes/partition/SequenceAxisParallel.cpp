@@ -1,6 +1,6 @@
-//===- AllToAllSequenceParallel.cpp ---------------------------------------===//
+//===- SequenceAxisParallel.cpp -------------------------------------------===//
 
-#include "passes/partition/AllToAllSequenceParallel.h"
+#include "passes/partition/SequenceAxisParallel.h"
 
 #include "passes/partition/ParameterSlices.h"
 #include "passes/partition/TensorParallel.h"
@@ -37,16 +37,17 @@ int64_t extentThrough(ArrayRef<int64_t> shape, int64_t dim) {
 
 class Partitioner {
 public:
-  Partitioner(func::FuncOp forward, int64_t ranks, int64_t tokens)
-      : forward_(forward), ranks_(ranks), tokens_(tokens),
+  Partitioner(func::FuncOp forward, int64_t ranks, int64_t tokens, SequenceAlgorithm algorithm)
+      : forward_(forward), ranks_(ranks), tokens_(tokens), algorithm_(algorithm),
         axis_(StringAttr::get(forward.getContext(), kSequenceAxis)) {}
 
-  FailureOr<AllToAllSequenceSummary> run();
+  FailureOr<SequenceAxisSummary> run();
 
 private:
   LogicalResult splitInputs();
   LogicalResult visit(Operation &op);
   LogicalResult visitAttention(AttentionOp attention);
+  LogicalResult ringAttention(AttentionOp attention);
   LogicalResult visitCrossEntropy(CrossEntropyOp loss);
   std::optional<TokenSplit> reshaped(ReshapeOp reshape, TokenSplit from);
   /// The replicated operands of an op computing on the rank's tokens.
@@ -63,8 +64,9 @@ private:
 
   func::FuncOp forward_;
   int64_t ranks_, tokens_;
+  SequenceAlgorithm algorithm_;
   StringAttr axis_;
-  AllToAllSequenceSummary summary_;
+  SequenceAxisSummary summary_;
   llvm::MapVector<Value, TokenSplit> split_;
   /// Split values created with their slice's type already.
   llvm::DenseSet<Value> sliceTyped_;
@@ -73,7 +75,7 @@ private:
   llvm::DenseMap<Value, bool> needsGradient_;
 };
 
-FailureOr<AllToAllSequenceSummary> Partitioner::run() {
+FailureOr<SequenceAxisSummary> Partitioner::run() {
   if (failed(splitInputs()))
     return failure();
   Block &body = forward_.getBody().front();
@@ -100,7 +102,7 @@ LogicalResult Partitioner::splitInputs() {
     ++summary_.inputs;
   }
   if (summary_.inputs == 0)
-    return forward_.emitError() << "all-to-all sequence parallelism splits the inputs whose dimension 1 is the "
+    return forward_.emitError() << "sequence parallelism splits the inputs whose dimension 1 is the "
                                 << tokens_ << " tokens of the attention layers, and @forward has none";
   return success();
 }
@@ -176,7 +178,7 @@ LogicalResult Partitioner::replicatedOperands(Operation &op, TokenSplit at, Arra
     } else if (type.getDimSize(aligned) == tokens_ && at.groups == 1) {
       use.set(rankSliceOf(value, aligned));
     } else {
-      return op.emitError() << "all-to-all sequence parallelism: operand " << use.getOperandNumber() << " (" << type
+      return op.emitError() << "sequence parallelism: operand " << use.getOperandNumber() << " (" << type
                             << ") neither broadcasts over the " << tokens_ << " tokens nor has them";
     }
   }
@@ -202,18 +204,20 @@ LogicalResult Partitioner::visitAttention(AttentionOp attention) {
     auto it = split_.find(operand);
     RankedTensorType type = wholeType(operand);
     if (it == split_.end() || it->second.groups != 1 || it->second.dim != type.getRank() - 2)
-      return attention.emitError() << "all-to-all sequence parallelism runs self-attention whose queries, keys and "
+      return attention.emitError() << "sequence parallelism runs self-attention whose queries, keys and "
                                       "values are [batch, heads, tokens, head size] split by tokens; this one's "
                                    << (it == split_.end() ? "operand is not split by tokens"
                                                           : "tokens are not its dimension 2");
-    if (type.getRank() != 4 || type.getDimSize(1) % ranks_ != 0)
-      return attention.emitError() << "all-to-all sequence parallelism gives each of the " << ranks_
-                                   << " ranks its heads of attention, and " << type << " has "
+    if (algorithm_ == SequenceAlgorithm::AllToAll && (type.getRank() != 4 || type.getDimSize(1) % ranks_ != 0))
+      return attention.emitError() << "sequence parallelism gives each of the " << ranks_
+                                   << " ranks its heads of attention (all-to-all), and " << type << " has "
                                    << (type.getRank() == 4 ? type.getDimSize(1) : 0) << " heads, which do not divide by "
                                    << ranks_;
   }
   if (!attention.getDropout().isZero())
-    return attention.emitError() << "all-to-all sequence parallelism does not split attention dropout by heads yet";
+    return attention.emitError() << "sequence parallelism does not split attention dropout yet";
+  if (algorithm_ == SequenceAlgorithm::Ring)
+    return ringAttention(attention);
   OpBuilder builder(attention);
   // Queries, keys and values: split by tokens -> split by heads.
   for (unsigned i = 0; i < 3; ++i) {
@@ -229,12 +233,12 @@ LogicalResult Partitioner::visitAttention(AttentionOp attention) {
   if (Value mask = attention.getMask()) {
     RankedTensorType type = wholeType(mask);
     if (type.getRank() != 4 || type.getDimSize(1) != 1)
-      return attention.emitError() << "all-to-all sequence parallelism takes attention masks that broadcast over "
+      return attention.emitError() << "sequence parallelism takes attention masks that broadcast over "
                                       "the heads, and this one is "
                                    << type;
     if (auto it = split_.find(mask); it != split_.end()) {
       if (it->second.dim != 3 || it->second.groups != 1 || type.getDimSize(2) != 1)
-        return attention.emitError() << "all-to-all sequence parallelism gathers a mask split by key tokens; this "
+        return attention.emitError() << "sequence parallelism gathers a mask split by key tokens; this "
                                         "one ("
                                      << type << ") is split along dimension " << it->second.dim;
       Value &whole = gathered_[mask];
@@ -262,17 +266,39 @@ LogicalResult Partitioner::visitAttention(AttentionOp attention) {
   return success();
 }
 
+LogicalResult Partitioner::ringAttention(AttentionOp attention) {
+  // The rank's queries against every block of keys, passed around the
+  // ring with their slice of the mask.
+  if (Value mask = attention.getMask()) {
+    RankedTensorType type = wholeType(mask);
+    if (type.getRank() != 4 || type.getDimSize(1) != 1 || type.getDimSize(2) != 1 || !isa<FloatType>(type.getElementType()))
+      return attention.emitError() << "ring attention takes an additive mask of the keys, [batch, 1, 1, tokens], and "
+                                      "this one is "
+                                   << type;
+    auto it = split_.find(mask);
+    if (it == split_.end())
+      attention.getMaskMutable().assign(rankSliceOf(mask, 3));
+    else if (it->second.dim != 3 || it->second.groups != 1)
+      return attention.emitError() << "ring attention passes a mask split by key tokens around the ring; this one ("
+                                   << type << ") is split along dimension " << it->second.dim;
+  }
+  attention.setRingAxisAttr(axis_);
+  split_[attention.getResult()] = {2, 1};
+  ++summary_.attentions;
+  return success();
+}
+
 LogicalResult Partitioner::visitCrossEntropy(CrossEntropyOp loss) {
   auto logits = split_.find(loss.getLogits()), labels = split_.find(loss.getLabels());
   if (logits == split_.end() || labels == split_.end() || logits->second.dim != 0 || labels->second.dim != 0 ||
       logits->second.groups != labels->second.groups)
-    return loss.emitError() << "all-to-all sequence parallelism computes the loss on each rank's rows: its logits and "
+    return loss.emitError() << "sequence parallelism computes the loss on each rank's rows: its logits and "
                                "labels must both be split by tokens along their rows";
   if (loss.getReduction() == "none")
-    return loss.emitError() << "all-to-all sequence parallelism sums the loss over the ranks' rows; a loss per row "
+    return loss.emitError() << "sequence parallelism sums the loss over the ranks' rows; a loss per row "
                                "(reduction none) would stay split";
   if (loss.getMeshAxis())
-    return loss.emitError() << "all-to-all sequence parallelism does not combine with a vocabulary-parallel loss yet";
+    return loss.emitError() << "sequence parallelism does not combine with a vocabulary-parallel loss yet";
   loss.setTokenAxisAttr(axis_);
   return success();
 }
@@ -299,7 +325,7 @@ LogicalResult Partitioner::visit(Operation &op) {
     TokenSplit from = split_.lookup(reshape.getInput());
     std::optional<TokenSplit> to = reshaped(reshape, from);
     if (!to)
-      return op.emitError() << "all-to-all sequence parallelism: this reshape of " << wholeType(reshape.getInput())
+      return op.emitError() << "sequence parallelism: this reshape of " << wholeType(reshape.getInput())
                             << " (split by tokens along dimension " << from.dim
                             << ") cuts or mixes the tokens; a reshape may only keep them whole and innermost";
     split_[reshape.getResult()] = *to;
@@ -308,7 +334,7 @@ LogicalResult Partitioner::visit(Operation &op) {
   if (auto gather = dyn_cast<GatherOp>(op)) {
     // A lookup of the rank's tokens' ids in a replicated table.
     if (split_.count(gather.getData()))
-      return op.emitError() << "all-to-all sequence parallelism: a gather from activations split by tokens";
+      return op.emitError() << "sequence parallelism: a gather from activations split by tokens";
     TokenSplit ids = split_.lookup(gather.getIndices());
     split_[gather.getResult()] = {int64_t(gather.getAxis()) + ids.dim, ids.groups};
     return replicatedOperands(op, ids, {0});
@@ -321,12 +347,12 @@ LogicalResult Partitioner::visit(Operation &op) {
     TokenSplit s = split_.lookup(operand);
     TokenSplit aligned{s.dim + (resultType ? resultType.getRank() - typeOf(operand).getRank() : 0), s.groups};
     if (at && (at->dim != aligned.dim || at->groups != aligned.groups))
-      return op.emitError() << "all-to-all sequence parallelism: this op reads activations split by tokens along "
+      return op.emitError() << "sequence parallelism: this op reads activations split by tokens along "
                                "different dimensions";
     at = aligned;
   }
   if (!resultType || !isPerToken(&op, at->dim))
-    return op.emitError() << "all-to-all sequence parallelism computes every op but attention on each rank's tokens, "
+    return op.emitError() << "sequence parallelism computes every op but attention on each rank's tokens, "
                              "and this op reads them but does not compute each token on its own (per-token ops: "
                              "elementwise, norms over the hidden axis, linear layers, dropout, slices along another "
                              "axis)";
@@ -335,7 +361,7 @@ LogicalResult Partitioner::visit(Operation &op) {
     // Masks are keyed by the whole tensor's elements: the rank draws its
     // slice of the whole mask, which needs the slice to be contiguous.
     if (at->groups != 1)
-      return op.emitError() << "all-to-all sequence parallelism: dropout on rows merged from several sequences";
+      return op.emitError() << "sequence parallelism: dropout on rows merged from several sequences";
     dropout.setMeshAxisAttr(axis_);
     dropout.setMeshDimAttr(OpBuilder(&op).getI64IntegerAttr(at->dim));
   }
@@ -352,7 +378,7 @@ LogicalResult Partitioner::retype() {
   for (auto [value, s] : split_) {
     for (Operation *user : value.getUsers())
       if (user == body.getTerminator())
-        return forward_.emitError() << "all-to-all sequence parallelism: @forward returns an activation split by "
+        return forward_.emitError() << "sequence parallelism: @forward returns an activation split by "
                                        "tokens";
     if (sliceTyped_.count(value))
       continue;
@@ -364,19 +390,28 @@ LogicalResult Partitioner::retype() {
 
 } // namespace
 
-int64_t allToAllSequenceRanks(ModuleOp module) {
-  auto ranks = module->getAttrOfType<IntegerAttr>("train.sequence_parallel_ranks");
-  return ranks ? ranks.getInt() : 1;
+
+const char *nameOf(SequenceAlgorithm algorithm) {
+  return algorithm == SequenceAlgorithm::Ring ? "ring" : "all-to-all";
 }
 
-FailureOr<AllToAllSequenceSummary> applyAllToAllSequenceParallelism(ModuleOp module, int64_t ranks) {
+std::optional<SequenceAlgorithm> parseSequenceAlgorithm(StringRef name) {
+  if (name == "all-to-all")
+    return SequenceAlgorithm::AllToAll;
+  if (name == "ring")
+    return SequenceAlgorithm::Ring;
+  return std::nullopt;
+}
+
+FailureOr<SequenceAxisSummary> applySequenceAxisParallelism(ModuleOp module, int64_t ranks,
+                                                             SequenceAlgorithm algorithm) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
-    return module.emitError() << "all-to-all sequence parallelism partitions @forward, and the module has none";
+    return module.emitError() << "sequence parallelism partitions @forward, and the module has none";
   if (ranks < 2)
-    return module.emitError() << "all-to-all sequence parallelism needs at least 2 ranks, not " << ranks;
+    return module.emitError() << "sequence parallelism needs at least 2 ranks, not " << ranks;
   if (tensorParallelRanks(module) != 1 || module->hasAttr("train.sequence_parallel"))
-    return module.emitError() << "all-to-all sequence parallelism runs on an unpartitioned module (not with tensor "
+    return module.emitError() << "sequence parallelism runs on an unpartitioned module (not with tensor "
                                  "or another sequence parallelism yet)";
   // The sequence: the attention layers' tokens (self-attention, all alike).
   int64_t tokens = 0;
@@ -385,7 +420,7 @@ FailureOr<AllToAllSequenceSummary> applyAllToAllSequenceParallelism(ModuleOp mod
     RankedTensorType query = typeOf(attention.getQuery()), key = typeOf(attention.getKey());
     int64_t here = query.getDimSize(query.getRank() - 2);
     if (here != key.getDimSize(key.getRank() - 2) || (tokens && here != tokens)) {
-      attention.emitError() << "all-to-all sequence parallelism splits one sequence length; this attention's "
+      attention.emitError() << "sequence parallelism splits one sequence length; this attention's "
                                "queries have "
                             << here << " tokens and its keys " << key.getDimSize(key.getRank() - 2)
                             << (tokens ? " (the first attention's: " + std::to_string(tokens) + ")" : std::string());
@@ -398,44 +433,52 @@ FailureOr<AllToAllSequenceSummary> applyAllToAllSequenceParallelism(ModuleOp mod
   if (walk.wasInterrupted())
     return failure();
   if (!first)
-    return forward.emitError() << "all-to-all sequence parallelism trades tokens for heads at attention, and @forward "
+    return forward.emitError() << "sequence parallelism trades tokens for heads at attention, and @forward "
                                   "has no train.attention (attention with dropout is not raised to one)";
   if (tokens % ranks != 0)
-    return first.emitError() << "all-to-all sequence parallelism over " << ranks << " ranks splits the " << tokens
+    return first.emitError() << "sequence parallelism over " << ranks << " ranks splits the " << tokens
                              << " tokens, which do not divide by " << ranks;
-  FailureOr<AllToAllSequenceSummary> summary = Partitioner(forward, ranks, tokens).run();
+  FailureOr<SequenceAxisSummary> summary = Partitioner(forward, ranks, tokens, algorithm).run();
   if (failed(summary))
     return failure();
   MLIRContext *context = module.getContext();
-  module->setAttr("train.sequence_parallel", StringAttr::get(context, "all-to-all"));
+  module->setAttr("train.sequence_parallel", StringAttr::get(context, nameOf(algorithm)));
   module->setAttr("train.sequence_parallel_ranks", IntegerAttr::get(IntegerType::get(context, 64), ranks));
   return summary;
 }
 
 namespace {
 
-struct AllToAllSequenceParallelPass : public PassWrapper<AllToAllSequenceParallelPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AllToAllSequenceParallelPass)
-  AllToAllSequenceParallelPass() = default;
-  AllToAllSequenceParallelPass(const AllToAllSequenceParallelPass &other) : PassWrapper(other) {}
-  StringRef getArgument() const final { return "train-all-to-all-sequence-parallel"; }
+struct SequenceAxisParallelPass : public PassWrapper<SequenceAxisParallelPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SequenceAxisParallelPass)
+  SequenceAxisParallelPass() = default;
+  SequenceAxisParallelPass(const SequenceAxisParallelPass &other) : PassWrapper(other) {}
+  StringRef getArgument() const final { return "train-sequence-axis-parallel"; }
   StringRef getDescription() const final {
-    return "All-to-all (Ulysses) sequence parallelism: @forward on each rank's tokens over mesh axis sp, attention "
-           "on each rank's heads between all-to-alls";
+    return "Sequence parallelism over mesh axis sp: @forward on each rank's tokens, attention on each rank's heads "
+           "between all-to-alls (algorithm=all-to-all) or on its queries with keys and values passed around the "
+           "ring (algorithm=ring)";
   }
   void runOnOperation() override {
-    if (failed(applyAllToAllSequenceParallelism(getOperation(), ranks)))
+    std::optional<SequenceAlgorithm> chosen = parseSequenceAlgorithm(algorithm);
+    if (!chosen) {
+      getOperation().emitError() << "unknown sequence algorithm '" << algorithm << "' (all-to-all or ring)";
+      return signalPassFailure();
+    }
+    if (failed(applySequenceAxisParallelism(getOperation(), ranks, *chosen)))
       signalPassFailure();
   }
   Option<int64_t> ranks{*this, "ranks", llvm::cl::desc("Ranks of the sequence axis"), llvm::cl::init(2)};
+  Option<std::string> algorithm{*this, "algorithm", llvm::cl::desc("all-to-all or ring"),
+                                llvm::cl::init("all-to-all")};
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createAllToAllSequenceParallelPass() {
-  return std::make_unique<AllToAllSequenceParallelPass>();
+std::unique_ptr<Pass> createSequenceAxisParallelPass() {
+  return std::make_unique<SequenceAxisParallelPass>();
 }
 
-void registerAllToAllSequenceParallelPass() { PassRegistration<AllToAllSequenceParallelPass>(); }
+void registerSequenceAxisParallelPass() { PassRegistration<SequenceAxisParallelPass>(); }
 
 } // namespace colossal::partition
