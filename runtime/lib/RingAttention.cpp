@@ -115,44 +115,54 @@ struct Online {
   std::vector<double> maximum, denominator, sum;
 };
 
-/// The forward ring: every block folded into every row's softmax.
-Online forwardRing(const Dims &d, const Ring &ring, const Tensor &q, Blocks blocks, StepCollectives &collectives,
-                   const std::string &axis) {
-  Online o{std::vector<double>(size_t(d.rows()), -std::numeric_limits<double>::infinity()),
-           std::vector<double>(size_t(d.rows()), 0.0), std::vector<double>(size_t(d.rows() * d.valueSize), 0.0)};
+/// Calls `fold(row, g, i, scores)` for every query row of this rank against
+/// each block of keys as it comes around the ring (blocks fully hidden by
+/// the causal mask skipped), passing the blocks on after every step but the
+/// last.
+template <typename Fold>
+void aroundTheRing(const Dims &d, const Ring &ring, const Tensor &q, Blocks &blocks, StepCollectives &collectives,
+                   const std::string &axis, Fold fold) {
   std::vector<double> scores(size_t(d.keys));
   for (int64_t step = 0; step < ring.ranks; ++step) {
     int64_t owner = (ring.rank - step + ring.ranks) % ring.ranks;
     if (!ring.skips(d, owner))
       for (int64_t g = 0; g < d.batch * d.heads; ++g)
-        for (int64_t i = 0; i < d.queries; ++i) {
-          if (!scoresOf(d, ring, q.floats.data(), blocks, owner, g, i, scores))
-            continue;
-          size_t row = size_t(g * d.queries + i);
-          double blockMax = -std::numeric_limits<double>::infinity();
-          for (double s : scores)
-            if (!std::isnan(s))
-              blockMax = std::max(blockMax, s);
-          double maximum = std::max(o.maximum[row], blockMax);
-          double rescale = std::exp(o.maximum[row] - maximum); // 0 before the first block
-          o.denominator[row] *= rescale;
-          double *sum = o.sum.data() + row * size_t(d.valueSize);
-          for (int64_t e = 0; e < d.valueSize; ++e)
-            sum[e] *= rescale;
-          for (int64_t c = 0; c < d.keys; ++c) {
-            if (std::isnan(scores[size_t(c)]))
-              continue;
-            double p = std::exp(scores[size_t(c)] - maximum);
-            o.denominator[row] += p;
-            const float *vc = blocks.value() + (g * d.keys + c) * d.valueSize;
-            for (int64_t e = 0; e < d.valueSize; ++e)
-              sum[e] += p * double(vc[e]);
-          }
-          o.maximum[row] = maximum;
-        }
+        for (int64_t i = 0; i < d.queries; ++i)
+          if (scoresOf(d, ring, q.floats.data(), blocks, owner, g, i, scores))
+            fold(g * d.queries + i, g, scores);
     if (step + 1 < ring.ranks)
       blocks.data = shifted(std::move(blocks.data), collectives, axis);
   }
+}
+
+/// The forward ring: every block folded into every row's softmax.
+Online forwardRing(const Dims &d, const Ring &ring, const Tensor &q, Blocks blocks, StepCollectives &collectives,
+                   const std::string &axis) {
+  Online o{std::vector<double>(size_t(d.rows()), -std::numeric_limits<double>::infinity()),
+           std::vector<double>(size_t(d.rows()), 0.0), std::vector<double>(size_t(d.rows() * d.valueSize), 0.0)};
+  aroundTheRing(d, ring, q, blocks, collectives, axis,
+                [&](int64_t row, int64_t g, const std::vector<double> &scores) {
+                  double blockMax = -std::numeric_limits<double>::infinity();
+                  for (double s : scores)
+                    if (!std::isnan(s))
+                      blockMax = std::max(blockMax, s);
+                  double maximum = std::max(o.maximum[size_t(row)], blockMax);
+                  double rescale = std::exp(o.maximum[size_t(row)] - maximum); // 0 before the first block
+                  o.denominator[size_t(row)] *= rescale;
+                  double *sum = o.sum.data() + row * d.valueSize;
+                  for (int64_t e = 0; e < d.valueSize; ++e)
+                    sum[e] *= rescale;
+                  for (int64_t c = 0; c < d.keys; ++c) {
+                    if (std::isnan(scores[size_t(c)]))
+                      continue;
+                    double p = std::exp(scores[size_t(c)] - maximum);
+                    o.denominator[size_t(row)] += p;
+                    const float *vc = blocks.value() + (g * d.keys + c) * d.valueSize;
+                    for (int64_t e = 0; e < d.valueSize; ++e)
+                      sum[e] += p * double(vc[e]);
+                  }
+                  o.maximum[size_t(row)] = maximum;
+                });
   return o;
 }
 
@@ -197,41 +207,31 @@ std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Te
   }
   Tensor dq = Tensor::zeros(q.shape);
   Blocks blocks = blocksOf(d, k, v, mask, true);
-  std::vector<double> scores(size_t(d.keys));
-  for (int64_t step = 0; step < ring.ranks; ++step) {
-    int64_t owner = (ring.rank - step + ring.ranks) % ring.ranks;
-    if (!ring.skips(d, owner))
-      for (int64_t g = 0; g < d.batch * d.heads; ++g)
-        for (int64_t i = 0; i < d.queries; ++i) {
-          if (!scoresOf(d, ring, q.floats.data(), blocks, owner, g, i, scores))
-            continue;
-          int64_t row = g * d.queries + i;
-          const float *dOi = dOut.floats.data() + row * d.valueSize;
-          const float *qi = q.floats.data() + row * d.size;
-          float *dqi = dq.floats.data() + row * d.size;
-          for (int64_t c = 0; c < d.keys; ++c) {
-            if (std::isnan(scores[size_t(c)]))
-              continue;
-            double p = std::exp(scores[size_t(c)] - logSumExp[size_t(row)]);
-            const float *vc = blocks.value() + (g * d.keys + c) * d.valueSize;
-            const float *kc = blocks.key() + (g * d.keys + c) * d.size;
-            float *dvc = blocks.valueGradient() + (g * d.keys + c) * d.valueSize;
-            float *dkc = blocks.keyGradient() + (g * d.keys + c) * d.size;
-            double dp = 0;
-            for (int64_t e = 0; e < d.valueSize; ++e) {
-              dvc[e] += float(p * double(dOi[e]));
-              dp += double(dOi[e]) * double(vc[e]);
-            }
-            double ds = p * (dp - dot[size_t(row)]) * ring.scale;
-            for (int64_t e = 0; e < d.size; ++e) {
-              dqi[e] += float(ds * double(kc[e]));
-              dkc[e] += float(ds * double(qi[e]));
-            }
-          }
-        }
-    if (step + 1 < ring.ranks)
-      blocks.data = shifted(std::move(blocks.data), collectives, axis);
-  }
+  aroundTheRing(d, ring, q, blocks, collectives, axis,
+                [&](int64_t row, int64_t g, const std::vector<double> &scores) {
+                  const float *dOi = dOut.floats.data() + row * d.valueSize;
+                  const float *qi = q.floats.data() + row * d.size;
+                  float *dqi = dq.floats.data() + row * d.size;
+                  for (int64_t c = 0; c < d.keys; ++c) {
+                    if (std::isnan(scores[size_t(c)]))
+                      continue;
+                    double p = std::exp(scores[size_t(c)] - logSumExp[size_t(row)]);
+                    const float *vc = blocks.value() + (g * d.keys + c) * d.valueSize;
+                    const float *kc = blocks.key() + (g * d.keys + c) * d.size;
+                    float *dvc = blocks.valueGradient() + (g * d.keys + c) * d.valueSize;
+                    float *dkc = blocks.keyGradient() + (g * d.keys + c) * d.size;
+                    double dp = 0;
+                    for (int64_t e = 0; e < d.valueSize; ++e) {
+                      dvc[e] += float(p * double(dOi[e]));
+                      dp += double(dOi[e]) * double(vc[e]);
+                    }
+                    double ds = p * (dp - dot[size_t(row)]) * ring.scale;
+                    for (int64_t e = 0; e < d.size; ++e) {
+                      dqi[e] += float(ds * double(kc[e]));
+                      dkc[e] += float(ds * double(qi[e]));
+                    }
+                  }
+                });
   // The gradients of the block this rank holds last belong to the next
   // rank: one more step hands every block's to its owner.
   std::vector<float> gradients(blocks.data.begin() + blocks.keyGrad, blocks.data.end());

@@ -317,6 +317,23 @@ def assembled(run):
     return whole
 
 
+def train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, reference):
+    """Trains `program` on `ranks` ranks with optimizer `name`, saving its
+    checkpoint; returns its log, its worst loss error against PyTorch's and
+    its worst weight error against the single-rank program's (and where), or
+    None when the run failed."""
+    run = train(program, "--feed", feed_dir, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}",
+                *optimizer_flags(name, reference["hyper_parameters"][name]), ranks=ranks)
+    check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
+    if run.returncode:
+        return None
+    log = f"{WORK}/{tag}.log"
+    loss_error = worst_relative(losses(log), reference["losses"][name])
+    single = safetensors(f"{WORK}/{model}-{name}-{batch}-1/{shard}")
+    worst_weight, where = weight_error(single, assembled(f"{WORK}/{tag}"), f"{FIXTURES}/{model}/grads")
+    return log, loss_error, worst_weight, where
+
+
 print(f"{'model':8} {'dp x tp':7} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
 for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert", 2, 4, ""),
                                ("llama", 2, 4, "zero=1"), ("llama", 2, 4, "zero=2,microbatches=2"),
@@ -348,15 +365,10 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
     feed_dir = f"{FIXTURES}/{model}/feed" if batch == 2 else repeated_feed(model, 2)
     for name in (["lamb"] if zero and not zero == "sp_mode=megatron" else ["adamw", "lamb"]):
         tag = f"{model}-{name}-tp2-x{ranks}{slug}"
-        run = train(program, "--feed", feed_dir, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}",
-                    *optimizer_flags(name, reference["hyper_parameters"][name]), ranks=ranks)
-        check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
-        if run.returncode:
+        ran = train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, reference)
+        if not ran:
             continue
-        log = f"{WORK}/{tag}.log"
-        loss_error = worst_relative(losses(log), reference["losses"][name])
-        single = safetensors(f"{WORK}/{model}-{name}-{batch}-1/{shard}")
-        worst_weight, where = weight_error(single, assembled(f"{WORK}/{tag}"), f"{FIXTURES}/{model}/grads")
+        log, loss_error, worst_weight, where = ran
         completions = 2 if name in ("lamb", "lars") else 1
         predicted = dict(manifest["predicted_comm_bytes_per_step_by_optimizer"][name])
         predicted = {c: dict(axes) for c, axes in predicted.items()}
@@ -495,15 +507,10 @@ for model, dp, sp, mode, batch, extra in [
     feed_dir = f"{FIXTURES}/{model}/feed" if batch == 2 else repeated_feed(model, 2)
     for name in (["adamw", "lamb"] if not extra and dp == 1 and sp == 2 else ["lamb"]):
         tag = f"{model}-{name}-sp{sp}-{mode}-x{ranks}{slug}"
-        run = train(program, "--feed", feed_dir, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}",
-                    *optimizer_flags(name, reference["hyper_parameters"][name]), ranks=ranks)
-        check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
-        if run.returncode:
+        ran = train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, reference)
+        if not ran:
             continue
-        log = f"{WORK}/{tag}.log"
-        loss_error = worst_relative(losses(log), reference["losses"][name])
-        single = safetensors(f"{WORK}/{model}-{name}-{batch}-1/{shard}")
-        worst_weight, where = weight_error(single, assembled(f"{WORK}/{tag}"), f"{FIXTURES}/{model}/grads")
+        log, loss_error, worst_weight, where = ran
         predicted = {c: dict(axes) for c, axes in manifest["predicted_comm_bytes_per_step_by_optimizer"][name].items()}
         expected_calls = {}
         for collective in ("all_reduce", "all_gather", "all_to_all", "send_recv"):
