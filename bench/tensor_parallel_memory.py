@@ -16,7 +16,6 @@ is recorded beside the measured one. One run, written as JSON.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -26,6 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "test", "fixtures"))
 import torch  # noqa: E402
 import models  # noqa: E402
 from gpt2_export import export_gpt2  # noqa: E402
+from parallel_runs import measure  # noqa: E402
 
 COMPILER, MPIRUN, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
 STEPS = 3
@@ -43,30 +43,7 @@ onnx_path = export_gpt2(model, ids, labels, work, "gpt2.onnx")
 runs = {}
 for label, ranks, strategy in [("1 rank", 1, None), ("tp=2", 2, "tp=2"), ("tp=2, sp_mode=megatron", 2,
                                                                           "tp=2,sp_mode=megatron")]:
-    program = os.path.join(work, label.replace(" ", "").replace(",", "-").replace("=", ""))
-    args = [COMPILER, onnx_path, "-o", program, "--quiet", "--trainable", os.path.join(work, "trainable.txt"),
-            "--optimizer", "adamw"]
-    if strategy:
-        args += ["--gpus", str(ranks), "--strategy", strategy]
-    subprocess.run(args, check=True)
-    log = os.path.join(program, "steps.jsonl")
-    launch = [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] if ranks > 1 else []
-    subprocess.run(launch + [os.path.join(program, "model_train"), "--feed", os.path.join(work, "feed"), "--steps",
-                             str(STEPS), "--log", log, "--quiet"], check=True)
-    last = [json.loads(line) for line in open(log)][-1]
-    manifest = json.load(open(os.path.join(program, "manifest.json")))
-    memory = last["memory"]
-    runs[label] = {
-        "ranks": ranks,
-        "loss_at_last_step": last["loss"],
-        "activations_peak_bytes": memory["activations"]["peak"],
-        "planned_step_peak_bytes": manifest.get("planned_step_peak_bytes"),
-        "model_state_bytes": {k: memory[k]["current"] for k in ("parameters", "gradients", "optimizer_state")},
-        "tensor_axis_bytes_per_step": {c: axes["tp"]["bytes"] for c, axes in last.get("comm", {}).items() if "tp" in axes},
-    }
-    print(f"{label:24} activations peak {runs[label]['activations_peak_bytes']:>12,} B "
-          f"(planned {runs[label]['planned_step_peak_bytes']:,}), parameters "
-          f"{runs[label]['model_state_bytes']['parameters']:>10,} B, loss {last['loss']:.6f}")
+    runs[label] = measure(COMPILER, MPIRUN, onnx_path, work, label, ranks, strategy, STEPS, "tp")
 
 json.dump({"benchmark": "tensor_parallel_memory", "model": {"kind": "gpt2", "vocab": VOCAB, "hidden": HIDDEN,
                                                            "heads": HEADS, "layers": LAYERS, "seq": SEQ,

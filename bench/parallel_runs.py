@@ -1,0 +1,38 @@
+"""One emitted program compiled with a strategy, trained under mpirun, and
+measured: what the host memory benchmarks share."""
+import json
+import os
+import subprocess
+
+
+def measure(compiler, mpirun, onnx_path, work, label, ranks, strategy, steps, axis):
+    """Compiles ONNX_PATH for RANKS ranks with STRATEGY (None: one rank),
+    trains STEPS AdamW steps on WORK/feed and returns the last step's loss,
+    activation peak (and the compiler's planned one), model states per rank
+    and bytes on mesh axis AXIS per step."""
+    program = os.path.join(work, label.replace(" ", "").replace(",", "-").replace("=", ""))
+    args = [compiler, onnx_path, "-o", program, "--quiet", "--trainable", os.path.join(work, "trainable.txt"),
+            "--optimizer", "adamw"]
+    if strategy:
+        args += ["--gpus", str(ranks), "--strategy", strategy]
+    subprocess.run(args, check=True)
+    log = os.path.join(program, "steps.jsonl")
+    launch = [mpirun, "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] if ranks > 1 else []
+    subprocess.run(launch + [os.path.join(program, "model_train"), "--feed", os.path.join(work, "feed"), "--steps",
+                             str(steps), "--log", log, "--quiet"], check=True)
+    last = [json.loads(line) for line in open(log)][-1]
+    manifest = json.load(open(os.path.join(program, "manifest.json")))
+    memory = last["memory"]
+    run = {
+        "ranks": ranks,
+        "loss_at_last_step": last["loss"],
+        "activations_peak_bytes": memory["activations"]["peak"],
+        "planned_step_peak_bytes": manifest.get("planned_step_peak_bytes"),
+        "model_state_bytes": {k: memory[k]["current"] for k in ("parameters", "gradients", "optimizer_state")},
+        f"{'tensor' if axis == 'tp' else 'sequence'}_axis_bytes_per_step":
+            {c: axes[axis]["bytes"] for c, axes in last.get("comm", {}).items() if axis in axes},
+    }
+    print(f"{label:26} activations peak {run['activations_peak_bytes']:>12,} B "
+          f"(planned {run['planned_step_peak_bytes']:,}), parameters "
+          f"{run['model_state_bytes']['parameters']:>10,} B, loss {last['loss']:.6f}")
+    return run
