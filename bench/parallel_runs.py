@@ -1,8 +1,30 @@
-"""One emitted program compiled with a strategy, trained under mpirun, and
-measured: what the host memory benchmarks share."""
+"""What the host memory benchmarks share: a seeded GPT-2 exported with one
+batch of random tokens, and one emitted program compiled with a strategy,
+trained under mpirun, and measured."""
 import json
 import os
 import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "fixtures"))
+
+import torch  # noqa: E402
+import models  # noqa: E402
+from gpt2_export import export_gpt2  # noqa: E402
+
+
+def exported_gpt2(vocab, hidden, heads, layers, seq, batch, prefix):
+    """The fixture generator's GPT-2 of this shape (seed 0) and a batch of
+    random token ids and labels (seed 1), exported into a new temporary
+    directory; returns the directory and the ONNX path."""
+    torch.manual_seed(0)
+    model = models.GPT2(vocab=vocab, hidden=hidden, heads=heads, layers=layers, max_seq=seq)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, vocab, (batch, seq), generator=g)
+    labels = torch.randint(0, vocab, (batch, seq), generator=g)
+    work = tempfile.mkdtemp(prefix=prefix)
+    return work, export_gpt2(model, ids, labels, work, "gpt2.onnx")
 
 
 def measure(compiler, mpirun, onnx_path, work, label, ranks, strategy, steps, axis):

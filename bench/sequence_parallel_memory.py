@@ -14,31 +14,16 @@ rank and the bytes on its model axis per step. One run, written as JSON.
   bench/sequence_parallel_memory.py COLOSSAL_COMPILE MPIRUN OUT.json
 """
 import json
-import os
 import shutil
 import sys
-import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "test", "fixtures"))
-
-import torch  # noqa: E402
-import models  # noqa: E402
-from gpt2_export import export_gpt2  # noqa: E402
-from parallel_runs import measure  # noqa: E402
+from parallel_runs import exported_gpt2, measure
 
 COMPILER, MPIRUN, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
 STEPS = 2
 VOCAB, HIDDEN, HEADS, LAYERS, SEQ, BATCH = 2048, 128, 4, 2, 512, 2
 
-torch.manual_seed(0)
-model = models.GPT2(vocab=VOCAB, hidden=HIDDEN, heads=HEADS, layers=LAYERS, max_seq=SEQ)
-g = torch.Generator().manual_seed(1)
-ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
-labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
-
-work = tempfile.mkdtemp(prefix="colossal-sp-memory-")
-onnx_path = export_gpt2(model, ids, labels, work, "gpt2.onnx")
+work, onnx_path = exported_gpt2(VOCAB, HIDDEN, HEADS, LAYERS, SEQ, BATCH, "colossal-sp-memory-")
 
 runs = {}
 for label, ranks, strategy, axis in [("1 rank", 1, None, "sp"),
