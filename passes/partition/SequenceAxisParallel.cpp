@@ -203,16 +203,17 @@ LogicalResult Partitioner::visitAttention(AttentionOp attention) {
   for (Value operand : {attention.getQuery(), attention.getKey(), attention.getValue()}) {
     auto it = split_.find(operand);
     RankedTensorType type = wholeType(operand);
-    if (it == split_.end() || it->second.groups != 1 || it->second.dim != type.getRank() - 2)
+    if (it == split_.end() || it->second.groups != 1 || type.getRank() != 4 || it->second.dim != 2)
       return attention.emitError() << "sequence parallelism runs self-attention whose queries, keys and "
                                       "values are [batch, heads, tokens, head size] split by tokens; this one's "
-                                   << (it == split_.end() ? "operand is not split by tokens"
-                                                          : "tokens are not its dimension 2");
-    if (algorithm_ == SequenceAlgorithm::AllToAll && (type.getRank() != 4 || type.getDimSize(1) % ranks_ != 0))
+                                   << (it == split_.end() ? std::string("operand is not split by tokens")
+                                                          : "operand is " + std::to_string(type.getRank()) +
+                                                                "-D, split along dimension " +
+                                                                std::to_string(it->second.dim));
+    if (algorithm_ == SequenceAlgorithm::AllToAll && type.getDimSize(1) % ranks_ != 0)
       return attention.emitError() << "sequence parallelism gives each of the " << ranks_
                                    << " ranks its heads of attention (all-to-all), and " << type << " has "
-                                   << (type.getRank() == 4 ? type.getDimSize(1) : 0) << " heads, which do not divide by "
-                                   << ranks_;
+                                   << type.getDimSize(1) << " heads, which do not divide by " << ranks_;
   }
   if (!attention.getDropout().isZero())
     return attention.emitError() << "sequence parallelism does not split attention dropout yet";
@@ -271,7 +272,8 @@ LogicalResult Partitioner::ringAttention(AttentionOp attention) {
   // ring with their slice of the mask.
   if (Value mask = attention.getMask()) {
     RankedTensorType type = wholeType(mask);
-    if (type.getRank() != 4 || type.getDimSize(1) != 1 || type.getDimSize(2) != 1 || !isa<FloatType>(type.getElementType()))
+    if (type.getRank() != 4 || type.getDimSize(1) != 1 || type.getDimSize(2) != 1 || type.getDimSize(3) != tokens_ ||
+        !isa<FloatType>(type.getElementType()))
       return attention.emitError() << "ring attention takes an additive mask of the keys, [batch, 1, 1, tokens], and "
                                       "this one is "
                                    << type;
