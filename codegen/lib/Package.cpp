@@ -124,7 +124,7 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   std::optional<cost::Strategy> strategy = cost::Strategy::parse(
       "dp=" + std::to_string(s.ranks) + ",microbatches=" + std::to_string(s.microbatches) +
           ",zero=" + std::to_string(s.ranks > 1 ? s.zero : 0) + (s.offloadOptimizer ? ",offload=optimizer" : "") +
-          (s.recomputeLayers ? ",recompute=full" : ""),
+          ",recompute=" + s.recompute,
       error);
   // The bytes do not depend on the machine; any preset evaluates them.
   std::optional<cost::Cluster> cluster = cost::Cluster::preset("dgx-a100", 1 + int(s.ranks - 1) / 8);
@@ -278,7 +278,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
                                     {"sp_mode", sequence ? sequence.getValue().str() : std::string("none")},
                                     {"microbatches", Json(s.microbatches)}, {"zero", Json(s.zero)},
                                     {"offload", s.offloadOptimizer ? "optimizer" : "none"},
-                                    {"recompute", s.recomputeLayers ? "full" : "none"}});
+                                    {"recompute", s.recompute}});
   // Without ZeRO or under ZeRO-1, one gradient all-reduce per bucket.
   m["gradient_bucket_bytes"] = Json(s.gradientBucketBytes);
   m["zero3_prefetch_bytes"] = Json(s.prefetchBytes);

@@ -99,7 +99,7 @@ double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mes
   const Op &op = graph.ops[o];
   double bytes = 0;
   for (const SavedTensor &saved : op.saved) {
-    if (recompute == Recompute::Selective && saved.attentionCore)
+    if (recompute == Recompute::Selective && saved.recomputedWhenSelective)
       continue;
     double kept = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
     if (keepShardedInputs && saved.input >= 0)
@@ -375,7 +375,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
                          backwardEvents, fwdComm, bwdComm);
     double recompute = 0;
     if (op.layer >= 0 && (strategy.recompute == Recompute::Full ||
-                          (strategy.recompute == Recompute::Selective && op.attentionCore)))
+                          (strategy.recompute == Recompute::Selective && op.recomputedWhenSelective)))
       recompute = fwd + (strategy.recompute == Recompute::Full ? fwdComm : 0);
     cost.forward = fwd;
     cost.backward = bwd + recompute;

@@ -110,7 +110,8 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
           layersMissing |= layers == 0;
           continue;
         }
-        bool attentionCore = std::any_of(graph->ops.begin(), graph->ops.end(), [](const Op &op) { return op.attentionCore; });
+        bool selective = std::any_of(graph->ops.begin(), graph->ops.end(),
+                                     [](const Op &op) { return op.recomputedWhenSelective; });
         Strategy s;
         s.dp = dp;
         s.tp = tp;
@@ -147,7 +148,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
           schedules.push_back({Schedule::Interleaved, 2});
         std::vector<Recompute> recomputes{Recompute::None};
         if (layers > 0) {
-          if (attentionCore)
+          if (selective)
             recomputes.push_back(Recompute::Selective);
           recomputes.push_back(Recompute::Full);
         } else if (fixedMismatch(o, "recompute", o.fixed.recompute != Recompute::None)) {

@@ -51,6 +51,7 @@ public:
   }
   OpBuilder &core() {
     op.attentionCore = true;
+    op.recomputedWhenSelective = true;
     return *this;
   }
   /// Product of all factor sizes: the iteration space.

@@ -24,13 +24,20 @@ namespace {
 /// The forward ops of @forward_backward that the cost graph of @forward
 /// counts (those with a sharding rule), in order, with each one's layer.
 /// Fails with a diagnostic when the forward pass is not @forward op for op.
-FailureOr<std::vector<std::pair<Operation *, int>>> layersOfForwardPass(func::FuncOp forward, Block &body,
-                                                                          Operation *loss, int64_t &layers) {
+/// One forward op of @forward_backward as the cost graph sees it.
+struct ForwardOp {
+  Operation *op;
+  int layer;
+  bool contraction;
+};
+
+FailureOr<std::vector<ForwardOp>> layersOfForwardPass(func::FuncOp forward, Block &body, Operation *loss,
+                                                      int64_t &layers) {
   FailureOr<cost::Graph> graph = plan::buildCostGraph(forward);
   if (failed(graph))
     return failure();
   layers = graph->numLayers;
-  std::vector<std::pair<Operation *, int>> ops;
+  std::vector<ForwardOp> ops;
   for (Operation &op : body) {
     if (isa<train::ShardingRuleOpInterface>(op)) {
       size_t i = ops.size();
@@ -38,7 +45,7 @@ FailureOr<std::vector<std::pair<Operation *, int>>> layersOfForwardPass(func::Fu
         return op.emitError() << "recomputation: the forward pass of @forward_backward differs from @forward at its "
                               << i << "th op ("
                               << (i < graph->ops.size() ? graph->ops[i].name : std::string("none")) << " in @forward)";
-      ops.push_back({&op, graph->ops[i].layer});
+      ops.push_back({&op, graph->ops[i].layer, graph->ops[i].kind == cost::OpKind::MatMul});
     }
     if (&op == loss)
       break;
@@ -51,7 +58,7 @@ FailureOr<std::vector<std::pair<Operation *, int>>> layersOfForwardPass(func::Fu
 
 } // namespace
 
-FailureOr<RecomputeSummary> recomputeLayers(ModuleOp module) {
+FailureOr<RecomputeSummary> recomputeLayers(ModuleOp module, Granularity granularity) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
   if (!forward || !step)
@@ -61,8 +68,7 @@ FailureOr<RecomputeSummary> recomputeLayers(ModuleOp module) {
   if (!loss)
     return module.emitError() << "recomputation: @forward_backward's loss is an argument; there is no forward pass";
   RecomputeSummary summary;
-  FailureOr<std::vector<std::pair<Operation *, int>>> ops =
-      layersOfForwardPass(forward, body, loss, summary.layers);
+  FailureOr<std::vector<ForwardOp>> ops = layersOfForwardPass(forward, body, loss, summary.layers);
   if (failed(ops))
     return failure();
   if (summary.layers < 2)
@@ -71,16 +77,21 @@ FailureOr<RecomputeSummary> recomputeLayers(ModuleOp module) {
 
   for (int64_t layer = 0; layer < summary.layers; ++layer) {
     llvm::SmallVector<Operation *> members;
-    llvm::DenseSet<Operation *> inLayer;
-    for (auto [op, l] : *ops)
-      if (l == layer) {
-        members.push_back(op);
-        inLayer.insert(op);
+    llvm::DenseSet<Operation *> inLayer, kept;
+    for (const ForwardOp &f : *ops)
+      if (f.layer == layer) {
+        members.push_back(f.op);
+        inLayer.insert(f.op);
+        if (granularity == Granularity::Selective && f.contraction)
+          kept.insert(f.op);
       }
     // A checkpoint leaves the layer: a forward op outside it, or the step's
-    // results, read it. It is kept; everything else the layer makes is
+    // results, read it; under selective recomputation a contraction's
+    // result is one too. It is kept; everything else the layer makes is
     // made again for the backward pass.
     auto isCheckpoint = [&](Value v) {
+      if (kept.contains(v.getDefiningOp()))
+        return true;
       for (Operation *user : v.getUsers()) {
         Operation *top = body.findAncestorOpInBlock(*user);
         if (top == body.getTerminator() || (!inBackward(body, loss, top) && !inLayer.contains(top)))
@@ -145,15 +156,29 @@ namespace {
 
 struct RecomputeLayersPass : public PassWrapper<RecomputeLayersPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RecomputeLayersPass)
+  RecomputeLayersPass() = default;
+  RecomputeLayersPass(const RecomputeLayersPass &other) : PassWrapper(other) {}
   StringRef getArgument() const final { return "train-recompute-layers"; }
   StringRef getDescription() const final {
-    return "Full recomputation: the backward pass of @forward_backward re-runs each layer's forward ops from the "
-           "layer's checkpoints instead of keeping their results";
+    return "Recomputation: the backward pass of @forward_backward re-runs each layer's forward ops (all of them, or "
+           "all but the contractions) from the layer's checkpoints instead of keeping their results";
   }
   void runOnOperation() override {
-    if (failed(recomputeLayers(getOperation())))
+    Granularity granularity = Granularity::Full;
+    if (this->granularity == "selective") {
+      granularity = Granularity::Selective;
+    } else if (this->granularity != "full") {
+      getOperation().emitError() << "train-recompute-layers: granularity must be full or selective, not '"
+                                 << this->granularity << "'";
+      return signalPassFailure();
+    }
+    if (failed(recomputeLayers(getOperation(), granularity)))
       signalPassFailure();
   }
+  Option<std::string> granularity{*this, "granularity",
+                                  llvm::cl::desc("full: re-run every op of a layer but its checkpoints; selective: "
+                                                 "keep the contractions' results too"),
+                                  llvm::cl::init("full")};
 };
 
 } // namespace

@@ -27,16 +27,25 @@
 
 namespace colossal::memory {
 
+enum class Granularity {
+  /// Everything but the layer's checkpoints runs again.
+  Full,
+  /// Everything but the checkpoints and the contractions' results.
+  Selective,
+};
+
 /// What recomputation did: the layers found and the forward ops re-run.
 struct RecomputeSummary {
   int64_t layers = 0;
   int64_t recomputedOps = 0;
 };
 
-/// Re-runs each layer's internal forward ops in the backward of
+/// Re-runs each layer's internal forward ops (all of them, or under
+/// `Selective` those that are not contractions) in the backward of
 /// @forward_backward. Fails with a diagnostic when the module has no
 /// @forward and @forward_backward, or when no repeated layers are found.
-mlir::FailureOr<RecomputeSummary> recomputeLayers(mlir::ModuleOp module);
+mlir::FailureOr<RecomputeSummary> recomputeLayers(mlir::ModuleOp module,
+                                                  Granularity granularity = Granularity::Full);
 
 std::unique_ptr<mlir::Pass> createRecomputeLayersPass();
 void registerRecomputeLayersPass();

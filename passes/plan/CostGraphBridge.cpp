@@ -142,6 +142,43 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule) {
   return facts;
 }
 
+/// Selective recomputation on an imported model (memory/Recompute.h does
+/// the same to the IR): inside a layer, the contractions keep their results
+/// and every other op runs again in the backward pass, so a saved tensor is
+/// made again when a non-contraction op of the same layer made it and no op
+/// outside the layer reads it (such a value leaves the layer: a
+/// checkpoint). Every non-contraction op of a layer is charged its forward
+/// again, an upper bound: an op whose result the backward never reads is
+/// not re-run.
+void markSelectiveRecomputation(cost::Graph &graph) {
+  std::vector<bool> leavesLayer(graph.values.size(), false);
+  for (const cost::Op &op : graph.ops)
+    for (const cost::TensorUse &use : op.inputs) {
+      int producer = graph.values[size_t(use.value)].producer;
+      if (producer >= 0 && graph.ops[size_t(producer)].layer != op.layer)
+        leavesLayer[size_t(use.value)] = true;
+    }
+  auto remade = [&](int value, int layer) {
+    int producer = graph.values[size_t(value)].producer;
+    if (producer < 0 || leavesLayer[size_t(value)])
+      return false;
+    const cost::Op &made = graph.ops[size_t(producer)];
+    return made.layer == layer && made.kind != cost::OpKind::MatMul;
+  };
+  for (cost::Op &op : graph.ops) {
+    if (op.layer < 0)
+      continue;
+    op.recomputedWhenSelective = op.kind != cost::OpKind::MatMul;
+    for (cost::SavedTensor &saved : op.saved) {
+      if (saved.input >= 0)
+        saved.recomputedWhenSelective = remade(op.inputs[size_t(saved.input)].value, op.layer);
+      else
+        saved.recomputedWhenSelective =
+            op.recomputedWhenSelective && !op.outputs.empty() && remade(op.outputs[0].value, op.layer);
+    }
+  }
+}
+
 } // namespace
 
 FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
@@ -214,6 +251,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   // Parameters reached only through ops without rules still count once.
   function.walk([&](train::ParamOp param) { (void)valueOf(param.getResult()); });
   cost::detectLayers(graph);
+  markSelectiveRecomputation(graph);
   return graph;
 }
 

@@ -151,8 +151,10 @@ for model in ["gpt2", "bert", "llama"]:
     check_offload(model, 2)
 
 print(RECOMPUTE_HEADER)
-check_recompute("gpt2", "zero3 x2", f"{WORK}/gpt2-feed4", ["--gpus", "2", "--strategy", "zero=3,microbatches=2,recompute=full"],
-                f"{WORK}/gpt2-zero3-x2", "{model}-{name}-zero3-x2-n.log", 4)
+for granularity in ["full", "selective"]:
+    check_recompute("gpt2", "zero3 x2", f"{WORK}/gpt2-feed4",
+                    ["--gpus", "2", "--strategy", f"zero=3,microbatches=2,recompute={granularity}"],
+                    f"{WORK}/gpt2-zero3-x2", "{model}-{name}-zero3-x2-n.log", 4, granularity)
 
 # Three ranks do not divide GPT-2's 7232 weights: the last shard is padded,
 # and the plan's bytes count the padding.
@@ -271,7 +273,7 @@ if sharded3.returncode == 0:
 # uninterrupted one does. With ZeRO 1, 2 or 3 over the data axis the same
 # holds: the shards are of the ranks' slices, and each tensor's norm is
 # completed over the data axis, then the split ones over the tensor axis;
-# and with optimizer offload and full recomputation. With Megatron's
+# and with optimizer offload and recomputation (full, selective). With Megatron's
 # sequence parallelism (sp_mode=megatron) the activations between the blocks
 # hold each rank's tokens: the blocks gather them and reduce-scatter their
 # outputs, bytes and calls as the IR counts, and the runs train like one
@@ -339,6 +341,7 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
                                ("llama", 2, 4, "zero=1"), ("llama", 2, 4, "zero=2,microbatches=2"),
                                ("llama", 2, 4, "zero=3"), ("llama", 2, 4, "zero=2,microbatches=2,offload=optimizer"),
                                ("llama", 2, 4, "recompute=full"), ("llama", 2, 4, "zero=3,recompute=full"),
+                               ("gpt2", 2, 4, "recompute=selective"), ("bert", 2, 4, "zero=3,recompute=selective"),
                                ("gpt2", 1, 2, "sp_mode=megatron"), ("llama", 2, 4, "sp_mode=megatron"),
                                ("bert", 2, 4, "sp_mode=megatron"), ("gpt2", 2, 4, "sp_mode=megatron,zero=2")]:
     reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
@@ -475,7 +478,7 @@ for ranks, batch in ((2, 2), (4, 4)):
 # every sequence's tokens; attention trades the tokens' split for the heads'
 # and back (all-to-all) or passes the keys and values around the ring (ring,
 # also on 4 ranks, more than the fixtures' 2 heads), and the loss sums the
-# ranks' rows. Alone, with data parallelism, ZeRO and full recomputation,
+# ranks' rows. Alone, with data parallelism, ZeRO and recomputation,
 # the runs train like one rank (PyTorch's losses, one rank's weights), the
 # sequence axis moves exactly the bytes and calls the IR counts, and the
 # step's measured peak is the planned one.
@@ -486,7 +489,8 @@ for model, dp, sp, mode, batch, extra in [
         ("gpt2", 2, 2, "all-to-all", 4, "zero=3"), ("llama", 2, 2, "all-to-all", 4, "recompute=full"),
         ("gpt2", 1, 2, "ring", 2, ""), ("bert", 1, 2, "ring", 2, ""), ("llama", 1, 2, "ring", 2, ""),
         ("gpt2", 1, 4, "ring", 2, ""), ("llama", 2, 2, "ring", 4, "zero=1"),
-        ("bert", 2, 2, "ring", 4, "recompute=full")]:
+        ("bert", 2, 2, "ring", 4, "recompute=full"), ("gpt2", 1, 2, "ring", 2, "recompute=selective"),
+        ("llama", 1, 2, "all-to-all", 2, "recompute=selective")]:
     reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
     ranks = sp * dp
     slug = "-" + extra.replace("=", "").replace(",", "-") if extra else ""

@@ -110,7 +110,9 @@ check(whole_losses[5:] == resumed_losses, f"resumed losses {resumed_losses} diff
 
 print(RECOMPUTE_HEADER)
 for model in ["gpt2", "bert", "llama", "vit"]:
-    check_recompute(model, "x1", f"{FIXTURES}/{model}/feed", [], f"{WORK}/{model}", "{model}-{name}.log", 2)
+    for granularity in ["full", "selective"]:
+        check_recompute(model, "x1", f"{FIXTURES}/{model}/feed", [], f"{WORK}/{model}", "{model}-{name}.log", 2,
+                        granularity)
 print(OFFLOAD_HEADER)
 check_offload("gpt2", 1)
 

@@ -297,36 +297,38 @@ def check_offload(model, ranks):
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
 
-RECOMPUTE_HEADER = f"{'model':8} {'recompute':12} {'optimizer':9} {'step peak, bytes':>18} {'without':>10}"
+RECOMPUTE_HEADER = f"{'model':8} {'recompute':16} {'optimizer':9} {'step peak, bytes':>18} {'without':>10}"
 
 
-def check_recompute(model, where, recompute_feed, extra, plain, plain_log, batch):
-    """Full recomputation: the backward pass re-runs each layer's forward ops
-    from the layer's checkpoints (passes/memory/Recompute.h). The same ops on
-    the same inputs: the losses equal those of `plain_log` (the same run
-    without recomputation) bit for bit, the step's measured peak equals the
+def check_recompute(model, where, recompute_feed, extra, plain, plain_log, batch, granularity="full"):
+    """Recomputation, full or selective: the backward pass re-runs each
+    layer's forward ops (all of them, or all but the contractions) from the
+    layer's checkpoints (passes/memory/Recompute.h). The same ops on the
+    same inputs: the losses equal those of `plain_log` (the same run without
+    recomputation) bit for bit, the step's measured peak equals the
     compiler's plan at every step, and on one rank the plan is below the
     peak of `plain` (the program without). Under ZeRO-3 (`extra` names the
     strategy) the re-run layers read their weights again: the bytes still
     equal the plan's."""
     reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
-    program = f"{WORK}/{model}-recompute-{where.replace(' ', '-')}"
-    built = compile_model(model, program, *(extra or ["--strategy", "recompute=full"]), batch=batch)
-    check(built.returncode == 0, f"{model} recompute=full: {built.stderr[-2000:]}")
+    label = f"{granularity} {where}"
+    program = f"{WORK}/{model}-recompute-{label.replace(' ', '-')}"
+    built = compile_model(model, program, *(extra or ["--strategy", f"recompute={granularity}"]), batch=batch)
+    check(built.returncode == 0, f"{model} recompute={granularity}: {built.stderr[-2000:]}")
     if built.returncode or not os.path.exists(f"{plain}/manifest.json"):
         return
     manifest = json.load(open(f"{program}/manifest.json"))
-    check(manifest["strategy"]["recompute"] == "full", f"{model}: the manifest records {manifest['strategy']}")
+    check(manifest["strategy"]["recompute"] == granularity, f"{model}: the manifest records {manifest['strategy']}")
     planned, without = manifest["planned_step_peak_bytes"], json.load(open(f"{plain}/manifest.json"))["planned_step_peak_bytes"]
     # One rank: activations dominate, and recomputation must lower the peak.
     # Under ZeRO-3 at a microbatch of one 8-token sample the fixture's
     # activations (512 bytes each) are smaller than the weight views a
     # re-run layer holds (up to 4 KiB): reported, not required.
     if not extra:
-        check(planned < without, f"{model} {where}: recomputation plans a step peak of {planned} bytes, not below {without}")
+        check(planned < without, f"{model} {label}: recomputation plans a step peak of {planned} bytes, not below {without}")
     # Both optimizers on GPT-2 one rank; LAMB (two norm completions) elsewhere.
     for name in (["adamw", "lamb"] if model == "gpt2" and not extra else ["lamb"]):
-        tag = f"{model}-{name}-recompute-{where.replace(' ', '-')}"
+        tag = f"{model}-{name}-recompute-{label.replace(' ', '-')}"
         log = f"{WORK}/{tag}.log"
         run = train(program, "--feed", recompute_feed, "--log", log,
                     *optimizer_flags(name, reference["hyper_parameters"][name]), ranks=2 if extra else 0)
@@ -339,7 +341,7 @@ def check_recompute(model, where, recompute_feed, extra, plain, plain_log, batch
         check_step_peak(log, program, tag)
         if extra:
             check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][name], tag)
-        print(f"{model:8} {where:12} {name:9} {planned:18} {without:10}  ({planned / without:.2f} of the peak without; "
+        print(f"{model:8} {label:16} {name:9} {planned:18} {without:10}  ({planned / without:.2f} of the peak without; "
               f"losses bit for bit those without recomputation{'; bytes measured = predicted' if extra else ''})")
 
 

@@ -138,7 +138,6 @@ std::string partitionerLacks(const cost::Strategy &s) {
   add(s.zero > 3, "zero=" + std::to_string(s.zero));
   // Offload moves each rank's ZeRO shard of the optimizer to its host.
   add(s.offloadOptimizer && s.zero == 0 && s.dp > 1, "optimizer offload without ZeRO");
-  add(s.recompute == cost::Recompute::Selective, "selective recomputation");
   return lacks;
 }
 

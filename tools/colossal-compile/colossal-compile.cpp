@@ -252,7 +252,9 @@ int main(int argc, char **argv) {
   // The ranks and microbatches come from --gpus and --microbatches, or from
   // a plan or strategy the partitioner can run.
   int64_t ranks = gpus, microbatchCount = microbatches, zeroStage = 0, tensorRanks = 1;
-  bool offloadOptimizer = false, recomputeLayers = false, sequenceParallel = false;
+  bool offloadOptimizer = false, sequenceParallel = false;
+  // "none", "selective" or "full" (passes/memory/Recompute.h).
+  std::string recompute = "none";
   // Sequence parallelism on its own axis (all-to-all or ring): the model
   // axis is `sp`, of tensorRanks ranks, instead of the tensor axis.
   std::optional<colossal::partition::SequenceAlgorithm> sequenceAxis;
@@ -343,7 +345,9 @@ int main(int argc, char **argv) {
     }
     zeroStage = strategy->zero;
     offloadOptimizer = strategy->offloadOptimizer;
-    recomputeLayers = strategy->recompute == colossal::cost::Recompute::Full;
+    recompute = strategy->recompute == colossal::cost::Recompute::Full        ? "full"
+                : strategy->recompute == colossal::cost::Recompute::Selective ? "selective"
+                                                                               : "none";
     if (offloadOptimizer && zeroStage == 0 && ranks > 1) {
       // Each rank offloads its ZeRO shard; replicated state would be
       // updated N times on N hosts.
@@ -451,15 +455,18 @@ int main(int argc, char **argv) {
     }
     // Full recomputation first: the re-run layers read weights too, and
     // ZeRO-3's second reads below serve them.
-    if (recomputeLayers) {
-      FailureOr<colossal::memory::RecomputeSummary> recomputed = colossal::memory::recomputeLayers(*module);
+    if (recompute != "none") {
+      FailureOr<colossal::memory::RecomputeSummary> recomputed = colossal::memory::recomputeLayers(
+          *module, recompute == "full" ? colossal::memory::Granularity::Full
+                                       : colossal::memory::Granularity::Selective);
       if (failed(recomputed)) {
-        printError("recompute=full failed on " + inputPath + " (see the error above)");
+        printError("recompute=" + recompute + " failed on " + inputPath + " (see the error above)");
         return 1;
       }
       if (!quiet)
-        llvm::errs() << "colossal-compile: recompute=full: " << recomputed->layers << " layers, "
-                     << recomputed->recomputedOps << " forward ops re-run in the backward pass\n";
+        llvm::errs() << "colossal-compile: recompute=" << recompute << ": " << recomputed->layers << " layers, "
+                     << recomputed->recomputedOps << " forward ops re-run in the backward pass"
+                     << (recompute == "selective" ? " (the contractions' results kept)" : "") << "\n";
     }
     // ZeRO-3 gathers a weight for each read: the backward reads it again
     // rather than holding it whole from the forward pass.
@@ -491,7 +498,7 @@ int main(int argc, char **argv) {
     s.tensorRanks = tensorRanks;
     s.zero = zeroStage;
     s.offloadOptimizer = offloadOptimizer;
-    s.recomputeLayers = recomputeLayers;
+    s.recompute = recompute;
     if (failed(colossal::codegen::writePackage(*module, package)))
       return 1;
     llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")

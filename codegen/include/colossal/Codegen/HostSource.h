@@ -48,9 +48,10 @@ struct ProgramSettings {
   int64_t zero = 0;
   /// The optimizer's state and update on the host (ZeRO-Offload).
   bool offloadOptimizer = false;
-  /// Full recomputation: the step re-runs each layer's forward ops in the
-  /// backward pass (passes/memory/Recompute.h has done it to the IR).
-  bool recomputeLayers = false;
+  /// Recomputation, "none", "selective" or "full": the step re-runs each
+  /// layer's forward ops (all, or all but the contractions) in the backward
+  /// pass (passes/memory/Recompute.h has done it to the IR).
+  std::string recompute = "none";
   /// The data-parallel gradient bucket: the cost model's, so the program
   /// makes the all-reduces the plan predicts.
   int64_t gradientBucketBytes = int64_t(cost::EstimateOptions().bucketBytes);

@@ -44,9 +44,11 @@ struct TensorUse {
 struct SavedTensor {
   std::vector<std::vector<int>> dims;
   DType dtype;
-  /// Inside the attention core (softmax output, its dropout mask and
-  /// output), which selective recomputation recomputes instead of keeping.
-  bool attentionCore = false;
+  /// Made again in the backward pass under selective recomputation instead
+  /// of kept: on transformer shapes the attention core's tensors (softmax
+  /// output, its dropout mask); on an imported model the results of a
+  /// layer's cheap ops (everything but its contractions).
+  bool recomputedWhenSelective = false;
   /// The op's input this is (-1: an output or a mask). A plan may keep an
   /// input in the sharded layout it arrived in and gather it again for the
   /// backward pass (Megatron sequence parallelism does).
@@ -70,9 +72,13 @@ struct Op {
   std::vector<SavedTensor> saved;
   double forwardFlops = 0;
   double backwardFlops = 0;
-  /// Part of the attention core (scores, softmax, dropout, context): its
-  /// forward runs again in the backward pass under selective recomputation.
+  /// Part of the attention core (scores, softmax, dropout, context): the
+  /// ops sequence parallelism's attention algorithms replace.
   bool attentionCore = false;
+  /// Its forward runs again in the backward pass under selective
+  /// recomputation (the attention core on transformer shapes; a layer's
+  /// non-contraction ops on an imported model).
+  bool recomputedWhenSelective = false;
   /// The transformer layer the op belongs to, -1 outside the layers.
   int layer = -1;
 };
