@@ -1,6 +1,7 @@
 //===- Package.cpp - an output directory with a ready executable ----------===//
 
 #include "colossal/Codegen/Package.h"
+#include "colossal/cost/AppliedSharding.h"
 
 #include "colossal/Codegen/CompiledOptimizer.h"
 
@@ -139,6 +140,28 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
       strategy && cluster ? cost::estimate(*graph, *strategy, *cluster, error, nullptr, options) : std::nullopt;
   if (!estimate)
     return module.emitWarning() << "no prediction: the cost model cannot evaluate dp=" << s.ranks << ": " << error;
+  if (s.unsplitGraph && s.splitGraph) {
+    // The tensor axis: the whole model under the split the partitioner
+    // applied, read back; the cost model's resharding rules derive its
+    // collectives, which the program's counters must show.
+    std::optional<cost::Strategy> split = cost::Strategy::parse(
+        strategy->str() + ",tp=" + std::to_string(s.tensorRanks) +
+            (s.megatronSequenceParallel ? ",sp_mode=megatron" : ""),
+        error);
+    cost::Mesh mesh = split ? cost::buildMesh(*split, *cluster) : cost::Mesh();
+    std::optional<cost::GraphSharding> sharding =
+        split ? cost::appliedAxisSharding(*s.unsplitGraph, *s.splitGraph, mesh.axisIndex("tp"), s.tensorRanks, error)
+              : std::nullopt;
+    options.layouts = cost::SplitLayouts::Built;
+    options.recomputeCollectives = false;
+    std::optional<cost::Estimate> whole =
+        sharding ? cost::estimate(*s.unsplitGraph, *split, *cluster, error, &*sharding, options) : std::nullopt;
+    if (!whole)
+      return module.emitWarning() << "no prediction of the tensor axis: " << error;
+    for (const cost::CommTotal &c : whole->stages.front().comm)
+      if (c.axis == "tp")
+        estimate->stages.front().comm.push_back(c);
+  }
   return *estimate;
 }
 

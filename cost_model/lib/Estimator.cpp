@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace colossal::cost {
 namespace {
@@ -172,7 +173,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
             std::to_string(graph.ops.size());
     return std::nullopt;
   }
-  if (!checkSharding(graph, sharding, mesh, strategy, error))
+  if (!checkSharding(graph, sharding, mesh, strategy, error, options.layouts))
     return std::nullopt;
 
   // 2D/2.5D/3D tensor parallelism: every op's work and tensors are split
@@ -235,6 +236,61 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       }
     }
 
+  // Which values carry a gradient: trainable parameters and what is
+  // computed from them (not the data, masks made from it, or integers).
+  std::vector<char> needsGradient(graph.values.size(), 0);
+  for (size_t v = 0; v < graph.values.size(); ++v)
+    needsGradient[v] = graph.values[v].isParameter && !graph.values[v].frozen;
+  for (const Op &op : graph.ops)
+    for (const TensorUse &in : op.inputs)
+      if (needsGradient[size_t(in.value)])
+        for (const TensorUse &out : op.outputs)
+          needsGradient[size_t(out.value)] = graph.values[size_t(out.value)].dtype != DType::I64 &&
+                                             graph.values[size_t(out.value)].dtype != DType::I32 &&
+                                             graph.values[size_t(out.value)].dtype != DType::I8;
+  // Ops reading one value in the same layout share its resharding: forward
+  // it is resharded once and each reads the result; backward their
+  // gradients, laid out alike, are summed locally and resharded once (the
+  // partitioner inserts one collective per value and layout). The first
+  // such reader pays. Decided when an op is costed (one layer's ops stand
+  // for all), from each value's readers in order.
+  // Each value's readers in op order, as one flat array indexed by value
+  // (a pass over the inputs, no allocation per value).
+  std::vector<int> readerStart(graph.values.size() + 1, 0);
+  for (const Op &op : graph.ops)
+    for (const TensorUse &use : op.inputs)
+      ++readerStart[size_t(use.value) + 1];
+  for (size_t v = 0; v < graph.values.size(); ++v)
+    readerStart[v + 1] += readerStart[v];
+  std::vector<std::pair<int, int>> readerList(size_t(readerStart.back()));
+  {
+    std::vector<int> next(readerStart.begin(), readerStart.end() - 1);
+    for (size_t o = 0; o < graph.ops.size(); ++o)
+      for (size_t i = 0; i < graph.ops[o].inputs.size(); ++i)
+        readerList[size_t(next[size_t(graph.ops[o].inputs[i].value)]++)] = {int(o), int(i)};
+  }
+  auto layoutOf = [&](int o, int i, bool gradient) {
+    const Op &op = graph.ops[size_t(o)];
+    const TensorUse &use = op.inputs[size_t(i)];
+    return gradient ? gradientSpecOf(op, sharding[size_t(o)], mesh, use)
+                    : specOf(op, sharding[size_t(o)], mesh, use, false);
+  };
+  auto firstToRead = [&](size_t o, size_t i, bool gradient) {
+    int v = graph.ops[o].inputs[i].value;
+    if (readerStart[size_t(v) + 1] - readerStart[size_t(v)] == 1)
+      return true;
+    TensorSpec mine = layoutOf(int(o), int(i), gradient);
+    for (int r = readerStart[size_t(v)]; r < readerStart[size_t(v) + 1]; ++r) {
+      auto [p, j] = readerList[size_t(r)];
+      if (size_t(p) == o && size_t(j) == i)
+        return true;
+      TensorSpec theirs = layoutOf(p, j, gradient);
+      if (theirs.dims == mine.dims && theirs.partial == mine.partial)
+        return false;
+    }
+    return true;
+  };
+
   // What one op costs on one rank for one microbatch.
   struct OpCost {
     double forward = 0, backward = 0, forwardComm = 0, backwardComm = 0, outputBytes = 0;
@@ -270,15 +326,32 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     // Forward resharding of every input that some op produced.
     std::vector<CommEvent> forwardEvents, backwardEvents;
     double fwdComm = 0, bwdComm = 0;
-    for (const TensorUse &use : op.inputs) {
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const TensorUse &use = op.inputs[i];
       const Value &value = graph.values[use.value];
       double full = fullElements(op, use.dims) * bytesOf(value.dtype);
       TensorSpec wanted = specOf(op, s, mesh, use, false);
+      bool paysBackward = needsGradient[size_t(use.value)] && firstToRead(o, i, true);
       if (value.isParameter) {
+        if (!paysBackward)
+          continue;
         // Gradients of a weight that the op computes split over an axis the
         // weight is not split over (the sequence under sequence parallelism)
         // are partial sums over that axis.
         TensorSpec grad = gradientSpecOf(op, s, mesh, use);
+        // Under Megatron sequence parallelism a row-parallel layer's bias is
+        // added after the reduce-scatter, to the rank's tokens: its gradient
+        // is a partial sum over the tensor axis too.
+        int tpAxis = mesh.axisIndex("tp");
+        if (strategy.spMode == SequenceMode::Megatron && tpAxis >= 0 && mesh.axes[tpAxis].size > 1 &&
+            grad.partial.empty())
+          for (size_t f = 0; f < op.factors.size(); ++f)
+            if (op.factors[f].kind == FactorKind::Reduction && !indexes(use, int(f)) &&
+                std::find(s[f].begin(), s[f].end(), tpAxis) != s[f].end() &&
+                std::none_of(s.begin(), s.end(), [&](const std::vector<int> &axes) {
+                  return std::find(axes.begin(), axes.end(), tpAxis) != axes.end() && &axes != &s[f];
+                }))
+              grad.partial = {tpAxis};
         TensorSpec storage = wanted;
         int owner = paramOwnerOp[use.value];
         if (owner >= 0)
@@ -297,7 +370,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
           produced = &out;
       TensorSpec have = specOf(producer, ps, mesh, *produced, true);
       std::vector<CommEvent> events;
-      double t = reshard(have, wanted, full, mesh, cluster, events);
+      double t = firstToRead(o, i, false) ? reshard(have, wanted, full, mesh, cluster, events) : 0.0;
       bool ring = strategy.spMode == SequenceMode::Ring && op.attentionCore && sp >= 0;
       for (CommEvent &e : events) {
         if (ring && e.axis == sp && e.collective == Collective::AllGather) {
@@ -318,7 +391,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       TensorSpec back = have;
       back.partial.clear();
       std::vector<CommEvent> bEvents;
-      double bt = reshard(gradientSpecOf(op, s, mesh, use), back, full, mesh, cluster, bEvents);
+      double bt = paysBackward ? reshard(gradientSpecOf(op, s, mesh, use), back, full, mesh, cluster, bEvents) : 0.0;
       for (CommEvent &e : bEvents) {
         if (ring && e.axis == sp && e.collective == Collective::ReduceScatter) {
           int n = mesh.axes[sp].size;
@@ -340,8 +413,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
         backwardEvents.push_back({Collective::SendRecv, pp, local, 0});
       }
     }
-    // Vocabulary-parallel cross-entropy: the max, the sum of exponentials and
-    // the target logit are reduced over the split vocabulary.
+    // Vocabulary-parallel cross-entropy (runtime VocabularyParallel.h):
+    // forward, each row's maximum over the split vocabulary, then its sum of
+    // exponentials and label logit in one call; the backward recomputes the
+    // softmax from the logits, so the maximum and the sum again.
     if (op.kind == OpKind::Loss)
       for (size_t f = 0; f < op.factors.size(); ++f)
         if (op.factors[f].kind == FactorKind::Whole)
@@ -352,12 +427,16 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
                 if (other.kind != FactorKind::Whole)
                   rows *= double(other.size);
               rows *= fraction * double(ways(s, mesh, int(f)));
-              for (int k = 0; k < 3; ++k) {
-                CommEvent e{Collective::AllReduce, a, rows * 4,
-                            collectiveTime(Collective::AllReduce, rows * 4, mesh.axes[a], cluster)};
-                fwdComm += e.seconds;
-                forwardEvents.push_back(e);
-              }
+              auto sum = [&](double floats, std::vector<CommEvent> &events, double &seconds) {
+                CommEvent e{Collective::AllReduce, a, rows * 4 * floats,
+                            collectiveTime(Collective::AllReduce, rows * 4 * floats, mesh.axes[a], cluster)};
+                seconds += e.seconds;
+                events.push_back(e);
+              };
+              sum(1, forwardEvents, fwdComm);
+              sum(2, forwardEvents, fwdComm);
+              sum(1, backwardEvents, bwdComm);
+              sum(1, backwardEvents, bwdComm);
             }
 
     // Megatron sequence parallelism keeps a gathered input as its shard and
@@ -376,12 +455,12 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     double recompute = 0;
     if (op.layer >= 0 && (strategy.recompute == Recompute::Full ||
                           (strategy.recompute == Recompute::Selective && op.recomputedWhenSelective)))
-      recompute = fwd + (strategy.recompute == Recompute::Full ? fwdComm : 0);
+      recompute = fwd + (strategy.recompute == Recompute::Full && options.recomputeCollectives ? fwdComm : 0);
     cost.forward = fwd;
     cost.backward = bwd + recompute;
     cost.forwardComm = fwdComm;
     cost.backwardComm = bwdComm;
-    if (strategy.recompute == Recompute::Full && op.layer >= 0)
+    if (strategy.recompute == Recompute::Full && options.recomputeCollectives && op.layer >= 0)
       for (const CommEvent &e : forwardEvents)
         if (e.collective != Collective::SendRecv)
           cost.recomputedEvents.push_back(e);
@@ -392,8 +471,9 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
 
   // Identical layers (the common case) cost the same op by op: cost the ops
   // of one layer once per kind of position (inside a stage, or receiving
-  // from the previous stage) and reuse, so evaluation does not grow with
-  // the work of each extra layer.
+  // from the previous stage; reading what no layer made, as the first
+  // layer reads the embedding, or not) and reuse, so evaluation does not
+  // grow with the work of each extra layer.
   std::vector<int> layerStart(std::max(0, graph.numLayers), -1), layerSize(layerStart.size(), 0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     int l = graph.ops[o].layer;
@@ -413,7 +493,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
                         sharding[layerStart[0] + i] == sharding[layerStart[l] + i];
     }
   }
-  std::map<std::pair<int, bool>, OpCost> layerCache;
+  std::map<std::tuple<int, bool, bool>, OpCost> layerCache;
   std::vector<double> layerSeconds(size_t(stages), 0.0), otherSeconds(size_t(stages), 0.0);
 
   for (size_t o = 0; o < graph.ops.size(); ++o) {
@@ -423,12 +503,13 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     const OpCost *cost;
     OpCost fresh;
     if (identicalLayers && op.layer >= 0) {
-      bool receives = false;
+      bool receives = false, fromOutside = false;
       for (const TensorUse &use : op.inputs) {
         int producer = graph.values[use.value].producer;
         receives |= producer >= 0 && opStage[producer] != stage;
+        fromOutside |= producer >= 0 && graph.ops[producer].layer < 0;
       }
-      auto key = std::make_pair(int(o) - layerStart[op.layer], receives);
+      auto key = std::make_tuple(int(o) - layerStart[op.layer], receives, fromOutside);
       auto it = layerCache.find(key);
       if (it == layerCache.end())
         it = layerCache.emplace(key, costOf(o)).first;
@@ -498,6 +579,12 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   // gathers it whole (padded) for the forward pass, and again for the
   // backward pass if the backward reads it (ShardedOptimizer.h).
   std::vector<double> gatheredForward(ranks, 0), gatheredBackward(ranks, 0);
+  // Trainable tensors the tensor axis splits (their norms are completed
+  // over it).
+  int tensorAxis = mesh.axisIndex("tp");
+  if (tensorAxis >= 0 && mesh.axes[tensorAxis].size <= 1)
+    tensorAxis = -1;
+  std::vector<double> tensorSplitTensors(ranks, 0);
   std::vector<int> firstLayer(ranks, -1);
   std::vector<std::set<int>> seen(ranks);
   double weightBytes = 2, optimizerBytes = 12;
@@ -512,6 +599,14 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       if (!value.frozen) {
         trainableParams[rank] += n * repeatOf(o);
         trainableTensors[rank] += repeatOf(o);
+        if (tensorAxis >= 0) {
+          bool split = false;
+          for (const std::vector<int> &dim : use.dims)
+            for (int f : dim)
+              split |= std::find(sharding[o][size_t(f)].begin(), sharding[o][size_t(f)].end(), tensorAxis) !=
+                       sharding[o][size_t(f)].end();
+          tensorSplitTensors[rank] += split ? repeatOf(o) : 0;
+        }
         double padded = std::ceil(n / strategy.dp - 1e-9) * strategy.dp;
         gatheredForward[rank] += padded * repeatOf(o);
         if (value.readByBackward)
@@ -599,6 +694,17 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       if (strategy.zero >= 1 && options.shardedNormReductions > 0)
         dpExposed += event(Collective::AllReduce, 8 * trainableTensors[r], options.shardedNormReductions);
     }
+    // Weights split over the tensor axis: their per-tensor sums of squares
+    // are completed over it as well (two floats per split tensor, per
+    // completion), before the optimizer step.
+    double tensorNormSeconds = 0;
+    if (tensorAxis >= 0 && tensorSplitTensors[r] > 0 && options.shardedNormReductions > 0) {
+      double bytes = 8 * tensorSplitTensors[r];
+      CommEvent e{Collective::AllReduce, tensorAxis, bytes,
+                  collectiveTime(Collective::AllReduce, bytes, mesh.axes[tensorAxis], cluster)};
+      addComm(rankComm[r], mesh, e, options.shardedNormReductions);
+      tensorNormSeconds = e.seconds * options.shardedNormReductions;
+    }
     re.dataParallelSeconds = dpTotal;
     re.dataParallelExposed = dpExposed;
     double optimizerParams = strategy.zero >= 1 ? trainableParams[r] / dpSize : trainableParams[r];
@@ -619,6 +725,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     } else {
       re.optimizerSeconds = optimizerTraffic / cluster.memoryBandwidth;
     }
+    re.optimizerSeconds += tensorNormSeconds;
     worstTail = std::max(worstTail, dpExposed + re.optimizerSeconds + re.offloadSeconds);
 
     // Memory.

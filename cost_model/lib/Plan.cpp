@@ -313,7 +313,7 @@ GraphSharding shardGraph(const Graph &graph, const Strategy &strategy, const Mes
 }
 
 bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
-                   const Strategy &strategy, std::string &error) {
+                   const Strategy &strategy, std::string &error, SplitLayouts layouts) {
   if (strategy.tpMode != TensorMode::OneD && tensorGrid(strategy).first == 0) {
     error = "tp=" + std::to_string(strategy.tp) + " is not a " +
             (strategy.tpMode == TensorMode::TwoD              ? std::string("square q*q")
@@ -349,17 +349,26 @@ bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh
   }
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
+    if (o >= sharding.size() || sharding[o].size() != op.factors.size()) {
+      error = "op " + std::to_string(o) + " (" + op.name + ") has " + std::to_string(op.factors.size()) +
+              " factors; the sharding gives " +
+              (o < sharding.size() ? std::to_string(sharding[o].size()) : std::string("none"));
+      return false;
+    }
     for (size_t f = 0; f < op.factors.size(); ++f) {
       int64_t ways = 1;
       for (int a : sharding[o][f])
         ways *= mesh.axes[a].size;
+      if (layouts == SplitLayouts::Built)
+        continue;
       if (op.factors[f].size % ways != 0) {
         error = "op " + op.name + ": factor " + op.factors[f].name + " of size " +
                 std::to_string(op.factors[f].size) + " does not divide " + std::to_string(ways) +
                 " ways";
         return false;
       }
-      bool special = op.kind == OpKind::Loss && op.factors[f].name == "vocab";
+      // Vocabulary-parallel cross-entropy (the estimator's loss rule).
+      bool special = op.kind == OpKind::Loss;
       if (ways > 1 && op.factors[f].kind == FactorKind::Whole && !special) {
         error = "op " + op.name + ": factor " + op.factors[f].name +
                 " must stay whole, but is split " + std::to_string(ways) + " ways";

@@ -231,6 +231,13 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
       graph.values[*v].producer = int(graph.ops.size());
       costOp.outputs.push_back({*v, dimsOf(rule.results[i])});
     }
+    // A lookup from a table split by rows is a partial sum (rows outside
+    // a rank's slice give zeros; VocabularyParallel.h): the gathered
+    // dimension is a reduction to the cost model, not a factor that must
+    // stay whole.
+    if (auto gather = llvm::dyn_cast<train::GatherOp>(op))
+      for (int f : rule.operands[0][size_t(gather.getAxis())])
+        costOp.factors[size_t(f)].kind = cost::FactorKind::Reduction;
     OpFacts facts = factsOf(op, rule);
     costOp.kind = facts.kind;
     costOp.forwardFlops = facts.forwardFlops;

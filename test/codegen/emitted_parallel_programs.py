@@ -336,6 +336,7 @@ def train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, refer
     return log, loss_error, worst_weight, where
 
 
+tp_rows = []
 print(f"{'model':8} {'dp x tp':7} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
 for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert", 2, 4, ""),
                                ("llama", 2, 4, "zero=1"), ("llama", 2, 4, "zero=2,microbatches=2"),
@@ -373,25 +374,36 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
             continue
         log, loss_error, worst_weight, where = ran
         completions = 2 if name in ("lamb", "lars") else 1
-        predicted = dict(manifest["predicted_comm_bytes_per_step_by_optimizer"][name])
-        predicted = {c: dict(axes) for c, axes in predicted.items()}
-        predicted.setdefault("all_reduce", {})["tp"] = (tensor["activation_all_reduce_bytes_per_step"] +
-                                                        completions * tensor["norm_completion_bytes"])
-        # Sequence parallelism: the blocks' entries gather the tokens and
-        # their exits reduce-scatter them, forward and backward.
+        # The cost model's prediction, from the split read back off the
+        # program (AppliedSharding.h) and its own resharding rules, covers
+        # the tensor axis; the IR's count of the collectives the partitioner
+        # inserted is a second, independent count. All three must agree.
+        predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
+        predicted_calls = manifest["predicted_comm_calls_per_step_by_optimizer"][name]
+        ir_bytes = {"all_reduce": tensor["activation_all_reduce_bytes_per_step"] +
+                    completions * tensor["norm_completion_bytes"]}
+        ir_calls = {"all_reduce": tensor["activation_all_reduces_per_step"] + completions}
+        # Sequence parallelism: the blocks' entries gather the tokens (again
+        # in the backward pass) and their exits reduce-scatter them.
         for collective in ("all_gather", "reduce_scatter"):
             if tensor[f"activation_{collective}_bytes_per_step"]:
-                predicted.setdefault(collective, {})["tp"] = tensor[f"activation_{collective}_bytes_per_step"]
+                ir_bytes[collective] = tensor[f"activation_{collective}_bytes_per_step"]
+                ir_calls[collective] = tensor[f"activation_{collective}s_per_step"]
+        model_bytes = {c: axes["tp"] for c, axes in predicted.items() if "tp" in axes}
+        model_calls = {c: axes["tp"] for c, axes in predicted_calls.items() if "tp" in axes}
+        check(model_bytes == ir_bytes and model_calls == ir_calls,
+              f"{tag}: the cost model predicts {model_bytes} bytes in {model_calls} calls on the tensor axis, "
+              f"the IR counts {ir_bytes} in {ir_calls}")
         check_counters(log, predicted, tag)
         calls = {c: {axis: e["calls"] for axis, e in axes.items()}
                  for c, axes in json.loads(open(log).readline())["comm"].items()}
-        check(calls["all_reduce"]["tp"] == tensor["activation_all_reduces_per_step"] + completions,
-              f"{tag}: {calls['all_reduce']['tp']} all-reduces on the tensor axis, expected "
-              f"{tensor['activation_all_reduces_per_step']} + {completions}")
-        for collective in ("all_gather", "reduce_scatter"):
-            expected = tensor[f"activation_{collective}s_per_step"]
+        for collective, expected in model_calls.items():
             made = calls.get(collective, {}).get("tp", 0)
-            check(made == expected, f"{tag}: {made} {collective} calls on the tensor axis, expected {expected}")
+            check(made == expected, f"{tag}: {made} {collective} calls on the tensor axis, the plan says {expected}")
+        tp_rows.append((tag, {c: (b, model_calls[c]) for c, b in model_bytes.items()},
+                        {c: (b, ir_calls[c]) for c, b in ir_bytes.items()},
+                        {c: (axes["tp"]["bytes"], axes["tp"]["calls"])
+                         for c, axes in json.loads(open(log).readline())["comm"].items() if "tp" in axes}))
         check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
                            f"{model} {name} tp=2 x{ranks} {zero}")
         check_step_peak(log, program, tag)
@@ -400,6 +412,17 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
               f"{tensor['split_trainable_tensors']} tensors split, measured = predicted)")
         check(loss_error <= 1e-5, f"{tag}: tensor-parallel losses differ from PyTorch's by {loss_error:.2e}")
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
+# The cost model is right about the tensor axis: per step, bytes and calls
+# of each collective as the cost model predicts them (from the split read
+# back off the program), as the IR counts the partitioner's collectives,
+# and as the runtime's counters measured them.
+print(f"{'run':42} {'collective':15} {'cost model':>16} {'IR':>16} {'measured':>16}  tensor axis, bytes/calls per step")
+for tag, model, ir, measured in tp_rows:
+    for collective in sorted(model):
+        cells = [f"{b:.0f}/{n}" for b, n in (model[collective], ir.get(collective, (0, 0)),
+                                             measured.get(collective, (0, 0)))]
+        print(f"{tag:42} {collective:15} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16}")
 
 # A tensor-parallel run resumes bit for bit (every rank its own slices).
 program, feed4 = f"{WORK}/llama-tp2-x4", repeated_feed("llama", 2)

@@ -19,9 +19,11 @@
 #include "passes/autodiff/Optimizer.h"
 #include "passes/memory/ParameterReads.h"
 #include "passes/memory/Recompute.h"
+#include "passes/memory/Regather.h"
 #include "passes/partition/SequenceAxisParallel.h"
 #include "passes/partition/SequenceParallel.h"
 #include "passes/partition/TensorParallel.h"
+#include "passes/plan/CostGraphBridge.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -264,9 +266,10 @@ int main(int argc, char **argv) {
     std::optional<colossal::cost::Strategy> strategy =
         !planFile.empty() ? colossal::readExecutablePlan(planFile, error)
                           : colossal::cost::Strategy::parse(strategyText, error, &keys);
-    if (strategy && planFile.empty() && strategy->tp > 1) {
-      // --strategy tp=N: Megatron's split of the MLP and attention blocks
-      // and of the vocabulary, on its own or with data parallelism.
+    if (strategy && strategy->tp > 1) {
+      // --strategy tp=N (or a plan with the partitioner's tensor placement):
+      // Megatron's split of the MLP and attention blocks and of the
+      // vocabulary, on its own or with data parallelism.
       if (strategy->tpMode != colossal::cost::TensorMode::OneD) {
         printError("--strategy: tp=" + std::to_string(strategy->tp) +
                    " runs as 1D tensor parallelism of the MLP and attention blocks and the vocabulary; other tensor modes are "
@@ -304,7 +307,8 @@ int main(int argc, char **argv) {
       if (std::string lacks = colossal::partitionerLacks(*strategy); !lacks.empty()) {
         error = "the partitioner runs data parallelism, 1D tensor parallelism (tp=N, with Megatron's sequence "
                 "parallelism: sp_mode=megatron), sequence parallelism on its own axis (sp=N,sp_mode=all-to-all|ring), "
-                "microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation only; --strategy asks for " +
+                "microbatches, ZeRO 1, 2 and 3, optimizer offload and recomputation (full or selective) only; --strategy "
+                "asks for " +
                 lacks;
         if (strategy->spMode == colossal::cost::SequenceMode::Megatron && strategy->tp == 1 && tensorRanks == 1)
           error += " (sp_mode=megatron splits the tokens over the tensor axis: add tp=N)";
@@ -399,6 +403,14 @@ int main(int argc, char **argv) {
                    << sequence->rankSlices << " cut to the rank's tokens, " << sequence->gathers << " masks gathered\n";
     }
   }
+  // The model's graph before tensor parallelism splits it.
+  std::optional<colossal::cost::Graph> wholeGraph;
+  if (phase != Phase::Mlir && phase != Phase::Raised && tensorRanks > 1 && !sequenceAxis) {
+    if (FailureOr<colossal::cost::Graph> g =
+            colossal::plan::buildCostGraph(module->lookupSymbol<func::FuncOp>("forward"));
+        succeeded(g))
+      wholeGraph = std::move(*g);
+  }
   if (phase != Phase::Mlir && phase != Phase::Raised && tensorRanks > 1 && !sequenceAxis) {
     FailureOr<colossal::partition::TensorParallelSummary> split =
         colossal::partition::partitionTensorParallel(*module, tensorRanks);
@@ -434,6 +446,15 @@ int main(int argc, char **argv) {
                      << sequence->rankSlices << " replicated inputs cut to the rank's tokens)\n";
     }
   }
+  // One rank's graph after the split, to read the split back (the package
+  // has the cost model predict the tensor axis's collectives from it).
+  std::optional<colossal::cost::Graph> splitGraph;
+  if (wholeGraph && !sequenceAxis) {
+    if (FailureOr<colossal::cost::Graph> g =
+            colossal::plan::buildCostGraph(module->lookupSymbol<func::FuncOp>("forward"));
+        succeeded(g))
+      splitGraph = std::move(*g);
+  }
   if (phase != Phase::Mlir && phase != Phase::Raised &&
       failed(colossal::autodiff::applyMixedPrecision(*module, precision))) {
     printError("--precision " + precision + " failed on " + inputPath + " (see the error above)");
@@ -468,6 +489,20 @@ int main(int argc, char **argv) {
                      << recomputed->recomputedOps << " forward ops re-run in the backward pass"
                      << (recompute == "selective" ? " (the contractions' results kept)" : "") << "\n";
     }
+    // Megatron sequence parallelism keeps each block's input shard and
+    // gathers it again for the weight gradients (after recomputation, whose
+    // re-run ops read the gathered inputs too).
+    if (sequenceParallel) {
+      FailureOr<int64_t> regathered = colossal::memory::regatherForBackward(*module, "tp");
+      if (failed(regathered)) {
+        printError("scheduling sp_mode=megatron's gathers failed (see the error above)");
+        return 1;
+      }
+      if (!quiet)
+        llvm::errs() << "colossal-compile: sp_mode=megatron: " << *regathered
+                     << " block inputs gathered again for the backward pass (the shards are kept, not the gathered "
+                        "tensors)\n";
+    }
     // ZeRO-3 gathers a weight for each read: the backward reads it again
     // rather than holding it whole from the forward pass.
     if (zeroStage == 3 && ranks > 1 && failed(colossal::memory::rereadParametersForBackward(*module))) {
@@ -499,6 +534,9 @@ int main(int argc, char **argv) {
     s.zero = zeroStage;
     s.offloadOptimizer = offloadOptimizer;
     s.recompute = recompute;
+    s.unsplitGraph = std::move(wholeGraph);
+    s.splitGraph = std::move(splitGraph);
+    s.megatronSequenceParallel = sequenceParallel;
     if (failed(colossal::codegen::writePackage(*module, package)))
       return 1;
     llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")

@@ -5,6 +5,7 @@
 #include "passes/autodiff/MixedPrecision.h"
 #include "passes/autodiff/Optimizer.h"
 #include "passes/memory/ParameterReads.h"
+#include "passes/memory/Regather.h"
 #include "passes/memory/Recompute.h"
 #include "passes/partition/SequenceAxisParallel.h"
 #include "passes/partition/SequenceParallel.h"
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
   colossal::autodiff::registerMixedPrecisionPass();
   colossal::autodiff::registerOptimizerPass();
   colossal::memory::registerRereadParametersPass();
+  colossal::memory::registerRegatherForBackwardPass();
   colossal::memory::registerRecomputeLayersPass();
   colossal::partition::registerTensorParallelPass();
   colossal::partition::registerSequenceParallelPass();

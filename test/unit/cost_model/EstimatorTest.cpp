@@ -74,11 +74,16 @@ TEST(Estimator, TensorParallelAllReducesTwicePerLayerEachWay) {
   double activation = 2.0 * 1024 * 1024 * 2; // b s h in bf16
   int layers = 4;
   // 4 per layer, plus the vocabulary-parallel embedding's partial output
-  // (forward), the head's input gradient (backward), and three small
-  // cross-entropy reductions.
+  // (forward), the head's input gradient (backward); the cross-entropy's
+  // row statistics (the maxima, then the sums with the label logits
+  // forward; the maxima and sums again backward: 5 floats per row in 4
+  // calls); and the split weights' norms completed twice (LAMB), 2 floats
+  // per split tensor: 6 per layer (QKV and first MLP weight and bias, the
+  // two output weights) and the embedding.
   int big = 4 * layers + 2;
-  EXPECT_EQ(ar->calls, big + 3);
-  EXPECT_NEAR(ar->bytes, big * activation + 3 * 2.0 * 1024 * 4, 1);
+  double rows = 2.0 * 1024, splitTensors = 6 * layers + 1;
+  EXPECT_EQ(ar->calls, big + 4 + 2);
+  EXPECT_NEAR(ar->bytes, big * activation + 5 * rows * 4 + 2 * 8 * splitTensors, 1);
 }
 
 TEST(Estimator, SequenceParallelTradesAllReduceForGatherAndScatter) {

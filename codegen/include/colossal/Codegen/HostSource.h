@@ -19,6 +19,7 @@
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <string>
 
 namespace colossal::codegen {
@@ -59,6 +60,13 @@ struct ProgramSettings {
   /// gathered where it is read). writePackage sets one layer's weights,
   /// what the cost model's ZeRO-3 holds in flight.
   int64_t prefetchBytes = 0;
+  /// Tensor parallelism: the model's cost graph before the partitioner split
+  /// it and one rank's after (its @forward, before differentiation). The
+  /// package reads the split back from the two (cost/AppliedSharding.h) and
+  /// has the cost model predict the tensor axis's collectives from it.
+  std::optional<cost::Graph> unsplitGraph, splitGraph;
+  /// Megatron sequence parallelism between the tensor-parallel blocks.
+  bool megatronSequenceParallel = false;
 };
 
 /// What the emitted step will hold: every value is freed after the

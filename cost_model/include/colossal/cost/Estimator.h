@@ -114,6 +114,13 @@ struct EstimateOptions {
   /// Keep the simulated pipeline's tasks (for chromeTrace()); the search
   /// turns it off.
   bool recordPipelineTasks = true;
+  /// Where the explicit sharding comes from (checkSharding).
+  SplitLayouts layouts = SplitLayouts::Blocks;
+  /// Full recomputation re-runs the layers' forward collectives too
+  /// (Megatron-LM); the partitioner's recomputation keeps their results as
+  /// checkpoints instead (passes/memory/Recompute.h), so the program's
+  /// predictions turn this off.
+  bool recomputeCollectives = true;
 };
 
 /// Evaluates the plan; nullopt with `error` when it cannot run (a split that

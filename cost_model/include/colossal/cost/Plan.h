@@ -98,10 +98,18 @@ GraphSharding shardGraph(const Graph &graph, const Strategy &strategy, const Mes
 /// have that shape; d = q for 3D, 1 for 2D).
 std::pair<int, int> tensorGrid(const Strategy &strategy);
 
+/// Where a sharding comes from: the search's block splits, or a
+/// partitioned program (AppliedSharding.h), whose grouped layouts (a fused
+/// QKV projection split by heads) and padded splits (a vocabulary the
+/// ranks do not divide) exist because the partitioner built them.
+enum class SplitLayouts { Blocks, Built };
+
 /// Checks that every split divides its factor and that whole factors stay
 /// whole except where a special algorithm takes them; `error` says which op.
+/// A sharding read back from a partitioned program passes as it is.
 bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
-                   const Strategy &strategy, std::string &error);
+                   const Strategy &strategy, std::string &error,
+                   SplitLayouts layouts = SplitLayouts::Blocks);
 
 /// The plan file's per-op and per-value shardings: `ops` lists every op
 /// that some axis splits (its index, name, and the mesh axes per factor);

@@ -1,0 +1,42 @@
+//===- AppliedSharding.h - the split a partitioner made, read back -*- C++ -*-===//
+//
+// The partitioner rewrites the model into each rank's program; the cost
+// model predicts what a sharding of the whole model costs. To check one
+// against the other, the sharding the partitioner applied is read back by
+// comparing the two graphs op by op: a factor one rank's op iterates over
+// a part of (its size, times the axis's ranks, covers the whole one's) is
+// split over that axis. The estimator then derives the collectives from
+// that sharding with its own resharding rules, independently of the
+// collectives the partitioner inserted; the emitted programs check that the
+// two agree byte for byte.
+//
+// A vocabulary the ranks do not divide is padded by the partitioner: a
+// factor whose rank's share, times the ranks, exceeds the whole by less
+// than one share is split too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_COST_APPLIEDSHARDING_H
+#define COLOSSAL_COST_APPLIEDSHARDING_H
+
+#include "colossal/cost/Graph.h"
+#include "colossal/cost/Plan.h"
+
+#include <optional>
+#include <string>
+
+namespace colossal::cost {
+
+/// The sharding of `whole` that turns its ops into those of `perRank`, one
+/// rank's graph of the same model under `ranks`-way splits over mesh axis
+/// `axis`. Every op of `whole` must appear in `perRank` in the same order
+/// (the partitioner's collectives are not ops of a cost graph; ops it adds
+/// in between, such as a row-parallel layer's bias added after the sum,
+/// are skipped); nullopt with `error` naming the first op without a
+/// counterpart or a factor that is not a split over the ranks.
+std::optional<GraphSharding> appliedAxisSharding(const Graph &whole, const Graph &perRank, int axis,
+                                                 int64_t ranks, std::string &error);
+
+} // namespace colossal::cost
+
+#endif // COLOSSAL_COST_APPLIEDSHARDING_H
