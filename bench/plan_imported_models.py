@@ -6,7 +6,8 @@ For the GPT configurations of the Megatron-LM README's weak-scaling table
 (1.7B to 1T parameters on 32 to 3072 A100s, vocabulary 51200, sequence 2048),
 colossal-model writes the shape-only ONNX file; colossal-compile imports it,
 finds its layers, and searches (dp x 1D tp placed op by op by the sharding
-solver x pp, microbatches, schedule, ZeRO, offload, recomputation) in bf16 on
+solver or as the partitioner splits it x pp, microbatches, schedule, ZeRO,
+offload, recomputation) in bf16 on
 dgx-a100 nodes. The same command with --strategy fixing the table's dp, tp
 and pp (the rest searched) gives the published configuration's predicted step
 under the same cost model and graph; the ratio is searched / published.
@@ -71,6 +72,12 @@ def plan(model, gpus, batch, plan_path, strategy=None):
         "step_time_s": p["predicted"]["step_time_s"],
         "mfu": p["predicted"]["mfu"],
         "memory_gib": p["memory"]["per_rank_peak_bytes"] / 2**30,
+        # The tensor axis as the sharding solver places it, or as the
+        # partitioner splits it (buildable); when the plan cannot be built,
+        # the best one that can and its predicted step.
+        "tensor_placement": p.get("tensor_placement"),
+        "executable": p.get("executable"),
+        "buildable_alternative": p.get("buildable_alternative"),
     }
 
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <map>
 
@@ -71,11 +72,28 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
     return it->second ? &*it->second : nullptr;
   };
   std::string firstInvalid;
+  auto bestBuildableTime = [&] {
+    return result.bestBuildable ? result.bestBuildable->estimate.stepTime : std::numeric_limits<double>::infinity();
+  };
+  auto kthBest = [&] {
+    return int(result.best.size()) < o.keep ? std::numeric_limits<double>::infinity()
+                                            : result.best.back().estimate.stepTime;
+  };
   EstimateOptions untraced;
   untraced.recordPipelineTasks = false;
   // The tensor axis's placement depends on the graph (the microbatch) and
-  // the axis alone: solved once per pair.
+  // the axis alone: solved once per pair; the partitioner's split too.
   std::map<std::pair<int64_t, int>, std::optional<GraphSharding>> solved;
+  // Graphs at different microbatch sizes share their factor structure
+  // (GraphScaling.h) except where a size-1 factor drops out: one split per
+  // structure and axis size serves every microbatch size.
+  std::map<std::pair<std::vector<size_t>, int>, std::optional<GraphSharding>> partitioned;
+  auto structureOf = [](const Graph &g) {
+    std::vector<size_t> factors;
+    for (const Op &op : g.ops)
+      factors.push_back(op.factors.size());
+    return factors;
+  };
   bool layersMissing = false;
   for (int tp = 1; tp <= n && tp <= cluster.gpusPerNode; ++tp) {
     if (n % tp != 0 || fixedMismatch(o, "tp", tp != o.fixed.tp))
@@ -138,58 +156,101 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
             }
           }
         }
-        if (!solved[key]) {
+        // The placements to evaluate: the solver's, and the partitioner's
+        // split where it can make one.
+        std::vector<std::pair<const GraphSharding *, Placement>> placements;
+        if (tp == 1) {
+          placements.push_back({&*solved[key], Placement::Partitioner});
+        } else {
+          if (solved[key] && !o.partitionerPlacementOnly)
+            placements.push_back({&*solved[key], Placement::Solver});
+          if (o.partitionerSharding) {
+            auto split = std::make_pair(structureOf(*graph), tp);
+            if (!partitioned.count(split)) {
+              std::string error;
+              partitioned[split] = o.partitionerSharding(*graph, tp, mesh.axisIndex("tp"), error);
+              if (!partitioned[split] && firstInvalid.empty())
+                firstInvalid = "tp=" + std::to_string(tp) + ": " + error;
+            }
+            if (partitioned[split])
+              placements.push_back({&*partitioned[split], Placement::Partitioner});
+          }
+        }
+        if (placements.empty()) {
           ++result.invalid;
           continue;
         }
-        const GraphSharding &sharding = *solved[key];
-        std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
-        if (pp > 1 && layers % (2 * pp) == 0 && m % pp == 0)
-          schedules.push_back({Schedule::Interleaved, 2});
-        std::vector<Recompute> recomputes{Recompute::None};
-        if (layers > 0) {
-          if (selective)
-            recomputes.push_back(Recompute::Selective);
-          recomputes.push_back(Recompute::Full);
-        } else if (fixedMismatch(o, "recompute", o.fixed.recompute != Recompute::None)) {
-          layersMissing = true;
-        }
-        for (auto [schedule, chunks] : schedules) {
-          if (pp > 1 && fixedMismatch(o, "schedule", schedule != o.fixed.schedule))
-            continue;
-          for (Recompute recompute : recomputes) {
-            if (fixedMismatch(o, "recompute", recompute != o.fixed.recompute))
+        for (auto [placed, placement] : placements) {
+          const GraphSharding &sharding = *placed;
+          EstimateOptions options = untraced;
+          // The partitioner's split as it is built: its grouped and padded
+          // layouts, and recomputation that keeps the collectives' results.
+          if (placement == Placement::Partitioner && tp > 1) {
+            options.layouts = SplitLayouts::Built;
+            options.recomputeCollectives = false;
+          }
+          std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
+          if (pp > 1 && layers % (2 * pp) == 0 && m % pp == 0)
+            schedules.push_back({Schedule::Interleaved, 2});
+          std::vector<Recompute> recomputes{Recompute::None};
+          if (layers > 0) {
+            if (selective)
+              recomputes.push_back(Recompute::Selective);
+            recomputes.push_back(Recompute::Full);
+          } else if (fixedMismatch(o, "recompute", o.fixed.recompute != Recompute::None)) {
+            layersMissing = true;
+          }
+          for (auto [schedule, chunks] : schedules) {
+            if (pp > 1 && fixedMismatch(o, "schedule", schedule != o.fixed.schedule))
               continue;
-            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-              if (fixedMismatch(o, "zero", zero != o.fixed.zero))
+            for (Recompute recompute : recomputes) {
+              if (fixedMismatch(o, "recompute", recompute != o.fixed.recompute))
                 continue;
-              for (bool offload : {false, true}) {
-                if (fixedMismatch(o, "offload", offload != o.fixed.offloadOptimizer) ||
-                    (offload && zero == 0 && !o.fixedKeys.count("offload")))
+              // ZeRO and offload only add to the step after the pipeline
+              // (as in Search.h): once one variant is evaluated, the others
+              // cannot beat the k-th best plan if its pipeline does not.
+              double groupPipeline = -1;
+              for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+                if (fixedMismatch(o, "zero", zero != o.fixed.zero))
                   continue;
-                s.schedule = schedule;
-                s.virtualStages = chunks;
-                s.recompute = recompute;
-                s.zero = zero;
-                s.offloadOptimizer = offload;
-                if (o.admit && !o.admit(s))
-                  continue;
-                ++result.candidates;
-                std::string error;
-                std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, untraced);
-                if (!e) {
-                  ++result.invalid;
-                  if (firstInvalid.empty())
-                    firstInvalid = s.str() + ": " + error;
-                  continue;
-                }
-                ++result.evaluated;
-                keepCandidate(result, SearchCandidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}},
-                              o.keep);
-                if (o.progress &&
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - lastProgress).count() >= 1) {
-                  lastProgress = std::chrono::steady_clock::now();
-                  o.progress(result.evaluated, result.candidates);
+                for (bool offload : {false, true}) {
+                  if (fixedMismatch(o, "offload", offload != o.fixed.offloadOptimizer) ||
+                      (offload && zero == 0 && !o.fixedKeys.count("offload")))
+                    continue;
+                  s.schedule = schedule;
+                  s.virtualStages = chunks;
+                  s.recompute = recompute;
+                  s.zero = zero;
+                  s.offloadOptimizer = offload;
+                  if (o.admit && !o.admit(s))
+                    continue;
+                  ++result.candidates;
+                  bool buildable = o.buildable && o.buildable(s, placement);
+                  if (!o.exhaustive && groupPipeline >= 0 && groupPipeline >= kthBest() &&
+                      !(buildable && groupPipeline < bestBuildableTime())) {
+                    ++result.prunedByTime;
+                    continue;
+                  }
+                  std::string error;
+                  std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, options);
+                  if (!e) {
+                    ++result.invalid;
+                    if (firstInvalid.empty())
+                      firstInvalid = s.str() + ": " + error;
+                    continue;
+                  }
+                  ++result.evaluated;
+                  groupPipeline = e->pipeline.makespan;
+                  SearchCandidate candidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}, placement};
+                  if (buildable && candidate.estimate.fits() &&
+                      candidate.estimate.stepTime < bestBuildableTime())
+                    result.bestBuildable = candidate;
+                  keepCandidate(result, std::move(candidate), o.keep);
+                  if (o.progress &&
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - lastProgress).count() >= 1) {
+                    lastProgress = std::chrono::steady_clock::now();
+                    o.progress(result.evaluated, result.candidates);
+                  }
                 }
               }
             }

@@ -2,9 +2,11 @@
 
 #include "Planning.h"
 
+#include "colossal/cost/AppliedSharding.h"
 #include "colossal/cost/Estimator.h"
 #include "colossal/cost/GraphScaling.h"
 #include "colossal/cost/GraphSearch.h"
+#include "passes/partition/TensorParallel.h"
 #include "passes/plan/CostGraphBridge.h"
 #include "passes/raise/Passes.h"
 
@@ -22,6 +24,14 @@
 
 namespace colossal {
 namespace {
+
+/// A plan file's tensor placement (`tensor_placement`; the solver's when
+/// absent).
+cost::Placement placementOf(const cost::Json &plan) {
+  const cost::Json *placement = plan.find("tensor_placement");
+  return placement && placement->isString() && placement->asString() == "partitioner" ? cost::Placement::Partitioner
+                                                                                      : cost::Placement::Solver;
+}
 
 int fail(const std::string &message) {
   llvm::WithColor::error(llvm::errs(), "colossal-compile") << message << "\n";
@@ -42,22 +52,66 @@ std::optional<cost::Json> readJson(const std::string &path, std::string &error) 
   return json;
 }
 
-/// The model's cost graph with its batch dimension bound to `microbatch`.
-std::optional<cost::Graph> graphAt(mlir::MLIRContext &context, const PlanRequest &request,
-                                   int64_t microbatch, std::string &error) {
+/// The model imported with its batch dimension bound to `microbatch`, and
+/// raised; null with `error` when that fails.
+mlir::OwningOpRef<mlir::ModuleOp> importRaised(mlir::MLIRContext &context, const PlanRequest &request,
+                                               int64_t microbatch, std::string &error) {
   ImportOptions options = request.import;
   options.batch = microbatch;
   mlir::OwningOpRef<mlir::ModuleOp> module = importOnnxFile(context, request.inputPath, options);
   if (!module) {
     error = "importing " + request.inputPath + " failed (see the error above)";
-    return std::nullopt;
+    return nullptr;
   }
   mlir::PassManager pm(&context);
   train::buildRaisePipeline(pm);
   if (mlir::failed(pm.run(*module))) {
     error = "raising " + request.inputPath + " failed (see the error above)";
+    return nullptr;
+  }
+  return module;
+}
+
+/// The split the partitioner makes of the model over `tp` tensor ranks
+/// (Megatron's pairs, heads and vocabulary; TensorParallel.h), read back as
+/// a sharding of `whole` on mesh axis `axis` (AppliedSharding.h); nullopt
+/// with the partitioner's reason when it cannot split the model that way.
+std::optional<cost::GraphSharding> partitionerSharding(mlir::MLIRContext &context, const PlanRequest &request,
+                                                       const cost::Graph &whole, int tp, int axis,
+                                                       std::string &error) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = importRaised(context, request, whole.microbatch, error);
+  if (!module)
+    return std::nullopt;
+  // The partitioner's refusal is this placement's reason, not an error of
+  // the search: kept, not printed.
+  std::string reason;
+  mlir::FailureOr<partition::TensorParallelSummary> split = mlir::failure();
+  {
+    mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &diag) {
+      if (reason.empty())
+        reason = diag.str();
+      return mlir::success();
+    });
+    split = partition::partitionTensorParallel(*module, tp);
+  }
+  if (mlir::failed(split)) {
+    error = "the partitioner cannot split the model over " + std::to_string(tp) + " tensor ranks: " + reason;
     return std::nullopt;
   }
+  mlir::FailureOr<cost::Graph> graph = plan::buildCostGraph(module->lookupSymbol<mlir::func::FuncOp>("forward"));
+  if (mlir::failed(graph)) {
+    error = "the cost model cannot represent the split model";
+    return std::nullopt;
+  }
+  return cost::appliedAxisSharding(whole, *graph, axis, tp, error);
+}
+
+/// The model's cost graph with its batch dimension bound to `microbatch`.
+std::optional<cost::Graph> graphAt(mlir::MLIRContext &context, const PlanRequest &request,
+                                   int64_t microbatch, std::string &error) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = importRaised(context, request, microbatch, error);
+  if (!module)
+    return std::nullopt;
   auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
   mlir::FailureOr<cost::Graph> graph = mlir::failure();
   if (forward)
@@ -126,13 +180,16 @@ std::vector<std::string> tensorSplitSummary(const cost::Graph &graph, const cost
 
 } // namespace
 
-std::string partitionerLacks(const cost::Strategy &s) {
+std::string partitionerLacks(const cost::Strategy &s, cost::Placement placement) {
   std::string lacks;
   auto add = [&](bool needed, const std::string &what) {
     if (needed)
       lacks += (lacks.empty() ? "" : ", ") + what;
   };
-  add(s.tp > 1, "tp=" + std::to_string(s.tp));
+  // The partitioner builds its own split of a 1D tensor axis (Megatron's).
+  bool builtSplit = placement == cost::Placement::Partitioner && s.tpMode == cost::TensorMode::OneD;
+  add(s.tp > 1 && !builtSplit,
+      "tp=" + std::to_string(s.tp) + (s.tpMode == cost::TensorMode::OneD ? " placed by the sharding solver" : ""));
   add(s.pp > 1, "pp=" + std::to_string(s.pp));
   add(s.sp > 1 || s.spMode != cost::SequenceMode::None, "sequence parallelism");
   add(s.zero > 3, "zero=" + std::to_string(s.zero));
@@ -204,30 +261,22 @@ void printReport(const std::string &model, const std::string &precision, const c
     if (!splitsAny)
       os << "note: the tensor axis splits no op: its ranks repeat the whole model's work, which the cost "
             "model finds cheaper than any split's communication (a model this small is latency-bound)\n";
-    os << "tensor axis, op by op (the sharding solver's choice):\n";
+    os << "tensor axis, op by op ("
+       << (plan.placement == cost::Placement::Partitioner ? "the partitioner's split: Megatron's pairs, heads and vocabulary"
+                                                         : "the sharding solver's choice")
+       << "):\n";
     for (const std::string &line : tensorSplitSummary(graph, plan.sharding, plan.estimate.mesh))
       os << "  " << line << "\n";
   }
   os << plan.estimate.summary();
-  std::string lacks = partitionerLacks(plan.strategy);
+  std::string lacks = partitionerLacks(plan.strategy, plan.placement);
   if (lacks.empty())
     os << "executable: yes: colossal-compile " << model << " -o DIR --plan PLAN.json builds it for mpirun -np "
        << plan.strategy.devices() << "\n";
   else {
-    os << "executable: not yet: the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation; this plan needs "
+    os << "executable: not yet: the partitioner runs data parallelism, its own 1D tensor split, microbatches, ZeRO 1, "
+          "2 and 3, optimizer offload and recomputation; this plan needs "
        << lacks << "\n";
-    // Tensor parallelism builds from --strategy, with its own split.
-    cost::Strategy withoutTensor = plan.strategy;
-    withoutTensor.tp = 1;
-    bool megatronSequence = plan.strategy.spMode == cost::SequenceMode::Megatron && plan.strategy.sp == 1;
-    if (megatronSequence)
-      withoutTensor.spMode = cost::SequenceMode::None;
-    if (plan.strategy.tp > 1 && plan.strategy.tpMode == cost::TensorMode::OneD &&
-        partitionerLacks(withoutTensor).empty())
-      os << "note: --strategy tp=" << plan.strategy.tp << (megatronSequence ? ",sp_mode=megatron" : "")
-         << " with -o DIR builds Megatron's split of the MLP and attention blocks (fused QKV projections too) and "
-         << "of the vocabulary" << (megatronSequence ? ", with sequence parallelism between them" : "")
-         << ", not every split this plan predicts\n";
   }
   if (search && search->best.size() > 1) {
     os << "alternatives:\n";
@@ -246,7 +295,8 @@ cost::Json planJson(const std::string &model, const std::string &precision, int6
   o["model"] = model;
   o["global_batch"] = globalBatch;
   o["microbatch_size"] = plan.microbatchSize;
-  o["executable"] = partitionerLacks(plan.strategy).empty();
+  o["executable"] = partitionerLacks(plan.strategy, plan.placement).empty();
+  o["tensor_placement"] = plan.placement == cost::Placement::Partitioner ? "partitioner" : "solver";
   o["shardings"] = cost::shardingToJson(graph, plan.sharding, plan.estimate.mesh);
   if (search) {
     cost::Json::Array alternatives;
@@ -326,7 +376,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     std::optional<cost::Graph> graph = graphFor(b, error);
     if (!graph)
       return fail(error);
-    cost::SearchCandidate plan{*strategy, b, {}, {}};
+    cost::SearchCandidate plan{*strategy, b, {}, {}, placementOf(*json)};
     cost::Mesh mesh = cost::buildMesh(*strategy, *cluster);
     if (const cost::Json *shardings = json->find("shardings")) {
       std::optional<cost::GraphSharding> sharding = cost::shardingFromJson(*shardings, *graph, mesh, error);
@@ -340,8 +390,13 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
         hasSplits |= !axes.empty();
     if (!hasSplits)
       plan.sharding.clear();
-    std::optional<cost::Estimate> e =
-        cost::estimate(*graph, *strategy, *cluster, error, plan.sharding.empty() ? nullptr : &plan.sharding);
+    cost::EstimateOptions evaluation;
+    if (plan.placement == cost::Placement::Partitioner && strategy->tp > 1) {
+      evaluation.layouts = cost::SplitLayouts::Built;
+      evaluation.recomputeCollectives = false;
+    }
+    std::optional<cost::Estimate> e = cost::estimate(*graph, *strategy, *cluster, error,
+                                                     plan.sharding.empty() ? nullptr : &plan.sharding, evaluation);
     if (!e)
       return fail(request.planPath + ": the plan cannot run: " + error);
     plan.estimate = std::move(*e);
@@ -365,8 +420,21 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       return fail("--strategy: " + error);
     options.fixed = *fixed;
   }
-  if (request.chosen)
-    options.admit = [](const cost::Strategy &s) { return partitionerLacks(s).empty(); };
+  // The partitioner's own split of the tensor axis is a placement too: the
+  // plans with it are the ones -o DIR builds.
+  options.partitionerSharding = [&](const cost::Graph &graph, int tp, int axis,
+                                    std::string &why) -> std::optional<cost::GraphSharding> {
+    return partitionerSharding(context, request, graph, tp, axis, why);
+  };
+  options.buildable = [](const cost::Strategy &s, cost::Placement placement) {
+    return partitionerLacks(s, placement).empty();
+  };
+  if (request.chosen) {
+    options.admit = [](const cost::Strategy &s) {
+      return partitionerLacks(s, cost::Placement::Partitioner).empty();
+    };
+    options.partitionerPlacementOnly = true;
+  }
   bool terminal = isatty(2);
   options.progress = [&](int64_t evaluated, int64_t candidates) {
     if (terminal)
@@ -396,27 +464,35 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     winner.sharding = replicated(graph);
   // When the best plan cannot be built yet, the best one that can.
   std::optional<cost::SearchCandidate> buildable;
-  if (!partitionerLacks(winner.strategy).empty()) {
-    // The user's fixed parts may be what the partitioner lacks: not kept here.
-    cost::SearchOptions restricted;
-    restricted.devices = options.devices;
-    restricted.globalBatch = options.globalBatch;
-    restricted.keep = 1;
-    restricted.progress = nullptr;
-    restricted.admit = [](const cost::Strategy &s) { return partitionerLacks(s).empty(); };
-    cost::SearchResult other = cost::searchGraphPlans(
-        [&](int64_t b, std::string &why) { return graphFor(b, why); }, *cluster, restricted);
-    if (!other.best.empty())
-      buildable = std::move(other.best.front());
+  if (!partitionerLacks(winner.strategy, winner.placement).empty()) {
+    // The search kept the best with the user's fixed parts; they may be
+    // what the partitioner lacks, so then one without them.
+    buildable = result.bestBuildable;
+    if (!buildable) {
+      cost::SearchOptions restricted;
+      restricted.devices = options.devices;
+      restricted.globalBatch = options.globalBatch;
+      restricted.keep = 1;
+      restricted.progress = nullptr;
+      restricted.admit = [](const cost::Strategy &s) {
+        return partitionerLacks(s, cost::Placement::Partitioner).empty();
+      };
+      restricted.partitionerSharding = options.partitionerSharding;
+      restricted.partitionerPlacementOnly = true;
+      cost::SearchResult other = cost::searchGraphPlans(
+          [&](int64_t b, std::string &why) { return graphFor(b, why); }, *cluster, restricted);
+      if (!other.best.empty())
+        buildable = std::move(other.best.front());
+    }
   }
   if (!request.quiet) {
     printReport(model, request.precision, *cluster, &result, winner, graph);
     if (buildable)
-      llvm::errs() << "buildable: the best plan the partitioner runs today (whatever --strategy fixes) is "
+      llvm::errs() << "buildable: the best plan the partitioner runs today is "
                    << buildable->strategy.str()
                    << ", microbatch size " << buildable->microbatchSize << ": "
                    << cost::explainLoss(*buildable, winner) << "\n";
-    else if (!partitionerLacks(winner.strategy).empty())
+    else if (!partitionerLacks(winner.strategy, winner.placement).empty())
       llvm::errs() << "buildable: no plan the partitioner runs today fits\n";
   }
   cost::Json json = planJson(model, request.precision, request.globalBatch, &result, winner, graph);
@@ -445,8 +521,9 @@ std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::s
     error = path + ": " + error;
     return std::nullopt;
   }
-  if (std::string lacks = partitionerLacks(*strategy); !lacks.empty()) {
-    error = path + ": the partitioner runs data parallelism, microbatches, ZeRO 1, 2 and 3, optimizer offload and full recomputation only; this plan needs " +
+  if (std::string lacks = partitionerLacks(*strategy, placementOf(*json)); !lacks.empty()) {
+    error = path + ": the partitioner runs data parallelism, its own 1D tensor split, microbatches, ZeRO 1, 2 and 3, "
+                   "optimizer offload and recomputation only; this plan needs " +
             lacks;
     return std::nullopt;
   }

@@ -22,6 +22,7 @@
 
 #include "colossal/Import/OnnxImporter.h"
 #include "colossal/cost/Plan.h"
+#include "colossal/cost/Search.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -57,9 +58,10 @@ struct PlanRequest {
 /// when --gpus N comes without a strategy); returns the process exit status.
 int runPlanning(mlir::MLIRContext &context, const PlanRequest &request);
 
-/// What the partitioner cannot run yet in `strategy`, in words ("tp=2,
-/// zero=1"); empty if it can run it.
-std::string partitionerLacks(const cost::Strategy &strategy);
+/// What the partitioner cannot run yet in `strategy` with its tensor axis
+/// placed by `placement`, in words ("tp=2 placed by the sharding solver,
+/// pp=2"); empty if it can run it.
+std::string partitionerLacks(const cost::Strategy &strategy, cost::Placement placement = cost::Placement::Solver);
 
 /// The strategy of the plan in `path`, if the partitioner can run it; else
 /// nullopt with `error` saying what the plan needs that it lacks.

@@ -40,7 +40,7 @@ TEST(GraphSearch, KeepsTheFastestPlansThatFitInOrder) {
   options.globalBatch = 32;
   SearchResult result = searchGraphPlans(importedGpt(4), cluster, options);
   ASSERT_FALSE(result.best.empty()) << result.infeasible;
-  EXPECT_EQ(result.evaluated, result.candidates - result.invalid);
+  EXPECT_EQ(result.evaluated, result.candidates - result.invalid - result.prunedByTime);
   for (size_t i = 0; i < result.best.size(); ++i) {
     const SearchCandidate &c = result.best[i];
     EXPECT_TRUE(c.estimate.fits());
@@ -156,4 +156,34 @@ TEST(GraphSearch, OnlyAdmittedStrategiesAreCandidates) {
     EXPECT_TRUE(c.strategy.tp == 1 && c.strategy.pp == 1 && c.strategy.zero <= 2) << c.strategy.str();
   // The unrestricted search is never slower.
   EXPECT_LE(all.best.front().estimate.stepTime, admitted.best.front().estimate.stepTime);
+}
+
+TEST(GraphSearch, PruningKeepsTheSamePlansAndTheBestBuildable) {
+  // ZeRO and offload variants are skipped once their group's pipeline
+  // cannot beat the kept plans: the same plans as evaluating everything,
+  // and the same fastest plan a predicate calls buildable (here: ZeRO-2 on
+  // a tensor axis of 2, a variant of slower groups that pruning would
+  // skip), which pruning must not lose.
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 32;
+  options.keep = 2;
+  options.buildable = [](const Strategy &s, Placement) { return s.tp == 2 && s.zero == 2; };
+  SearchResult pruned = searchGraphPlans(importedGpt(4), cluster, options);
+  options.exhaustive = true;
+  SearchResult all = searchGraphPlans(importedGpt(4), cluster, options);
+  ASSERT_FALSE(pruned.best.empty()) << pruned.infeasible;
+  EXPECT_GT(pruned.prunedByTime, 0);
+  EXPECT_LT(pruned.evaluated, all.evaluated);
+  ASSERT_EQ(pruned.best.size(), all.best.size());
+  for (size_t i = 0; i < all.best.size(); ++i) {
+    EXPECT_EQ(pruned.best[i].strategy.str(), all.best[i].strategy.str());
+    EXPECT_EQ(pruned.best[i].estimate.stepTime, all.best[i].estimate.stepTime);
+  }
+  ASSERT_TRUE(all.bestBuildable && pruned.bestBuildable);
+  EXPECT_EQ(pruned.bestBuildable->strategy.str(), all.bestBuildable->strategy.str());
+  EXPECT_EQ(pruned.bestBuildable->estimate.stepTime, all.bestBuildable->estimate.stepTime);
+  for (const SearchCandidate &c : all.best)
+    EXPECT_LE(c.estimate.stepTime, all.bestBuildable->estimate.stepTime);
 }

@@ -4,11 +4,16 @@
 // transformer hyper-parameters: every split of N devices into data x 1D
 // tensor x pipeline parallelism (the tensor axis inside a node), the tensor
 // axis placed op by op by the sharding solver (ShardingSolver.h, exact under
-// the cost model), every power-of-two microbatch size up to 16 that divides
+// the cost model) and, where the caller gives it, as the partitioner splits
+// the model (SearchOptions::partitionerSharding: the plans `-o DIR` builds),
+// every power-of-two microbatch size up to 16 that divides
 // the per-replica batch, the pipeline schedule (1F1B; interleaved with two
 // chunks where the layers allow), recomputation, ZeRO stages and optimizer
 // offload. Each candidate is evaluated by the estimator; the fastest that
-// fits wins. The space is small enough to enumerate, so nothing is pruned.
+// fits wins. ZeRO and offload only add to the step after the pipeline, so
+// once one of a group's variants is evaluated, the others are skipped when
+// its pipeline alone is no better than the k-th best plan kept (as
+// Search.h does; `exhaustive` turns it off and a test checks both agree).
 //
 // Pipelines and recomputation need the graph's layers (LayerDetection.h);
 // stages hold equal numbers of them. Sequence parallelism and 2D/2.5D/3D

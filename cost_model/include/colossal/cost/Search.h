@@ -44,6 +44,16 @@
 
 namespace colossal::cost {
 
+/// How a plan's tensor axis is placed on the ops.
+enum class Placement {
+  /// The sharding solver's choice (ShardingSolver.h), or the strategy's
+  /// templates: the cost model's optimum, not necessarily buildable.
+  Solver,
+  /// As the partitioner splits the model (Megatron's column-then-row pairs,
+  /// heads, the vocabulary): what `-o DIR` builds.
+  Partitioner,
+};
+
 struct SearchOptions {
   int devices = 1;
   /// Samples per optimizer step, over all data-parallel replicas.
@@ -62,7 +72,22 @@ struct SearchOptions {
   std::function<bool(const Strategy &)> admit;
   /// Called about once a second while the search runs.
   std::function<void(int64_t evaluated, int64_t candidates)> progress;
+  /// The imported-model search: the split the partitioner makes of the
+  /// model (as `graph`, at its microbatch) over a tensor axis of `tp` ranks
+  /// (mesh axis `axis`), read back from its program (AppliedSharding.h);
+  /// nullopt with `error` when it cannot split the model that way.
+  /// Evaluated besides the sharding solver's placement.
+  std::function<std::optional<GraphSharding>(const Graph &graph, int tp, int axis, std::string &error)>
+      partitionerSharding;
+  /// Only tensor axes placed as the partitioner splits the model: the plans
+  /// `-o DIR` can build.
+  bool partitionerPlacementOnly = false;
+  /// The imported-model search: which plans can be built; the fastest of
+  /// them that fits is kept apart (SearchResult::bestBuildable), and
+  /// pruning spares the candidates that could still beat it.
+  std::function<bool(const Strategy &, Placement)> buildable;
 };
+
 
 struct SearchCandidate {
   Strategy strategy;
@@ -71,6 +96,7 @@ struct SearchCandidate {
   /// Per-op shardings the plan was evaluated with; empty when they come
   /// from the strategy's templates.
   GraphSharding sharding;
+  Placement placement = Placement::Solver;
 };
 
 struct SearchResult {
@@ -80,6 +106,8 @@ struct SearchResult {
   double seconds = 0;
   /// The plan with the smallest per-rank memory seen (for the infeasible report).
   std::optional<SearchCandidate> leastMemory;
+  /// The fastest plan that fits and SearchOptions::buildable admits.
+  std::optional<SearchCandidate> bestBuildable;
   /// When nothing fits: why, and what would.
   std::string infeasible;
 };
