@@ -530,4 +530,37 @@ std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::s
   return strategy;
 }
 
+bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, const cost::Graph &split, int64_t tp,
+                           std::string &error) {
+  std::optional<cost::Json> json = readJson(path, error);
+  if (!json)
+    return false;
+  const cost::Json *strategyJson = json->find("strategy");
+  std::optional<cost::Strategy> strategy =
+      strategyJson ? cost::Strategy::fromJson(*strategyJson, error) : std::nullopt;
+  const cost::Json *shardings = json->find("shardings");
+  if (!strategy || !shardings) {
+    error = path + ": " + (strategy ? "no shardings section" : error);
+    return false;
+  }
+  // The mesh's axis order does not depend on the machine.
+  std::optional<cost::Cluster> cluster =
+      cost::Cluster::preset("dgx-a100", 1 + int(strategy->devices() - 1) / 8);
+  cost::Mesh mesh = cost::buildMesh(*strategy, *cluster);
+  std::optional<cost::GraphSharding> planned = cost::shardingFromJson(*shardings, whole, mesh, error);
+  std::optional<cost::GraphSharding> built =
+      planned ? cost::appliedAxisSharding(whole, split, mesh.axisIndex("tp"), tp, error) : std::nullopt;
+  if (!planned || !built) {
+    error = path + ": " + error;
+    return false;
+  }
+  for (size_t o = 0; o < whole.ops.size(); ++o)
+    if ((*planned)[o] != (*built)[o]) {
+      error = path + ": op " + std::to_string(o) + " (" + whole.ops[o].name +
+              ") is split otherwise in the plan than the partitioner splits it; plan again with this compiler";
+      return false;
+    }
+  return true;
+}
+
 } // namespace colossal

@@ -454,6 +454,13 @@ int main(int argc, char **argv) {
             colossal::plan::buildCostGraph(module->lookupSymbol<func::FuncOp>("forward"));
         succeeded(g))
       splitGraph = std::move(*g);
+    // A plan's tensor placement must be the split just made.
+    std::string error;
+    if (!planFile.empty() && splitGraph &&
+        !colossal::planMatchesBuiltSplit(planFile, *wholeGraph, *splitGraph, tensorRanks, error)) {
+      printError("--plan " + error);
+      return 1;
+    }
   }
   if (phase != Phase::Mlir && phase != Phase::Raised &&
       failed(colossal::autodiff::applyMixedPrecision(*module, precision))) {
