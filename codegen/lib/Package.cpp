@@ -144,13 +144,15 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
     // The tensor axis: the whole model under the split the partitioner
     // applied, read back; the cost model's resharding rules derive its
     // collectives, which the program's counters must show.
+    bool sequence = !s.sequenceAlgorithm.empty();
+    std::string axis = sequence ? "sp" : "tp";
     std::optional<cost::Strategy> split = cost::Strategy::parse(
-        strategy->str() + ",tp=" + std::to_string(s.tensorRanks) +
-            (s.megatronSequenceParallel ? ",sp_mode=megatron" : ""),
+        strategy->str() + "," + axis + "=" + std::to_string(s.tensorRanks) +
+            (sequence ? ",sp_mode=" + s.sequenceAlgorithm : s.megatronSequenceParallel ? ",sp_mode=megatron" : ""),
         error);
     cost::Mesh mesh = split ? cost::buildMesh(*split, *cluster) : cost::Mesh();
     std::optional<cost::GraphSharding> sharding =
-        split ? cost::appliedAxisSharding(*s.unsplitGraph, *s.splitGraph, mesh.axisIndex("tp"), s.tensorRanks, error)
+        split ? cost::appliedAxisSharding(*s.unsplitGraph, *s.splitGraph, mesh.axisIndex(axis), s.tensorRanks, error)
               : std::nullopt;
     options.layouts = cost::SplitLayouts::Built;
     options.recomputeCollectives = false;
@@ -159,7 +161,7 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
     if (!whole)
       return module.emitWarning() << "no prediction of the tensor axis: " << error;
     for (const cost::CommTotal &c : whole->stages.front().comm)
-      if (c.axis == "tp")
+      if (c.axis == axis)
         estimate->stages.front().comm.push_back(c);
   }
   return *estimate;

@@ -439,6 +439,56 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
               sum(1, backwardEvents, bwdComm);
             }
 
+    auto splitOver = [&](int axis, bool whole) {
+      for (size_t f = 0; f < op.factors.size(); ++f)
+        if ((op.factors[f].kind == FactorKind::Whole) == whole &&
+            std::find(s[f].begin(), s[f].end(), axis) != s[f].end())
+          return true;
+      return false;
+    };
+    bool sequenceAxis = sp >= 0 && mesh.axes[sp].size > 1;
+    auto addEvent = [&](Collective c, double bytes, std::vector<CommEvent> &events, double &seconds,
+                        double hidden = 0) {
+      double t = collectiveTime(c, bytes, mesh.axes[sp], cluster);
+      events.push_back({c, sp, bytes, std::max(0.0, t - hidden)});
+      seconds += std::max(0.0, t - hidden);
+    };
+    // A loss over rows the sequence axis splits (each rank its tokens;
+    // runtime SequenceParallel.h): the rows' losses and counted labels are
+    // summed over the axis (two floats), and backward the count again (a
+    // mean's divisor).
+    if (op.kind == OpKind::Loss && sequenceAxis && splitOver(sp, false)) {
+      addEvent(Collective::AllReduce, 8, forwardEvents, fwdComm);
+      addEvent(Collective::AllReduce, 4, backwardEvents, bwdComm);
+    }
+    // The ring's forward steps are the op's own work: recomputation runs
+    // them again even when it keeps the collectives' results.
+    std::vector<CommEvent> ringForward;
+    double ringSeconds = 0;
+    // Ring self-attention (runtime RingAttention.h) as a partitioned
+    // program runs it, the keys' tokens split over the sequence axis in
+    // the op's own work: each rank's key and value blocks, with their mask
+    // slice, travel P - 1 steps around the ring, overlapped with the
+    // attention blocks; the backward runs that ring again, then P - 1 steps
+    // with the blocks' gradient sums, and one step hands each block's
+    // gradients home.
+    if (strategy.spMode == SequenceMode::Ring && op.attentionCore && sequenceAxis && op.inputs.size() >= 3 &&
+        splitOver(sp, true)) {
+      auto local = [&](size_t i) {
+        return localElements(op, s, mesh, op.inputs[i].dims) * bytesOf(graph.values[op.inputs[i].value].dtype);
+      };
+      double kv = local(1) + local(2), blocks = kv + (op.inputs.size() > 3 ? local(3) : 0);
+      int steps = mesh.axes[sp].size - 1;
+      for (int k = 0; k < steps; ++k) {
+        addEvent(Collective::SendRecv, blocks, ringForward, ringSeconds, fwd / steps);
+        addEvent(Collective::SendRecv, blocks, backwardEvents, bwdComm, bwd / (2 * steps + 1));
+        addEvent(Collective::SendRecv, blocks + kv, backwardEvents, bwdComm, bwd / (2 * steps + 1));
+      }
+      addEvent(Collective::SendRecv, kv, backwardEvents, bwdComm);
+      forwardEvents.insert(forwardEvents.end(), ringForward.begin(), ringForward.end());
+      fwdComm += ringSeconds;
+    }
+
     // Megatron sequence parallelism keeps a gathered input as its shard and
     // gathers it again for the weight gradient.
     if (strategy.spMode == SequenceMode::Megatron)
@@ -455,15 +505,20 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     double recompute = 0;
     if (op.layer >= 0 && (strategy.recompute == Recompute::Full ||
                           (strategy.recompute == Recompute::Selective && op.recomputedWhenSelective)))
-      recompute = fwd + (strategy.recompute == Recompute::Full && options.recomputeCollectives ? fwdComm : 0);
+      recompute = fwd + (strategy.recompute == Recompute::Full
+                             ? (options.recomputeCollectives ? fwdComm : ringSeconds)
+                             : 0);
     cost.forward = fwd;
     cost.backward = bwd + recompute;
     cost.forwardComm = fwdComm;
     cost.backwardComm = bwdComm;
-    if (strategy.recompute == Recompute::Full && options.recomputeCollectives && op.layer >= 0)
-      for (const CommEvent &e : forwardEvents)
-        if (e.collective != Collective::SendRecv)
-          cost.recomputedEvents.push_back(e);
+    if (strategy.recompute == Recompute::Full && op.layer >= 0) {
+      if (options.recomputeCollectives)
+        for (const CommEvent &e : forwardEvents)
+          if (e.collective != Collective::SendRecv)
+            cost.recomputedEvents.push_back(e);
+      cost.recomputedEvents.insert(cost.recomputedEvents.end(), ringForward.begin(), ringForward.end());
+    }
     cost.forwardEvents = std::move(forwardEvents);
     cost.backwardEvents = std::move(backwardEvents);
     return cost;
@@ -471,9 +526,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
 
   // Identical layers (the common case) cost the same op by op: cost the ops
   // of one layer once per kind of position (inside a stage, or receiving
-  // from the previous stage; reading what no layer made, as the first
-  // layer reads the embedding, or not) and reuse, so evaluation does not
-  // grow with the work of each extra layer.
+  // from the previous stage; in the first layer, which reads the embedding
+  // and pays for resharding what every layer reads, such as a mask, or in
+  // a later one) and reuse, so evaluation does not grow with the work of
+  // each extra layer.
   std::vector<int> layerStart(std::max(0, graph.numLayers), -1), layerSize(layerStart.size(), 0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     int l = graph.ops[o].layer;
@@ -503,13 +559,12 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     const OpCost *cost;
     OpCost fresh;
     if (identicalLayers && op.layer >= 0) {
-      bool receives = false, fromOutside = false;
+      bool receives = false;
       for (const TensorUse &use : op.inputs) {
         int producer = graph.values[use.value].producer;
         receives |= producer >= 0 && opStage[producer] != stage;
-        fromOutside |= producer >= 0 && graph.ops[producer].layer < 0;
       }
-      auto key = std::make_tuple(int(o) - layerStart[op.layer], receives, fromOutside);
+      auto key = std::make_tuple(int(o) - layerStart[op.layer], receives, op.layer == 0);
       auto it = layerCache.find(key);
       if (it == layerCache.end())
         it = layerCache.emplace(key, costOf(o)).first;

@@ -240,6 +240,9 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
         costOp.factors[size_t(f)].kind = cost::FactorKind::Reduction;
     OpFacts facts = factsOf(op, rule);
     costOp.kind = facts.kind;
+    // The fused attention op is the attention core sequence parallelism's
+    // algorithms (all-to-all, ring) work on.
+    costOp.attentionCore = llvm::isa<train::AttentionOp>(op);
     costOp.forwardFlops = facts.forwardFlops;
     costOp.backwardFlops = facts.backwardRatio * facts.forwardFlops;
     for (int i : facts.savedInputs)

@@ -336,7 +336,41 @@ def train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, refer
     return log, loss_error, worst_weight, where
 
 
-tp_rows = []
+MODEL_AXIS_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+
+
+def check_model_axis(manifest, section, axis, name, log, tag):
+    """The cost model is right about the model axis (tensor or sequence):
+    its prediction, which it derives from the split read back off the
+    program (AppliedSharding.h) with its own rules, equals the IR's count of
+    the collectives the partitioner inserted (plus the split tensors' norm
+    completions, one all-reduce each for the gradient norm and, under LAMB
+    and LARS, the trust ratios), and the runtime's counters at every step
+    (bytes of every collective on every axis, and calls on this one).
+    Returns the predicted and measured bytes and calls on `axis` for the
+    comparison table."""
+    completions = 2 if name in ("lamb", "lars") else 1
+    predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
+    predicted_calls = manifest["predicted_comm_calls_per_step_by_optimizer"][name]
+    ir = {}
+    for collective in MODEL_AXIS_COLLECTIVES:
+        if section[f"activation_{collective}_bytes_per_step"]:
+            ir[collective] = (section[f"activation_{collective}_bytes_per_step"],
+                              section[f"activation_{collective}s_per_step"])
+    if section["norm_completion_bytes"]:
+        b, n = ir.get("all_reduce", (0, 0))
+        ir["all_reduce"] = (b + completions * section["norm_completion_bytes"], n + completions)
+    model = {c: (axes[axis], predicted_calls[c][axis]) for c, axes in predicted.items() if axis in axes}
+    check(model == ir, f"{tag}: the cost model predicts {model} (bytes, calls) on {axis}, the IR counts {ir}")
+    check_counters(log, predicted, tag)
+    first = json.loads(open(log).readline())["comm"]
+    measured = {c: (axes[axis]["bytes"], axes[axis]["calls"]) for c, axes in first.items() if axis in axes}
+    check(measured == model, f"{tag}: measured {measured} (bytes, calls) on {axis}, the plan says {model}")
+    model_axis_rows.append((tag, axis, model, ir, measured))
+    return model
+
+
+model_axis_rows = []
 print(f"{'model':8} {'dp x tp':7} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
 for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert", 2, 4, ""),
                                ("llama", 2, 4, "zero=1"), ("llama", 2, 4, "zero=2,microbatches=2"),
@@ -373,56 +407,15 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
         if not ran:
             continue
         log, loss_error, worst_weight, where = ran
-        completions = 2 if name in ("lamb", "lars") else 1
-        # The cost model's prediction, from the split read back off the
-        # program (AppliedSharding.h) and its own resharding rules, covers
-        # the tensor axis; the IR's count of the collectives the partitioner
-        # inserted is a second, independent count. All three must agree.
-        predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
-        predicted_calls = manifest["predicted_comm_calls_per_step_by_optimizer"][name]
-        ir_bytes = {"all_reduce": tensor["activation_all_reduce_bytes_per_step"] +
-                    completions * tensor["norm_completion_bytes"]}
-        ir_calls = {"all_reduce": tensor["activation_all_reduces_per_step"] + completions}
-        # Sequence parallelism: the blocks' entries gather the tokens (again
-        # in the backward pass) and their exits reduce-scatter them.
-        for collective in ("all_gather", "reduce_scatter"):
-            if tensor[f"activation_{collective}_bytes_per_step"]:
-                ir_bytes[collective] = tensor[f"activation_{collective}_bytes_per_step"]
-                ir_calls[collective] = tensor[f"activation_{collective}s_per_step"]
-        model_bytes = {c: axes["tp"] for c, axes in predicted.items() if "tp" in axes}
-        model_calls = {c: axes["tp"] for c, axes in predicted_calls.items() if "tp" in axes}
-        check(model_bytes == ir_bytes and model_calls == ir_calls,
-              f"{tag}: the cost model predicts {model_bytes} bytes in {model_calls} calls on the tensor axis, "
-              f"the IR counts {ir_bytes} in {ir_calls}")
-        check_counters(log, predicted, tag)
-        calls = {c: {axis: e["calls"] for axis, e in axes.items()}
-                 for c, axes in json.loads(open(log).readline())["comm"].items()}
-        for collective, expected in model_calls.items():
-            made = calls.get(collective, {}).get("tp", 0)
-            check(made == expected, f"{tag}: {made} {collective} calls on the tensor axis, the plan says {expected}")
-        tp_rows.append((tag, {c: (b, model_calls[c]) for c, b in model_bytes.items()},
-                        {c: (b, ir_calls[c]) for c, b in ir_bytes.items()},
-                        {c: (axes["tp"]["bytes"], axes["tp"]["calls"])
-                         for c, axes in json.loads(open(log).readline())["comm"].items() if "tp" in axes}))
+        predicted = check_model_axis(manifest, tensor, "tp", name, log, tag)
         check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
                            f"{model} {name} tp=2 x{ranks} {zero}")
         check_step_peak(log, program, tag)
         print(f"{model:8} {f'{dp} x 2':7} {name + (' ' + zero if zero else ''):9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; "
-              f"tp all-reduce {predicted['all_reduce']['tp']} B in {calls['all_reduce']['tp']} calls, "
+              f"tp all-reduce {predicted['all_reduce'][0]} B in {predicted['all_reduce'][1]} calls, "
               f"{tensor['split_trainable_tensors']} tensors split, measured = predicted)")
         check(loss_error <= 1e-5, f"{tag}: tensor-parallel losses differ from PyTorch's by {loss_error:.2e}")
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
-
-# The cost model is right about the tensor axis: per step, bytes and calls
-# of each collective as the cost model predicts them (from the split read
-# back off the program), as the IR counts the partitioner's collectives,
-# and as the runtime's counters measured them.
-print(f"{'run':42} {'collective':15} {'cost model':>16} {'IR':>16} {'measured':>16}  tensor axis, bytes/calls per step")
-for tag, model, ir, measured in tp_rows:
-    for collective in sorted(model):
-        cells = [f"{b:.0f}/{n}" for b, n in (model[collective], ir.get(collective, (0, 0)),
-                                             measured.get(collective, (0, 0)))]
-        print(f"{tag:42} {collective:15} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16}")
 
 # A tensor-parallel run resumes bit for bit (every rank its own slices).
 program, feed4 = f"{WORK}/llama-tp2-x4", repeated_feed("llama", 2)
@@ -538,27 +531,28 @@ for model, dp, sp, mode, batch, extra in [
         if not ran:
             continue
         log, loss_error, worst_weight, where = ran
-        predicted = {c: dict(axes) for c, axes in manifest["predicted_comm_bytes_per_step_by_optimizer"][name].items()}
-        expected_calls = {}
-        for collective in ("all_reduce", "all_gather", "all_to_all", "send_recv"):
-            if sequence[f"activation_{collective}_bytes_per_step"]:
-                predicted.setdefault(collective, {})["sp"] = sequence[f"activation_{collective}_bytes_per_step"]
-                expected_calls[collective] = sequence[f"activation_{collective}s_per_step"]
-        check_counters(log, predicted, tag)
-        calls = {c: {axis: e["calls"] for axis, e in axes.items()}
-                 for c, axes in json.loads(open(log).readline())["comm"].items()}
-        for collective, expected in expected_calls.items():
-            made = calls.get(collective, {}).get("sp", 0)
-            check(made == expected, f"{tag}: {made} {collective} calls on the sequence axis, expected {expected}")
+        predicted = check_model_axis(manifest, sequence, "sp", name, log, tag)
         check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
                            f"{model} {name} sp={sp} {mode} x{ranks} {extra}")
         check_step_peak(log, program, tag)
         attention = "all_to_all" if mode == "all-to-all" else "send_recv"
         print(f"{model:8} {f'{dp} x {sp}':7} {mode:10} {name + (' ' + extra if extra else ''):9} {loss_error:28.2e} "
-              f"{worst_weight:30.2e}  ({where}; sp {attention} {predicted[attention]['sp']} B in "
-              f"{calls[attention]['sp']} calls, all-reduce {predicted['all_reduce']['sp']} B, measured = counted)")
+              f"{worst_weight:30.2e}  ({where}; sp {attention} {predicted[attention][0]} B in "
+              f"{predicted[attention][1]} calls, all-reduce {predicted['all_reduce'][0]} B, measured = predicted)")
         check(loss_error <= 1e-5, f"{tag}: sequence-parallel losses differ from PyTorch's by {loss_error:.2e}")
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
+# The cost model is right about the model axes: per step, bytes and calls of
+# each collective as the cost model predicts them (from the split read back
+# off the program), as the IR counts the partitioner's collectives, and as
+# the runtime's counters measured them, for every tensor- and
+# sequence-parallel run above.
+print(f"{'run':46} {'axis':4} {'collective':15} {'cost model':>14} {'IR':>14} {'measured':>14}  bytes/calls per step")
+for tag, axis, model, ir, measured in model_axis_rows:
+    for collective in sorted(model):
+        cells = [f"{b:.0f}/{n}" for b, n in (model[collective], ir.get(collective, (0, 0)),
+                                             measured.get(collective, (0, 0)))]
+        print(f"{tag:46} {axis:4} {collective:15} {cells[0]:>14} {cells[1]:>14} {cells[2]:>14}")
 
 # Tensor parallelism refuses what it cannot run, naming it.
 cases = [

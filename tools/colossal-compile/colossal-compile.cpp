@@ -383,6 +383,14 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  // The model's graph before the model axis (tensor or sequence) splits it.
+  std::optional<colossal::cost::Graph> wholeGraph;
+  if (phase != Phase::Mlir && phase != Phase::Raised && tensorRanks > 1) {
+    if (FailureOr<colossal::cost::Graph> g =
+            colossal::plan::buildCostGraph(module->lookupSymbol<func::FuncOp>("forward"));
+        succeeded(g))
+      wholeGraph = std::move(*g);
+  }
   if (phase != Phase::Mlir && phase != Phase::Raised && sequenceAxis) {
     std::string mode = "sp=" + std::to_string(tensorRanks) + ",sp_mode=" + colossal::partition::nameOf(*sequenceAxis);
     FailureOr<colossal::partition::SequenceAxisSummary> sequence =
@@ -402,14 +410,6 @@ int main(int argc, char **argv) {
       llvm::errs() << sequence->copies << " replicated operands summed over the ranks' tokens, "
                    << sequence->rankSlices << " cut to the rank's tokens, " << sequence->gathers << " masks gathered\n";
     }
-  }
-  // The model's graph before tensor parallelism splits it.
-  std::optional<colossal::cost::Graph> wholeGraph;
-  if (phase != Phase::Mlir && phase != Phase::Raised && tensorRanks > 1 && !sequenceAxis) {
-    if (FailureOr<colossal::cost::Graph> g =
-            colossal::plan::buildCostGraph(module->lookupSymbol<func::FuncOp>("forward"));
-        succeeded(g))
-      wholeGraph = std::move(*g);
   }
   if (phase != Phase::Mlir && phase != Phase::Raised && tensorRanks > 1 && !sequenceAxis) {
     FailureOr<colossal::partition::TensorParallelSummary> split =
@@ -449,7 +449,7 @@ int main(int argc, char **argv) {
   // One rank's graph after the split, to read the split back (the package
   // has the cost model predict the tensor axis's collectives from it).
   std::optional<colossal::cost::Graph> splitGraph;
-  if (wholeGraph && !sequenceAxis) {
+  if (wholeGraph) {
     if (FailureOr<colossal::cost::Graph> g =
             colossal::plan::buildCostGraph(module->lookupSymbol<func::FuncOp>("forward"));
         succeeded(g))
@@ -544,6 +544,7 @@ int main(int argc, char **argv) {
     s.unsplitGraph = std::move(wholeGraph);
     s.splitGraph = std::move(splitGraph);
     s.megatronSequenceParallel = sequenceParallel;
+    s.sequenceAlgorithm = sequenceAxis ? colossal::partition::nameOf(*sequenceAxis) : "";
     if (failed(colossal::codegen::writePackage(*module, package)))
       return 1;
     llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")

@@ -67,6 +67,9 @@ struct ProgramSettings {
   std::optional<cost::Graph> unsplitGraph, splitGraph;
   /// Megatron sequence parallelism between the tensor-parallel blocks.
   bool megatronSequenceParallel = false;
+  /// Sequence parallelism on its own axis ("all-to-all" or "ring"; empty:
+  /// the model axis is the tensor axis).
+  std::string sequenceAlgorithm;
 };
 
 /// What the emitted step will hold: every value is freed after the
