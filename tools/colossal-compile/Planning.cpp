@@ -165,6 +165,12 @@ std::vector<std::string> tensorSplitSummary(const cost::Graph &graph, const cost
           for (size_t d = 0; d < out.dims.size() && where.empty(); ++d)
             if (std::find(out.dims[d].begin(), out.dims[d].end(), int(f)) != out.dims[d].end())
               where = "result dimension " + std::to_string(d);
+        // A factor the result lacks (a loss's classes): where it enters.
+        for (size_t i = 0; i < op.inputs.size() && where.empty(); ++i)
+          for (size_t d = 0; d < op.inputs[i].dims.size() && where.empty(); ++d)
+            if (std::find(op.inputs[i].dims[d].begin(), op.inputs[i].dims[d].end(), int(f)) !=
+                op.inputs[i].dims[d].end())
+              where = "operand " + std::to_string(i) + " dimension " + std::to_string(d);
         if (where.empty())
           where = "factor " + op.factors[f].name;
       }
