@@ -141,25 +141,23 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   if (!estimate)
     return module.emitWarning() << "no prediction: the cost model cannot evaluate dp=" << s.ranks << ": " << error;
   if (s.unsplitGraph && s.splitGraph) {
-    // The tensor axis: the whole model under the split the partitioner
-    // applied, read back; the cost model's resharding rules derive its
-    // collectives, which the program's counters must show.
-    bool sequence = !s.sequenceAlgorithm.empty();
-    std::string axis = sequence ? "sp" : "tp";
-    std::optional<cost::Strategy> split = cost::Strategy::parse(
-        strategy->str() + "," + axis + "=" + std::to_string(s.tensorRanks) +
-            (sequence ? ",sp_mode=" + s.sequenceAlgorithm : s.megatronSequenceParallel ? ",sp_mode=megatron" : ""),
-        error);
-    cost::Mesh mesh = split ? cost::buildMesh(*split, *cluster) : cost::Mesh();
+    // The model axis (tensor or sequence): the whole model under the split
+    // the partitioner applied, read back; the cost model's resharding rules
+    // derive its collectives, which the program's counters must show.
+    bool ownAxis = s.sequenceMode == cost::SequenceMode::AllToAll || s.sequenceMode == cost::SequenceMode::Ring;
+    std::string axis = ownAxis ? "sp" : "tp";
+    cost::Strategy split = *strategy;
+    (ownAxis ? split.sp : split.tp) = int(s.tensorRanks);
+    split.spMode = s.sequenceMode;
+    cost::Mesh mesh = cost::buildMesh(split, *cluster);
     std::optional<cost::GraphSharding> sharding =
-        split ? cost::appliedAxisSharding(*s.unsplitGraph, *s.splitGraph, mesh.axisIndex(axis), s.tensorRanks, error)
-              : std::nullopt;
+        cost::appliedAxisSharding(*s.unsplitGraph, *s.splitGraph, mesh.axisIndex(axis), s.tensorRanks, error);
     options.layouts = cost::SplitLayouts::Built;
     options.recomputeCollectives = false;
     std::optional<cost::Estimate> whole =
-        sharding ? cost::estimate(*s.unsplitGraph, *split, *cluster, error, &*sharding, options) : std::nullopt;
+        sharding ? cost::estimate(*s.unsplitGraph, split, *cluster, error, &*sharding, options) : std::nullopt;
     if (!whole)
-      return module.emitWarning() << "no prediction of the tensor axis: " << error;
+      return module.emitWarning() << "no prediction of the " << axis << " axis: " << error;
     for (const cost::CommTotal &c : whole->stages.front().comm)
       if (c.axis == axis)
         estimate->stages.front().comm.push_back(c);

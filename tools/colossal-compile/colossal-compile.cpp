@@ -543,8 +543,11 @@ int main(int argc, char **argv) {
     s.recompute = recompute;
     s.unsplitGraph = std::move(wholeGraph);
     s.splitGraph = std::move(splitGraph);
-    s.megatronSequenceParallel = sequenceParallel;
-    s.sequenceAlgorithm = sequenceAxis ? colossal::partition::nameOf(*sequenceAxis) : "";
+    s.sequenceMode = sequenceAxis ? (*sequenceAxis == colossal::partition::SequenceAlgorithm::Ring
+                                         ? colossal::cost::SequenceMode::Ring
+                                         : colossal::cost::SequenceMode::AllToAll)
+                     : sequenceParallel ? colossal::cost::SequenceMode::Megatron
+                                        : colossal::cost::SequenceMode::None;
     if (failed(colossal::codegen::writePackage(*module, package)))
       return 1;
     llvm::errs() << "colossal-compile: wrote " << outputPath << (package.build ? "/model_train" : "/train_step.cpp")

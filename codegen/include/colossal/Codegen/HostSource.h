@@ -65,11 +65,10 @@ struct ProgramSettings {
   /// package reads the split back from the two (cost/AppliedSharding.h) and
   /// has the cost model predict the tensor axis's collectives from it.
   std::optional<cost::Graph> unsplitGraph, splitGraph;
-  /// Megatron sequence parallelism between the tensor-parallel blocks.
-  bool megatronSequenceParallel = false;
-  /// Sequence parallelism on its own axis ("all-to-all" or "ring"; empty:
-  /// the model axis is the tensor axis).
-  std::string sequenceAlgorithm;
+  /// How the model axis of `tensorRanks` splits the sequence: Megatron's
+  /// on the tensor axis between its blocks, all-to-all or ring on an axis
+  /// of its own (the model axis is then `sp`), or not at all.
+  cost::SequenceMode sequenceMode = cost::SequenceMode::None;
 };
 
 /// What the emitted step will hold: every value is freed after the
