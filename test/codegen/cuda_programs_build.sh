@@ -18,7 +18,8 @@ for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:f
              llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_mlp:fp32; do
   IFS=: read -r model precision strategy <<< "$build"
   dir=$work/${model//\//-}-$precision${strategy:+-$strategy}
-  extra=(--precision "$precision" --batch 2)
+  # The MLP's file fixes its batch at 4.
+  extra=(--precision "$precision" --batch "$([ "$model" = mlp ] && echo 4 || echo 2)")
   # Data parallel with ZeRO over two GPUs (four for stage 1): the batch is global.
   case $strategy in
     zero1) extra+=(--gpus 4 --strategy zero=1 --batch 4) ;;

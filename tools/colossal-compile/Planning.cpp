@@ -351,7 +351,23 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     graphs[b] = scaled ? std::move(scaled) : graphAt(context, request, b, graphErrors[b]);
     return graphs[b];
   };
+  // A file exported without a dynamic batch axis trains on its own batch:
+  // that is the only microbatch size a plan may have.
+  std::optional<FixedBatch> fixedBatch = fixedBatchOfFile(request.inputPath, request.import);
   auto graphFor = [&](int64_t b, std::string &why) -> std::optional<cost::Graph> {
+    if (fixedBatch && b != fixedBatch->size) {
+      why = "the model file fixes the batch at " + std::to_string(fixedBatch->size) + " (graph input '" +
+            fixedBatch->input + "' is " + fixedBatch->shape + "), so every microbatch holds " +
+            std::to_string(fixedBatch->size) + " sample(s), not " + std::to_string(b) +
+            " (export it with a dynamic batch dimension to let the plan choose)";
+      return std::nullopt;
+    }
+    if (fixedBatch) {
+      std::optional<cost::Graph> &g = imported(b);
+      if (!g)
+        why = graphErrors[b];
+      return g;
+    }
     std::optional<cost::Graph> &g = build(b);
     if (!g) {
       why = graphErrors[b];

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FixedBatch.h"
 #include "GraphImporter.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
@@ -369,6 +370,16 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
     argTypes.push_back(*type);
     argNames.push_back(input.name());
   }
+  // --batch with nothing to bind: the file's batch is the one trained on,
+  // so it must be the one asked for.
+  if (ok && options.batch)
+    if (std::optional<FixedBatch> fixed = fixedBatchOf(model, options); fixed && fixed->size != *options.batch)
+      return modelError(llvm::formatv(
+          "the file fixes the batch at {0} (graph input '{1}' is {2}, no dimension named like 'batch'), but the "
+          "program is compiled for {3} sample(s) per microbatch of each rank; export the model with a dynamic "
+          "batch dimension (torch.onnx.export(..., dynamic_axes={{'{1}': {{0: 'batch'}})), or choose --batch so "
+          "that each rank's microbatch holds {0}",
+          fixed->size, fixed->input, fixed->shape, *options.batch));
   return success(ok);
 }
 
@@ -489,6 +500,18 @@ OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext &context, const void *data, si
   }
   import::GraphImporter importer(context, model, displayName, baseDir, options);
   return importer.run();
+}
+
+std::optional<FixedBatch> fixedBatchOfFile(const std::string &path, const ImportOptions &options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return std::nullopt;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  onnx::ModelProto model;
+  std::string error;
+  if (!import::parseModel(bytes.data(), bytes.size(), model, error))
+    return std::nullopt;
+  return import::fixedBatchOf(model, options);
 }
 
 OwningOpRef<ModuleOp> importOnnxFile(MLIRContext &context, const std::string &path,

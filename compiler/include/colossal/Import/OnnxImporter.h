@@ -62,6 +62,19 @@ mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &context,
                                                  const std::string &path,
                                                  const ImportOptions &options);
 
+/// The batch a model file fixes (exported without a dynamic batch axis):
+/// its size and the data input that shows it, e.g. 'input_ids' [4, 128].
+struct FixedBatch {
+  int64_t size = 0;
+  std::string input;
+  std::string shape;
+};
+
+/// The batch the ONNX file at `path` fixes; nullopt when its batch is
+/// dynamic, when its inputs do not show one, or when the file cannot be
+/// read (importing it reports why).
+std::optional<FixedBatch> fixedBatchOfFile(const std::string &path, const ImportOptions &options);
+
 /// Imports an ONNX model from bytes already in memory (the fuzzer's entry);
 /// `displayName` names it in diagnostics, `baseDir` resolves external data.
 mlir::OwningOpRef<mlir::ModuleOp> importOnnxBytes(mlir::MLIRContext &context,
