@@ -155,6 +155,26 @@ private:
     return success();
   }
 
+  /// `op`'s result: its operand under another shape. An operand this op
+  /// reads last moves into the result (no copy, the same bytes charged).
+  LogicalResult relabel(Operation *op) {
+    Value x = op->getOperand(0), result = op->getResult(0);
+    std::string expression = "reshape(" + ref(x) + ", " + shape(result) + ")";
+    if (!owned_.contains(x) || lastUse_.lookup(x) != op || result.use_empty())
+      return define(op, result, expression);
+    FailureOr<Kind> kind = kindOf(result, op);
+    if (failed(kind))
+      return failure();
+    std::string name = "v" + std::to_string(counter_++);
+    names_[result] = name;
+    os_ << "  Tensor " << name << " = reshape(std::move(" << ref(x) << "), " << shape(result) << ");\n";
+    os_ << "  expect(" << name << ", " << shape(result) << ", " << (*kind == Kind::Integer ? "true" : "false")
+        << ", " << describe(op) << ");\n";
+    owned_.erase(x);
+    owned_.insert(result);
+    return success();
+  }
+
   LogicalResult emitConstant(ConstantOp op);
   LogicalResult emitOp(Operation *op, const std::map<std::string, size_t> &parameterIndex);
 
@@ -165,6 +185,8 @@ private:
   llvm::DenseSet<Value> owned_;
   /// Host parameter reads: the parameter's index, released after the last use.
   llvm::DenseMap<Value, size_t> fetched_;
+  /// The op reading each value last.
+  llvm::DenseMap<Value, Operation *> lastUse_;
   int64_t held_ = 0, peak_ = 0, total_ = 0;
   int counter_ = 0;
   /// The CUDA target: values live on the device.
@@ -380,12 +402,10 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
       shapes += (i ? ", " : "") + shape(r);
     return defineAll(op, "split(" + in(0) + ", " + std::to_string(int64_t(s.getAxis())) + ", " + shapes + "})");
   }
-  if (isa<ReshapeOp>(op))
-    return one("reshape(" + in(0) + ", " + out() + ")");
-  // Tensor parallelism's collectives: the copy is the identity (its
-  // gradient is the all-reduce), the sum is over the tensor axis.
-  if (isa<CopyToRanksOp>(op))
-    return one("reshape(" + in(0) + ", " + out() + ")");
+  // A reshape relabels its input; the copy to the tensor axis's ranks is
+  // the identity (its gradient is the all-reduce).
+  if (isa<ReshapeOp, CopyToRanksOp>(op))
+    return relabel(op);
   if (auto g = dyn_cast<AllGatherOp>(op))
     return one("collectives.allGather(" + in(0) + ", " + quoted(g.getAxis()) + ", " +
                std::to_string(int64_t(g.getDim())) + ")");
@@ -480,7 +500,7 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   // Each value is freed after the statement of its last use: the step's
   // memory is its live values, not all of them.
   os_ << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::" << (device_ ? "Device" : "Host") << ");\n";
-  llvm::DenseMap<Value, Operation *> lastUse;
+  llvm::DenseMap<Value, Operation *> &lastUse = lastUse_;
   for (Operation &op : body)
     for (Value operand : op.getOperands())
       lastUse[operand] = &op;
@@ -516,6 +536,8 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
     Value gradient;
   };
   llvm::DenseMap<Operation *, std::vector<Report>> reportsAfter;
+  // Reported gradients freed at once: their places in the list stay empty.
+  llvm::DenseSet<Value> taken;
   for (auto [index, name] : llvm::enumerate(trainableOrder))
     if (auto it = gradientByName.find("grad:" + name); it != gradientByName.end() && !device_)
       if (Operation *definer = it->second.getDefiningOp())
@@ -523,10 +545,22 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   for (Operation &op : body.without_terminator()) {
     if (failed(emitOp(&op, parameterIndex)))
       return failure();
-    if (auto it = reportsAfter.find(&op); it != reportsAfter.end())
+    if (auto it = reportsAfter.find(&op); it != reportsAfter.end()) {
       for (const Report &report : it->second)
         os_ << "  gradientReady(" << report.index << ", " << ref(report.gradient) << "); // @" << report.name
             << "\n";
+      // The trainer has taken them: a gradient only returned is freed now,
+      // not held to the end of the step.
+      llvm::SmallPtrSet<Value, 4> freed;
+      for (const Report &report : it->second) {
+        Value g = report.gradient;
+        if (owned_.contains(g) && g != terminator->getOperand(0) && freed.insert(g).second &&
+            llvm::all_of(g.getUsers(), [&](Operation *user) { return user == terminator; })) {
+          free(g);
+          taken.insert(g);
+        }
+      }
+    }
     llvm::SmallPtrSet<Value, 4> done; // an operand read twice is freed once
     for (Value operand : op.getOperands()) {
       if (lastUse.lookup(operand) != &op || !done.insert(operand).second)
@@ -544,7 +578,10 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
     auto it = gradientByName.find("grad:" + name);
     if (it == gradientByName.end())
       return step_.emitError() << "@forward_backward returns no gradient for trainable parameter @" << name;
-    os_ << "  gradients.push_back(" << toHost(it->second) << "); // @" << name << "\n";
+    if (taken.contains(it->second))
+      os_ << "  gradients.emplace_back(); // @" << name << ", taken when reported\n";
+    else
+      os_ << "  gradients.push_back(" << toHost(it->second) << "); // @" << name << "\n";
   }
   // Parameter reads the step returns as they are: released once copied.
   llvm::SmallPtrSet<Value, 4> returned;

@@ -904,6 +904,14 @@ Tensor reshape(const Tensor &x, const Shape &out) {
   return r;
 }
 
+Tensor reshape(Tensor &&x, const Shape &out) {
+  if (ix::product(out) != x.elements())
+    fail("reshape", "cannot reshape " + host::describe(x.shape) + " into " + host::describe(out));
+  Tensor r = std::move(x);
+  r.shape = out;
+  return r;
+}
+
 Tensor transpose(const Tensor &x, const Shape &perm) {
   Shape out(perm.size()), strides(perm.size()), in = ix::stridesOf(x.shape);
   for (size_t d = 0; d < perm.size(); ++d)

@@ -122,8 +122,20 @@ void ShardedOptimizer::beginStep() { std::fill(grad_.begin(), grad_.end(), 0.0f)
 
 void ShardedOptimizer::addMicrobatch(const std::vector<std::vector<float>> &grads, float scale) {
   for (size_t t = 0; t < grads.size(); ++t)
-    for (int64_t k = 0; k < sizes_[t]; ++k)
-      flat_[size_t(flatIndex(t, k))] = grads[t][size_t(k)] * scale;
+    stageGradient(t, grads[t].data(), int64_t(grads[t].size()), scale);
+  reduceStaged();
+}
+
+void ShardedOptimizer::stageGradient(size_t t, const float *gradient, int64_t elements, float scale) {
+  if (t >= sizes_.size() || elements != sizes_[t])
+    throw Error(dp_.worldRanks()[size_t(dp_.rank())], "ShardedOptimizer::stageGradient", "gradient " + std::to_string(t) + " has " +
+                                                       std::to_string(elements) + " elements, not " +
+                                                       std::to_string(t < sizes_.size() ? sizes_[t] : 0));
+  for (int64_t k = 0; k < elements; ++k)
+    flat_[size_t(flatIndex(t, k))] = gradient[k] * scale;
+}
+
+void ShardedOptimizer::reduceStaged() {
   dp_.reduceScatter(Buffer::of(flat_.data(), DType::F32, int64_t(flat_.size())),
                     Buffer::of(scratch_.data(), DType::F32, shard_));
   for (int64_t k = 0; k < shard_; ++k)

@@ -741,27 +741,50 @@ void addMicrobatchGradient(const TrainingProgram &program, const State &s, size_
       sum[k] += gradient.floats[k] / float(microbatches);
 }
 
-/// The gradients the step reports while its backward pass runs: during the
-/// last microbatch each is added to the step's sum at once and its bucket's
-/// all-reduce starts as soon as the bucket is complete, overlapping the rest
-/// of the backward pass.
+/// The gradients the step reports while its backward pass runs. Each is
+/// taken at once, so the step frees it (GradientReady's contract): added to
+/// the step's sum or, under ZeRO-2/3, staged for the microbatch's
+/// reduce-scatter. During the last microbatch of a data-parallel step each
+/// bucket's all-reduce also starts as soon as the bucket is complete,
+/// overlapping the rest of the backward pass.
 class ReportedGradients : public GradientReady {
 public:
   ReportedGradients(const TrainingProgram &program, State &state, OverlappedGradientAverage &average,
                     int64_t microbatches)
-      : program_(program), state_(state), average_(average), microbatches_(microbatches) {}
+      : program_(program), state_(state), average_(average), microbatches_(microbatches),
+        taken_(state.grads.size(), false) {}
 
-  /// Whether this microbatch's reports are taken (the last one, when the
-  /// average may overlap the step).
-  void collect(bool collecting) { collecting_ = collecting; }
+  /// Starts a microbatch: `overlap`, whether each complete bucket's average
+  /// starts during the step; `stage`, whether gradients go to ZeRO's
+  /// reduce-scatter rather than the step's sum.
+  void beginMicrobatch(bool overlap, bool stage) {
+    overlap_ = overlap, stage_ = stage;
+    std::fill(taken_.begin(), taken_.end(), false);
+  }
+  bool taken(size_t t) const { return taken_[t]; }
+
   void operator()(size_t t, const Tensor &gradient) override {
-    if (!collecting_)
-      return;
-    if (t >= state_.grads.size())
+    if (t >= taken_.size() || taken_[t])
       fail(program_.model, "the step reported gradient " + std::to_string(t) + " of " +
-                               std::to_string(state_.grads.size()));
+                               std::to_string(taken_.size()) + (t < taken_.size() ? " twice" : ""));
+    take(t, gradient);
+    taken_[t] = true;
+  }
+
+  /// Gradient `t` of this microbatch, reported or returned: the same sum
+  /// either way, so a gradient reported early adds bit for bit like one
+  /// returned.
+  void take(size_t t, const Tensor &gradient) {
+    if (stage_) {
+      if (gradient.integer)
+        fail(program_.model, "the gradient of '" + program_.parameters[state_.trainable[t]].name + "' is integer");
+      state_.sharded->stageGradient(t, gradient.floats.data(), int64_t(gradient.floats.size()),
+                                    1.0f / float(microbatches_));
+      return;
+    }
     addMicrobatchGradient(program_, state_, t, state_.grads[t], gradient, microbatches_);
-    average_.add(t);
+    if (overlap_)
+      average_.add(t);
   }
 
 private:
@@ -769,7 +792,8 @@ private:
   State &state_;
   OverlappedGradientAverage &average_;
   int64_t microbatches_;
-  bool collecting_ = false;
+  bool overlap_ = false, stage_ = false;
+  std::vector<bool> taken_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -1037,7 +1061,8 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       StepRandomness random{o.seed, uint64_t(step), int64_t(dp.rank()) * microbatches + m};
       // ZeRO-2 and 3 reduce-scatter instead; ZeRO-3 gathers during the step
       // (one thread at a time on the communicator).
-      reported.collect(overlapAllowed && !scatterEachMicrobatch && dp.size() > 1 && m + 1 == microbatches);
+      reported.beginMicrobatch(overlapAllowed && !scatterEachMicrobatch && dp.size() > 1 && m + 1 == microbatches,
+                               scatterEachMicrobatch);
       if (gathered)
         gathered->prefetcher().beginCall();
       program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported, collectives);
@@ -1051,21 +1076,13 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
         fail(program.model, "the step returned " + std::to_string(grads.size()) + " gradients for " +
                                 std::to_string(s.trainable.size()) + " trainable parameters");
       loss += microLoss.floats[0] / float(microbatches);
-      if (scatterEachMicrobatch) {
-        // ZeRO-2/3: this microbatch's gradients go to their shards at once.
-        std::vector<std::vector<float>> full;
-        for (size_t t = 0; t < grads.size(); ++t) {
-          if (int64_t(grads[t].floats.size()) != elementsOf(program.parameters[s.trainable[t]].shape))
-            fail(program.model, "the gradient of '" + program.parameters[s.trainable[t]].name + "' has " +
-                                    std::to_string(grads[t].floats.size()) + " elements");
-          full.push_back(std::move(grads[t].floats));
-        }
-        s.sharded->addMicrobatch(full, 1.0f / float(microbatches));
-        continue;
-      }
+      // The gradients the step did not report (the CUDA step reports none).
       for (size_t t = 0; t < grads.size(); ++t)
-        if (!average.isIn(t))
-          addMicrobatchGradient(program, s, t, s.grads[t], grads[t], microbatches);
+        if (!reported.taken(t))
+          reported.take(t, grads[t]);
+      // ZeRO-2/3: this microbatch's gradients go to their shards at once.
+      if (scatterEachMicrobatch)
+        s.sharded->reduceStaged();
     }
     // Data parallel: every rank ends the step with the average of all ranks'
     // gradients (one all-reduce per bucket, the buckets in a fixed order), so

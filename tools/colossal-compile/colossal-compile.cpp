@@ -510,10 +510,12 @@ int main(int argc, char **argv) {
                      << " block inputs gathered again for the backward pass (the shards are kept, not the gathered "
                         "tensors)\n";
     }
-    // ZeRO-3 gathers a weight for each read: the backward reads it again
-    // rather than holding it whole from the forward pass.
-    if (zeroStage == 3 && ranks > 1 && failed(colossal::memory::rereadParametersForBackward(*module))) {
-      printError("scheduling the weights' reads for ZeRO-3 failed (see the error above)");
+    // The backward pass reads each weight again and re-runs its views
+    // (transposes, reshapes, casts) rather than holding the forward's views
+    // across the step: a weight-sized copy per layer otherwise. Under ZeRO-3
+    // each read is a gather, so the weight itself is not held either.
+    if (failed(colossal::memory::rereadParametersForBackward(*module))) {
+      printError("scheduling the weights' reads for the backward pass failed (see the error above)");
       return 1;
     }
   }

@@ -588,6 +588,14 @@ Tensor reshape(const Tensor &x, const Shape &out) {
   return result;
 }
 
+Tensor reshape(Tensor &&x, const Shape &out) {
+  if (ix::product(out) != x.elements())
+    fail("reshape", "cannot reshape " + describe(x.shape) + " into " + describe(out));
+  Tensor result = std::move(x);
+  result.shape = out;
+  return result;
+}
+
 namespace {
 
 /// Runs f on the tensor's data, whichever kind it holds.

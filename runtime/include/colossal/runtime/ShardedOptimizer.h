@@ -79,6 +79,13 @@ public:
   /// Stage 2: reduce-scatters one microbatch's gradients (full tensors,
   /// scaled by `scale`) and adds this rank's shard to the accumulator.
   void addMicrobatch(const std::vector<std::vector<float>> &grads, float scale);
+  /// Stage 2, a tensor at a time: gradient `t` of this microbatch (full,
+  /// `elements` floats) scaled into the reduce-scatter's staging buffer, so
+  /// the step can free it as soon as it is computed...
+  void stageGradient(size_t t, const float *gradient, int64_t elements, float scale);
+  /// ...and, every tensor staged, the microbatch's reduce-scatter into the
+  /// accumulator (the same bits as addMicrobatch).
+  void reduceStaged();
   /// Stage 1: the gradients, already averaged over the ranks, read in place
   /// (LAMB writes its update over this rank's shard of them).
   void useGradients(std::vector<std::vector<float>> &averaged);

@@ -130,8 +130,11 @@ struct StepRandomness {
 
 /// Told of each trainable gradient (by its index among the trainable
 /// parameters) as soon as the step has computed it, while the rest of the
-/// backward pass still runs, so its data-parallel reduction can start; the
-/// step returns every gradient at the end as well.
+/// backward pass still runs: the trainer takes it then (adds it to the
+/// step's sum, stages it for ZeRO's reduce-scatter, starts its bucket's
+/// all-reduce), so the step frees it at once instead of holding every
+/// gradient to its end. A reported gradient's place in the step's returned
+/// list may be empty; one never reported is returned whole.
 class GradientReady {
 public:
   virtual ~GradientReady();
