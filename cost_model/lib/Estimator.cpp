@@ -93,19 +93,95 @@ double producerExtraSplit(const Graph &graph, const GraphSharding &sharding, con
   return 1;
 }
 
+/// The value a saved tensor is (-1: a mask, which only its op keeps).
+int savedValue(const Op &op, const SavedTensor &saved) {
+  if (saved.input >= 0 && size_t(saved.input) < op.inputs.size())
+    return op.inputs[size_t(saved.input)].value;
+  if (saved.output >= 0 && size_t(saved.output) < op.outputs.size())
+    return op.outputs[size_t(saved.output)].value;
+  return -1;
+}
+
 /// Bytes op `o` keeps for backward on one rank under selective or no
-/// recomputation.
+/// recomputation; a value already in `held` (kept by an earlier op) is not
+/// kept twice.
 double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
-                           size_t o, Recompute recompute, bool keepShardedInputs) {
+                           size_t o, Recompute recompute, bool keepShardedInputs, std::vector<char> &held) {
   const Op &op = graph.ops[o];
   double bytes = 0;
   for (const SavedTensor &saved : op.saved) {
     if (recompute == Recompute::Selective && saved.recomputedWhenSelective)
       continue;
+    int value = savedValue(op, saved);
+    if (value >= 0 && held[size_t(value)])
+      continue;
+    if (value >= 0)
+      held[size_t(value)] = 1;
     double kept = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
     if (keepShardedInputs && saved.input >= 0)
       kept /= producerExtraSplit(graph, sharding, mesh, op, sharding[o], op.inputs[saved.input]);
     bytes += kept;
+  }
+  return bytes;
+}
+
+/// Selective recomputation re-runs a layer's cheap ops from what the layer
+/// keeps: the results of its contractions and its inputs from outside it.
+/// Adds to `bytes` (per layer) those a re-run op reads that no op already
+/// keeps, for the ops whose results the backward pass needs (a saved tensor
+/// made again, or another needed re-run op's input).
+void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                             std::vector<double> &bytes, std::vector<char> &held) {
+  auto remade = [&](int producer, int layer) {
+    return producer >= 0 && graph.ops[size_t(producer)].layer == layer &&
+           graph.ops[size_t(producer)].recomputedWhenSelective;
+  };
+  // Values the backward pass needs made again: saved tensors not kept.
+  std::vector<char> readByNeeded(graph.values.size(), 0);
+  for (const Op &op : graph.ops)
+    for (const SavedTensor &saved : op.saved)
+      if (int value = savedValue(op, saved); value >= 0 && saved.recomputedWhenSelective)
+        readByNeeded[size_t(value)] = 1;
+  for (size_t o = graph.ops.size(); o-- > 0;) {
+    const Op &op = graph.ops[o];
+    if (op.layer < 0 || op.layer >= int(bytes.size()) || !op.recomputedWhenSelective)
+      continue;
+    // A mask or output the op keeps itself is made again by running it.
+    bool need = false;
+    for (const SavedTensor &saved : op.saved)
+      need |= saved.recomputedWhenSelective;
+    for (const TensorUse &use : op.outputs)
+      need |= bool(readByNeeded[size_t(use.value)]);
+    if (!need)
+      continue;
+    for (const TensorUse &use : op.inputs) {
+      readByNeeded[size_t(use.value)] = 1;
+      const Value &value = graph.values[size_t(use.value)];
+      if (value.isParameter || value.producer < 0 || remade(value.producer, op.layer) || held[size_t(use.value)])
+        continue;
+      held[size_t(use.value)] = 1;
+      bytes[size_t(op.layer)] += localElements(op, sharding[o], mesh, use.dims) * bytesOf(value.dtype);
+    }
+  }
+}
+
+/// Per layer, the saved tensors selective recomputation makes again: what
+/// the backward pass of that layer holds at once on top of what is kept.
+std::vector<double> layerRemadeBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh) {
+  std::vector<double> bytes(std::max(0, graph.numLayers), 0.0);
+  std::vector<char> held(graph.values.size(), 0);
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    const Op &op = graph.ops[o];
+    if (op.layer < 0 || op.layer >= int(bytes.size()))
+      continue;
+    for (const SavedTensor &saved : op.saved) {
+      int value = savedValue(op, saved);
+      if (!saved.recomputedWhenSelective || (value >= 0 && held[size_t(value)]))
+        continue;
+      if (value >= 0)
+        held[size_t(value)] = 1;
+      bytes[size_t(op.layer)] += localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
+    }
   }
   return bytes;
 }
@@ -117,6 +193,7 @@ std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding
                                                 bool keepShardedInputs) {
   std::vector<double> bytes(std::max(0, graph.numLayers), 0.0);
   std::vector<bool> seen(bytes.size(), false);
+  std::vector<char> held(graph.values.size(), 0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
     if (op.layer < 0 || op.layer >= int(bytes.size()))
@@ -129,8 +206,10 @@ std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding
       seen[op.layer] = true;
       continue;
     }
-    bytes[op.layer] += opSavedBytes(graph, sharding, mesh, o, recompute, keepShardedInputs);
+    bytes[op.layer] += opSavedBytes(graph, sharding, mesh, o, recompute, keepShardedInputs, held);
   }
+  if (recompute == Recompute::Selective)
+    addRecomputationSources(graph, sharding, mesh, bytes, held);
   return bytes;
 }
 
@@ -222,7 +301,24 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   int pp = mesh.axisIndex("pp"), dp = mesh.axisIndex("dp"), sp = mesh.axisIndex("sp");
   std::vector<StageEstimate> perStage(stages);
   std::vector<std::vector<CommTotal>> rankComm(ranks);
-  std::vector<double> maxOutput(ranks, 0);
+  bool keepSharded = strategy.spMode == SequenceMode::Megatron;
+  std::vector<double> kept =
+      layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded);
+  // What a layer's backward pass makes again: all of its activations under
+  // full recomputation, the cheap ops' results under selective.
+  std::vector<double> everything =
+      strategy.recompute == Recompute::Full        ? layerActivationBytes(graph, sharding, mesh, Recompute::None, keepSharded)
+      : strategy.recompute == Recompute::Selective ? layerRemadeBytes(graph, sharding, mesh)
+                                                   : std::vector<double>(kept.size(), 0.0);
+  // The backward pass's transient on top of what is kept: the largest of
+  // an op's gradients in flight, with its layer's remade activations; the
+  // ops after the last layer (the head, the loss) apart, since what they
+  // keep is freed before the layers' backward pass begins.
+  std::vector<double> maxLayerWorking(ranks, 0), maxOtherWorking(ranks, 0);
+  size_t lastLayerOp = 0;
+  for (size_t o = 0; o < graph.ops.size(); ++o)
+    if (graph.ops[o].layer >= 0)
+      lastLayerOp = o;
   double p2pSeconds = 0;
 
   // Parameters: the first consumer's layout is the storage layout.
@@ -293,7 +389,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
 
   // What one op costs on one rank for one microbatch.
   struct OpCost {
-    double forward = 0, backward = 0, forwardComm = 0, backwardComm = 0, outputBytes = 0;
+    double forward = 0, backward = 0, forwardComm = 0, backwardComm = 0;
+    /// The op's backward pass holds its outputs' gradients while it makes
+    /// its activation inputs' (the transient on top of what is kept).
+    double backwardWorking = 0;
     double p2p = 0;
     std::vector<CommEvent> forwardEvents, backwardEvents, recomputedEvents;
   };
@@ -312,7 +411,11 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       outputBytes += localElements(op, s, mesh, use.dims) *
                      bytesOf(graph.values[use.value].dtype) / gridShare;
     bytes += outputBytes;
-    cost.outputBytes = outputBytes;
+    cost.backwardWorking = outputBytes;
+    for (const TensorUse &use : op.inputs)
+      if (graph.values[use.value].producer >= 0)
+        cost.backwardWorking +=
+            localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype) / gridShare;
     DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
     double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
     double rate = op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, forwardFlops)
@@ -576,7 +679,11 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     double copies = repeatOf(o);
     double seconds = (cost->forward + cost->backward + cost->forwardComm + cost->backwardComm) * copies;
     (op.layer >= 0 ? layerSeconds : otherSeconds)[size_t(stage)] += seconds;
-    maxOutput[rank] = std::max(maxOutput[rank], cost->outputBytes);
+    if (op.layer >= 0 && size_t(op.layer) < everything.size())
+      maxLayerWorking[rank] =
+          std::max(maxLayerWorking[rank], cost->backwardWorking + everything[size_t(op.layer)] / gridShare);
+    else
+      maxOtherWorking[rank] = std::max(maxOtherWorking[rank], cost->backwardWorking);
     p2pSeconds = std::max(p2pSeconds, cost->p2p);
     st.computeForward += cost->forward * copies;
     st.computeBackward += cost->backward * copies;
@@ -601,31 +708,25 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     return std::nullopt;
 
   // Per pipeline rank: parameters, data-parallel reduction, optimizer, memory.
-  bool keepSharded = strategy.spMode == SequenceMode::Megatron;
-  std::vector<double> kept =
-      layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded);
-  std::vector<double> everything =
-      strategy.recompute == Recompute::Full
-          ? layerActivationBytes(graph, sharding, mesh, Recompute::None, keepSharded)
-          : kept;
-  // Per virtual stage: bytes kept for backward by one microbatch, and the
-  // largest layer's full activations (rebuilt at once under full recompute).
-  std::vector<double> stageActivations(stages, 0.0), stageLargestLayer(stages, 0.0);
+  // Per virtual stage: bytes kept for backward by one microbatch.
+  // Of them, what the ops after the last layer keep.
+  std::vector<double> stageActivations(stages, 0.0), stageTail(stages, 0.0);
   std::vector<int> layerStage(kept.size(), -1);
+  std::vector<char> heldOutsideLayers(graph.values.size(), 0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
     if (op.layer >= 0 && op.layer < int(kept.size())) {
       layerStage[op.layer] = opStage[o];
       continue;
     }
-    for (const SavedTensor &saved : op.saved)
-      stageActivations[opStage[o]] +=
-          localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
+    double saved = opSavedBytes(graph, sharding, mesh, o, Recompute::None, false, heldOutsideLayers);
+    stageActivations[opStage[o]] += saved;
+    if (o > lastLayerOp)
+      stageTail[opStage[o]] += saved;
   }
   for (size_t l = 0; l < kept.size(); ++l)
     if (layerStage[l] >= 0) {
       stageActivations[layerStage[l]] += kept[l] * double(graph.repeatOf(int(l)));
-      stageLargestLayer[layerStage[l]] = std::max(stageLargestLayer[layerStage[l]], everything[l]);
     }
   // All parameter elements per rank (stored, gathered) and the trainable
   // ones (reduced, updated, with optimizer state).
@@ -799,18 +900,19 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       mem.hostParameters = weightBytes < 4 ? 0 : 4 * shardElements;
     } else
       mem.optimizer = states.optimizer;
-    double perChunk = 0, working = 0;
-    for (int c = 0; c < chunks; ++c) {
-      int stage = c * ranks + r;
-      perChunk = std::max(perChunk, stageActivations[stage]);
-      if (strategy.recompute == Recompute::Full)
-        working = std::max(working, stageLargestLayer[stage]);
-    }
+    double perChunk = 0, tail = 0;
+    for (int c = 0; c < chunks; ++c)
+      if (stageActivations[c * ranks + r] >= perChunk)
+        perChunk = stageActivations[c * ranks + r], tail = stageTail[c * ranks + r];
     int inFlight = std::max(1, pipeline.peakInFlight[r]);
-    mem.activations = (inFlight * perChunk + working) / gridShare;
+    // The peak: as the backward pass starts (everything kept, the loss's
+    // gradients in flight), or inside a layer's backward pass (the head's
+    // tensors freed, the layer's remade ones held).
+    mem.activations = std::max(inFlight * perChunk / gridShare + maxOtherWorking[r],
+                               (inFlight * perChunk - tail) / gridShare + maxLayerWorking[r]);
     mem.communication = (dpSize > 1 ? 2 * std::min(options.bucketBytes, gradBytes) : 0) +
                         (strategy.zero == 3 ? 2 * layerParams[r] * weightBytes : 0);
-    mem.workspace = options.workspaceBytes + maxOutput[r];
+    mem.workspace = options.workspaceBytes;
     re.comm = rankComm[r];
   }
 

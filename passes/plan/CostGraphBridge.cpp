@@ -65,19 +65,66 @@ struct OpFacts {
   bool savesMask = false;        // one byte per output element
 };
 
-OpFacts factsOf(Operation *op, const train::ShardingRule &rule) {
+/// The values a gradient flows into: results of ops reading a trainable
+/// parameter, directly or through other such values. The backward pass
+/// keeps an op's input only for a gradient that needs it.
+llvm::DenseSet<Value> valuesWithGradients(func::FuncOp function) {
+  llvm::DenseSet<Value> needs;
+  auto module = function->getParentOfType<ModuleOp>();
+  function.walk([&](Operation *op) {
+    bool flows = false;
+    if (auto read = llvm::dyn_cast<train::ParamOp>(op)) {
+      auto declared = module ? module.lookupSymbol<train::ParameterOp>(read.getName()) : nullptr;
+      flows = !declared || declared.getTrainable();
+    }
+    for (Value operand : op->getOperands())
+      flows |= needs.contains(operand);
+    if (flows)
+      for (Value result : op->getResults())
+        needs.insert(result);
+  });
+  return needs;
+}
+
+OpFacts factsOf(Operation *op, const train::ShardingRule &rule, const llvm::DenseSet<Value> &needsGradient) {
   double space = 1;
   for (const train::ShardingFactor &f : rule.factors)
     space *= double(f.size);
   double out = op->getNumResults() ? elementsOf(op->getResult(0)) : 0;
   OpFacts facts;
+  auto anyNeedsGradient = [&](std::initializer_list<int> which) {
+    for (int i : which)
+      if (i < int(op->getNumOperands()) && needsGradient.contains(op->getOperand(i)))
+        return true;
+    return false;
+  };
+  // Inputs kept for the backward pass (weights are read again, not kept),
+  // when some input's gradient needs them at all.
   auto activationInputs = [&](std::initializer_list<int> which) {
+    bool any = false;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      any |= needsGradient.contains(op->getOperand(i));
+    if (!any)
+      return;
     for (int i : which)
       if (i < int(op->getNumOperands()) && !isParameterView(op->getOperand(i)))
         facts.savedInputs.push_back(i);
   };
+  // A product's gradient for one factor is the other factor: each is kept
+  // only for its partner's gradient.
+  auto partnersOf = [&](int a, int b) {
+    if (anyNeedsGradient({b}) && !isParameterView(op->getOperand(a)))
+      facts.savedInputs.push_back(a);
+    if (anyNeedsGradient({a}) && !isParameterView(op->getOperand(b)))
+      facts.savedInputs.push_back(b);
+  };
   llvm::TypeSwitch<Operation *>(op)
-      .Case<train::MatMulOp, train::LinearOp, train::GemmOp, train::EinsumOp>([&](Operation *) {
+      .Case<train::MatMulOp, train::LinearOp, train::GemmOp>([&](Operation *) {
+        facts.kind = cost::OpKind::MatMul;
+        facts.forwardFlops = 2 * space;
+        partnersOf(0, 1);
+      })
+      .Case([&](train::EinsumOp) {
         facts.kind = cost::OpKind::MatMul;
         facts.forwardFlops = 2 * space;
         activationInputs({0, 1});
@@ -134,11 +181,25 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule) {
         facts.forwardFlops = 8 * out;
         activationInputs({0});
       })
-      .Case<train::MulOp, train::DivOp>([&](Operation *) {
+      .Case([&](train::MulOp) {
         facts.forwardFlops = out;
-        activationInputs({0, 1});
+        partnersOf(0, 1);
+      })
+      .Case([&](train::DivOp) {
+        // x / y: x's gradient needs y; y's needs both.
+        facts.forwardFlops = out;
+        if (anyNeedsGradient({1}))
+          activationInputs({0, 1});
+        else if (anyNeedsGradient({0}) && !isParameterView(op->getOperand(1)))
+          facts.savedInputs.push_back(1);
       })
       .Default([&](Operation *) { facts.forwardFlops = out; });
+  // Nothing upstream to differentiate: the op keeps nothing.
+  bool any = false;
+  for (Value operand : op->getOperands())
+    any |= needsGradient.contains(operand);
+  if (!any)
+    facts.savesOutput = facts.savesMask = false;
   return facts;
 }
 
@@ -183,6 +244,7 @@ void markSelectiveRecomputation(cost::Graph &graph) {
 
 FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   cost::Graph graph;
+  llvm::DenseSet<Value> needsGradient = valuesWithGradients(function);
   llvm::DenseMap<Value, int> valueIndex;
   auto valueOf = [&](Value v) -> FailureOr<int> {
     // A copy to the tensor ranks is the identity: a replicated weight read
@@ -238,7 +300,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     if (auto gather = llvm::dyn_cast<train::GatherOp>(op))
       for (int f : rule.operands[0][size_t(gather.getAxis())])
         costOp.factors[size_t(f)].kind = cost::FactorKind::Reduction;
-    OpFacts facts = factsOf(op, rule);
+    OpFacts facts = factsOf(op, rule, needsGradient);
     costOp.kind = facts.kind;
     // The fused attention op is the attention core sequence parallelism's
     // algorithms (all-to-all, ring) work on.
@@ -250,7 +312,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
                               false, i});
     if (facts.savesOutput && !costOp.outputs.empty())
       costOp.saved.push_back(
-          {costOp.outputs[0].dims, graph.values[costOp.outputs[0].value].dtype, false, -1});
+          {costOp.outputs[0].dims, graph.values[costOp.outputs[0].value].dtype, false, -1, 0});
     if (facts.savesMask && !costOp.outputs.empty())
       costOp.saved.push_back({costOp.outputs[0].dims, cost::DType::I8, false, -1});
     graph.ops.push_back(std::move(costOp));

@@ -53,6 +53,9 @@ struct SavedTensor {
   /// input in the sharded layout it arrived in and gather it again for the
   /// backward pass (Megatron sequence parallelism does).
   int input = -1;
+  /// The op's output this is (-1: an input or a mask). A value several ops
+  /// keep (an input, an output) is held once.
+  int output = -1;
 };
 
 enum class OpKind {
