@@ -7,6 +7,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+
+#include <algorithm>
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
@@ -34,6 +37,57 @@ llvm::SmallVector<Operation *> familyOf(train::ParamOp read, Operation *loss) {
         family.push_back(user);
   llvm::sort(family, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   return family;
+}
+
+/// The views from a weight read to `v` (the read first), or nothing when
+/// `v` is not a view of a weight read.
+llvm::SmallVector<Operation *> viewChainTo(Value v) {
+  llvm::SmallVector<Operation *> chain;
+  while (Operation *def = v.getDefiningOp()) {
+    chain.push_back(def);
+    if (llvm::isa<train::ParamOp>(def)) {
+      std::reverse(chain.begin(), chain.end());
+      return chain;
+    }
+    if (!isView(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return {};
+}
+
+/// A backward view of a weight read by several ops (a recomputed layer's
+/// forward op and its gradient) is made again just before each of them, so
+/// it is held for one op at a time instead of the span between them. The
+/// read is shared: under ZeRO-3 it is one gather.
+void viewsAgainForEachUser(Block &body, Operation *loss) {
+  for (Operation &op : llvm::make_early_inc_range(llvm::make_range(std::next(loss->getIterator()), body.end()))) {
+    if (!isView(&op))
+      continue;
+    llvm::SmallVector<Operation *> chain = viewChainTo(op.getResult(0));
+    if (chain.empty())
+      continue;
+    llvm::MapVector<Operation *, llvm::SmallVector<OpOperand *>> usesByOp;
+    for (OpOperand &use : op.getResult(0).getUses())
+      usesByOp[body.findAncestorOpInBlock(*use.getOwner())].push_back(&use);
+    if (usesByOp.size() < 2)
+      continue;
+    // The view stays with its first reader; later readers get their own.
+    Operation *first = usesByOp.front().first;
+    for (auto &[user, uses] : usesByOp)
+      if (user->isBeforeInBlock(first))
+        first = user;
+    for (auto &[user, uses] : usesByOp) {
+      if (user == first)
+        continue;
+      OpBuilder here(user);
+      IRMapping again;
+      for (Operation *view : llvm::drop_begin(chain))
+        here.clone(*view, again);
+      for (OpOperand *use : uses)
+        use->set(again.lookup(use->get()));
+    }
+  }
 }
 
 } // namespace
@@ -82,6 +136,7 @@ LogicalResult rereadParametersForBackward(ModuleOp module) {
         if (op->use_empty())
           op->erase();
   }
+  viewsAgainForEachUser(body, loss);
   return success();
 }
 
