@@ -250,12 +250,6 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   auto sliceOf = [&](StringRef axis) {
     return "collectives.rankOn(" + quoted(axis) + "), collectives.ranksOn(" + quoted(axis) + ")";
   };
-  // The ops partitioning splits over a mesh axis run on the host target.
-  if (device_ && (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RankSliceOp, AllToAllOp>(op) ||
-                  op->hasAttr("mesh_axis") || op->hasAttr("token_axis") || op->hasAttr("ring_axis")))
-    return op->emitError() << "tensor and sequence parallelism have no CUDA lowering yet (this op is one rank's "
-                           << "part of a computation split over a mesh axis; the host target runs it)";
-
   if (auto p = dyn_cast<ParamOp>(op)) {
     auto it = parameterIndex.find(p.getName().str());
     if (it == parameterIndex.end())
@@ -496,7 +490,10 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   os_ << "void trainStep(const std::vector<HostTensor> &inputs, colossal::rt::StepParameters &parameters,\n"
          "               const colossal::rt::StepRandomness &random, float lossScale, HostTensor &loss,\n"
          "               std::vector<HostTensor> &gradients, colossal::rt::GradientReady &gradientReady,\n"
-         "               colossal::rt::StepCollectives &collectives) {\n";
+      << (device_ ? "               colossal::rt::StepCollectives &stepCollectives) {\n"
+                    // The split ops on device tensors (DeviceCollectives.h).
+                    "  colossal::rt::device::Collectives collectives(stepCollectives);\n"
+                  : "               colossal::rt::StepCollectives &collectives) {\n");
   // Each value is freed after the statement of its last use: the step's
   // memory is its live values, not all of them.
   os_ << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::" << (device_ ? "Device" : "Host") << ");\n";
@@ -654,7 +651,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
                        "#include \"colossal/runtime/RingAttention.h\"\n"
                        "#include \"colossal/runtime/VocabularyParallel.h\"\n");
   if (device)
-    os << "#include \"colossal/runtime/CudaDevice.h\"\n#include \"colossal/runtime/DeviceTensor.h\"\n"
+    os << "#include \"colossal/runtime/CudaDevice.h\"\n#include \"colossal/runtime/DeviceCollectives.h\"\n"
+       << "#include \"colossal/runtime/DeviceTensor.h\"\n"
        << "#include \"colossal/runtime/Error.h\"\n#include \"colossal/runtime/Launch.h\"\n\n#include <cstdio>\n";
   os << "\n#include <limits>\n#include <optional>\n#include <utility>\n#include <vector>\n\n"
      << "namespace {\n\nusing HostTensor = colossal::rt::host::Tensor;\n"

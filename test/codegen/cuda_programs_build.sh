@@ -7,7 +7,9 @@
 # two GPUs with ZeRO-2 (the trainer's collectives), one with ZeRO-3 (weights
 # gathered as the step reads them), one over four with ZeRO-1; one offloads
 # the optimizer, one recomputes every layer, and one draws dropout masks from
-# the step's randomness. The device run is tools/gpu-check.sh's job.
+# the step's randomness; five split the model over two GPUs (tensor
+# parallelism, Megatron sequence parallelism, all-to-all and ring attention).
+# The device run is tools/gpu-check.sh's job.
 #
 #   cuda_programs_build.sh COLOSSAL_COMPILE FIXTURES WORKDIR
 set -uo pipefail
@@ -15,7 +17,8 @@ compiler=$1 fixtures=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 status=0
 for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2 gpt2:fp32:zero3 \
-             llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_mlp:fp32; do
+             llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_mlp:fp32 \
+             gpt2:fp32:tp2 bert:fp32:tp2 gpt2:fp32:megatron llama:fp32:ulysses gpt2:fp32:ring; do
   IFS=: read -r model precision strategy <<< "$build"
   dir=$work/${model//\//-}-$precision${strategy:+-$strategy}
   # The MLP's file fixes its batch at 4.
@@ -26,6 +29,11 @@ for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:f
     zero*) extra+=(--gpus 2 --strategy "zero=${strategy#zero}" --batch 4) ;;
     offload) extra+=(--gpus 2 --strategy zero=2,offload=optimizer --batch 4) ;;
     recompute) extra+=(--strategy recompute=full) ;;
+    # Tensor and sequence parallelism over two GPUs (DeviceCollectives.h).
+    tp2) extra+=(--gpus 2 --strategy tp=2) ;;
+    megatron) extra+=(--gpus 2 --strategy tp=2,sp_mode=megatron) ;;
+    ulysses) extra+=(--gpus 2 --strategy sp=2,sp_mode=all-to-all) ;;
+    ring) extra+=(--gpus 2 --strategy sp=2,sp_mode=ring) ;;
   esac
   [ -f "$fixtures/$model/trainable.txt" ] && extra+=(--trainable "$fixtures/$model/trainable.txt")
   model_file=$fixtures/$model/${model}_opset17.onnx

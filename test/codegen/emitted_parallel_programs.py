@@ -578,12 +578,6 @@ cases = [
      compile_model("vit", f"{WORK}/sp-vit", "--gpus", "2", "--strategy", "tp=2,sp_mode=megatron"),
      "splits the 5 tokens of 'tensor<2x5x16xf32>', which do not divide by 2"),
 ]
-# The CUDA target refuses tensor parallelism by name (when this compiler has
-# the CUDA target at all: the sanitizer build does not).
-cuda = compile_model("gpt2", f"{WORK}/tp-cuda", "--gpus", "2", "--strategy", "tp=2", "--target", "cuda")
-if "built without CUDA" not in cuda.stderr:
-    cases.append(("tensor parallelism on the CUDA target", cuda,
-                  "tensor and sequence parallelism have no CUDA lowering yet"))
 check_refusals(cases)
 
 finish()
