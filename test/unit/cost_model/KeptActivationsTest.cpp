@@ -1,0 +1,120 @@
+//===- KeptActivationsTest.cpp - what a step holds for its backward pass --===//
+//
+// The rules the estimator's activation memory follows on hand-built graphs
+// whose bytes can be counted by hand: a value two ops keep is held once;
+// selective recomputation keeps what its re-run ops start from; the peak is
+// what is kept plus the backward pass's transient, where it falls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "colossal/cost/Estimator.h"
+
+#include <gtest/gtest.h>
+
+using namespace colossal::cost;
+
+namespace {
+
+/// out[rows, width] = x[rows, in] w[in, width], in layer `layer`, keeping
+/// its input for the weight's gradient.
+Op linear(Graph &g, int x, int64_t rows, int64_t in, int64_t width, int layer, int &out) {
+  Op op;
+  op.name = "linear";
+  op.kind = OpKind::MatMul;
+  op.layer = layer;
+  op.factors = {{"rows", rows, FactorKind::Parallel}, {"in", in, FactorKind::Reduction},
+                {"width", width, FactorKind::Parallel}};
+  op.inputs = {{x, {{0}, {1}}}, {g.addValue("w", DType::F32, true), {{1}, {2}}}};
+  out = g.addValue("y", DType::F32);
+  g.values[size_t(out)].producer = int(g.ops.size());
+  op.outputs = {{out, {{0}, {2}}}};
+  op.saved = {{{{0}, {1}}, DType::F32, false, 0}};
+  return op;
+}
+
+/// out = gelu(x) over [rows, width], keeping its input.
+Op gelu(Graph &g, int x, int64_t rows, int64_t width, int layer, int &out) {
+  Op op;
+  op.name = "gelu";
+  op.layer = layer;
+  op.factors = {{"rows", rows, FactorKind::Parallel}, {"width", width, FactorKind::Parallel}};
+  op.inputs = {{x, {{0}, {1}}}};
+  out = g.addValue("g", DType::F32);
+  g.values[size_t(out)].producer = int(g.ops.size());
+  op.outputs = {{out, {{0}, {1}}}};
+  op.saved = {{{{0}, {1}}, DType::F32, false, 0}};
+  return op;
+}
+
+struct OneRank {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  Strategy strategy;
+  Mesh mesh = buildMesh(strategy, cluster);
+};
+
+TEST(KeptActivations, AValueTwoOpsKeepIsHeldOnce) {
+  Graph g;
+  g.numLayers = 1;
+  int x = g.addValue("x", DType::F32), h = -1, a = -1, b = -1;
+  g.ops.push_back(gelu(g, x, 8, 4, 0, h));
+  // Two projections of the same activation (separate Q and K, say): its
+  // 8 x 4 floats are held once, not once per reader.
+  g.ops.push_back(linear(g, h, 8, 4, 3, 0, a));
+  g.ops.push_back(linear(g, h, 8, 4, 5, 0, b));
+  OneRank r;
+  GraphSharding sharding = shardGraph(g, r.strategy, r.mesh);
+  // gelu keeps x, the projections keep h once.
+  EXPECT_EQ(savedActivationBytes(g, sharding, r.mesh, Recompute::None, 0, false), 2 * 8 * 4 * 4);
+}
+
+TEST(KeptActivations, SelectiveKeepsWhatTheReRunOpsStartFrom) {
+  // linear -> gelu -> linear in one layer: under selective recomputation
+  // gelu runs again, so its saved input (the first linear's result) is
+  // kept and the second linear's saved input (gelu's result) is not.
+  Graph g;
+  g.numLayers = 1;
+  int x = g.addValue("x", DType::F32), y = -1, z = -1, out = -1;
+  g.ops.push_back(linear(g, x, 8, 4, 16, 0, y));
+  g.ops.push_back(gelu(g, y, 8, 16, 0, z));
+  g.ops.push_back(linear(g, z, 8, 16, 4, 0, out));
+  g.ops[1].recomputedWhenSelective = true;
+  g.ops[2].saved[0].recomputedWhenSelective = true;
+  OneRank r;
+  GraphSharding sharding = shardGraph(g, r.strategy, r.mesh);
+  double x4 = 8 * 4 * 4, y16 = 8 * 16 * 4;
+  EXPECT_EQ(savedActivationBytes(g, sharding, r.mesh, Recompute::None, 0, false), x4 + 2 * y16);
+  EXPECT_EQ(savedActivationBytes(g, sharding, r.mesh, Recompute::Selective, 0, false), x4 + y16);
+  // Had nothing kept y for gelu's own gradient, the re-run would still
+  // start from it: it is kept as the recomputation's source.
+  g.ops[1].saved.clear();
+  EXPECT_EQ(savedActivationBytes(g, sharding, r.mesh, Recompute::Selective, 0, false), x4 + y16);
+}
+
+TEST(KeptActivations, ThePeakAddsTheBackwardTransientWhereItFalls) {
+  // A layer (linear keeping x) and a loss after it keeping its logits.
+  Graph g;
+  g.numLayers = 1;
+  int x = g.addValue("x", DType::F32), logits = -1;
+  g.ops.push_back(linear(g, x, 8, 4, 6, 0, logits));
+  Op loss;
+  loss.name = "loss";
+  loss.kind = OpKind::Loss;
+  loss.factors = {{"rows", 8, FactorKind::Reduction}, {"classes", 6, FactorKind::Reduction}};
+  loss.inputs = {{logits, {{0}, {1}}}, {g.addValue("labels", DType::I64), {{0}}}};
+  int value = g.addValue("loss", DType::F32);
+  g.values[size_t(value)].producer = 1;
+  loss.outputs = {{value, {}}};
+  loss.saved = {{{{0}, {1}}, DType::F32, false, 0}};
+  g.ops.push_back(loss);
+  OneRank r;
+  std::string error;
+  std::optional<Estimate> e = estimate(g, r.strategy, r.cluster, error);
+  ASSERT_TRUE(e) << error;
+  // Kept: x (128 B) and the logits (192 B). As the backward pass starts the
+  // loss's gradients are in flight: the scalar's (4 B) and the logits'
+  // (192 B); inside the layer the logits are freed and the linear's output
+  // gradient (192 B) is in flight. The larger: 320 + 196.
+  EXPECT_EQ(e->memory.activations, 128 + 192 + 4 + 192);
+}
+
+} // namespace
