@@ -127,21 +127,28 @@ private:
     return quoted(text);
   }
 
-  /// Declares `result = expression` and checks the result's shape and kind.
-  LogicalResult define(Operation *op, Value result, const std::string &expression) {
+  /// Declares `result = expression` and checks the result's shape and kind;
+  /// its name, or failure.
+  FailureOr<std::string> declare(Operation *op, Value result, const std::string &expression) {
     FailureOr<Kind> kind = kindOf(result, op);
     if (failed(kind))
       return failure();
     std::string name = "v" + std::to_string(counter_++);
     names_[result] = name;
-    std::string storage = storageOf(result);
-    if (storage.empty())
-      os_ << "  Tensor " << name << " = " << expression << ";\n";
-    else
-      os_ << "  Tensor " << name << " = roundTo(" << expression << ", " << storage << ");\n";
+    os_ << "  Tensor " << name << " = " << expression << ";\n";
     os_ << "  expect(" << name << ", " << shape(result) << ", " << (*kind == Kind::Integer ? "true" : "false") << ", "
         << describe(op) << ");\n";
-    hold(result, name);
+    return name;
+  }
+
+  /// Declares a new value (rounded to its 16-bit type, if any) and holds it.
+  LogicalResult define(Operation *op, Value result, const std::string &expression) {
+    std::string storage = storageOf(result);
+    FailureOr<std::string> name =
+        declare(op, result, storage.empty() ? expression : "roundTo(" + expression + ", " + storage + ")");
+    if (failed(name))
+      return failure();
+    hold(result, *name);
     return success();
   }
 
@@ -159,17 +166,10 @@ private:
   /// reads last moves into the result (no copy, the same bytes charged).
   LogicalResult relabel(Operation *op) {
     Value x = op->getOperand(0), result = op->getResult(0);
-    std::string expression = "reshape(" + ref(x) + ", " + shape(result) + ")";
     if (!owned_.contains(x) || lastUse_.lookup(x) != op || result.use_empty())
-      return define(op, result, expression);
-    FailureOr<Kind> kind = kindOf(result, op);
-    if (failed(kind))
+      return define(op, result, "reshape(" + ref(x) + ", " + shape(result) + ")");
+    if (failed(declare(op, result, "reshape(std::move(" + ref(x) + "), " + shape(result) + ")")))
       return failure();
-    std::string name = "v" + std::to_string(counter_++);
-    names_[result] = name;
-    os_ << "  Tensor " << name << " = reshape(std::move(" << ref(x) << "), " << shape(result) << ");\n";
-    os_ << "  expect(" << name << ", " << shape(result) << ", " << (*kind == Kind::Integer ? "true" : "false")
-        << ", " << describe(op) << ");\n";
     owned_.erase(x);
     owned_.insert(result);
     return success();
@@ -497,10 +497,9 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   // Each value is freed after the statement of its last use: the step's
   // memory is its live values, not all of them.
   os_ << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::" << (device_ ? "Device" : "Host") << ");\n";
-  llvm::DenseMap<Value, Operation *> &lastUse = lastUse_;
   for (Operation &op : body)
     for (Value operand : op.getOperands())
-      lastUse[operand] = &op;
+      lastUse_[operand] = &op;
   for (BlockArgument arg : body.getArguments()) {
     std::string name = "v" + std::to_string(counter_++);
     names_[arg] = name;
@@ -560,7 +559,7 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
     }
     llvm::SmallPtrSet<Value, 4> done; // an operand read twice is freed once
     for (Value operand : op.getOperands()) {
-      if (lastUse.lookup(operand) != &op || !done.insert(operand).second)
+      if (lastUse_.lookup(operand) != &op || !done.insert(operand).second)
         continue;
       if (owned_.contains(operand))
         free(operand);

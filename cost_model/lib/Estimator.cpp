@@ -102,6 +102,17 @@ int savedValue(const Op &op, const SavedTensor &saved) {
   return -1;
 }
 
+/// Whether `value` (-1: a mask, only its op's) is to be counted now: a value
+/// several ops keep is held once, by the first.
+bool holdOnce(std::vector<char> &held, int value) {
+  if (value < 0)
+    return true;
+  if (held[size_t(value)])
+    return false;
+  held[size_t(value)] = 1;
+  return true;
+}
+
 /// Bytes op `o` keeps for backward on one rank under selective or no
 /// recomputation; a value already in `held` (kept by an earlier op) is not
 /// kept twice.
@@ -112,11 +123,8 @@ double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mes
   for (const SavedTensor &saved : op.saved) {
     if (recompute == Recompute::Selective && saved.recomputedWhenSelective)
       continue;
-    int value = savedValue(op, saved);
-    if (value >= 0 && held[size_t(value)])
+    if (!holdOnce(held, savedValue(op, saved)))
       continue;
-    if (value >= 0)
-      held[size_t(value)] = 1;
     double kept = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
     if (keepShardedInputs && saved.input >= 0)
       kept /= producerExtraSplit(graph, sharding, mesh, op, sharding[o], op.inputs[saved.input]);
@@ -157,9 +165,9 @@ void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, 
     for (const TensorUse &use : op.inputs) {
       readByNeeded[size_t(use.value)] = 1;
       const Value &value = graph.values[size_t(use.value)];
-      if (value.isParameter || value.producer < 0 || remade(value.producer, op.layer) || held[size_t(use.value)])
+      if (value.isParameter || value.producer < 0 || remade(value.producer, op.layer) ||
+          !holdOnce(held, use.value))
         continue;
-      held[size_t(use.value)] = 1;
       bytes[size_t(op.layer)] += localElements(op, sharding[o], mesh, use.dims) * bytesOf(value.dtype);
     }
   }
@@ -175,11 +183,8 @@ std::vector<double> layerRemadeBytes(const Graph &graph, const GraphSharding &sh
     if (op.layer < 0 || op.layer >= int(bytes.size()))
       continue;
     for (const SavedTensor &saved : op.saved) {
-      int value = savedValue(op, saved);
-      if (!saved.recomputedWhenSelective || (value >= 0 && held[size_t(value)]))
+      if (!saved.recomputedWhenSelective || !holdOnce(held, savedValue(op, saved)))
         continue;
-      if (value >= 0)
-        held[size_t(value)] = 1;
       bytes[size_t(op.layer)] += localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
     }
   }
@@ -708,8 +713,8 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     return std::nullopt;
 
   // Per pipeline rank: parameters, data-parallel reduction, optimizer, memory.
-  // Per virtual stage: bytes kept for backward by one microbatch.
-  // Of them, what the ops after the last layer keep.
+  // Per virtual stage: bytes kept for backward by one microbatch, and of
+  // them what the ops after the last layer keep.
   std::vector<double> stageActivations(stages, 0.0), stageTail(stages, 0.0);
   std::vector<int> layerStage(kept.size(), -1);
   std::vector<char> heldOutsideLayers(graph.values.size(), 0);
@@ -725,9 +730,8 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       stageTail[opStage[o]] += saved;
   }
   for (size_t l = 0; l < kept.size(); ++l)
-    if (layerStage[l] >= 0) {
+    if (layerStage[l] >= 0)
       stageActivations[layerStage[l]] += kept[l] * double(graph.repeatOf(int(l)));
-    }
   // All parameter elements per rank (stored, gathered) and the trainable
   // ones (reduced, updated, with optimizer state).
   std::vector<double> params(ranks, 0), trainableParams(ranks, 0), layerParams(ranks, 0), trainableTensors(ranks, 0);

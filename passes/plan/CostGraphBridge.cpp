@@ -92,19 +92,13 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule, const llvm::Dens
     space *= double(f.size);
   double out = op->getNumResults() ? elementsOf(op->getResult(0)) : 0;
   OpFacts facts;
-  auto anyNeedsGradient = [&](std::initializer_list<int> which) {
-    for (int i : which)
-      if (i < int(op->getNumOperands()) && needsGradient.contains(op->getOperand(i)))
-        return true;
-    return false;
-  };
+  auto needs = [&](int i) { return i < int(op->getNumOperands()) && needsGradient.contains(op->getOperand(i)); };
+  // Nothing upstream to differentiate: the op keeps nothing.
+  bool anyNeeds = llvm::any_of(op->getOperands(), [&](Value v) { return needsGradient.contains(v); });
   // Inputs kept for the backward pass (weights are read again, not kept),
   // when some input's gradient needs them at all.
   auto activationInputs = [&](std::initializer_list<int> which) {
-    bool any = false;
-    for (unsigned i = 0; i < op->getNumOperands(); ++i)
-      any |= needsGradient.contains(op->getOperand(i));
-    if (!any)
+    if (!anyNeeds)
       return;
     for (int i : which)
       if (i < int(op->getNumOperands()) && !isParameterView(op->getOperand(i)))
@@ -113,9 +107,9 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule, const llvm::Dens
   // A product's gradient for one factor is the other factor: each is kept
   // only for its partner's gradient.
   auto partnersOf = [&](int a, int b) {
-    if (anyNeedsGradient({b}) && !isParameterView(op->getOperand(a)))
+    if (needs(b) && !isParameterView(op->getOperand(a)))
       facts.savedInputs.push_back(a);
-    if (anyNeedsGradient({a}) && !isParameterView(op->getOperand(b)))
+    if (needs(a) && !isParameterView(op->getOperand(b)))
       facts.savedInputs.push_back(b);
   };
   llvm::TypeSwitch<Operation *>(op)
@@ -188,17 +182,13 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule, const llvm::Dens
       .Case([&](train::DivOp) {
         // x / y: x's gradient needs y; y's needs both.
         facts.forwardFlops = out;
-        if (anyNeedsGradient({1}))
+        if (needs(1))
           activationInputs({0, 1});
-        else if (anyNeedsGradient({0}) && !isParameterView(op->getOperand(1)))
+        else if (needs(0) && !isParameterView(op->getOperand(1)))
           facts.savedInputs.push_back(1);
       })
       .Default([&](Operation *) { facts.forwardFlops = out; });
-  // Nothing upstream to differentiate: the op keeps nothing.
-  bool any = false;
-  for (Value operand : op->getOperands())
-    any |= needsGradient.contains(operand);
-  if (!any)
+  if (!anyNeeds)
     facts.savesOutput = facts.savesMask = false;
   return facts;
 }
