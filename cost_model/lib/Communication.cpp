@@ -1,8 +1,10 @@
 //===- Communication.cpp - collectives and resharding ---------------------===//
 
 #include "colossal/cost/Communication.h"
+#include "colossal/cost/Resharding.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace colossal::cost {
 
@@ -71,68 +73,71 @@ double collectiveTime(Collective c, double bytes, const MeshAxis &axis, const Cl
   return collectiveTime(c, bytes, axis.size, axis.perNode, cluster);
 }
 
-static bool contains(const std::vector<int> &list, int x) {
-  return std::find(list.begin(), list.end(), x) != list.end();
-}
-
-static int dimOf(const TensorSpec &spec, int axis) {
-  for (size_t d = 0; d < spec.dims.size(); ++d)
-    if (contains(spec.dims[d], axis))
-      return int(d);
-  return -1;
+/// Whether both layouts split every dimension by the same axes (of more
+/// than one rank), whatever their nesting.
+static bool sameSplits(const TensorSpec &from, const TensorSpec &to) {
+  for (size_t d = 0; d < std::max(from.dims.size(), to.dims.size()); ++d) {
+    static const std::vector<int> none;
+    const std::vector<int> &x = d < from.dims.size() ? from.dims[d] : none;
+    const std::vector<int> &y = d < to.dims.size() ? to.dims[d] : none;
+    if (x.size() != y.size() || !std::is_permutation(x.begin(), x.end(), y.begin()))
+      return false;
+  }
+  return true;
 }
 
 double reshard(const TensorSpec &from, const TensorSpec &to, double fullBytes, const Mesh &mesh,
                const Cluster &cluster, std::vector<CommEvent> &events) {
-  TensorSpec current = from;
-  current.dims.resize(to.dims.size());
-  auto localBytes = [&] {
-    double bytes = fullBytes;
-    for (const auto &dim : current.dims)
-      for (int a : dim)
-        bytes /= mesh.axes[a].size;
-    return bytes;
+  // Most edges need nothing: no pending sum, the same axes on every
+  // dimension (in any order, which the partitioner matches).
+  if (from.partial.empty() && sameSplits(from, to))
+    return 0;
+  // The search prices the same few pairs of layouts on the same mesh over
+  // and over: their steps (sizes as fractions of the value) are kept.
+  struct Step {
+    Collective collective;
+    int axis;
+    double fraction;
   };
+  static thread_local std::unordered_map<std::string, std::vector<Step>> known;
+  std::string key;
+  key.reserve(64);
+  auto put = [&](const std::vector<int> &axes) {
+    for (int a : axes)
+      key += char(a + 1);
+    key += '\0';
+  };
+  for (const auto &dim : from.dims)
+    put(dim);
+  put(from.partial);
+  key += '/';
+  for (const auto &dim : to.dims)
+    put(dim);
+  for (const MeshAxis &axis : mesh.axes)
+    key.append(reinterpret_cast<const char *>(&axis.size), sizeof axis.size);
+  auto found = known.find(key);
+  if (found == known.end()) {
+    std::vector<int> sizes;
+    for (const MeshAxis &axis : mesh.axes)
+      sizes.push_back(axis.size);
+    // The consumer's layout as the cost model sees it: which axes split
+    // each dimension (their nesting is the partitioner's to choose, so the
+    // producer's is kept), and every pending sum resolved.
+    TensorSpec wanted = alignedTo(from, to);
+    wanted.partial.clear();
+    std::vector<Step> steps;
+    for (const ReshardStep &step : planResharding(from, wanted, sizes, 1.0).steps)
+      if (Collective c; collectiveOf(step.kind, c))
+        steps.push_back({c, step.axis, step.bytes});
+    found = known.emplace(std::move(key), std::move(steps)).first;
+  }
   double seconds = 0;
-  auto emit = [&](Collective c, int axis, double bytes) {
-    double t = collectiveTime(c, bytes, mesh.axes[axis], cluster);
-    events.push_back({c, axis, bytes, t});
+  for (const Step &step : found->second) {
+    double bytes = step.fraction * fullBytes;
+    double t = collectiveTime(step.collective, bytes, mesh.axes[size_t(step.axis)], cluster);
+    events.push_back({step.collective, step.axis, bytes, t});
     seconds += t;
-  };
-  // Pending partial sums: reduce, scattering straight into the split the
-  // consumer wants when it wants this axis on a dimension.
-  for (int axis : current.partial) {
-    if (mesh.axes[axis].size == 1)
-      continue;
-    int wanted = dimOf(to, axis);
-    if (wanted >= 0 && dimOf(current, axis) < 0) {
-      emit(Collective::ReduceScatter, axis, localBytes());
-      current.dims[wanted].push_back(axis);
-    } else {
-      emit(Collective::AllReduce, axis, localBytes());
-    }
   }
-  current.partial.clear();
-  // Splits the consumer does not want where they are: move or gather.
-  for (size_t d = 0; d < current.dims.size(); ++d) {
-    for (size_t i = 0; i < current.dims[d].size();) {
-      int axis = current.dims[d][i];
-      if (contains(to.dims[d], axis) || mesh.axes[axis].size == 1) {
-        ++i;
-        continue;
-      }
-      int wanted = dimOf(to, axis);
-      if (wanted >= 0) {
-        emit(Collective::AllToAll, axis, localBytes());
-        current.dims[d].erase(current.dims[d].begin() + i);
-        current.dims[wanted].push_back(axis);
-      } else {
-        current.dims[d].erase(current.dims[d].begin() + i);
-        emit(Collective::AllGather, axis, localBytes());
-      }
-    }
-  }
-  // Splits the consumer wants and the producer did not make are local slices.
   return seconds;
 }
 

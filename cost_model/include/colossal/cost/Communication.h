@@ -14,13 +14,12 @@
 // 1/k of the data, all-gather inside the node), as NCCL does.
 //
 // Resharding moves a tensor from the sharding its producer leaves to the one
-// its consumer needs: pending partial sums are reduced (all-reduce, or
-// reduce-scatter when the consumer wants that axis splitting a dimension),
-// splits the consumer does not want are gathered (all-gather), a split that
-// moves to another dimension is an all-to-all, and a new split is a free local
-// slice. The partitioner inserts exactly these collectives, so the bytes
-// predicted here are the bytes the runtime counts (checked for every
-// tensor-parallel program the tests build: AppliedSharding.h).
+// its consumer needs, by the steps of Resharding.h (reduce-scatters and
+// all-reduces of pending partial sums, all-to-alls of splits that move,
+// all-gathers of splits the consumer does not want, free local slices). The
+// partitioner inserts exactly these collectives, so the bytes predicted here
+// are the bytes the runtime counts (checked for every tensor-parallel
+// program the tests build: AppliedSharding.h).
 //
 //===----------------------------------------------------------------------===//
 
