@@ -400,6 +400,8 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   // the identity (its gradient is the all-reduce).
   if (isa<ReshapeOp, CopyToRanksOp>(op))
     return relabel(op);
+  if (isa<ReshardOp>(op))
+    return op->emitError() << "a resharding reaches the emitter: run train-lower-resharding first";
   if (auto g = dyn_cast<AllGatherOp>(op))
     return one("collectives.allGather(" + in(0) + ", " + quoted(g.getAxis()) + ", " +
                std::to_string(int64_t(g.getDim())) + ")");

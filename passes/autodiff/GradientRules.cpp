@@ -10,6 +10,7 @@
 #include "GradientRules.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
+#include "colossal/Dialect/Train/Layout.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -178,6 +179,18 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
   }
   if (isa<NegOp>(op)) {
     out[0] = h.neg(dy);
+    return success();
+  }
+  // A resharding's gradient moves back between the dual layouts (sums and
+  // copies swapped; Layout.h): the general form of the pairs below.
+  if (auto reshard = dyn_cast<ReshardOp>(op)) {
+    std::string error;
+    std::optional<Layout> from = parseLayout(reshard.getFrom(), operandType(0).getRank(), error);
+    std::optional<Layout> to = parseLayout(reshard.getTo(), operandType(0).getRank(), error);
+    if (!from || !to)
+      return op->emitError() << "a resharding with an unreadable layout: " << error;
+    out[0] = ReshardOp::create(builder, op->getLoc(), operandType(0), dy, builder.getStringAttr(to->dual().str()),
+                               builder.getStringAttr(from->dual().str()), reshard.getMesh());
     return success();
   }
   // Megatron's conjugate pair: the sum's readers are replicated, so its

@@ -3,6 +3,7 @@
 #include "passes/partition/SequenceAxisParallel.h"
 
 #include "passes/partition/ParameterSlices.h"
+#include "passes/partition/Resharding.h"
 #include "passes/partition/TensorParallel.h"
 #include "passes/partition/TokenSplit.h"
 
@@ -88,17 +89,24 @@ FailureOr<SequenceAxisSummary> Partitioner::run() {
   return summary_;
 }
 
+/// A value of rank `rank` split along `dim` over the sequence axis.
+static Layout splitAlong(int64_t rank, int64_t dim) {
+  Layout layout = wholeLayout(rank);
+  layout.dims[size_t(dim)] = {kSequenceAxis};
+  return layout;
+}
+
 LogicalResult Partitioner::splitInputs() {
   OpBuilder builder = OpBuilder::atBlockBegin(&forward_.getBody().front());
   for (BlockArgument argument : forward_.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(argument.getType());
     if (!type || type.getRank() < 2 || type.getDimSize(1) != tokens_ || argument.use_empty())
       continue;
-    auto slice = RankSliceOp::create(builder, argument.getLoc(), withDim(type, 1, tokens_ / ranks_), argument, axis_,
-                                     builder.getI64IntegerAttr(1));
-    argument.replaceAllUsesExcept(slice.getResult(), slice.getOperation());
-    split_[slice.getResult()] = {1, 1};
-    sliceTyped_.insert(slice.getResult());
+    Value slice = reshard(builder, argument.getLoc(), argument, withDim(type, 1, tokens_ / ranks_),
+                          wholeLayout(type.getRank()), splitAlong(type.getRank(), 1), kSequenceAxis, ranks_);
+    argument.replaceAllUsesExcept(slice, slice.getDefiningOp());
+    split_[slice] = {1, 1};
+    sliceTyped_.insert(slice);
     ++summary_.inputs;
   }
   if (summary_.inputs == 0)
@@ -137,7 +145,7 @@ Value Partitioner::copyOf(Value replicated) {
       builder.setInsertionPointAfter(def);
     else
       builder.setInsertionPointToStart(&forward_.getBody().front());
-    copy = CopyToRanksOp::create(builder, replicated.getLoc(), replicated.getType(), replicated, axis_);
+    copy = copyToRanks(builder, replicated.getLoc(), replicated, kSequenceAxis, ranks_);
     ++summary_.copies;
   }
   return copy;
@@ -149,8 +157,8 @@ Value Partitioner::rankSliceOf(Value replicated, int64_t dim) {
     OpBuilder builder(forward_.getContext());
     builder.setInsertionPointAfterValue(replicated);
     RankedTensorType type = typeOf(replicated);
-    slice = RankSliceOp::create(builder, replicated.getLoc(), withDim(type, dim, tokens_ / ranks_), replicated, axis_,
-                                builder.getI64IntegerAttr(dim));
+    slice = reshard(builder, replicated.getLoc(), replicated, withDim(type, dim, tokens_ / ranks_),
+                    wholeLayout(type.getRank()), splitAlong(type.getRank(), dim), kSequenceAxis, ranks_);
     ++summary_.rankSlices;
   }
   return slice;
@@ -224,9 +232,9 @@ LogicalResult Partitioner::visitAttention(AttentionOp attention) {
   for (unsigned i = 0; i < 3; ++i) {
     Value operand = attention->getOperand(i);
     RankedTensorType type = wholeType(operand);
-    auto byHeads = AllToAllOp::create(builder, attention.getLoc(), withDim(type, 1, type.getDimSize(1) / ranks_),
-                                      operand, axis_, builder.getI64IntegerAttr(1), builder.getI64IntegerAttr(2));
-    attention->setOperand(i, byHeads.getResult());
+    Value byHeads = reshard(builder, attention.getLoc(), operand, withDim(type, 1, type.getDimSize(1) / ranks_),
+                            splitAlong(4, 2), splitAlong(4, 1), kSequenceAxis, ranks_);
+    attention->setOperand(i, byHeads);
     ++summary_.allToAlls;
   }
   // A mask split by key tokens is gathered whole (once per mask); one per
@@ -246,7 +254,9 @@ LogicalResult Partitioner::visitAttention(AttentionOp attention) {
       if (!whole) {
         OpBuilder after(mask.getContext());
         after.setInsertionPointAfterValue(mask);
-        whole = AllGatherOp::create(after, attention.getLoc(), type, mask, axis_, after.getI64IntegerAttr(3));
+        Layout copies = wholeLayout(4);
+        copies.copies = {kSequenceAxis};
+        whole = reshard(after, attention.getLoc(), mask, type, splitAlong(4, 3), copies, kSequenceAxis, ranks_);
         ++summary_.gathers;
       }
       attention.getMaskMutable().assign(whole);
@@ -256,12 +266,11 @@ LogicalResult Partitioner::visitAttention(AttentionOp attention) {
   RankedTensorType whole = typeOf(attention.getResult());
   attention.getResult().setType(withDim(whole, 1, whole.getDimSize(1) / ranks_));
   builder.setInsertionPointAfter(attention);
-  auto byTokens = AllToAllOp::create(builder, attention.getLoc(), withDim(whole, 2, tokens_ / ranks_),
-                                     attention.getResult(), axis_, builder.getI64IntegerAttr(2),
-                                     builder.getI64IntegerAttr(1));
-  attention.getResult().replaceAllUsesExcept(byTokens.getResult(), byTokens.getOperation());
-  split_[byTokens.getResult()] = {2, 1};
-  sliceTyped_.insert(byTokens.getResult());
+  Value byTokens = reshard(builder, attention.getLoc(), attention.getResult(), withDim(whole, 2, tokens_ / ranks_),
+                           splitAlong(4, 1), splitAlong(4, 2), kSequenceAxis, ranks_);
+  attention.getResult().replaceAllUsesExcept(byTokens, byTokens.getDefiningOp());
+  split_[byTokens] = {2, 1};
+  sliceTyped_.insert(byTokens);
   ++summary_.allToAlls;
   ++summary_.attentions;
   return success();

@@ -7,9 +7,9 @@
 // and the two algorithms differ there:
 //
 // - all-to-all (DeepSpeed-Ulysses, Jacobs et al. 2023): queries, keys and
-//   values trade the split by tokens for a split by heads
-//   (`train.all_to_all`), attention runs on the rank's heads over all the
-//   tokens, and its output trades back;
+//   values trade the split by tokens for a split by heads (a resharding
+//   `[-, -, sp, -] -> [-, sp, -, -]`, an all-to-all), attention runs on the
+//   rank's heads over all the tokens, and its output trades back;
 // - ring (Li et al. 2021; Liu et al. 2023): attention stays on the rank's
 //   queries while the key and value blocks pass around the ring of ranks
 //   (`train.attention {ring_axis}`, runtime RingAttention.h), folded into
@@ -20,15 +20,17 @@
 // whole sequences.
 //
 // The split starts at the @forward arguments whose dimension 1 is the
-// sequence (token ids, labels, masks: `train.rank_slice`) and follows the
+// sequence (token ids, labels, masks: resharded from whole to split, a local
+// slice) and follows the
 // tokens through reshapes and transposes; a reshape may merge them with
 // the dimensions before (rows of [batch x tokens]) as long as they stay
 // innermost. A replicated operand that broadcasts over the tokens (a
 // weight, a norm's scale) enters through a copy whose gradient sums the
 // ranks' parts; one that has the tokens (position embeddings, rotary
-// tables) is cut to the rank's (`train.rank_slice`). An attention mask split
-// by key tokens is gathered whole for all-to-all (`train.all_gather`) and
-// travels with its keys around the ring.
+// tables) is cut to the rank's the same way. An attention mask split by key
+// tokens is gathered whole for all-to-all (resharded to copies) and travels
+// with its keys around the ring. The reshardings become collectives after
+// differentiation (Resharding.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -3,6 +3,7 @@
 #include "passes/partition/SequenceParallel.h"
 
 #include "passes/partition/ParameterSlices.h"
+#include "passes/partition/Resharding.h"
 #include "passes/partition/TensorParallel.h"
 #include "passes/partition/TokenSplit.h"
 
@@ -38,7 +39,7 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     OpBuilder builder(&op);
     // A sum at a block's exit: summed and scattered by tokens.
-    if (auto sum = dyn_cast<AllReduceOp>(op); sum && sum.getAxis() == kTensorAxis) {
+    if (auto sum = dyn_cast<ReshardOp>(op); sum && isSumOverRanks(sum, kTensorAxis)) {
       RankedTensorType type = typeOf(sum.getResult());
       if (type.getRank() < 2)
         continue;
@@ -46,11 +47,13 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
       if (tokens % ranks != 0)
         return sum.emitError() << "sequence parallelism over " << ranks << " ranks splits the " << tokens
                                << " tokens of " << type << ", which do not divide by " << ranks;
-      auto scatter = ReduceScatterOp::create(builder, sum.getLoc(), withDim(type, dim, tokens / ranks),
-                                             sum.getInput(), axis, builder.getI64IntegerAttr(dim));
-      sum.getResult().replaceAllUsesWith(scatter.getResult());
+      Layout byTokens = wholeLayout(type.getRank());
+      byTokens.dims[size_t(dim)] = {kTensorAxis};
+      Value scattered = reshard(builder, sum.getLoc(), sum.getInput(), withDim(type, dim, tokens / ranks),
+                                sum.getFromLayout(), byTokens, kTensorAxis, ranks);
+      sum.getResult().replaceAllUsesWith(scattered);
       sum.erase();
-      split[scatter.getResult()] = dim;
+      split[scattered] = dim;
       ++summary.scatters;
       continue;
     }
@@ -67,10 +70,12 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
     if (!dim)
       continue;
     // A block's entry: the tokens gathered.
-    if (auto copy = dyn_cast<CopyToRanksOp>(op)) {
-      auto gather = AllGatherOp::create(builder, copy.getLoc(), copy.getType(), copy.getInput(), axis,
-                                        builder.getI64IntegerAttr(split.lookup(copy.getInput())));
-      copy.getResult().replaceAllUsesWith(gather.getResult());
+    if (auto copy = dyn_cast<ReshardOp>(op); copy && isCopyToRanks(copy, kTensorAxis)) {
+      Layout byTokens = wholeLayout(typeOf(copy.getInput()).getRank());
+      byTokens.dims[size_t(split.lookup(copy.getInput()))] = {kTensorAxis};
+      Value gathered = reshard(builder, copy.getLoc(), copy.getInput(), typeOf(copy.getResult()), byTokens,
+                               copy.getToLayout(), kTensorAxis, ranks);
+      copy.getResult().replaceAllUsesWith(gathered);
       copy.erase();
       ++summary.gathers;
       continue;
@@ -89,10 +94,12 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
       RankedTensorType type = typeOf(value);
       int64_t aligned = *dim - (resultType.getRank() - type.getRank());
       if (isa<LinearOp>(op) || aligned < 0 || type.getDimSize(aligned) == 1) {
-        use.set(CopyToRanksOp::create(builder, op.getLoc(), type, value, axis));
+        use.set(copyToRanks(builder, op.getLoc(), value, kTensorAxis, ranks));
       } else if (type.getDimSize(aligned) == tokens && tokens % ranks == 0) {
-        use.set(RankSliceOp::create(builder, op.getLoc(), withDim(type, aligned, tokens / ranks), value, axis,
-                                    builder.getI64IntegerAttr(aligned)));
+        Layout byTokens = wholeLayout(type.getRank());
+        byTokens.dims[size_t(aligned)] = {kTensorAxis};
+        use.set(reshard(builder, op.getLoc(), value, withDim(type, aligned, tokens / ranks),
+                        wholeLayout(type.getRank()), byTokens, kTensorAxis, ranks));
         ++summary.rankSlices;
       } else {
         return op.emitError() << "sequence parallelism: operand " << use.getOperandNumber() << " (" << type
@@ -114,8 +121,8 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
     for (Operation *user : value.getUsers())
       if (user == body.getTerminator())
         return forward.emitError() << "sequence parallelism: @forward returns an activation split by tokens";
-    // The reduce-scatters are created with the slice's type.
-    if (value.getDefiningOp<ReduceScatterOp>())
+    // The scattered sums are created with the slice's type.
+    if (value.getDefiningOp<ReshardOp>())
       continue;
     RankedTensorType type = typeOf(value);
     if (type.getDimSize(dim) % ranks != 0)
@@ -138,7 +145,7 @@ struct SequenceParallelPass : public PassWrapper<SequenceParallelPass, Operation
   StringRef getArgument() const final { return "train-sequence-parallel"; }
   StringRef getDescription() const final {
     return "Megatron's sequence parallelism: the activations between tensor-parallel blocks on each rank's tokens, "
-           "the blocks' copies and sums turned into all-gathers and reduce-scatters";
+           "the blocks' copies and sums resharded to and from the rank's tokens (all-gathers and reduce-scatters)";
   }
   void runOnOperation() override {
     if (failed(applySequenceParallelism(getOperation())))

@@ -5,11 +5,13 @@
 // blocks, what every tensor rank used to compute whole (layer norms,
 // residual adds, dropout, biases added after a block) is computed on the
 // rank's slice of the tokens instead, so those activations take 1/T of the
-// memory. Each block's entry `train.copy_to_ranks` becomes a
-// `train.all_gather` of the tokens, each sum `train.all_reduce` at a
-// block's (or a vocabulary lookup's) exit a `train.reduce_scatter`. A ring
-// all-reduce is a reduce-scatter then an all-gather, so the traffic is
-// plain tensor parallelism's; the activations between are smaller.
+// memory. Only the layouts of tensor parallelism's reshardings change
+// (Resharding.h): each block's entry reads copies of a value split by tokens
+// (`[-, tp, -] -> [-, -, -] copies(tp)`, lowered to an all-gather), each sum
+// at a block's (or a vocabulary lookup's) exit is split by tokens
+// (`[-, -, -] sum(tp) -> [-, tp, -]`, a reduce-scatter). A ring all-reduce
+// is a reduce-scatter then an all-gather, so the traffic is plain tensor
+// parallelism's; the activations between are smaller.
 //
 // The token-split region grows forward from the reduce-scatters through
 // per-token ops (elementwise ops, norms over the hidden axis, linear layers
@@ -17,8 +19,8 @@
 // tensor's, so the run draws the masks one rank would). A replicated operand that
 // broadcasts over the tokens (a norm's scale, a bias) enters through a copy
 // (its gradient, a sum over each rank's tokens, is all-reduced); one that
-// has the tokens (a position embedding) is cut to the rank's tokens
-// (`train.rank_slice`). The split dimension is the one before the hidden
+// has the tokens (a position embedding) is cut to the rank's tokens (a
+// resharding from whole to split, a local slice). The split dimension is the one before the hidden
 // one (the sequence of [batch, sequence, hidden]).
 //
 //===----------------------------------------------------------------------===//

@@ -2,6 +2,8 @@
 
 #include "passes/partition/TensorParallel.h"
 
+#include "passes/partition/Resharding.h"
+
 #include "passes/partition/ParameterSlices.h"
 #include "passes/partition/VocabularyParallel.h"
 
@@ -295,14 +297,14 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
       if (column->isBeforeInBlock(first))
         first = column;
     OpBuilder builder(first);
-    Value entered = CopyToRanksOp::create(builder, first.getLoc(), pair.input.getType(), pair.input, axis);
+    Value entered = copyToRanks(builder, first.getLoc(), pair.input, axis, ranks);
     for (LinearOp column : pair.columns)
       column.getInputMutable().assign(entered);
     // Replicated operands of the ops between enter through copies too (their
     // gradients, if any, are the ranks' parts summed).
     for (OpOperand *use : pair.replicated) {
       builder.setInsertionPoint(use->getOwner());
-      use->set(CopyToRanksOp::create(builder, use->getOwner()->getLoc(), use->get().getType(), use->get(), axis));
+      use->set(copyToRanks(builder, use->getOwner()->getLoc(), use->get(), axis, ranks));
     }
     // Every split value holds its slice; a slice op takes the whole of the
     // (now smaller) split dimension.
@@ -339,7 +341,7 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
     LinearOp row = pair.row;
     builder.setInsertionPoint(row);
     Value partial = LinearOp::create(builder, row.getLoc(), row.getType(), row.getInput(), row.getWeight(), Value());
-    Value sum = AllReduceOp::create(builder, row.getLoc(), row.getType(), partial, axis);
+    Value sum = sumOverRanks(builder, row.getLoc(), partial, axis, ranks);
     if (Value bias = row.getBias())
       sum = AddOp::create(builder, row.getLoc(), row.getType(), sum, bias);
     row.getResult().replaceAllUsesWith(sum);

@@ -5,10 +5,11 @@
 // linear's weight (and bias) by output columns, so each rank computes a
 // slice of the hidden features, the elementwise ops between on that slice,
 // and the second linear's weight by input rows, so each rank's product is a
-// partial sum of the output. Two collectives make it exact:
-// `train.copy_to_ranks` where a replicated value enters the split region
-// (identity; its gradient is all-reduced) and `train.all_reduce` of the
-// partial output (its gradient passes through); the second linear's bias is
+// partial sum of the output. Two reshardings make it exact (Resharding.h):
+// where a replicated value enters the split region it becomes copies over
+// the axis (`[...] -> [...] copies(tp)`: the identity; its gradient is
+// all-reduced), and the partial output is summed (`[...] sum(tp) -> [...]`:
+// an all-reduce; its gradient passes through); the second linear's bias is
 // added after the sum. An MLP block (linear, GELU, linear), a SwiGLU block
 // (two column linears of one input multiplied, then a row linear) and an
 // attention block with separate query, key and value projections (split by
@@ -22,7 +23,8 @@
 // Each split parameter's type becomes its slice and it records `split_dim`
 // and `splits` (the model file keeps the whole tensor; rank t of the axis
 // loads slice t). Run on @forward before differentiation: train-autodiff
-// then derives the backward pass's collectives from the two ops' rules.
+// then derives the backward pass's reshardings (the dual layouts), and
+// train-lower-resharding turns both into collectives.
 //
 //===----------------------------------------------------------------------===//
 

@@ -2,6 +2,8 @@
 
 #include "passes/partition/VocabularyParallel.h"
 
+#include "passes/partition/Resharding.h"
+
 #include "passes/partition/ParameterSlices.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
@@ -175,8 +177,8 @@ VocabularySummary splitVocabulary(ModuleOp module, func::FuncOp forward, int64_t
       lookup.setMeshAxisAttr(axis);
       OpBuilder builder(lookup->getContext());
       builder.setInsertionPointAfter(lookup);
-      auto sum = AllReduceOp::create(builder, lookup.getLoc(), lookup.getType(), lookup.getResult(), axis);
-      lookup.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+      Value sum = sumOverRanks(builder, lookup.getLoc(), lookup.getResult(), axis, ranks);
+      lookup.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
       ++summary.lookups;
     }
     for (OutputLayer &layer : layers) {
@@ -185,10 +187,10 @@ VocabularySummary splitVocabulary(ModuleOp module, func::FuncOp forward, int64_t
       OpBuilder builder(layer.linear);
       Value input = layer.linear.getInput();
       layer.linear.getInputMutable().assign(
-          CopyToRanksOp::create(builder, layer.linear.getLoc(), input.getType(), input, axis));
+          copyToRanks(builder, layer.linear.getLoc(), input, axis, ranks));
       for (OpOperand *use : layer.replicated) {
         builder.setInsertionPoint(use->getOwner());
-        use->set(CopyToRanksOp::create(builder, use->getOwner()->getLoc(), use->get().getType(), use->get(), axis));
+        use->set(copyToRanks(builder, use->getOwner()->getLoc(), use->get(), axis, ranks));
       }
       for (SplitOperand bias : layer.biases) {
         bias.padding = padding;

@@ -7,9 +7,10 @@
 //
 // - A lookup gathers from the rank's rows only (ids stay global; those
 //   outside the slice give zero rows: `train.gather {mesh_axis}`), and the
-//   ranks' parts are summed (`train.all_reduce`), exactly the whole lookup.
+//   ranks' parts are summed (a resharding from `sum(tp)`), exactly the whole
+//   lookup.
 // - The output layer computes the rank's columns of the logits from its
-//   replicated input (entering through `train.copy_to_ranks`); a bias of
+//   replicated input (entering as copies over the axis); a bias of
 //   the vocabulary and elementwise ops after it are split with them; the
 //   loss takes its logits split (`train.cross_entropy {mesh_axis}`: row
 //   maxima, softmax denominators and the labels' logits combined over the

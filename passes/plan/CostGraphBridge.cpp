@@ -239,8 +239,14 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   auto valueOf = [&](Value v) -> FailureOr<int> {
     // A copy to the tensor ranks is the identity: a replicated weight read
     // through one (sequence parallelism) is still that weight.
-    while (auto copy = v.getDefiningOp<train::CopyToRanksOp>())
-      v = copy.getInput();
+    while (true) {
+      if (auto copy = v.getDefiningOp<train::CopyToRanksOp>())
+        v = copy.getInput();
+      else if (auto copies = v.getDefiningOp<train::ReshardOp>(); copies && copies.movesNothing())
+        v = copies.getInput();
+      else
+        break;
+    }
     auto it = valueIndex.find(v);
     if (it != valueIndex.end())
       return it->second;

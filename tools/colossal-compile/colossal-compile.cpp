@@ -20,6 +20,7 @@
 #include "passes/memory/ParameterReads.h"
 #include "passes/memory/Recompute.h"
 #include "passes/memory/Regather.h"
+#include "passes/partition/Resharding.h"
 #include "passes/partition/SequenceAxisParallel.h"
 #include "passes/partition/SequenceParallel.h"
 #include "passes/partition/TensorParallel.h"
@@ -479,6 +480,13 @@ int main(int argc, char **argv) {
     o.momentum = momentum, o.nesterov = nesterov;
     if (failed(colossal::autodiff::buildOptimizerStep(*module, o))) {
       printError("building the " + optimizer + " step failed (see the error above)");
+      return 1;
+    }
+    // The partitioning said how values lie on the mesh (train.reshard);
+    // differentiated, the reshardings become the collectives of their
+    // cheapest plans, the ones the cost model priced.
+    if (failed(colossal::partition::lowerResharding(*module))) {
+      printError("lowering the reshardings of " + inputPath + " failed (see the error above)");
       return 1;
     }
     // Full recomputation first: the re-run layers read weights too, and

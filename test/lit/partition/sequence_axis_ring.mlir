@@ -1,5 +1,5 @@
-// RUN: colossal-opt %s -train-sequence-axis-parallel="ranks=2 algorithm=ring" | FileCheck %s --enable-var-scope
-// RUN: colossal-opt %s -train-sequence-axis-parallel="ranks=2 algorithm=ring" -train-autodiff | FileCheck %s --check-prefix=GRAD
+// RUN: colossal-opt %s -train-sequence-axis-parallel="ranks=2 algorithm=ring" -train-lower-resharding | FileCheck %s --enable-var-scope
+// RUN: colossal-opt %s -train-sequence-axis-parallel="ranks=2 algorithm=ring" -train-autodiff -train-lower-resharding | FileCheck %s --check-prefix=GRAD
 
 // The one-layer language model of sequence_axis_parallel.mlir with a
 // padding mask, split by ring attention: everything runs on the rank's 2

@@ -966,6 +966,47 @@ def Train_RankSliceOp : Train_Op<"rank_slice", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
 }
 
+def Train_ReshardOp : Train_Op<"reshard", [Pure]> {
+  let summary = "a value moved from one layout on the mesh to another";
+  let description = [{
+    The partitioner's general collective: `input` is one rank's part of a
+    value laid out by `from` (colossal/Dialect/Train/Layout.h: for each
+    dimension the mesh axes splitting it, major first; `sum(...)` the axes
+    of pending partial sums; `copies(...)` the axes whose ranks read it each
+    in their own way), and the result its part laid out by `to`. `mesh`
+    gives the size of every axis the layouts name.
+
+    `train-lower-resharding` replaces it with the single-axis collectives
+    above (all-reduce, reduce-scatter, all-gather, all-to-all, rank slice),
+    the sequence the cost model prices (cost/Resharding.h: the cheapest in
+    bus bytes). Its gradient is the resharding from the dual of `to` to the
+    dual of `from` (sums and copies swapped): a partial sum's gradient is
+    whole, copies read differently give partial gradients.
+
+    The verifier checks the layouts against the shapes (the result is the
+    input's whole value cut by `to`), and that neither direction has to
+    invent a partial sum.
+
+    Example (Megatron's sequence parallelism at a block's exit):
+
+    ```mlir
+    %y = train.reshard %partial {from = "[-, -, -] sum(tp)", to = "[-, tp, -]", mesh = {tp = 2 : i64}}
+        : (tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$from, StrAttr:$to, DictionaryAttr:$mesh);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The layouts, read (the verifier has checked them).
+    ::colossal::train::Layout getFromLayout();
+    ::colossal::train::Layout getToLayout();
+    /// Whether the layouts differ in copies only: no data moves.
+    bool movesNothing();
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Gradients (produced by train-autodiff)
 //===----------------------------------------------------------------------===//
