@@ -210,18 +210,26 @@ std::vector<TensorSpec> everyLayout(int axes) {
   return layouts;
 }
 
-std::string keyOf(const TensorSpec &spec) {
+/// A layout as a comparable value: the splits, and the pending sums in
+/// ascending order.
+using Canonical = std::pair<std::vector<std::vector<int>>, std::vector<int>>;
+Canonical canonical(const TensorSpec &spec) {
   std::vector<int> partial = spec.partial;
   std::sort(partial.begin(), partial.end());
-  std::string key;
+  return {spec.dims, partial};
+}
+
+/// How a layout reads in a failure message: "0|1|" and the sums after.
+std::string describe(const TensorSpec &spec) {
+  std::string text;
   for (const auto &dim : spec.dims) {
     for (int a : dim)
-      key += char('0' + a);
-    key += '|';
+      text += std::to_string(a);
+    text += '|';
   }
-  for (int a : partial)
-    key += char('0' + a);
-  return key;
+  for (int a : canonical(spec).second)
+    text += std::to_string(a);
+  return text;
 }
 
 /// The fewest bus bytes of any step sequence from `from` to `to`
@@ -230,13 +238,13 @@ double cheapest(const TensorSpec &from, const TensorSpec &to, const std::vector<
   using Entry = std::pair<double, TensorSpec>;
   auto later = [](const Entry &x, const Entry &y) { return x.first > y.first; };
   std::priority_queue<Entry, std::vector<Entry>, decltype(later)> open(later);
-  std::set<std::string> closed;
+  std::set<Canonical> closed;
   open.push({0.0, from});
-  std::string goal = keyOf(to);
+  Canonical goal = canonical(to);
   while (!open.empty()) {
     auto [cost, spec] = open.top();
     open.pop();
-    std::string key = keyOf(spec);
+    Canonical key = canonical(spec);
     if (key == goal)
       return cost;
     if (!closed.insert(key).second)
@@ -304,7 +312,7 @@ void checkEveryPair(const std::vector<int> &sizes, std::mt19937 &random) {
       bool reachable = std::all_of(to.partial.begin(), to.partial.end(), [&](int a) {
         return std::count(from.partial.begin(), from.partial.end(), a) > 0;
       });
-      std::string tag = keyOf(from) + " -> " + keyOf(to);
+      std::string tag = describe(from) + " -> " + describe(to);
       if (!reachable) {
         EXPECT_FALSE(plan.error.empty()) << tag << ": a value became a pending sum";
         continue;
