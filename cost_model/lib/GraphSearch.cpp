@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <tuple>
 
 namespace colossal::cost {
 namespace {
@@ -27,15 +28,13 @@ std::string unsupportedFixedParts(const SearchOptions &o) {
     if (o.fixedKeys.count(key) && asked)
       parts += std::string(parts.empty() ? "" : ", ") + key;
   };
-  add("sp", f.sp > 1);
-  add("sp_mode", f.spMode != SequenceMode::None);
   add("tp_mode", f.tpMode != TensorMode::OneD);
   add("stage_layers", !f.stageLayers.empty());
   if (parts.empty())
     return "";
   return "the strategy fixes " + parts +
-         "; plans for an imported model search data, 1D tensor and pipeline parallelism (equal "
-         "stages), microbatches, ZeRO, offload and recomputation";
+         "; plans for an imported model search data, 1D tensor, sequence (Megatron's, all-to-all, ring) and pipeline "
+         "parallelism (equal stages), microbatches, ZeRO, offload and recomputation";
 }
 
 bool fixedMismatch(const SearchOptions &o, const char *key, bool differs) {
@@ -87,7 +86,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
   // Graphs at different microbatch sizes share their factor structure
   // (GraphScaling.h) except where a size-1 factor drops out: one split per
   // structure and axis size serves every microbatch size.
-  std::map<std::pair<std::vector<size_t>, int>, std::optional<GraphSharding>> partitioned;
+  std::map<std::tuple<std::vector<size_t>, int, SequenceMode>, std::optional<GraphSharding>> partitioned;
   auto structureOf = [](const Graph &g) {
     std::vector<size_t> factors;
     for (const Op &op : g.ops)
@@ -95,8 +94,9 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
     return factors;
   };
   bool layersMissing = false;
+  // `tp` is the model axis's size: the tensor axis's or the sequence axis's.
   for (int tp = 1; tp <= n && tp <= cluster.gpusPerNode; ++tp) {
-    if (n % tp != 0 || fixedMismatch(o, "tp", tp != o.fixed.tp))
+    if (n % tp != 0)
       continue;
     for (int pp = 1; pp <= n / tp; ++pp) {
       if ((n / tp) % pp != 0 || fixedMismatch(o, "pp", pp != o.fixed.pp))
@@ -130,126 +130,141 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
         }
         bool selective = std::any_of(graph->ops.begin(), graph->ops.end(),
                                      [](const Op &op) { return op.recomputedWhenSelective; });
-        Strategy s;
-        s.dp = dp;
-        s.tp = tp;
-        s.pp = pp;
-        s.microbatches = m;
-        Mesh mesh = buildMesh(s, cluster);
-        auto key = std::make_pair(b, tp);
-        if (!solved.count(key)) {
-          GraphSharding sharding;
-          for (const Op &op : graph->ops)
-            sharding.emplace_back(op.factors.size());
-          std::optional<GraphSharding> &entry = solved[key];
-          entry = sharding;
-          if (tp > 1) {
-            std::string error;
-            std::optional<ShardingSolution> solution =
-                solveAxisSharding(*graph, sharding, mesh, mesh.axisIndex("tp"), cluster, error);
-            if (solution) {
-              entry = std::move(solution->sharding);
-            } else {
-              entry.reset();
-              if (firstInvalid.empty())
-                firstInvalid = s.str() + ": " + error;
-            }
-          }
-        }
-        // The placements to evaluate: the solver's, and the partitioner's
-        // split where it can make one.
-        std::vector<std::pair<const GraphSharding *, Placement>> placements;
-        if (tp == 1) {
-          placements.push_back({&*solved[key], Placement::Partitioner});
-        } else {
-          if (solved[key] && !o.partitionerPlacementOnly)
-            placements.push_back({&*solved[key], Placement::Solver});
-          if (o.partitionerSharding) {
-            auto split = std::make_pair(structureOf(*graph), tp);
-            if (!partitioned.count(split)) {
+        // The model axis: tensor parallelism (1D, or with Megatron's
+        // sequence parallelism on it), or sequence parallelism on its own
+        // axis (all-to-all, ring); only the partitioner places the latter
+        // three.
+        std::vector<SequenceMode> modes{SequenceMode::None};
+        if (tp > 1 && o.partitionerSharding)
+          modes.insert(modes.end(), {SequenceMode::Megatron, SequenceMode::AllToAll, SequenceMode::Ring});
+        for (SequenceMode mode : modes) {
+          bool ownAxis = mode == SequenceMode::AllToAll || mode == SequenceMode::Ring;
+          Strategy s;
+          s.dp = dp;
+          s.tp = ownAxis ? 1 : tp;
+          s.sp = ownAxis ? tp : 1;
+          s.spMode = mode;
+          s.pp = pp;
+          s.microbatches = m;
+          if (fixedMismatch(o, "tp", s.tp != o.fixed.tp) || fixedMismatch(o, "sp", s.sp != o.fixed.sp) ||
+              fixedMismatch(o, "sp_mode", mode != o.fixed.spMode))
+            continue;
+          Mesh mesh = buildMesh(s, cluster);
+          auto key = std::make_pair(b, tp);
+          if (mode == SequenceMode::None && !solved.count(key)) {
+            GraphSharding sharding;
+            for (const Op &op : graph->ops)
+              sharding.emplace_back(op.factors.size());
+            std::optional<GraphSharding> &entry = solved[key];
+            entry = sharding;
+            if (tp > 1) {
               std::string error;
-              partitioned[split] = o.partitionerSharding(*graph, tp, mesh.axisIndex("tp"), error);
-              if (!partitioned[split] && firstInvalid.empty())
-                firstInvalid = "tp=" + std::to_string(tp) + ": " + error;
+              std::optional<ShardingSolution> solution =
+                  solveAxisSharding(*graph, sharding, mesh, mesh.axisIndex("tp"), cluster, error);
+              if (solution) {
+                entry = std::move(solution->sharding);
+              } else {
+                entry.reset();
+                if (firstInvalid.empty())
+                  firstInvalid = s.str() + ": " + error;
+              }
             }
-            if (partitioned[split])
-              placements.push_back({&*partitioned[split], Placement::Partitioner});
           }
-        }
-        if (placements.empty()) {
-          ++result.invalid;
-          continue;
-        }
-        for (auto [placed, placement] : placements) {
-          const GraphSharding &sharding = *placed;
-          EstimateOptions options = untraced;
-          // The partitioner's split as it is built: its grouped and padded
-          // layouts, and recomputation that keeps the collectives' results.
-          if (placement == Placement::Partitioner && tp > 1) {
-            options.layouts = SplitLayouts::Built;
-            options.recomputeCollectives = false;
+          // The placements to evaluate: the solver's, and the partitioner's
+          // split where it can make one.
+          std::vector<std::pair<const GraphSharding *, Placement>> placements;
+          if (tp == 1) {
+            placements.push_back({&*solved[key], Placement::Partitioner});
+          } else {
+            if (mode == SequenceMode::None && solved[key] && !o.partitionerPlacementOnly)
+              placements.push_back({&*solved[key], Placement::Solver});
+            if (o.partitionerSharding) {
+              auto split = std::make_tuple(structureOf(*graph), tp, mode);
+              if (!partitioned.count(split)) {
+                std::string error;
+                partitioned[split] =
+                    o.partitionerSharding(*graph, tp, mesh.axisIndex(ownAxis ? "sp" : "tp"), mode, error);
+                if (!partitioned[split] && firstInvalid.empty())
+                  firstInvalid = s.str() + ": " + error;
+              }
+              if (partitioned[split])
+                placements.push_back({&*partitioned[split], Placement::Partitioner});
+            }
           }
-          std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
-          if (pp > 1 && layers % (2 * pp) == 0 && m % pp == 0)
-            schedules.push_back({Schedule::Interleaved, 2});
-          std::vector<Recompute> recomputes{Recompute::None};
-          if (layers > 0) {
-            if (selective)
-              recomputes.push_back(Recompute::Selective);
-            recomputes.push_back(Recompute::Full);
-          } else if (fixedMismatch(o, "recompute", o.fixed.recompute != Recompute::None)) {
-            layersMissing = true;
+          if (placements.empty()) {
+            ++result.invalid;
+            continue;
           }
-          for (auto [schedule, chunks] : schedules) {
-            if (pp > 1 && fixedMismatch(o, "schedule", schedule != o.fixed.schedule))
-              continue;
-            for (Recompute recompute : recomputes) {
-              if (fixedMismatch(o, "recompute", recompute != o.fixed.recompute))
+          for (auto [placed, placement] : placements) {
+            const GraphSharding &sharding = *placed;
+            EstimateOptions options = untraced;
+            // The partitioner's split as it is built: its grouped and padded
+            // layouts, and recomputation that keeps the collectives' results.
+            if (placement == Placement::Partitioner && tp > 1) {
+              options.layouts = SplitLayouts::Built;
+              options.recomputeCollectives = false;
+            }
+            std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
+            if (pp > 1 && layers % (2 * pp) == 0 && m % pp == 0)
+              schedules.push_back({Schedule::Interleaved, 2});
+            std::vector<Recompute> recomputes{Recompute::None};
+            if (layers > 0) {
+              if (selective)
+                recomputes.push_back(Recompute::Selective);
+              recomputes.push_back(Recompute::Full);
+            } else if (fixedMismatch(o, "recompute", o.fixed.recompute != Recompute::None)) {
+              layersMissing = true;
+            }
+            for (auto [schedule, chunks] : schedules) {
+              if (pp > 1 && fixedMismatch(o, "schedule", schedule != o.fixed.schedule))
                 continue;
-              // ZeRO and offload only add to the step after the pipeline
-              // (as in Search.h): once one variant is evaluated, the others
-              // cannot beat the k-th best plan if its pipeline does not.
-              double groupPipeline = -1;
-              for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-                if (fixedMismatch(o, "zero", zero != o.fixed.zero))
+              for (Recompute recompute : recomputes) {
+                if (fixedMismatch(o, "recompute", recompute != o.fixed.recompute))
                   continue;
-                for (bool offload : {false, true}) {
-                  if (fixedMismatch(o, "offload", offload != o.fixed.offloadOptimizer) ||
-                      (offload && zero == 0 && !o.fixedKeys.count("offload")))
+                // ZeRO and offload only add to the step after the pipeline
+                // (as in Search.h): once one variant is evaluated, the others
+                // cannot beat the k-th best plan if its pipeline does not.
+                double groupPipeline = -1;
+                for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+                  if (fixedMismatch(o, "zero", zero != o.fixed.zero))
                     continue;
-                  s.schedule = schedule;
-                  s.virtualStages = chunks;
-                  s.recompute = recompute;
-                  s.zero = zero;
-                  s.offloadOptimizer = offload;
-                  if (o.admit && !o.admit(s))
-                    continue;
-                  ++result.candidates;
-                  bool buildable = o.buildable && o.buildable(s, placement);
-                  if (!o.exhaustive && groupPipeline >= 0 && groupPipeline >= kthBest() &&
-                      !(buildable && groupPipeline < bestBuildableTime())) {
-                    ++result.prunedByTime;
-                    continue;
-                  }
-                  std::string error;
-                  std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, options);
-                  if (!e) {
-                    ++result.invalid;
-                    if (firstInvalid.empty())
-                      firstInvalid = s.str() + ": " + error;
-                    continue;
-                  }
-                  ++result.evaluated;
-                  groupPipeline = e->pipeline.makespan;
-                  SearchCandidate candidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}, placement};
-                  if (buildable && candidate.estimate.fits() &&
-                      candidate.estimate.stepTime < bestBuildableTime())
-                    result.bestBuildable = candidate;
-                  keepCandidate(result, std::move(candidate), o.keep);
-                  if (o.progress &&
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - lastProgress).count() >= 1) {
-                    lastProgress = std::chrono::steady_clock::now();
-                    o.progress(result.evaluated, result.candidates);
+                  for (bool offload : {false, true}) {
+                    if (fixedMismatch(o, "offload", offload != o.fixed.offloadOptimizer) ||
+                        (offload && zero == 0 && !o.fixedKeys.count("offload")))
+                      continue;
+                    s.schedule = schedule;
+                    s.virtualStages = chunks;
+                    s.recompute = recompute;
+                    s.zero = zero;
+                    s.offloadOptimizer = offload;
+                    if (o.admit && !o.admit(s))
+                      continue;
+                    ++result.candidates;
+                    bool buildable = o.buildable && o.buildable(s, placement);
+                    if (!o.exhaustive && groupPipeline >= 0 && groupPipeline >= kthBest() &&
+                        !(buildable && groupPipeline < bestBuildableTime())) {
+                      ++result.prunedByTime;
+                      continue;
+                    }
+                    std::string error;
+                    std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, options);
+                    if (!e) {
+                      ++result.invalid;
+                      if (firstInvalid.empty())
+                        firstInvalid = s.str() + ": " + error;
+                      continue;
+                    }
+                    ++result.evaluated;
+                    groupPipeline = e->pipeline.makespan;
+                    SearchCandidate candidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}, placement};
+                    if (buildable && candidate.estimate.fits() && candidate.estimate.stepTime < bestBuildableTime())
+                      result.bestBuildable = candidate;
+                    keepCandidate(result, std::move(candidate), o.keep);
+                    if (o.progress &&
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - lastProgress).count() >= 1) {
+                      lastProgress = std::chrono::steady_clock::now();
+                      o.progress(result.evaluated, result.candidates);
+                    }
                   }
                 }
               }

@@ -16,7 +16,7 @@ static const char *nameOf(TensorMode m) {
   }
   return "?";
 }
-static const char *nameOf(SequenceMode m) {
+const char *nameOf(SequenceMode m) {
   switch (m) {
   case SequenceMode::None: return "none";
   case SequenceMode::Megatron: return "megatron";

@@ -247,7 +247,9 @@ cases = [
     ("-o naming a file", compile_model("mlp", f"{WORK}/a-file"), "exists and is not a directory"),
     ("a 2-rank program started alone", train(f"{WORK}/gpt2-dp2", *feed), "compiled for 2 data-parallel ranks"),
     ("a 1-rank program under mpirun", train(gpt2, *feed, ranks=2), "compiled for 1 data-parallel rank"),
-    ("a batch that does not divide", compile_model("gpt2", f"{WORK}/x", "--gpus", "4", batch=6),
+    # Data parallelism asked for explicitly (without a strategy the search
+    # would split the model axis instead: dp=2 x tp=2 holds 6 samples).
+    ("a batch that does not divide", compile_model("gpt2", f"{WORK}/x", "--gpus", "4", "--strategy", "dp=4", batch=6),
      "does not divide into 4 rank(s)"),
     ("an empty gradient bucket", train(gpt2, *feed, "--bucket-mb", "0"), "expects a positive number of MiB"),
     ("--loss-scale for a program without loss scaling", train(gpt2, *feed, "--loss-scale", "8"),

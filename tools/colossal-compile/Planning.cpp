@@ -6,6 +6,8 @@
 #include "colossal/cost/Estimator.h"
 #include "colossal/cost/GraphScaling.h"
 #include "colossal/cost/GraphSearch.h"
+#include "passes/partition/SequenceAxisParallel.h"
+#include "passes/partition/SequenceParallel.h"
 #include "passes/partition/TensorParallel.h"
 #include "passes/plan/CostGraphBridge.h"
 #include "passes/raise/Passes.h"
@@ -27,6 +29,12 @@ namespace {
 
 /// A plan file's tensor placement (`tensor_placement`; the solver's when
 /// absent).
+/// What the partitioner builds today, for the messages about plans it
+/// cannot.
+constexpr const char *kPartitionerRuns =
+    "data parallelism, its own 1D tensor split (with Megatron's sequence parallelism), sequence parallelism on its "
+    "own axis (all-to-all, ring), microbatches, ZeRO 1, 2 and 3, optimizer offload and recomputation";
+
 cost::Placement placementOf(const cost::Json &plan) {
   const cost::Json *placement = plan.find("tensor_placement");
   return placement && placement->isString() && placement->asString() == "partitioner" ? cost::Placement::Partitioner
@@ -54,48 +62,81 @@ std::optional<cost::Json> readJson(const std::string &path, std::string &error) 
 
 /// The model imported with its batch dimension bound to `microbatch`, and
 /// raised; null with `error` when that fails.
-mlir::OwningOpRef<mlir::ModuleOp> importRaised(mlir::MLIRContext &context, const PlanRequest &request,
-                                               int64_t microbatch, std::string &error) {
-  ImportOptions options = request.import;
-  options.batch = microbatch;
-  mlir::OwningOpRef<mlir::ModuleOp> module = importOnnxFile(context, request.inputPath, options);
-  if (!module) {
-    error = "importing " + request.inputPath + " failed (see the error above)";
-    return nullptr;
-  }
-  mlir::PassManager pm(&context);
-  train::buildRaisePipeline(pm);
-  if (mlir::failed(pm.run(*module))) {
-    error = "raising " + request.inputPath + " failed (see the error above)";
-    return nullptr;
-  }
-  return module;
-}
+/// The model imported and raised at each microbatch size the search asks
+/// for, once: the cost graphs read them, and the partitioner splits copies.
+class RaisedModels {
+public:
+  RaisedModels(mlir::MLIRContext &context, const PlanRequest &request) : context_(context), request_(request) {}
 
-/// The split the partitioner makes of the model over `tp` tensor ranks
-/// (Megatron's pairs, heads and vocabulary; TensorParallel.h), read back as
-/// a sharding of `whole` on mesh axis `axis` (AppliedSharding.h); nullopt
-/// with the partitioner's reason when it cannot split the model that way.
-std::optional<cost::GraphSharding> partitionerSharding(mlir::MLIRContext &context, const PlanRequest &request,
+  /// The raised module at `microbatch` samples, or null with `error`.
+  mlir::ModuleOp at(int64_t microbatch, std::string &error) {
+    auto it = modules_.find(microbatch);
+    if (it == modules_.end())
+      it = modules_.emplace(microbatch, importRaised(microbatch, errors_[microbatch])).first;
+    if (!it->second)
+      error = errors_[microbatch];
+    return it->second ? *it->second : mlir::ModuleOp();
+  }
+
+private:
+  mlir::OwningOpRef<mlir::ModuleOp> importRaised(int64_t microbatch, std::string &error) {
+    ImportOptions options = request_.import;
+    options.batch = microbatch;
+    mlir::OwningOpRef<mlir::ModuleOp> module = importOnnxFile(context_, request_.inputPath, options);
+    if (!module) {
+      error = "importing " + request_.inputPath + " failed (see the error above)";
+      return nullptr;
+    }
+    mlir::PassManager pm(&context_);
+    train::buildRaisePipeline(pm);
+    if (mlir::failed(pm.run(*module))) {
+      error = "raising " + request_.inputPath + " failed (see the error above)";
+      return nullptr;
+    }
+    return module;
+  }
+
+  mlir::MLIRContext &context_;
+  const PlanRequest &request_;
+  std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> modules_;
+  std::map<int64_t, std::string> errors_;
+};
+
+/// The split the partitioner makes of the model over `tp` ranks of its
+/// model axis (Megatron's pairs, heads and vocabulary, TensorParallel.h,
+/// with its sequence parallelism under `mode` Megatron; or the tokens over
+/// a sequence axis, SequenceAxisParallel.h, under AllToAll and Ring), read
+/// back as a sharding of `whole` on mesh axis `axis` (AppliedSharding.h);
+/// nullopt with the partitioner's reason when it cannot split the model
+/// that way.
+std::optional<cost::GraphSharding> partitionerSharding(mlir::MLIRContext &context, RaisedModels &models,
                                                        const cost::Graph &whole, int tp, int axis,
-                                                       std::string &error) {
-  mlir::OwningOpRef<mlir::ModuleOp> module = importRaised(context, request, whole.microbatch, error);
-  if (!module)
+                                                       cost::SequenceMode mode, std::string &error) {
+  mlir::ModuleOp raised = models.at(whole.microbatch, error);
+  if (!raised)
     return std::nullopt;
+  mlir::OwningOpRef<mlir::ModuleOp> module = raised.clone();
   // The partitioner's refusal is this placement's reason, not an error of
   // the search: kept, not printed.
   std::string reason;
-  mlir::FailureOr<partition::TensorParallelSummary> split = mlir::failure();
+  bool split = false;
   {
     mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &diag) {
       if (reason.empty())
         reason = diag.str();
       return mlir::success();
     });
-    split = partition::partitionTensorParallel(*module, tp);
+    if (mode == cost::SequenceMode::AllToAll || mode == cost::SequenceMode::Ring)
+      split = mlir::succeeded(partition::applySequenceAxisParallelism(
+          *module, tp,
+          mode == cost::SequenceMode::Ring ? partition::SequenceAlgorithm::Ring : partition::SequenceAlgorithm::AllToAll));
+    else
+      split = mlir::succeeded(partition::partitionTensorParallel(*module, tp)) &&
+              (mode != cost::SequenceMode::Megatron || mlir::succeeded(partition::applySequenceParallelism(*module)));
   }
-  if (mlir::failed(split)) {
-    error = "the partitioner cannot split the model over " + std::to_string(tp) + " tensor ranks: " + reason;
+  if (!split) {
+    error = "the partitioner cannot split the model over " + std::to_string(tp) + " " +
+            (mode == cost::SequenceMode::None ? "tensor" : cost::nameOf(mode)) + " ranks: " + reason;
     return std::nullopt;
   }
   mlir::FailureOr<cost::Graph> graph = plan::buildCostGraph(module->lookupSymbol<mlir::func::FuncOp>("forward"));
@@ -107,12 +148,12 @@ std::optional<cost::GraphSharding> partitionerSharding(mlir::MLIRContext &contex
 }
 
 /// The model's cost graph with its batch dimension bound to `microbatch`.
-std::optional<cost::Graph> graphAt(mlir::MLIRContext &context, const PlanRequest &request,
-                                   int64_t microbatch, std::string &error) {
-  mlir::OwningOpRef<mlir::ModuleOp> module = importRaised(context, request, microbatch, error);
+std::optional<cost::Graph> graphAt(RaisedModels &models, const PlanRequest &request, int64_t microbatch,
+                                   std::string &error) {
+  mlir::ModuleOp module = models.at(microbatch, error);
   if (!module)
     return std::nullopt;
-  auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
+  auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
   mlir::FailureOr<cost::Graph> graph = mlir::failure();
   if (forward)
     graph = plan::buildCostGraph(forward);
@@ -197,7 +238,16 @@ std::string partitionerLacks(const cost::Strategy &s, cost::Placement placement)
   add(s.tp > 1 && !builtSplit,
       "tp=" + std::to_string(s.tp) + (s.tpMode == cost::TensorMode::OneD ? " placed by the sharding solver" : ""));
   add(s.pp > 1, "pp=" + std::to_string(s.pp));
-  add(s.sp > 1 || s.spMode != cost::SequenceMode::None, "sequence parallelism");
+  // Sequence parallelism: Megatron's on the partitioner's tensor split, or
+  // all-to-all and ring on a sequence axis of their own (not with tp yet).
+  bool ownAxis = s.spMode == cost::SequenceMode::AllToAll || s.spMode == cost::SequenceMode::Ring;
+  if (s.spMode == cost::SequenceMode::Megatron)
+    add(s.sp > 1 || s.tp == 1 || !builtSplit, "Megatron's sequence parallelism off the partitioner's tensor split");
+  else if (ownAxis)
+    add(s.sp == 1 || s.tp > 1 || placement != cost::Placement::Partitioner,
+        "sp=" + std::to_string(s.sp) + ",sp_mode=" + cost::nameOf(s.spMode) + (s.tp > 1 ? " with tp" : ""));
+  else
+    add(s.sp > 1 || s.spMode != cost::SequenceMode::None, "sequence parallelism");
   add(s.zero > 3, "zero=" + std::to_string(s.zero));
   // Offload moves each rank's ZeRO shard of the optimizer to its host.
   add(s.offloadOptimizer && s.zero == 0 && s.dp > 1, "optimizer offload without ZeRO");
@@ -280,9 +330,7 @@ void printReport(const std::string &model, const std::string &precision, const c
     os << "executable: yes: colossal-compile " << model << " -o DIR --plan PLAN.json builds it for mpirun -np "
        << plan.strategy.devices() << "\n";
   else {
-    os << "executable: not yet: the partitioner runs data parallelism, its own 1D tensor split, microbatches, ZeRO 1, "
-          "2 and 3, optimizer offload and recomputation; this plan needs "
-       << lacks << "\n";
+    os << "executable: not yet: the partitioner runs " << kPartitionerRuns << "; this plan needs " << lacks << "\n";
   }
   if (search && search->best.size() > 1) {
     os << "alternatives:\n";
@@ -336,11 +384,12 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   // dimension is bound at all (two samples must do more work than one) and
   // which factors are the batch: every other size is derived from them
   // rather than imported again.
+  RaisedModels models(context, request);
   std::map<int64_t, std::optional<cost::Graph>> graphs;
   std::map<int64_t, std::string> graphErrors;
   auto imported = [&](int64_t b) -> std::optional<cost::Graph> & {
     if (!graphs.count(b))
-      graphs[b] = graphAt(context, request, b, graphErrors[b]);
+      graphs[b] = graphAt(models, request, b, graphErrors[b]);
     return graphs[b];
   };
   auto build = [&](int64_t b) -> std::optional<cost::Graph> & {
@@ -348,7 +397,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       return imported(b);
     std::optional<cost::Graph> &one = imported(1), &two = imported(2);
     std::optional<cost::Graph> scaled = one && two ? cost::graphAtBatch(*one, *two, b, graphErrors[b]) : std::nullopt;
-    graphs[b] = scaled ? std::move(scaled) : graphAt(context, request, b, graphErrors[b]);
+    graphs[b] = scaled ? std::move(scaled) : graphAt(models, request, b, graphErrors[b]);
     return graphs[b];
   };
   // A file exported without a dynamic batch axis trains on its own batch:
@@ -444,9 +493,9 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   }
   // The partitioner's own split of the tensor axis is a placement too: the
   // plans with it are the ones -o DIR builds.
-  options.partitionerSharding = [&](const cost::Graph &graph, int tp, int axis,
+  options.partitionerSharding = [&](const cost::Graph &graph, int ranks, int axis, cost::SequenceMode mode,
                                     std::string &why) -> std::optional<cost::GraphSharding> {
-    return partitionerSharding(context, request, graph, tp, axis, why);
+    return partitionerSharding(context, models, graph, ranks, axis, mode, why);
   };
   options.buildable = [](const cost::Strategy &s, cost::Placement placement) {
     return partitionerLacks(s, placement).empty();
@@ -544,16 +593,15 @@ std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::s
     return std::nullopt;
   }
   if (std::string lacks = partitionerLacks(*strategy, placementOf(*json)); !lacks.empty()) {
-    error = path + ": the partitioner runs data parallelism, its own 1D tensor split, microbatches, ZeRO 1, 2 and 3, "
-                   "optimizer offload and recomputation only; this plan needs " +
+    error = path + ": the partitioner runs " + kPartitionerRuns + " only; this plan needs " +
             lacks;
     return std::nullopt;
   }
   return strategy;
 }
 
-bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, const cost::Graph &split, int64_t tp,
-                           std::string &error) {
+bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, const cost::Graph &split,
+                           const std::string &axis, int64_t ranks, std::string &error) {
   std::optional<cost::Json> json = readJson(path, error);
   if (!json)
     return false;
@@ -571,7 +619,7 @@ bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, co
   cost::Mesh mesh = cost::buildMesh(*strategy, *cluster);
   std::optional<cost::GraphSharding> planned = cost::shardingFromJson(*shardings, whole, mesh, error);
   std::optional<cost::GraphSharding> built =
-      planned ? cost::appliedAxisSharding(whole, split, mesh.axisIndex("tp"), tp, error) : std::nullopt;
+      planned ? cost::appliedAxisSharding(whole, split, mesh.axisIndex(axis), ranks, error) : std::nullopt;
   if (!planned || !built) {
     error = path + ": " + error;
     return false;

@@ -242,9 +242,10 @@ int main(int argc, char **argv) {
 
   // --gpus N and a global batch are the whole interface: without a plan or
   // strategy, the search picks the best plan the partitioner can run
-  // (ZeRO, offload, recomputation and microbatches where they pay).
+  // (ZeRO, offload, recomputation and microbatches where they pay; tensor
+  // or sequence parallelism where the batch does not cover the devices).
   if (toDirectory && gpus > 1 && planFile.empty() && strategyText.empty() && batch.getNumOccurrences() &&
-      !microbatches.getNumOccurrences() && batch % gpus == 0) {
+      !microbatches.getNumOccurrences()) {
     std::optional<colossal::cost::Strategy> chosen;
     request.chosen = &chosen;
     if (colossal::runPlanning(context, request) != 0 || !chosen)
@@ -285,7 +286,7 @@ int main(int argc, char **argv) {
         strategy->spMode = colossal::cost::SequenceMode::None;
       }
     }
-    if (strategy && planFile.empty() && strategy->sp > 1 &&
+    if (strategy && strategy->sp > 1 &&
         (strategy->spMode == colossal::cost::SequenceMode::AllToAll ||
          strategy->spMode == colossal::cost::SequenceMode::Ring)) {
       // --strategy sp=N,sp_mode=all-to-all|ring: every rank of the sequence
@@ -458,7 +459,8 @@ int main(int argc, char **argv) {
     // A plan's tensor placement must be the split just made.
     std::string error;
     if (!planFile.empty() && splitGraph &&
-        !colossal::planMatchesBuiltSplit(planFile, *wholeGraph, *splitGraph, tensorRanks, error)) {
+        !colossal::planMatchesBuiltSplit(planFile, *wholeGraph, *splitGraph, sequenceAxis ? "sp" : "tp", tensorRanks,
+                                         error)) {
       printError("--plan " + error);
       return 1;
     }

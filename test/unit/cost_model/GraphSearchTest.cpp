@@ -76,10 +76,50 @@ TEST(GraphSearch, RefusesWhatItDoesNotSearch) {
   options.devices = 8;
   options.globalBatch = 32;
   std::string error;
-  options.fixed = *Strategy::parse("sp=2,sp_mode=ring", error, &options.fixedKeys);
+  options.fixed = *Strategy::parse("tp=4,tp_mode=2d", error, &options.fixedKeys);
   SearchResult result = searchGraphPlans(importedGpt(2), cluster, options);
   EXPECT_TRUE(result.best.empty());
-  EXPECT_NE(result.infeasible.find("sp"), std::string::npos) << result.infeasible;
+  EXPECT_NE(result.infeasible.find("tp_mode"), std::string::npos) << result.infeasible;
+}
+
+TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 32;
+  std::string error;
+  options.fixed = *Strategy::parse("sp_mode=all-to-all", error, &options.fixedKeys);
+  // Without the partitioner's splits there is no sequence axis to place.
+  SearchResult none = searchGraphPlans(importedGpt(2), cluster, options);
+  EXPECT_TRUE(none.best.empty());
+  // With them, the search asks for the sequence axis by its mesh index and
+  // mode, and evaluates plans with the split it gets back.
+  std::vector<std::pair<int, SequenceMode>> asked;
+  options.partitionerSharding = [&](const Graph &graph, int ranks, int axis, SequenceMode mode,
+                                    std::string &) -> std::optional<GraphSharding> {
+    Strategy s;
+    s.sp = ranks;
+    s.spMode = mode;
+    s.dp = 8 / ranks;
+    EXPECT_EQ(axis, buildMesh(s, cluster).axisIndex("sp"));
+    asked.push_back({ranks, mode});
+    GraphSharding sharding;
+    for (const Op &op : graph.ops)
+      sharding.emplace_back(op.factors.size());
+    return sharding;
+  };
+  SearchResult result = searchGraphPlans(importedGpt(2), cluster, options);
+  ASSERT_FALSE(result.best.empty()) << result.infeasible;
+  for (const SearchCandidate &c : result.best) {
+    EXPECT_EQ(c.strategy.spMode, SequenceMode::AllToAll);
+    EXPECT_GT(c.strategy.sp, 1);
+    EXPECT_EQ(c.strategy.tp, 1);
+    EXPECT_EQ(c.placement, Placement::Partitioner);
+    EXPECT_FALSE(c.sharding.empty());
+  }
+  ASSERT_FALSE(asked.empty());
+  for (auto [ranks, mode] : asked)
+    EXPECT_EQ(mode, SequenceMode::AllToAll) << ranks;
 }
 
 TEST(GraphSearch, InfeasibleSaysWhatWouldFit) {

@@ -1,11 +1,14 @@
 //===- GraphSearch.h - finding the plan for an imported model -------*- C++ -*-===//
 //
 // The search for a graph that comes from a model file rather than from
-// transformer hyper-parameters: every split of N devices into data x 1D
-// tensor x pipeline parallelism (the tensor axis inside a node), the tensor
-// axis placed op by op by the sharding solver (ShardingSolver.h, exact under
-// the cost model) and, where the caller gives it, as the partitioner splits
-// the model (SearchOptions::partitionerSharding: the plans `-o DIR` builds),
+// transformer hyper-parameters: every split of N devices into data x model
+// axis x pipeline parallelism (the model axis inside a node). The model axis
+// is a 1D tensor axis placed op by op by the sharding solver
+// (ShardingSolver.h, exact under the cost model) or, where the caller gives
+// it, as the partitioner splits the model (SearchOptions::
+// partitionerSharding: the plans `-o DIR` builds), with or without
+// Megatron's sequence parallelism on it; or a sequence axis of its own
+// (all-to-all, ring), as the partitioner splits the tokens;
 // every power-of-two microbatch size up to 16 that divides
 // the per-replica batch, the pipeline schedule (1F1B; interleaved with two
 // chunks where the layers allow), recomputation, ZeRO stages and optimizer
@@ -16,9 +19,9 @@
 // Search.h does; `exhaustive` turns it off and a test checks both agree).
 //
 // Pipelines and recomputation need the graph's layers (LayerDetection.h);
-// stages hold equal numbers of them. Sequence parallelism and 2D/2.5D/3D
-// grids are searched only on transformer shapes (Search.h): a fixed
-// strategy asking for them is refused with that reason.
+// stages hold equal numbers of them. 2D/2.5D/3D grids are searched only on
+// transformer shapes (Search.h): a fixed strategy asking for them is refused
+// with that reason.
 //
 //===----------------------------------------------------------------------===//
 

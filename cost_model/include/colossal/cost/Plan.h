@@ -30,6 +30,9 @@ enum class SequenceMode {
   AllToAll, // sequence split to head split around attention (DeepSpeed-Ulysses)
   Ring,     // keys and values passed around a ring of ranks (ring self-attention)
 };
+/// The strategy string's name of a sequence mode ("none", "megatron", "all-to-all", "ring").
+const char *nameOf(SequenceMode mode);
+
 enum class Schedule { GPipe, OneFOneB, Interleaved };
 enum class Recompute { None, Selective, Full };
 
