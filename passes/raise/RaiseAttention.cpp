@@ -75,6 +75,51 @@ bool isCausalBooleanMask(Value condition, int64_t sq, int64_t sk, bool trueHides
   return isCausalMatrix(attr, sq, sk, [&](int64_t e) { return values[e] == trueHides; });
 }
 
+/// Whether a constant of positions counts up by one along dimension `dim`
+/// of its `rank` (every other dimension 1) from `first`, `count` of them.
+bool isPositionRun(Value value, int64_t rank, int64_t dim, int64_t count, int64_t &first) {
+  DenseElementsAttr attr;
+  if (!matchPattern(value, m_Constant(&attr)) || !llvm::isa<IntegerType>(attr.getElementType()))
+    return false;
+  auto type = llvm::cast<RankedTensorType>(attr.getType());
+  if (type.getRank() > rank || type.getNumElements() != count)
+    return false;
+  // Leading dimensions broadcast; the run is along `dim` counted from the end.
+  int64_t fromEnd = rank - dim;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.getRank() - d != fromEnd && type.getDimSize(d) != 1)
+      return false;
+  if (count > 1 && (type.getRank() < fromEnd || type.getDimSize(type.getRank() - fromEnd) != count))
+    return false;
+  int64_t expected = 0, i = 0;
+  for (const APInt &v : attr.getValues<APInt>()) {
+    int64_t x = v.getSExtValue();
+    if (i == 0)
+      first = expected = x;
+    if (x != expected)
+      return false;
+    ++expected, ++i;
+  }
+  return true;
+}
+
+/// A boolean mask computed rather than stored: the keys' positions compared
+/// with the queries' (`greater(j, i + offset)`, or `less(i + offset, j)`),
+/// true where hidden. The importer leaves it an op when the sequence makes
+/// the matrix too large to fold; it is causal when the offset is sk - sq.
+bool isCausalComparison(Value condition, int64_t sq, int64_t sk, bool trueHides) {
+  Value columns, rows;
+  if (auto greater = defining<GreaterOp>(condition))
+    columns = greater.getLhs(), rows = greater.getRhs();
+  else if (auto less = defining<LessOp>(condition))
+    rows = less.getLhs(), columns = less.getRhs();
+  else
+    return false;
+  int64_t rank = llvm::cast<RankedTensorType>(condition.getType()).getRank(), column0 = 0, row0 = 0;
+  return trueHides && rank >= 2 && isPositionRun(columns, rank, rank - 1, sk, column0) &&
+         isPositionRun(rows, rank, rank - 2, sq, row0) && row0 - column0 == sk - sq;
+}
+
 /// Whether a constant mask is causal, remembered per (mask, sq, sk, kind):
 /// every layer of a model reads the same mask, and checking one of a long
 /// sequence walks millions of elements.
@@ -165,7 +210,8 @@ std::optional<Match> matchAttention(MatMulOp output, CausalCache &cache) {
     if (kept.getType() != where.getType())
       return std::nullopt;
     if (cachedCausal(cache, condition, sq, sk, trueHides,
-                     [&] { return isCausalBooleanMask(condition, sq, sk, trueHides); })) {
+                     [&] { return isCausalBooleanMask(condition, sq, sk, trueHides); }) ||
+        isCausalComparison(condition, sq, sk, trueHides)) {
       match.causal = true;
     } else {
       match.mask = condition;

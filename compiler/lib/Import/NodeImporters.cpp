@@ -144,7 +144,11 @@ LogicalResult reshapeTo(NodeContext &ctx, const std::vector<int64_t> &shape) {
 
 template <BinaryFn fn, typename OpT> LogicalResult importBinary(NodeContext &ctx) {
   const HostTensor *lhs = ctx.constantInput(0), *rhs = ctx.constantInput(1);
-  if (lhs && rhs)
+  // Constants fold on the host, unless broadcasting them makes a tensor too
+  // large to hold as a constant (a causal mask of a long sequence compares
+  // two rows of positions into sequence x sequence): that stays an op.
+  std::optional<std::vector<int64_t>> folded = lhs && rhs ? broadcastShape(lhs->shape, rhs->shape) : std::nullopt;
+  if (lhs && rhs && (!folded || numElementsOf(*folded) <= kMaxFoldedElements))
     return produceFolded(ctx, foldBinary(fn, *lhs, *rhs));
   // Pow may raise a value to an exponent of another type (ONNX allows it);
   // the IR keeps one type, the base's.

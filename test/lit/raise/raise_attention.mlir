@@ -18,6 +18,37 @@ func.func @causal_where_mask(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %
   return %o : tensor<2x2x4x8xf32>
 }
 
+// A long sequence's mask stays an op (too large to fold at import): key
+// positions compared with query positions is causal; shifted by one it is
+// not, and stays the attention's mask.
+// CHECK-LABEL: func.func @computed_causal_mask
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 0.353553385 : f32}
+// CHECK-NOT: train.greater
+// CHECK: %[[SHIFTED:.*]] = train.greater
+// CHECK: %[[KEEP:.*]] = train.equal %[[SHIFTED]]
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[KEEP]] {scale = 0.353553385 : f32}
+func.func @computed_causal_mask(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) {
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x8x4xf32>
+  %s = train.matmul %q, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %c = train.constant dense<2.82842708> : tensor<f32>
+  %ss = train.div %s, %c : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %columns = train.constant dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>
+  %rows = train.constant dense<[[0], [1], [2], [3]]> : tensor<4x1xi64>
+  %hide = train.greater %columns, %rows : (tensor<1x4xi64>, tensor<4x1xi64>) -> tensor<4x4xi1>
+  %neg = train.constant dense<0xFF800000> : tensor<f32>
+  %m = train.where %hide, %neg, %ss : (tensor<4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = train.softmax %m {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = train.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %s2 = train.matmul %q, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %ss2 = train.div %s2, %c : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %shifted = train.constant dense<[[1], [2], [3], [4]]> : tensor<4x1xi64>
+  %hide2 = train.greater %columns, %shifted : (tensor<1x4xi64>, tensor<4x1xi64>) -> tensor<4x4xi1>
+  %m2 = train.where %hide2, %neg, %ss2 : (tensor<4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p2 = train.softmax %m2 {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o2 = train.matmul %p2, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o, %o2 : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
+}
+
 // LLaMA: an additive -inf upper triangle; BERT: an additive padding mask that
 // stays an operand. Dropout on the weights keeps the chain as ops (its mask
 // is the site-keyed train.dropout's).
