@@ -104,6 +104,35 @@ with tempfile.TemporaryDirectory() as work:
             "%.3f s" % published["step_time_s"] if "step_time_s" in published else published.get("error"),
             "%.3f" % entry["ratio"] if "ratio" in entry else "-"), flush=True)
 
+# Long contexts: one sequence per step, more GPUs than samples. The plan
+# must split the model axis; which split wins depends on the length.
+# name, heads, hidden, layers, sequence, gpus, global batch.
+LONG = [
+    ("1.3B-8k", 16, 2048, 24, 8192, 8, 1),
+    ("1.3B-32k", 16, 2048, 24, 32768, 8, 1),
+    ("1.3B-128k", 16, 2048, 24, 131072, 8, 1),
+]
+if QUICK:
+    LONG = LONG[:1]
+long_results = []
+with tempfile.TemporaryDirectory() as work:
+    for name, heads, hidden, layers, seq, gpus, batch in LONG:
+        model = os.path.join(work, name + ".onnx")
+        subprocess.run([MODEL, "gpt", "--layers", str(layers), "--hidden", str(hidden), "--heads", str(heads),
+                        "--seq", str(seq), "--vocab", "51200", "-o", model], check=True, capture_output=True)
+        searched = plan(model, gpus, batch, os.path.join(work, name + ".plan.json"))
+        tensor = plan(model, gpus, batch, os.path.join(work, name + ".tp.json"), "tp=%d" % gpus)
+        entry = {"model": name, "sequence": seq, "gpus": gpus, "global_batch": batch, "searched": searched,
+                 "tensor_parallel": tensor}
+        if "step_time_s" in searched and "step_time_s" in tensor:
+            entry["ratio_to_tensor_parallel"] = searched["step_time_s"] / tensor["step_time_s"]
+        long_results.append(entry)
+        s = searched.get("strategy", {})
+        print("%-9s %5d GPUs: %6.2f s wall, searched dp=%s tp=%s sp=%s %s pp=%s %.3f s, tp=%d alone %s" % (
+            name, gpus, searched["wall_s"], s.get("dp"), s.get("tp"), s.get("sp"), s.get("sp_mode"), s.get("pp"),
+            searched.get("step_time_s", float("nan")), gpus,
+            "%.3f s" % tensor["step_time_s"] if "step_time_s" in tensor else tensor.get("error")), flush=True)
+
 with open(OUT, "w") as f:
     json.dump({"benchmark": "plan-imported-models", "cluster": "dgx-a100", "precision": "bf16",
-               "one_core": bool(pin), "results": results}, f, indent=2)
+               "one_core": bool(pin), "results": results, "long_context": long_results}, f, indent=2)
