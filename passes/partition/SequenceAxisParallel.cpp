@@ -90,11 +90,7 @@ FailureOr<SequenceAxisSummary> Partitioner::run() {
 }
 
 /// A value of rank `rank` split along `dim` over the sequence axis.
-static Layout splitAlong(int64_t rank, int64_t dim) {
-  Layout layout = wholeLayout(rank);
-  layout.dims[size_t(dim)] = {kSequenceAxis};
-  return layout;
-}
+static Layout splitAlong(int64_t rank, int64_t dim) { return splitLayout(rank, dim, kSequenceAxis); }
 
 LogicalResult Partitioner::splitInputs() {
   OpBuilder builder = OpBuilder::atBlockBegin(&forward_.getBody().front());

@@ -47,10 +47,9 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
       if (tokens % ranks != 0)
         return sum.emitError() << "sequence parallelism over " << ranks << " ranks splits the " << tokens
                                << " tokens of " << type << ", which do not divide by " << ranks;
-      Layout byTokens = wholeLayout(type.getRank());
-      byTokens.dims[size_t(dim)] = {kTensorAxis};
       Value scattered = reshard(builder, sum.getLoc(), sum.getInput(), withDim(type, dim, tokens / ranks),
-                                sum.getFromLayout(), byTokens, kTensorAxis, ranks);
+                                sum.getFromLayout(), splitLayout(type.getRank(), dim, kTensorAxis), kTensorAxis,
+                                ranks);
       sum.getResult().replaceAllUsesWith(scattered);
       sum.erase();
       split[scattered] = dim;
@@ -71,8 +70,7 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
       continue;
     // A block's entry: the tokens gathered.
     if (auto copy = dyn_cast<ReshardOp>(op); copy && isCopyToRanks(copy, kTensorAxis)) {
-      Layout byTokens = wholeLayout(typeOf(copy.getInput()).getRank());
-      byTokens.dims[size_t(split.lookup(copy.getInput()))] = {kTensorAxis};
+      Layout byTokens = splitLayout(typeOf(copy.getInput()).getRank(), split.lookup(copy.getInput()), kTensorAxis);
       Value gathered = reshard(builder, copy.getLoc(), copy.getInput(), typeOf(copy.getResult()), byTokens,
                                copy.getToLayout(), kTensorAxis, ranks);
       copy.getResult().replaceAllUsesWith(gathered);
@@ -96,10 +94,9 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
       if (isa<LinearOp>(op) || aligned < 0 || type.getDimSize(aligned) == 1) {
         use.set(copyToRanks(builder, op.getLoc(), value, kTensorAxis, ranks));
       } else if (type.getDimSize(aligned) == tokens && tokens % ranks == 0) {
-        Layout byTokens = wholeLayout(type.getRank());
-        byTokens.dims[size_t(aligned)] = {kTensorAxis};
         use.set(reshard(builder, op.getLoc(), value, withDim(type, aligned, tokens / ranks),
-                        wholeLayout(type.getRank()), byTokens, kTensorAxis, ranks));
+                        wholeLayout(type.getRank()), splitLayout(type.getRank(), aligned, kTensorAxis), kTensorAxis,
+                        ranks));
         ++summary.rankSlices;
       } else {
         return op.emitError() << "sequence parallelism: operand " << use.getOperandNumber() << " (" << type

@@ -42,6 +42,12 @@ Layout wholeLayout(int64_t rank) {
   return layout;
 }
 
+Layout splitLayout(int64_t rank, int64_t dim, llvm::StringRef axis) {
+  Layout layout = wholeLayout(rank);
+  layout.dims[size_t(dim)] = {axis.str()};
+  return layout;
+}
+
 namespace {
 
 bool isAxisName(llvm::StringRef name) {

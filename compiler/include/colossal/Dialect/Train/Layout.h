@@ -52,6 +52,9 @@ std::optional<Layout> parseLayout(llvm::StringRef text, int64_t rank, std::strin
 
 /// A whole value's layout (every dimension whole, no sums or copies).
 Layout wholeLayout(int64_t rank);
+/// A value of rank `rank` split along dimension `dim` over mesh axis `axis`
+/// and whole otherwise.
+Layout splitLayout(int64_t rank, int64_t dim, llvm::StringRef axis);
 
 } // namespace colossal::train
 
