@@ -7,17 +7,6 @@
 
 namespace colossal::cost {
 
-const char *nameOf(ReshardKind kind) {
-  switch (kind) {
-  case ReshardKind::AllReduce: return "all_reduce";
-  case ReshardKind::ReduceScatter: return "reduce_scatter";
-  case ReshardKind::AllGather: return "all_gather";
-  case ReshardKind::AllToAll: return "all_to_all";
-  case ReshardKind::Slice: return "slice";
-  }
-  return "?";
-}
-
 bool collectiveOf(ReshardKind kind, Collective &out) {
   switch (kind) {
   case ReshardKind::AllReduce: out = Collective::AllReduce; return true;

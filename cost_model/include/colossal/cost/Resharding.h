@@ -44,7 +44,6 @@
 namespace colossal::cost {
 
 enum class ReshardKind { AllReduce, ReduceScatter, AllGather, AllToAll, Slice };
-const char *nameOf(ReshardKind kind);
 
 /// One step of a resharding: which, over which mesh axis, on which
 /// dimension (`fromDim` for an all-to-all's source), and the collective's
