@@ -13,17 +13,6 @@ Layout Layout::dual() const {
   return d;
 }
 
-int Layout::dimOf(llvm::StringRef axis) const {
-  for (auto [d, dim] : llvm::enumerate(dims))
-    if (llvm::is_contained(dim, axis))
-      return int(d);
-  return -1;
-}
-
-bool Layout::names(llvm::StringRef axis) const {
-  return dimOf(axis) >= 0 || llvm::is_contained(sums, axis) || llvm::is_contained(copies, axis);
-}
-
 std::string Layout::str() const {
   std::string out = "[";
   for (auto [d, dim] : llvm::enumerate(dims))

@@ -40,10 +40,6 @@ struct Layout {
   }
   /// The layout of the gradient (sums and copies swapped).
   Layout dual() const;
-  /// Whether `axis` splits a dimension, sums or copies.
-  bool names(llvm::StringRef axis) const;
-  /// The dimension `axis` splits, or -1.
-  int dimOf(llvm::StringRef axis) const;
   std::string str() const;
 };
 
