@@ -163,32 +163,105 @@ void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, 
     if (!need)
       continue;
     for (const TensorUse &use : op.inputs) {
-      readByNeeded[size_t(use.value)] = 1;
       const Value &value = graph.values[size_t(use.value)];
-      if (value.isParameter || value.producer < 0 || remade(value.producer, op.layer) ||
-          !holdOnce(held, use.value))
+      // An input the layer makes again is needed in turn; one from outside
+      // the layer (another layer's checkpoint) is read as kept.
+      if (remade(value.producer, op.layer)) {
+        readByNeeded[size_t(use.value)] = 1;
+        continue;
+      }
+      if (value.isParameter || value.producer < 0 || !holdOnce(held, use.value))
         continue;
       bytes[size_t(op.layer)] += localElements(op, sharding[o], mesh, use.dims) * bytesOf(value.dtype);
     }
   }
 }
 
-/// Per layer, the saved tensors selective recomputation makes again: what
-/// the backward pass of that layer holds at once on top of what is kept.
-std::vector<double> layerRemadeBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh) {
-  std::vector<double> bytes(std::max(0, graph.numLayers), 0.0);
-  std::vector<char> held(graph.values.size(), 0);
+/// Under recomputation, the bytes of a layer's remade tensors alive while
+/// each op's backward pass runs (0 outside the layers). The program re-runs
+/// an op just before the first backward op that needs its result (or the
+/// re-run of a later op that reads it) and frees the result after its last
+/// use, so a remade tensor lives from the backward of its last reader in
+/// the forward order down to that of its first, not for the whole layer.
+std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                                    Recompute recompute) {
+  std::vector<double> live(graph.ops.size() + 1, 0.0);
+  if (recompute == Recompute::None)
+    return live;
+  // A value leaving its layer (read by an op of another layer or outside
+  // the layers) is a checkpoint: kept, never made again.
+  std::vector<char> leaves(graph.values.size(), 0);
+  for (const Op &op : graph.ops)
+    for (const TensorUse &use : op.inputs)
+      if (int producer = graph.values[size_t(use.value)].producer;
+          producer >= 0 && graph.ops[size_t(producer)].layer != op.layer)
+        leaves[size_t(use.value)] = 1;
+  auto reruns = [&](const Op &op) {
+    return op.layer >= 0 && (recompute == Recompute::Full || op.recomputedWhenSelective);
+  };
+  auto remade = [&](int value) {
+    int producer = graph.values[size_t(value)].producer;
+    return producer >= 0 && !leaves[size_t(value)] && reruns(graph.ops[size_t(producer)]);
+  };
+  // Per value: the backward op (by forward index) that first needs it made
+  // again, the last that reads it, and its bytes (from a reader that keeps
+  // it; -1 when no backward op reads it and it only feeds re-runs).
+  const int none = -1;
+  std::vector<int> first(graph.values.size(), none), last(graph.values.size(), none);
+  std::vector<double> bytes(graph.values.size(), -1.0);
+  std::vector<double> masks(graph.ops.size(), 0.0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
-    if (op.layer < 0 || op.layer >= int(bytes.size()))
+    if (op.layer < 0)
       continue;
     for (const SavedTensor &saved : op.saved) {
-      if (!saved.recomputedWhenSelective || !holdOnce(held, savedValue(op, saved)))
+      double size = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
+      int value = savedValue(op, saved);
+      if (value < 0) {
+        // A mask: made again by its own op's re-run, read by its backward.
+        if (reruns(op))
+          masks[o] += size;
         continue;
-      bytes[size_t(op.layer)] += localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
+      }
+      if (!remade(value))
+        continue;
+      first[size_t(value)] = std::max(first[size_t(value)], int(o));
+      last[size_t(value)] = last[size_t(value)] == none ? int(o) : std::min(last[size_t(value)], int(o));
+      if (bytes[size_t(value)] < 0)
+        bytes[size_t(value)] = size;
     }
   }
-  return bytes;
+  // A re-run op reads its inputs when it runs again: at the first need of
+  // its result (producers come before their readers, so one pass back).
+  for (size_t o = graph.ops.size(); o-- > 0;) {
+    const Op &op = graph.ops[o];
+    if (!reruns(op))
+      continue;
+    int needed = none;
+    for (const TensorUse &out : op.outputs)
+      needed = std::max(needed, first[size_t(out.value)]);
+    if (needed == none)
+      continue;
+    for (const TensorUse &use : op.inputs) {
+      if (!remade(use.value))
+        continue;
+      int &f = first[size_t(use.value)], &l = last[size_t(use.value)];
+      f = std::max(f, needed);
+      l = l == none ? needed : std::min(l, needed);
+    }
+  }
+  std::vector<double> change(graph.ops.size() + 1, 0.0);
+  for (size_t v = 0; v < graph.values.size(); ++v)
+    if (bytes[v] > 0 && first[v] != none) {
+      change[size_t(last[v])] += bytes[v];
+      change[size_t(first[v]) + 1] -= bytes[v];
+    }
+  double running = 0;
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    running += change[o];
+    live[o] = running + masks[o];
+  }
+  return live;
 }
 
 /// Per layer, the bytes kept for backward under `recompute` (one pass over
@@ -309,17 +382,27 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   bool keepSharded = strategy.spMode == SequenceMode::Megatron;
   std::vector<double> kept =
       layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded);
-  // What a layer's backward pass makes again: all of its activations under
-  // full recomputation, the cheap ops' results under selective.
-  std::vector<double> everything =
-      strategy.recompute == Recompute::Full        ? layerActivationBytes(graph, sharding, mesh, Recompute::None, keepSharded)
-      : strategy.recompute == Recompute::Selective ? layerRemadeBytes(graph, sharding, mesh)
-                                                   : std::vector<double>(kept.size(), 0.0);
+  // What a layer's backward pass has made again while each op's runs: of
+  // all its activations under full recomputation, of the cheap ops'
+  // results under selective.
+  std::vector<double> remadeLive = remadeLiveBytes(graph, sharding, mesh, strategy.recompute);
+  // While a layer's branches run backward, the gradient of its residual
+  // stream (its input's size) waits for theirs to be added to it.
+  std::vector<double> streamGradient(kept.size(), -1.0);
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    const Op &op = graph.ops[o];
+    if (op.layer >= 0 && size_t(op.layer) < kept.size() && streamGradient[size_t(op.layer)] < 0 &&
+        !op.inputs.empty())
+      streamGradient[size_t(op.layer)] = localElements(op, sharding[o], mesh, op.inputs[0].dims) *
+                                         bytesOf(graph.values[op.inputs[0].value].dtype) / gridShare;
+  }
   // The backward pass's transient on top of what is kept: the largest of
   // an op's gradients in flight, with its layer's remade activations; the
   // ops after the last layer (the head, the loss) apart, since what they
-  // keep is freed before the layers' backward pass begins.
+  // keep is freed before the layers' backward pass begins (and what the
+  // ones after an op keep, before its own: `tailWorking`, settled below).
   std::vector<double> maxLayerWorking(ranks, 0), maxOtherWorking(ranks, 0);
+  std::vector<double> tailWorking(graph.ops.size(), 0.0);
   size_t lastLayerOp = 0;
   for (size_t o = 0; o < graph.ops.size(); ++o)
     if (graph.ops[o].layer >= 0)
@@ -418,9 +501,19 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     bytes += outputBytes;
     cost.backwardWorking = outputBytes;
     for (const TensorUse &use : op.inputs)
-      if (graph.values[use.value].producer >= 0)
+      if (graph.values[use.value].producer >= 0 && !op.relabels)
         cost.backwardWorking +=
             localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype) / gridShare;
+    // One transposed copy at a time: each operand's gradient is made (and
+    // its copy of the other operand freed) before the next.
+    if (op.transposesForGradient && op.inputs.size() >= 2) {
+      double copy = 0;
+      for (int i = 0; i < 2; ++i)
+        if (needsGradient[size_t(op.inputs[size_t(1 - i)].value)])
+          copy = std::max(copy, localElements(op, s, mesh, op.inputs[size_t(i)].dims) *
+                                    bytesOf(graph.values[op.inputs[size_t(i)].value].dtype) / gridShare);
+      cost.backwardWorking += copy;
+    }
     DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
     double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
     double rate = op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, forwardFlops)
@@ -684,9 +777,12 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     double copies = repeatOf(o);
     double seconds = (cost->forward + cost->backward + cost->forwardComm + cost->backwardComm) * copies;
     (op.layer >= 0 ? layerSeconds : otherSeconds)[size_t(stage)] += seconds;
-    if (op.layer >= 0 && size_t(op.layer) < everything.size())
+    if (op.layer >= 0 && size_t(op.layer) < kept.size())
       maxLayerWorking[rank] =
-          std::max(maxLayerWorking[rank], cost->backwardWorking + everything[size_t(op.layer)] / gridShare);
+          std::max(maxLayerWorking[rank], cost->backwardWorking + std::max(0.0, streamGradient[size_t(op.layer)]) +
+                                              remadeLive[o] / gridShare);
+    else if (o > lastLayerOp && graph.numLayers > 0)
+      tailWorking[o] = cost->backwardWorking;
     else
       maxOtherWorking[rank] = std::max(maxOtherWorking[rank], cost->backwardWorking);
     p2pSeconds = std::max(p2pSeconds, cost->p2p);
@@ -718,6 +814,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   std::vector<double> stageActivations(stages, 0.0), stageTail(stages, 0.0);
   std::vector<int> layerStage(kept.size(), -1);
   std::vector<char> heldOutsideLayers(graph.values.size(), 0);
+  std::vector<double> tailSaved(graph.ops.size(), 0.0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
     if (op.layer >= 0 && op.layer < int(kept.size())) {
@@ -726,8 +823,24 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     }
     double saved = opSavedBytes(graph, sharding, mesh, o, Recompute::None, false, heldOutsideLayers);
     stageActivations[opStage[o]] += saved;
-    if (o > lastLayerOp)
+    if (o > lastLayerOp) {
       stageTail[opStage[o]] += saved;
+      tailSaved[o] = saved;
+    }
+  }
+  // The head's backward pass runs from the loss back: when an op's runs,
+  // what the ops after it kept is freed (the logits the loss kept, when
+  // the output layer makes its gradients).
+  {
+    std::vector<double> freedAfter(size_t(stages), 0.0);
+    for (size_t o = graph.ops.size(); o-- > lastLayerOp + 1;) {
+      if (graph.ops[o].layer >= 0 || graph.numLayers == 0)
+        continue;
+      int stage = opStage[o], rank = stage % ranks;
+      maxOtherWorking[size_t(rank)] =
+          std::max(maxOtherWorking[size_t(rank)], tailWorking[o] - freedAfter[size_t(stage)]);
+      freedAfter[size_t(stage)] += tailSaved[o];
+    }
   }
   for (size_t l = 0; l < kept.size(); ++l)
     if (layerStage[l] >= 0)

@@ -62,7 +62,7 @@ struct OpFacts {
   double backwardRatio = 2;
   std::vector<int> savedInputs;  // operand indices
   bool savesOutput = false;
-  bool savesMask = false;        // one byte per output element
+  bool savesMask = false;        // its keep mask, one element per output element
 };
 
 /// The values a gradient flows into: results of ops reading a trainable
@@ -132,8 +132,9 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule, const llvm::Dens
         activationInputs({0});
       })
       .Case([&](train::AttentionOp attention) {
-        // Two contractions over [.., sq, sk] with head sizes d and dv; a
-        // fused kernel keeps q, k, v and its output.
+        // Two contractions over [.., sq, sk] with head sizes d and dv; the
+        // fused kernel keeps q, k and v (its backward makes the scores
+        // again and reads no output: attentionGrad).
         auto q = llvm::cast<RankedTensorType>(attention.getQuery().getType());
         auto v = llvm::cast<RankedTensorType>(attention.getValue().getType());
         double scores = elementsOf(attention.getQuery()) / double(q.getShape().back()) *
@@ -143,7 +144,6 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule, const llvm::Dens
         facts.kind = cost::OpKind::MatMul;
         facts.forwardFlops = 2 * scores * (q.getShape().back() + v.getShape().back());
         activationInputs({0, 1, 2});
-        facts.savesOutput = true;
       })
       .Case<train::LayerNormOp, train::RmsNormOp>([&](Operation *) {
         facts.kind = cost::OpKind::Norm;
@@ -301,6 +301,8 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     // The fused attention op is the attention core sequence parallelism's
     // algorithms (all-to-all, ring) work on.
     costOp.attentionCore = llvm::isa<train::AttentionOp>(op);
+    costOp.relabels = llvm::isa<train::ReshapeOp>(op);
+    costOp.transposesForGradient = llvm::isa<train::MatMulOp, train::LinearOp, train::GemmOp>(op);
     costOp.forwardFlops = facts.forwardFlops;
     costOp.backwardFlops = facts.backwardRatio * facts.forwardFlops;
     for (int i : facts.savedInputs)
@@ -309,8 +311,11 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     if (facts.savesOutput && !costOp.outputs.empty())
       costOp.saved.push_back(
           {costOp.outputs[0].dims, graph.values[costOp.outputs[0].value].dtype, false, -1, 0});
+    // The emitted programs hold a boolean mask as 64-bit integers (codegen's
+    // integer storage), eight bytes per element, not the one byte a
+    // transformer-shape estimate assumes.
     if (facts.savesMask && !costOp.outputs.empty())
-      costOp.saved.push_back({costOp.outputs[0].dims, cost::DType::I8, false, -1});
+      costOp.saved.push_back({costOp.outputs[0].dims, cost::DType::I64, false, -1});
     graph.ops.push_back(std::move(costOp));
     return WalkResult::advance();
   });

@@ -3,7 +3,9 @@
 // The rules the estimator's activation memory follows on hand-built graphs
 // whose bytes can be counted by hand: a value two ops keep is held once;
 // selective recomputation keeps what its re-run ops start from; the peak is
-// what is kept plus the backward pass's transient, where it falls.
+// what is kept plus the backward pass's transient, where it falls; a remade
+// tensor lives only between its readers' backward passes; the head's
+// backward pass runs after the loss's tensors are freed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -115,6 +117,67 @@ TEST(KeptActivations, ThePeakAddsTheBackwardTransientWhereItFalls) {
   // (192 B); inside the layer the logits are freed and the linear's output
   // gradient (192 B) is in flight. The larger: 320 + 196.
   EXPECT_EQ(e->memory.activations, 128 + 192 + 4 + 192);
+}
+
+TEST(KeptActivations, ARemadeTensorLivesBetweenItsReadersBackwardPasses) {
+  // One layer of two branches from its input x, all [8, 4] floats (128 B):
+  // a = gelu(x), b = gelu(a); c = gelu(x), d = gelu(c). Under full
+  // recomputation x is kept; a is made again for b's backward and c for
+  // d's, each freed after it: never both at once.
+  Graph g;
+  g.numLayers = 1;
+  int x = g.addValue("x", DType::F32), a = -1, b = -1, c = -1, d = -1;
+  g.ops.push_back(gelu(g, x, 8, 4, 0, a));
+  g.ops.push_back(gelu(g, a, 8, 4, 0, b));
+  g.ops.push_back(gelu(g, x, 8, 4, 0, c));
+  g.ops.push_back(gelu(g, c, 8, 4, 0, d));
+  OneRank r;
+  r.strategy.recompute = Recompute::Full;
+  std::string error;
+  std::optional<Estimate> e = estimate(g, r.strategy, r.cluster, error);
+  ASSERT_TRUE(e) << error;
+  // Kept: x (128). At d's backward: its output's and input's gradients
+  // (256), the residual stream's gradient (x's size, 128) and the remade c
+  // (128); a is not alive yet. Holding the whole layer's remade tensors at
+  // once would say 128 more.
+  EXPECT_EQ(e->memory.activations, 128 + 256 + 128 + 128);
+}
+
+TEST(KeptActivations, TheHeadsBackwardPassRunsAfterTheLossFreesItsTensors) {
+  // h = gelu(x) in the layer; after it a head projects h to logits [8, 6]
+  // (keeping h) and a loss keeps the logits.
+  Graph g;
+  g.numLayers = 1;
+  int x = g.addValue("x", DType::F32), h = -1, logits = -1;
+  g.ops.push_back(gelu(g, x, 8, 4, 0, h));
+  g.ops.push_back(linear(g, h, 8, 4, 6, -1, logits));
+  g.ops.back().transposesForGradient = true;
+  Op loss;
+  loss.name = "loss";
+  loss.kind = OpKind::Loss;
+  loss.factors = {{"rows", 8, FactorKind::Reduction}, {"classes", 6, FactorKind::Reduction}};
+  loss.inputs = {{logits, {{0}, {1}}}, {g.addValue("labels", DType::I64), {{0}}}};
+  int value = g.addValue("loss", DType::F32);
+  g.values[size_t(value)].producer = 2;
+  loss.outputs = {{value, {}}};
+  loss.saved = {{{{0}, {1}}, DType::F32, false, 0}};
+  g.ops.push_back(loss);
+  OneRank r;
+  std::string error;
+  std::optional<Estimate> e = estimate(g, r.strategy, r.cluster, error);
+  ASSERT_TRUE(e) << error;
+  // Kept: x (128), h (128), the logits (192). The loss's backward holds
+  // the gradients of its scalar (4) and of the logits (192). The head's:
+  // the logits' gradient (192), h's (128) and h transposed for the
+  // weight's gradient (128), but the logits themselves (192) are freed by
+  // then: 256 on top of what is kept. The larger: 448 + 256.
+  EXPECT_EQ(e->memory.activations, 448 + 256);
+  // Without the copy the head's backward needs 128 less, and the loss's 196
+  // is then the larger.
+  g.ops[1].transposesForGradient = false;
+  e = estimate(g, r.strategy, r.cluster, error);
+  ASSERT_TRUE(e) << error;
+  EXPECT_EQ(e->memory.activations, 448 + 196);
 }
 
 } // namespace

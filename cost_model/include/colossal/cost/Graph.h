@@ -82,6 +82,13 @@ struct Op {
   /// recomputation (the attention core on transformer shapes; a layer's
   /// non-contraction ops on an imported model).
   bool recomputedWhenSelective = false;
+  /// Its result is its input under another shape (a reshape): a program
+  /// moves the bytes, so its backward pass holds one gradient, not two.
+  bool relabels = false;
+  /// Its backward pass copies one operand transposed to make the other's
+  /// gradient (the train dialect's contraction rule: dW = transpose(x) dy),
+  /// so it holds that copy too. Kernels with transposed operands need none.
+  bool transposesForGradient = false;
   /// The transformer layer the op belongs to, -1 outside the layers.
   int layer = -1;
 };
