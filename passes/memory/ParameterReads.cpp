@@ -90,6 +90,31 @@ void viewsAgainForEachUser(Block &body, Operation *loss) {
   }
 }
 
+/// A linear's input gradient transposes the weight's transposed view back
+/// (dx = dy transpose(transpose(w))): composed, the two are the weight
+/// itself, read without a weight-sized copy (or one transpose instead of
+/// two).
+void composeTransposedViews(Block &body, Operation *loss) {
+  for (auto outer : llvm::make_early_inc_range(body.getOps<train::TransposeOp>())) {
+    auto inner = outer.getInput().getDefiningOp<train::TransposeOp>();
+    if (!inner || outer->isBeforeInBlock(loss) || viewChainTo(inner.getResult()).empty())
+      continue;
+    llvm::SmallVector<int64_t> composed;
+    for (int64_t q : outer.getPerm())
+      composed.push_back(inner.getPerm()[size_t(q)]);
+    bool identity = llvm::all_of(llvm::enumerate(composed), [](auto e) { return e.value() == int64_t(e.index()); });
+    if (identity) {
+      outer.getResult().replaceAllUsesWith(inner.getInput());
+      outer->erase();
+    } else {
+      outer.setPerm(composed);
+      outer.getInputMutable().assign(inner.getInput());
+    }
+    if (inner->use_empty())
+      inner->erase();
+  }
+}
+
 } // namespace
 
 LogicalResult rereadParametersForBackward(ModuleOp module) {
@@ -137,6 +162,7 @@ LogicalResult rereadParametersForBackward(ModuleOp module) {
           op->erase();
   }
   viewsAgainForEachUser(body, loss);
+  composeTransposedViews(body, loss);
   return success();
 }
 
