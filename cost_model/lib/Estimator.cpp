@@ -117,11 +117,13 @@ bool holdOnce(std::vector<char> &held, int value) {
 /// recomputation; a value already in `held` (kept by an earlier op) is not
 /// kept twice.
 double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
-                           size_t o, Recompute recompute, bool keepShardedInputs, std::vector<char> &held) {
+                           size_t o, Recompute recompute, bool keepShardedInputs, std::vector<char> &held,
+                           const std::vector<char> *exchanged = nullptr) {
   const Op &op = graph.ops[o];
   double bytes = 0;
   for (const SavedTensor &saved : op.saved) {
-    if (recompute == Recompute::Selective && saved.recomputedWhenSelective)
+    if (recompute == Recompute::Selective && saved.recomputedWhenSelective &&
+        !(exchanged && savedValue(op, saved) >= 0 && (*exchanged)[size_t(savedValue(op, saved))]))
       continue;
     if (!holdOnce(held, savedValue(op, saved)))
       continue;
@@ -184,7 +186,7 @@ void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, 
 /// use, so a remade tensor lives from the backward of its last reader in
 /// the forward order down to that of its first, not for the whole layer.
 std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
-                                    Recompute recompute) {
+                                    Recompute recompute, const std::vector<char> &exchanged) {
   std::vector<double> live(graph.ops.size() + 1, 0.0);
   if (recompute == Recompute::None)
     return live;
@@ -201,7 +203,8 @@ std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sha
   };
   auto remade = [&](int value) {
     int producer = graph.values[size_t(value)].producer;
-    return producer >= 0 && !leaves[size_t(value)] && reruns(graph.ops[size_t(producer)]);
+    return producer >= 0 && !leaves[size_t(value)] && !exchanged[size_t(value)] &&
+           reruns(graph.ops[size_t(producer)]);
   };
   // Per value: the backward op (by forward index) that first needs it made
   // again, the last that reads it, and its bytes (from a reader that keeps
@@ -210,6 +213,11 @@ std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sha
   std::vector<int> first(graph.values.size(), none), last(graph.values.size(), none);
   std::vector<double> bytes(graph.values.size(), -1.0);
   std::vector<double> masks(graph.ops.size(), 0.0);
+  // Selective recomputation: where the re-runs last read each kept tensor
+  // they start from, and whether a backward op keeps it anyway.
+  std::vector<int> sourceReadAt(graph.values.size(), none);
+  std::vector<double> sourceBytes(graph.values.size(), 0.0);
+  std::vector<char> keptByBackward(graph.values.size(), 0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
     if (op.layer < 0)
@@ -217,9 +225,11 @@ std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sha
     for (const SavedTensor &saved : op.saved) {
       double size = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
       int value = savedValue(op, saved);
+      if (value >= 0 && !(recompute == Recompute::Selective && saved.recomputedWhenSelective))
+        keptByBackward[size_t(value)] = 1;
       if (value < 0) {
         // A mask: made again by its own op's re-run, read by its backward.
-        if (reruns(op))
+        if (reruns(op) && (recompute == Recompute::Full || saved.recomputedWhenSelective))
           masks[o] += size;
         continue;
       }
@@ -237,29 +247,67 @@ std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sha
     const Op &op = graph.ops[o];
     if (!reruns(op))
       continue;
-    int needed = none;
+    // A mask it keeps is made again when its own backward needs it.
+    int needed = masks[o] > 0 ? int(o) : none;
     for (const TensorUse &out : op.outputs)
       needed = std::max(needed, first[size_t(out.value)]);
     if (needed == none)
       continue;
     for (const TensorUse &use : op.inputs) {
-      if (!remade(use.value))
+      if (!remade(use.value)) {
+        // A kept tensor the re-runs start from: freed once the last of
+        // them has read it, unless a backward op keeps it too.
+        const Value &source = graph.values[size_t(use.value)];
+        if (recompute == Recompute::Selective && !source.isParameter && source.producer >= 0 &&
+            !leaves[size_t(use.value)]) {
+          int &read = sourceReadAt[size_t(use.value)];
+          read = read == none ? needed : std::min(read, needed);
+          sourceBytes[size_t(use.value)] = localElements(op, sharding[o], mesh, use.dims) * bytesOf(source.dtype);
+        }
         continue;
+      }
       int &f = first[size_t(use.value)], &l = last[size_t(use.value)];
       f = std::max(f, needed);
       l = l == none ? needed : std::min(l, needed);
     }
   }
+  // Selective recomputation's sources are kept (in the layer's bytes) until
+  // the re-runs have read them: earlier in the layer's backward pass (at
+  // lower forward indices) they are gone.
+  std::vector<int> layerStart(size_t(std::max(0, graph.numLayers)), -1);
+  for (size_t o = 0; o < graph.ops.size(); ++o)
+    if (int l = graph.ops[o].layer; l >= 0 && l < graph.numLayers && layerStart[size_t(l)] < 0)
+      layerStart[size_t(l)] = int(o);
   std::vector<double> change(graph.ops.size() + 1, 0.0);
+  for (size_t v = 0; v < graph.values.size(); ++v) {
+    if (sourceReadAt[v] == none || keptByBackward[v])
+      continue;
+    int layer = graph.ops[size_t(graph.values[v].producer)].layer;
+    if (layer < 0 || layer >= graph.numLayers || layerStart[size_t(layer)] < 0)
+      continue;
+    change[size_t(layerStart[size_t(layer)])] -= sourceBytes[v];
+    change[size_t(sourceReadAt[v])] += sourceBytes[v];
+  }
   for (size_t v = 0; v < graph.values.size(); ++v)
     if (bytes[v] > 0 && first[v] != none) {
       change[size_t(last[v])] += bytes[v];
       change[size_t(first[v]) + 1] -= bytes[v];
     }
+  // A mask is made when its op runs again (when its result is first
+  // needed) and freed after the op's own backward.
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    if (masks[o] <= 0)
+      continue;
+    int made = int(o);
+    for (const TensorUse &out : graph.ops[o].outputs)
+      made = std::max(made, first[size_t(out.value)]);
+    change[o] += masks[o];
+    change[size_t(made) + 1] -= masks[o];
+  }
   double running = 0;
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     running += change[o];
-    live[o] = running + masks[o];
+    live[o] = running;
   }
   return live;
 }
@@ -268,7 +316,8 @@ std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sha
 /// the graph, so evaluating a deep model stays linear in its depth).
 std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding &sharding,
                                                 const Mesh &mesh, Recompute recompute,
-                                                bool keepShardedInputs) {
+                                                bool keepShardedInputs,
+                                                const std::vector<char> *exchanged = nullptr) {
   std::vector<double> bytes(std::max(0, graph.numLayers), 0.0);
   std::vector<bool> seen(bytes.size(), false);
   std::vector<char> held(graph.values.size(), 0);
@@ -277,14 +326,29 @@ std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding
     if (op.layer < 0 || op.layer >= int(bytes.size()))
       continue;
     if (recompute == Recompute::Full) {
-      // Only the layer's input survives until the backward pass reruns it.
-      if (!seen[op.layer] && !op.inputs.empty())
+      // Only the layer's input survives until the backward pass reruns it,
+      // with what the re-runs read from before the layers (a rotary table,
+      // a mask), kept once for every layer.
+      if (!seen[op.layer] && !op.inputs.empty()) {
         bytes[op.layer] += localElements(op, sharding[o], mesh, op.inputs[0].dims) *
                            bytesOf(graph.values[op.inputs[0].value].dtype);
+        held[size_t(op.inputs[0].value)] = 1;
+      }
       seen[op.layer] = true;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        const Value &value = graph.values[size_t(op.inputs[i].value)];
+        bool fromBefore = value.producer >= 0 && graph.ops[size_t(value.producer)].layer < 0;
+        bool exchange = exchanged && (*exchanged)[size_t(op.inputs[i].value)];
+        if (value.isParameter || (!fromBefore && !exchange) || !holdOnce(held, op.inputs[i].value))
+          continue;
+        bytes[op.layer] += localElements(op, sharding[o], mesh, op.inputs[i].dims) * bytesOf(value.dtype);
+      }
+      for (const TensorUse &out : op.outputs)
+        if (exchanged && (*exchanged)[size_t(out.value)] && holdOnce(held, out.value))
+          bytes[op.layer] += localElements(op, sharding[o], mesh, out.dims) * bytesOf(graph.values[out.value].dtype);
       continue;
     }
-    bytes[op.layer] += opSavedBytes(graph, sharding, mesh, o, recompute, keepShardedInputs, held);
+    bytes[op.layer] += opSavedBytes(graph, sharding, mesh, o, recompute, keepShardedInputs, held, exchanged);
   }
   if (recompute == Recompute::Selective)
     addRecomputationSources(graph, sharding, mesh, bytes, held);
@@ -380,14 +444,45 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   std::vector<StageEstimate> perStage(stages);
   std::vector<std::vector<CommTotal>> rankComm(ranks);
   bool keepSharded = strategy.spMode == SequenceMode::Megatron;
+  // Sequence parallelism by all-to-all: recomputation does not re-run the
+  // collectives around the attention core, so what they exchange (its
+  // inputs from before it, its outputs to after it) stays kept.
+  std::vector<char> exchanged(graph.values.size(), 0);
+  if (strategy.spMode == SequenceMode::AllToAll && sp >= 0 && mesh.axes[size_t(sp)].size > 1)
+    for (const Op &op : graph.ops)
+      for (const TensorUse &use : op.inputs)
+        if (int producer = graph.values[size_t(use.value)].producer;
+            producer >= 0 && graph.ops[size_t(producer)].attentionCore != op.attentionCore)
+          exchanged[size_t(use.value)] = 1;
   std::vector<double> kept =
-      layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded);
+      layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded, &exchanged);
   // What a layer's backward pass has made again while each op's runs: of
   // all its activations under full recomputation, of the cheap ops'
   // results under selective.
-  std::vector<double> remadeLive = remadeLiveBytes(graph, sharding, mesh, strategy.recompute);
+  std::vector<double> remadeLive = remadeLiveBytes(graph, sharding, mesh, strategy.recompute, exchanged);
   // While a layer's branches run backward, the gradient of its residual
   // stream (its input's size) waits for theirs to be added to it.
+  // Inside a layer's backward pass, what the layer's later ops kept is
+  // freed already (their backward passes ran): a layer's own tensors are
+  // not all held at its first op's turn. (Full recomputation keeps only the
+  // layer's input, freed last.)
+  std::vector<double> freedInLayer(graph.ops.size(), 0.0);
+  if (strategy.recompute != Recompute::Full) {
+    std::vector<char> held(graph.values.size(), 0);
+    std::vector<double> saved(graph.ops.size(), 0.0);
+    for (size_t o = 0; o < graph.ops.size(); ++o)
+      if (graph.ops[o].layer >= 0)
+        saved[o] = opSavedBytes(graph, sharding, mesh, o, strategy.recompute, keepSharded, held, &exchanged);
+    double after = 0;
+    for (size_t o = graph.ops.size(); o-- > 0;) {
+      if (graph.ops[o].layer < 0)
+        continue;
+      if (o + 1 < graph.ops.size() && graph.ops[o + 1].layer != graph.ops[o].layer)
+        after = 0;
+      freedInLayer[o] = after;
+      after += saved[o];
+    }
+  }
   std::vector<double> streamGradient(kept.size(), -1.0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
@@ -407,6 +502,32 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   for (size_t o = 0; o < graph.ops.size(); ++o)
     if (graph.ops[o].layer >= 0)
       lastLayerOp = o;
+  // A weight read before the layers and after them (a tied embedding): the
+  // gradient its later reader makes waits through the layers' backward pass
+  // for the earlier reader's, on a rank holding both.
+  std::vector<double> heldWeightGradient(size_t(stages), 0.0);
+  {
+    std::vector<int> firstReader(graph.values.size(), -1), lastReader(graph.values.size(), -1);
+    std::vector<double> gradientBytes(graph.values.size(), 0.0);
+    for (size_t o = 0; o < graph.ops.size(); ++o)
+      for (const TensorUse &use : graph.ops[o].inputs) {
+        const Value &value = graph.values[size_t(use.value)];
+        if (!value.isParameter || value.frozen)
+          continue;
+        if (firstReader[size_t(use.value)] < 0) {
+          firstReader[size_t(use.value)] = int(o);
+          gradientBytes[size_t(use.value)] =
+              localElements(graph.ops[o], sharding[o], mesh, use.dims) * bytesOf(value.dtype) / weightShare;
+        }
+        lastReader[size_t(use.value)] = int(o);
+      }
+    for (size_t v = 0; v < graph.values.size(); ++v) {
+      int first = firstReader[v], last = lastReader[v];
+      if (first >= 0 && firstLayerOp >= 0 && first < firstLayerOp && size_t(last) > lastLayerOp &&
+          opStage[size_t(first)] == opStage[size_t(last)])
+        heldWeightGradient[size_t(opStage[size_t(first)])] += gradientBytes[v];
+    }
+  }
   double p2pSeconds = 0;
 
   // Parameters: the first consumer's layout is the storage layout.
@@ -504,15 +625,24 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       if (graph.values[use.value].producer >= 0 && !op.relabels)
         cost.backwardWorking +=
             localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype) / gridShare;
-    // One transposed copy at a time: each operand's gradient is made (and
-    // its copy of the other operand freed) before the next.
-    if (op.transposesForGradient && op.inputs.size() >= 2) {
-      double copy = 0;
-      for (int i = 0; i < 2; ++i)
-        if (needsGradient[size_t(op.inputs[size_t(1 - i)].value)])
-          copy = std::max(copy, localElements(op, s, mesh, op.inputs[size_t(i)].dims) *
-                                    bytesOf(graph.values[op.inputs[size_t(i)].value].dtype) / gridShare);
-      cost.backwardWorking += copy;
+    // A contraction makes one operand's gradient at a time, each from the
+    // other operand copied transposed; that operand is freed once copied
+    // (its last use), so the copy and the gradient it makes weigh as the
+    // larger of the two, not both.
+    if (op.transposedForGradient.size() > 0 && op.inputs.size() >= 2 && !op.relabels) {
+      auto bytesAt = [&](int i) {
+        return localElements(op, s, mesh, op.inputs[size_t(i)].dims) *
+               bytesOf(graph.values[op.inputs[size_t(i)].value].dtype) / gridShare;
+      };
+      double phase = 0;
+      for (int i : op.transposedForGradient) {
+        if (i < 0 || i > 1)
+          continue;
+        double gradient = graph.values[op.inputs[size_t(1 - i)].value].producer >= 0 ? bytesAt(1 - i) : 0;
+        cost.backwardWorking -= gradient;
+        phase = std::max(phase, std::max(bytesAt(i), gradient));
+      }
+      cost.backwardWorking += phase;
     }
     DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
     double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
@@ -780,6 +910,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     if (op.layer >= 0 && size_t(op.layer) < kept.size())
       maxLayerWorking[rank] =
           std::max(maxLayerWorking[rank], cost->backwardWorking + std::max(0.0, streamGradient[size_t(op.layer)]) +
+                                              heldWeightGradient[size_t(stage)] - freedInLayer[o] / gridShare +
                                               remadeLive[o] / gridShare);
     else if (o > lastLayerOp && graph.numLayers > 0)
       tailWorking[o] = cost->backwardWorking;

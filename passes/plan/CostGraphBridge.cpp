@@ -55,6 +55,13 @@ bool isParameterView(Value v) {
 
 double elementsOf(Value v) { return double(llvm::cast<RankedTensorType>(v.getType()).getNumElements()); }
 
+/// A parameter's view whose last step is a transpose: transposed back for a
+/// gradient, it is the parameter's own view again, not a copy.
+bool isTransposedParameter(Value v) {
+  auto transpose = v.getDefiningOp<train::TransposeOp>();
+  return transpose && isParameterView(transpose.getInput());
+}
+
 /// Op kind, forward FLOPs, and which tensors the op keeps for backward.
 struct OpFacts {
   cost::OpKind kind = cost::OpKind::Elementwise;
@@ -302,7 +309,13 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     // algorithms (all-to-all, ring) work on.
     costOp.attentionCore = llvm::isa<train::AttentionOp>(op);
     costOp.relabels = llvm::isa<train::ReshapeOp>(op);
-    costOp.transposesForGradient = llvm::isa<train::MatMulOp, train::LinearOp, train::GemmOp>(op);
+    // A contraction's operand gradient reads the other operand transposed:
+    // a copy, unless that operand is a weight's transposed view (transposed
+    // back it is the weight itself: memory/ParameterReads.h).
+    if (llvm::isa<train::MatMulOp, train::LinearOp, train::GemmOp>(op))
+      for (int i = 0; i < 2; ++i)
+        if (needsGradient.contains(op->getOperand(1 - i)) && !isTransposedParameter(op->getOperand(i)))
+          costOp.transposedForGradient.push_back(i);
     costOp.forwardFlops = facts.forwardFlops;
     costOp.backwardFlops = facts.backwardRatio * facts.forwardFlops;
     for (int i : facts.savedInputs)

@@ -151,7 +151,7 @@ TEST(KeptActivations, TheHeadsBackwardPassRunsAfterTheLossFreesItsTensors) {
   int x = g.addValue("x", DType::F32), h = -1, logits = -1;
   g.ops.push_back(gelu(g, x, 8, 4, 0, h));
   g.ops.push_back(linear(g, h, 8, 4, 6, -1, logits));
-  g.ops.back().transposesForGradient = true;
+  g.ops.back().transposedForGradient = {0};
   Op loss;
   loss.name = "loss";
   loss.kind = OpKind::Loss;
@@ -174,10 +174,57 @@ TEST(KeptActivations, TheHeadsBackwardPassRunsAfterTheLossFreesItsTensors) {
   EXPECT_EQ(e->memory.activations, 448 + 256);
   // Without the copy the head's backward needs 128 less, and the loss's 196
   // is then the larger.
-  g.ops[1].transposesForGradient = false;
+  g.ops[1].transposedForGradient.clear();
   e = estimate(g, r.strategy, r.cluster, error);
   ASSERT_TRUE(e) << error;
   EXPECT_EQ(e->memory.activations, 448 + 196);
+}
+
+TEST(KeptActivations, ALayersLaterOpsHaveFreedWhatTheyKeptWhenItsEarlierOnesRun) {
+  // y = linear(x) [8, 64], z = gelu(y), u = linear(z) [8, 4], one layer.
+  Graph g;
+  g.numLayers = 1;
+  int x = g.addValue("x", DType::F32), y = -1, z = -1, u = -1;
+  g.ops.push_back(linear(g, x, 8, 4, 64, 0, y));
+  g.ops.push_back(gelu(g, y, 8, 64, 0, z));
+  g.ops.push_back(linear(g, z, 8, 64, 4, 0, u));
+  OneRank r;
+  std::string error;
+  std::optional<Estimate> e = estimate(g, r.strategy, r.cluster, error);
+  ASSERT_TRUE(e) << error;
+  // Kept: x (128), y (2048), z (2048). The second linear's backward holds
+  // u's gradient and z's (128 + 2048), with the stream's (x's size, 128).
+  // gelu's holds z's and y's (4096), but the second linear has freed z by
+  // then: 2048 more, not 4096. The larger: 2304.
+  EXPECT_EQ(e->memory.activations, 128 + 2048 + 2048 + 2304);
+}
+
+TEST(KeptActivations, ATiedWeightsGradientWaitsThroughTheLayers) {
+  // a = x E before the layer, b = gelu(a) in it, c = b E after it: the
+  // head's gradient of E is held until the embedding's is added to it.
+  auto build = [](bool tied) {
+    Graph g;
+    g.numLayers = 1;
+    int x = g.addValue("x", DType::F32), a = -1, b = -1, c = -1;
+    g.ops.push_back(linear(g, x, 8, 4, 4, -1, a));
+    g.ops.push_back(gelu(g, a, 8, 4, 0, b));
+    g.ops.push_back(linear(g, b, 8, 4, 4, -1, c));
+    if (tied)
+      g.ops[2].inputs[1].value = g.ops[0].inputs[1].value;
+    return g;
+  };
+  OneRank r;
+  std::string error;
+  // Kept: x, a and b (128 each). As the backward pass starts the head holds
+  // c's and b's gradients (256); in the layer gelu holds b's and a's (256)
+  // and the stream's (128), the head's kept b freed: 384 - 128 + 384.
+  std::optional<Estimate> untied = estimate(build(false), r.strategy, r.cluster, error);
+  ASSERT_TRUE(untied) << error;
+  EXPECT_EQ(untied->memory.activations, 384 + 256);
+  // Tied, the layer's backward also holds E's gradient (4 x 4 floats).
+  std::optional<Estimate> tied = estimate(build(true), r.strategy, r.cluster, error);
+  ASSERT_TRUE(tied) << error;
+  EXPECT_EQ(tied->memory.activations, 384 - 128 + 384 + 64);
 }
 
 } // namespace

@@ -40,7 +40,10 @@ TEST(TensorGrid, ThreeDGathersAndScattersOnceEach) {
 }
 
 TEST(TensorGrid, PlansSplitEverythingOverTheGrid) {
+  // Untied: a tied embedding's gradient, held through the layers' backward
+  // pass, is split as the weights are (q x q under 2.5D), not over the grid.
   TransformerShape shape;
+  shape.family = TransformerFamily::LLaMA;
   shape.layers = 4;
   shape.hidden = 1024;
   shape.heads = 16;

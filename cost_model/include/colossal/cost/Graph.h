@@ -85,10 +85,11 @@ struct Op {
   /// Its result is its input under another shape (a reshape): a program
   /// moves the bytes, so its backward pass holds one gradient, not two.
   bool relabels = false;
-  /// Its backward pass copies one operand transposed to make the other's
-  /// gradient (the train dialect's contraction rule: dW = transpose(x) dy),
-  /// so it holds that copy too. Kernels with transposed operands need none.
-  bool transposesForGradient = false;
+  /// The operands its backward pass copies transposed to make the other
+  /// operand's gradient (the train dialect's contraction rule: dw =
+  /// transpose(x) dy), one at a time; it holds the largest such copy too.
+  /// Kernels with transposed operands need none.
+  std::vector<int> transposedForGradient;
   /// The transformer layer the op belongs to, -1 outside the layers.
   int layer = -1;
 };
