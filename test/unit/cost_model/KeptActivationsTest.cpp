@@ -48,11 +48,48 @@ Op gelu(Graph &g, int x, int64_t rows, int64_t width, int layer, int &out) {
   return op;
 }
 
+/// A scalar loss over logits [rows, classes] and integer labels, keeping
+/// the logits.
+Op loss(Graph &g, int logits, int64_t rows, int64_t classes) {
+  Op op;
+  op.name = "loss";
+  op.kind = OpKind::Loss;
+  op.factors = {{"rows", rows, FactorKind::Reduction}, {"classes", classes, FactorKind::Reduction}};
+  op.inputs = {{logits, {{0}, {1}}}, {g.addValue("labels", DType::I64), {{0}}}};
+  int value = g.addValue("loss", DType::F32);
+  g.values[size_t(value)].producer = int(g.ops.size());
+  op.outputs = {{value, {}}};
+  op.saved = {{{{0}, {1}}, DType::F32, false, 0}};
+  return op;
+}
+
 struct OneRank {
   Cluster cluster = *Cluster::preset("dgx-a100");
   Strategy strategy;
   Mesh mesh = buildMesh(strategy, cluster);
 };
+
+/// One layer on x [8, 4]: y = linear(x) [8, width], z = gelu(y), then
+/// linear(z) [8, 4].
+Graph linearGeluLinear(int64_t width) {
+  Graph g;
+  g.numLayers = 1;
+  int x = g.addValue("x", DType::F32), y = -1, z = -1, out = -1;
+  g.ops.push_back(linear(g, x, 8, 4, width, 0, y));
+  g.ops.push_back(gelu(g, y, 8, width, 0, z));
+  g.ops.push_back(linear(g, z, 8, width, 4, 0, out));
+  return g;
+}
+
+/// The estimator's activation peak for `g` on one rank (-1 when it fails).
+double peakActivations(const Graph &g, Recompute recompute = Recompute::None) {
+  OneRank r;
+  r.strategy.recompute = recompute;
+  std::string error;
+  std::optional<Estimate> e = estimate(g, r.strategy, r.cluster, error);
+  EXPECT_TRUE(e) << error;
+  return e ? e->memory.activations : -1;
+}
 
 TEST(KeptActivations, AValueTwoOpsKeepIsHeldOnce) {
   Graph g;
@@ -73,12 +110,7 @@ TEST(KeptActivations, SelectiveKeepsWhatTheReRunOpsStartFrom) {
   // linear -> gelu -> linear in one layer: under selective recomputation
   // gelu runs again, so its saved input (the first linear's result) is
   // kept and the second linear's saved input (gelu's result) is not.
-  Graph g;
-  g.numLayers = 1;
-  int x = g.addValue("x", DType::F32), y = -1, z = -1, out = -1;
-  g.ops.push_back(linear(g, x, 8, 4, 16, 0, y));
-  g.ops.push_back(gelu(g, y, 8, 16, 0, z));
-  g.ops.push_back(linear(g, z, 8, 16, 4, 0, out));
+  Graph g = linearGeluLinear(16);
   g.ops[1].recomputedWhenSelective = true;
   g.ops[2].saved[0].recomputedWhenSelective = true;
   OneRank r;
@@ -98,25 +130,12 @@ TEST(KeptActivations, ThePeakAddsTheBackwardTransientWhereItFalls) {
   g.numLayers = 1;
   int x = g.addValue("x", DType::F32), logits = -1;
   g.ops.push_back(linear(g, x, 8, 4, 6, 0, logits));
-  Op loss;
-  loss.name = "loss";
-  loss.kind = OpKind::Loss;
-  loss.factors = {{"rows", 8, FactorKind::Reduction}, {"classes", 6, FactorKind::Reduction}};
-  loss.inputs = {{logits, {{0}, {1}}}, {g.addValue("labels", DType::I64), {{0}}}};
-  int value = g.addValue("loss", DType::F32);
-  g.values[size_t(value)].producer = 1;
-  loss.outputs = {{value, {}}};
-  loss.saved = {{{{0}, {1}}, DType::F32, false, 0}};
-  g.ops.push_back(loss);
-  OneRank r;
-  std::string error;
-  std::optional<Estimate> e = estimate(g, r.strategy, r.cluster, error);
-  ASSERT_TRUE(e) << error;
+  g.ops.push_back(loss(g, logits, 8, 6));
   // Kept: x (128 B) and the logits (192 B). As the backward pass starts the
   // loss's gradients are in flight: the scalar's (4 B) and the logits'
   // (192 B); inside the layer the logits are freed and the linear's output
   // gradient (192 B) is in flight. The larger: 320 + 196.
-  EXPECT_EQ(e->memory.activations, 128 + 192 + 4 + 192);
+  EXPECT_EQ(peakActivations(g), 128 + 192 + 4 + 192);
 }
 
 TEST(KeptActivations, ARemadeTensorLivesBetweenItsReadersBackwardPasses) {
@@ -131,16 +150,11 @@ TEST(KeptActivations, ARemadeTensorLivesBetweenItsReadersBackwardPasses) {
   g.ops.push_back(gelu(g, a, 8, 4, 0, b));
   g.ops.push_back(gelu(g, x, 8, 4, 0, c));
   g.ops.push_back(gelu(g, c, 8, 4, 0, d));
-  OneRank r;
-  r.strategy.recompute = Recompute::Full;
-  std::string error;
-  std::optional<Estimate> e = estimate(g, r.strategy, r.cluster, error);
-  ASSERT_TRUE(e) << error;
   // Kept: x (128). At d's backward: its output's and input's gradients
   // (256), the residual stream's gradient (x's size, 128) and the remade c
   // (128); a is not alive yet. Holding the whole layer's remade tensors at
   // once would say 128 more.
-  EXPECT_EQ(e->memory.activations, 128 + 256 + 128 + 128);
+  EXPECT_EQ(peakActivations(g, Recompute::Full), 128 + 256 + 128 + 128);
 }
 
 TEST(KeptActivations, TheHeadsBackwardPassRunsAfterTheLossFreesItsTensors) {
@@ -152,51 +166,27 @@ TEST(KeptActivations, TheHeadsBackwardPassRunsAfterTheLossFreesItsTensors) {
   g.ops.push_back(gelu(g, x, 8, 4, 0, h));
   g.ops.push_back(linear(g, h, 8, 4, 6, -1, logits));
   g.ops.back().transposedForGradient = {0};
-  Op loss;
-  loss.name = "loss";
-  loss.kind = OpKind::Loss;
-  loss.factors = {{"rows", 8, FactorKind::Reduction}, {"classes", 6, FactorKind::Reduction}};
-  loss.inputs = {{logits, {{0}, {1}}}, {g.addValue("labels", DType::I64), {{0}}}};
-  int value = g.addValue("loss", DType::F32);
-  g.values[size_t(value)].producer = 2;
-  loss.outputs = {{value, {}}};
-  loss.saved = {{{{0}, {1}}, DType::F32, false, 0}};
-  g.ops.push_back(loss);
-  OneRank r;
-  std::string error;
-  std::optional<Estimate> e = estimate(g, r.strategy, r.cluster, error);
-  ASSERT_TRUE(e) << error;
+  g.ops.push_back(loss(g, logits, 8, 6));
   // Kept: x (128), h (128), the logits (192). The loss's backward holds
   // the gradients of its scalar (4) and of the logits (192). The head's:
   // the logits' gradient (192), h's (128) and h transposed for the
   // weight's gradient (128), but the logits themselves (192) are freed by
   // then: 256 on top of what is kept. The larger: 448 + 256.
-  EXPECT_EQ(e->memory.activations, 448 + 256);
+  EXPECT_EQ(peakActivations(g), 448 + 256);
   // Without the copy the head's backward needs 128 less, and the loss's 196
   // is then the larger.
   g.ops[1].transposedForGradient.clear();
-  e = estimate(g, r.strategy, r.cluster, error);
-  ASSERT_TRUE(e) << error;
-  EXPECT_EQ(e->memory.activations, 448 + 196);
+  EXPECT_EQ(peakActivations(g), 448 + 196);
 }
 
 TEST(KeptActivations, ALayersLaterOpsHaveFreedWhatTheyKeptWhenItsEarlierOnesRun) {
   // y = linear(x) [8, 64], z = gelu(y), u = linear(z) [8, 4], one layer.
-  Graph g;
-  g.numLayers = 1;
-  int x = g.addValue("x", DType::F32), y = -1, z = -1, u = -1;
-  g.ops.push_back(linear(g, x, 8, 4, 64, 0, y));
-  g.ops.push_back(gelu(g, y, 8, 64, 0, z));
-  g.ops.push_back(linear(g, z, 8, 64, 4, 0, u));
-  OneRank r;
-  std::string error;
-  std::optional<Estimate> e = estimate(g, r.strategy, r.cluster, error);
-  ASSERT_TRUE(e) << error;
+  Graph g = linearGeluLinear(64);
   // Kept: x (128), y (2048), z (2048). The second linear's backward holds
   // u's gradient and z's (128 + 2048), with the stream's (x's size, 128).
   // gelu's holds z's and y's (4096), but the second linear has freed z by
   // then: 2048 more, not 4096. The larger: 2304.
-  EXPECT_EQ(e->memory.activations, 128 + 2048 + 2048 + 2304);
+  EXPECT_EQ(peakActivations(g), 128 + 2048 + 2048 + 2304);
 }
 
 TEST(KeptActivations, ATiedWeightsGradientWaitsThroughTheLayers) {
@@ -213,18 +203,12 @@ TEST(KeptActivations, ATiedWeightsGradientWaitsThroughTheLayers) {
       g.ops[2].inputs[1].value = g.ops[0].inputs[1].value;
     return g;
   };
-  OneRank r;
-  std::string error;
   // Kept: x, a and b (128 each). As the backward pass starts the head holds
   // c's and b's gradients (256); in the layer gelu holds b's and a's (256)
   // and the stream's (128), the head's kept b freed: 384 - 128 + 384.
-  std::optional<Estimate> untied = estimate(build(false), r.strategy, r.cluster, error);
-  ASSERT_TRUE(untied) << error;
-  EXPECT_EQ(untied->memory.activations, 384 + 256);
+  EXPECT_EQ(peakActivations(build(false)), 384 + 256);
   // Tied, the layer's backward also holds E's gradient (4 x 4 floats).
-  std::optional<Estimate> tied = estimate(build(true), r.strategy, r.cluster, error);
-  ASSERT_TRUE(tied) << error;
-  EXPECT_EQ(tied->memory.activations, 384 - 128 + 384 + 64);
+  EXPECT_EQ(peakActivations(build(true)), 384 - 128 + 384 + 64);
 }
 
 } // namespace
