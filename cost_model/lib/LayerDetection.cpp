@@ -44,7 +44,12 @@ DetectedLayers detectLayers(Graph &graph) {
   std::vector<size_t> signature(static_cast<size_t>(n));
   for (int64_t o = 0; o < n; ++o)
     signature[size_t(o)] = signatureOf(graph, graph.ops[size_t(o)]);
-  auto producer = [&](int64_t o, size_t input) { return graph.values[size_t(graph.ops[size_t(o)].inputs[input].value)].producer; };
+  // A value a resharding delivers (a partitioned graph's sums and gathers
+  // between blocks) counts as its source op's.
+  auto producer = [&](int64_t o, size_t input) {
+    const Value &v = graph.values[size_t(graph.ops[size_t(o)].inputs[input].value)];
+    return v.producer >= 0 ? v.producer : v.reshardedFrom;
+  };
   auto matches = [&](int64_t i, int64_t period) {
     int64_t j = i + period;
     if (signature[size_t(i)] != signature[size_t(j)])

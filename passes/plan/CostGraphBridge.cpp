@@ -272,6 +272,18 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     }
     int index = graph.addValue(name, *dtype, isParameter);
     graph.values[size_t(index)].frozen = frozen;
+    // A resharding that moves data (a sum over ranks, a gather, a slice of
+    // the rank's part), stated or lowered to its collectives, is how its
+    // input's producer delivers the value: blocks that differ only in their
+    // reshardings are still alike (layers).
+    if (Operation *moved = v.getDefiningOp();
+        moved && moved->getNumOperands() > 0 &&
+        llvm::isa<train::ReshardOp, train::AllReduceOp, train::AllGatherOp, train::ReduceScatterOp,
+                  train::AllToAllOp, train::RankSliceOp>(moved))
+      if (auto source = valueIndex.find(moved->getOperand(0)); source != valueIndex.end()) {
+        const cost::Value &from = graph.values[size_t(source->second)];
+        graph.values[size_t(index)].reshardedFrom = from.producer >= 0 ? from.producer : from.reshardedFrom;
+      }
     valueIndex[v] = index;
     return index;
   };

@@ -60,3 +60,45 @@ TEST(LayerDetection, NoRepeatedBlockMeansNoLayers) {
   for (const Op &op : graph.ops)
     EXPECT_EQ(op.layer, -1);
 }
+
+TEST(LayerDetection, FindsLayersJoinedByReshardings) {
+  // A partitioned graph: every contraction's result and the embedding's
+  // reach their readers through a collective (tensor- and vocabulary-
+  // parallel sums), a value with no producer of its own, resharded from
+  // theirs. The first layer reads its input from such a sum, the others
+  // from the previous layer's residual add.
+  TransformerShape shape;
+  shape.family = TransformerFamily::LLaMA;
+  shape.layers = 3;
+  shape.hidden = 256;
+  shape.heads = 4;
+  shape.seq = 64;
+  shape.vocab = 1000;
+  Graph graph = buildTransformer(shape);
+  std::vector<int> expected;
+  for (const Op &op : graph.ops)
+    expected.push_back(op.layer);
+  for (Op &op : graph.ops) {
+    op.layer = -1;
+    for (TensorUse &use : op.inputs) {
+      int producer = graph.values[size_t(use.value)].producer;
+      if (producer < 0 || (graph.ops[size_t(producer)].kind != OpKind::MatMul &&
+                           graph.ops[size_t(producer)].kind != OpKind::Embedding))
+        continue;
+      int summed = graph.addValue("summed", graph.values[size_t(use.value)].dtype);
+      graph.values[size_t(summed)].reshardedFrom = producer;
+      use.value = summed;
+    }
+  }
+  graph.numLayers = 0;
+  Graph unmarked = graph;
+  EXPECT_EQ(detectLayers(graph).layers, 3);
+  std::vector<int> got;
+  for (const Op &op : graph.ops)
+    got.push_back(op.layer);
+  EXPECT_EQ(got, expected);
+  // Read as inputs from nowhere, the same graph's blocks no longer match.
+  for (Value &value : unmarked.values)
+    value.reshardedFrom = -1;
+  EXPECT_NE(detectLayers(unmarked).layers, 3);
+}

@@ -106,6 +106,9 @@ struct Value {
   bool readByBackward = true;
   /// The op that produces it (-1 for inputs and parameters).
   int producer = -1;
+  /// Made by a collective from another op's result (a partitioned graph's
+  /// resharding): that op, which layer detection takes for its producer.
+  int reshardedFrom = -1;
 };
 
 struct Graph {
