@@ -161,6 +161,10 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
     for (const cost::CommTotal &c : whole->stages.front().comm)
       if (c.axis == axis)
         estimate->stages.front().comm.push_back(c);
+    // The activations as the search sees the plan: the whole model under
+    // the split, with the model axis's algorithm (what it keeps, what its
+    // collectives hold).
+    estimate->memory.activations = whole->memory.activations;
   }
   return *estimate;
 }
@@ -331,6 +335,9 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   if (FailureOr<cost::Estimate> predicted = estimateOf(module, s, optimizer->kind); succeeded(predicted)) {
     m["predicted_comm_bytes_per_step"] = communicationOf(*predicted);
     m["predicted_model_state_bytes_per_rank"] = modelStatesOf(*predicted);
+    // The cost model's activation peak for one rank's step, to set beside
+    // the measured one (planned_step_peak_bytes is the compiler's own).
+    m["predicted_activation_bytes_per_rank"] = Json(predicted->memory.activations);
     // `model_train --optimizer` may choose another optimizer at run time;
     // under ZeRO that changes the norm completions (LAMB makes two), and the
     // state it keeps (SGD and LARS one moment).

@@ -166,7 +166,7 @@ def check_step_peak(log, program, tag):
     peaks = {json.loads(line)["memory"]["activations"]["peak"] for line in open(log)}
     check(peaks == {planned}, f"{tag}: step peaks {sorted(peaks)} bytes, the compiler planned {planned}")
     check(planned < every, f"{tag}: the planned peak {planned} is not below holding every value ({every})")
-    step_rows.append((tag, sorted(peaks), planned, every))
+    step_rows.append((tag, sorted(peaks), planned, every, manifest.get("predicted_activation_bytes_per_rank")))
 
 
 def check_counters(log, predicted, tag, calls=None):
@@ -354,14 +354,25 @@ def finish():
     """Prints what every run measured against the plan and exits: nonzero
     when any check failed."""
     # The step's own values, freed after their last use: measured = planned.
-    print(f"{'model':8} {'measured step peak':>18} {'planned':>10} {'every value held':>17}  bytes")
-    for tag, peaks, planned, every in step_rows:
-        print(f"{tag:8} {', '.join(map(str, peaks)):>18} {planned:>10} {every:>17}  ({every / planned:.1f}x less)")
+    # Beside them the cost model's activation estimate for the run (what the
+    # search weighs plans by), reported: on these tiny fixtures a weight's
+    # transposed view weighs as much as a layer's activations.
+    print(f"{'model':8} {'measured step peak':>18} {'planned':>10} {'every value held':>17} {'cost model':>11}  bytes")
+    ratios = []
+    for tag, peaks, planned, every, predicted in step_rows:
+        estimate = f"{predicted:>11.0f} ({predicted / planned:.3f})" if predicted else f"{'-':>11}"
+        if predicted:
+            ratios.append(predicted / planned)
+        print(f"{tag:8} {', '.join(map(str, peaks)):>18} {planned:>10} {every:>17} {estimate}  "
+              f"({every / planned:.1f}x less than every value)")
+    if ratios:
+        within = sum(abs(r - 1) <= 0.05 for r in ratios)
+        print(f"cost model / measured activation peak: {min(ratios):.3f} to {max(ratios):.3f}, "
+              f"{within} of {len(ratios)} runs within 5%")
 
     # The plan's memory is right for the model states: every run above logged
     # its peak bytes per category, within 5% of the prediction (the padding of
-    # a shard is the difference). Activations, communication buffers and the
-    # step's own tensors are not yet accounted on the host target.
+    # a shard is the difference).
     print(f"{'run':30} {'parameters':>21} {'gradients':>21} {'optimizer state':>21}  measured / predicted bytes per rank")
     for tag, measured, predicted, worst in memory_rows:
         cells = " ".join(f"{measured[c]:>10}/{predicted[c]:<10.0f}" for c in MODEL_STATES)
