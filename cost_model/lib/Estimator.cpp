@@ -179,12 +179,14 @@ void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, 
   }
 }
 
-/// Under recomputation, the bytes of a layer's remade tensors alive while
-/// each op's backward pass runs (0 outside the layers). The program re-runs
-/// an op just before the first backward op that needs its result (or the
-/// re-run of a later op that reads it) and frees the result after its last
-/// use, so a remade tensor lives from the backward of its last reader in
-/// the forward order down to that of its first, not for the whole layer.
+/// Under recomputation, what a layer's backward pass holds while each op's
+/// backward runs on top of the layer's kept bytes (0 outside the layers):
+/// its remade tensors then alive, less selective recomputation's kept
+/// sources already freed. The program re-runs an op just before the first
+/// backward op that needs its result (or the re-run of a later op that
+/// reads it) and frees the result after its last use, so a remade tensor
+/// lives from the backward of its last reader in the forward order down to
+/// that of its first, not for the whole layer.
 std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
                                     Recompute recompute, const std::vector<char> &exchanged) {
   std::vector<double> live(graph.ops.size() + 1, 0.0);
