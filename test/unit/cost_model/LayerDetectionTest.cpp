@@ -12,20 +12,32 @@
 
 using namespace colossal::cost;
 
+namespace {
+
+/// The builder's transformer of `family` with `layers` layers, and the
+/// layer the builder put each op in.
+Graph builtTransformer(TransformerFamily family, int64_t layers, std::vector<int> &layerOfOp) {
+  TransformerShape shape;
+  shape.family = family;
+  shape.layers = layers;
+  shape.hidden = 256;
+  shape.heads = 4;
+  shape.seq = 64;
+  shape.vocab = 1000;
+  Graph graph = buildTransformer(shape);
+  layerOfOp.clear();
+  for (const Op &op : graph.ops)
+    layerOfOp.push_back(op.layer);
+  return graph;
+}
+
+} // namespace
+
 TEST(LayerDetection, FindsTheBuildersLayers) {
   for (TransformerFamily family : {TransformerFamily::GPT, TransformerFamily::BERT, TransformerFamily::LLaMA})
     for (int64_t layers : {2, 3, 12}) {
-      TransformerShape shape;
-      shape.family = family;
-      shape.layers = layers;
-      shape.hidden = 256;
-      shape.heads = 4;
-      shape.seq = 64;
-      shape.vocab = 1000;
-      Graph graph = buildTransformer(shape);
       std::vector<int> expected;
-      for (const Op &op : graph.ops)
-        expected.push_back(op.layer);
+      Graph graph = builtTransformer(family, layers, expected);
       Graph stripped = graph;
       for (Op &op : stripped.ops)
         op.layer = -1;
@@ -67,17 +79,8 @@ TEST(LayerDetection, FindsLayersJoinedByReshardings) {
   // parallel sums), a value with no producer of its own, resharded from
   // theirs. The first layer reads its input from such a sum, the others
   // from the previous layer's residual add.
-  TransformerShape shape;
-  shape.family = TransformerFamily::LLaMA;
-  shape.layers = 3;
-  shape.hidden = 256;
-  shape.heads = 4;
-  shape.seq = 64;
-  shape.vocab = 1000;
-  Graph graph = buildTransformer(shape);
   std::vector<int> expected;
-  for (const Op &op : graph.ops)
-    expected.push_back(op.layer);
+  Graph graph = builtTransformer(TransformerFamily::LLaMA, 3, expected);
   for (Op &op : graph.ops) {
     op.layer = -1;
     for (TensorUse &use : op.inputs) {
