@@ -20,6 +20,7 @@
 #include "passes/memory/ParameterReads.h"
 #include "passes/memory/Recompute.h"
 #include "passes/memory/Regather.h"
+#include "passes/memory/TransposedOperands.h"
 #include "passes/partition/Resharding.h"
 #include "passes/partition/SequenceAxisParallel.h"
 #include "passes/partition/SequenceParallel.h"
@@ -526,6 +527,13 @@ int main(int argc, char **argv) {
     // each read is a gather, so the weight itself is not held either.
     if (failed(colossal::memory::rereadParametersForBackward(*module))) {
       printError("scheduling the weights' reads for the backward pass failed (see the error above)");
+      return 1;
+    }
+    // Products read their operands transposed in place (train.gemm's
+    // flags): a weight gradient is one product in the weight's layout,
+    // without copying the layer's input or the gradient transposed.
+    if (failed(colossal::memory::foldTransposesIntoProducts(*module))) {
+      printError("folding the backward pass's transposes into its products failed (see the error above)");
       return 1;
     }
   }

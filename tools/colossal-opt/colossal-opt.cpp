@@ -7,6 +7,7 @@
 #include "passes/memory/ParameterReads.h"
 #include "passes/memory/Regather.h"
 #include "passes/memory/Recompute.h"
+#include "passes/memory/TransposedOperands.h"
 #include "passes/partition/Resharding.h"
 #include "passes/partition/SequenceAxisParallel.h"
 #include "passes/partition/SequenceParallel.h"
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
   colossal::memory::registerRereadParametersPass();
   colossal::memory::registerRegatherForBackwardPass();
   colossal::memory::registerRecomputeLayersPass();
+  colossal::memory::registerFoldTransposesPass();
   colossal::partition::registerTensorParallelPass();
   colossal::partition::registerLowerReshardingPass();
   colossal::partition::registerSequenceParallelPass();

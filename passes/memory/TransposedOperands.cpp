@@ -1,0 +1,136 @@
+//===- TransposedOperands.cpp ---------------------------------------------===//
+
+#include "passes/memory/TransposedOperands.h"
+
+#include "colossal/Dialect/Train/TrainDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace colossal::memory {
+
+using namespace mlir;
+
+namespace {
+
+bool isMatrix(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank() == 2; }
+
+/// `v`'s source when `v` is a matrix transpose, else null.
+Value transposedFrom(Value v) {
+  auto t = v.getDefiningOp<train::TransposeOp>();
+  if (!t || !isMatrix(t.getInput()) || t.getPerm() != llvm::ArrayRef<int64_t>{1, 0})
+    return nullptr;
+  return t.getInput();
+}
+
+/// A plain product: no addend, no scaling, whose transpose is itself a
+/// product.
+bool isPlainGemm(train::GemmOp g) {
+  return !g.getC() && g.getAlpha().convertToDouble() == 1.0 && g.getBeta().convertToDouble() == 1.0;
+}
+
+void eraseIfUnused(Value v) {
+  if (Operation *def = v ? v.getDefiningOp() : nullptr; def && def->use_empty())
+    def->erase();
+}
+
+/// matmul(transpose(a), b), matmul(a, transpose(b)) on matrices: one gemm
+/// reading the transposed operands in place.
+int64_t foldIntoMatmuls(Block &body) {
+  int64_t folded = 0;
+  for (auto m : llvm::make_early_inc_range(body.getOps<train::MatMulOp>())) {
+    if (!isMatrix(m.getLhs()) || !isMatrix(m.getRhs()))
+      continue;
+    Value a = transposedFrom(m.getLhs()), b = transposedFrom(m.getRhs());
+    if (!a && !b)
+      continue;
+    OpBuilder builder(m);
+    Value lhs = m.getLhs(), rhs = m.getRhs();
+    auto gemm = train::GemmOp::create(builder, m.getLoc(), m.getType(), a ? a : lhs, b ? b : rhs, Value(),
+                                      builder.getBoolAttr(bool(a)), builder.getBoolAttr(bool(b)),
+                                      builder.getF32FloatAttr(1.0f), builder.getF32FloatAttr(1.0f));
+    m.getResult().replaceAllUsesWith(gemm.getResult());
+    m->erase();
+    folded += int64_t(bool(a)) + int64_t(bool(b));
+    eraseIfUnused(lhs);
+    eraseIfUnused(rhs);
+  }
+  return folded;
+}
+
+/// The product transposed, `g`'s operands swapped and each flag flipped:
+/// (op(A) op(B))^T = op(B)^T op(A)^T. Made where `g` is.
+Value transposedProduct(train::GemmOp g, Type type) {
+  OpBuilder builder(g);
+  return train::GemmOp::create(builder, g.getLoc(), type, g.getB(), g.getA(), Value(),
+                               builder.getBoolAttr(!g.getTransB()), builder.getBoolAttr(!g.getTransA()),
+                               builder.getF32FloatAttr(1.0f), builder.getF32FloatAttr(1.0f));
+}
+
+/// transpose(gemm(a, b)) where the transpose is the product's only reader,
+/// and transpose(all_reduce(gemm(a, b))) likewise (a weight gradient's
+/// partial sums over a sequence axis: an elementwise sum commutes with
+/// the transpose, so the ranks sum the product made transposed).
+int64_t foldTransposedProducts(Block &body) {
+  int64_t folded = 0;
+  for (auto t : llvm::make_early_inc_range(body.getOps<train::TransposeOp>())) {
+    if (!transposedFrom(t.getResult()))
+      continue;
+    Value input = t.getInput();
+    auto sum = input.getDefiningOp<train::AllReduceOp>();
+    if (sum && sum->hasOneUse())
+      input = sum.getInput();
+    auto g = input.getDefiningOp<train::GemmOp>();
+    if (!g || !isPlainGemm(g) || !g->hasOneUse())
+      continue;
+    Value product = transposedProduct(g, t.getType());
+    if (sum) {
+      OpBuilder builder(sum);
+      product = train::AllReduceOp::create(builder, sum.getLoc(), t.getType(), product, sum.getAxisAttr());
+    }
+    t.getResult().replaceAllUsesWith(product);
+    t->erase();
+    if (sum)
+      sum->erase();
+    g->erase();
+    ++folded;
+  }
+  return folded;
+}
+
+} // namespace
+
+FailureOr<int64_t> foldTransposesIntoProducts(ModuleOp module) {
+  auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
+  if (!step)
+    return module.emitError() << "train-fold-transposes needs @forward_backward (run train-autodiff first)";
+  Block &body = step.getBody().front();
+  int64_t folded = foldIntoMatmuls(body);
+  folded += foldTransposedProducts(body);
+  return folded;
+}
+
+namespace {
+
+struct FoldTransposesPass : public PassWrapper<FoldTransposesPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FoldTransposesPass)
+  StringRef getArgument() const final { return "train-fold-transposes"; }
+  StringRef getDescription() const final {
+    return "Folds matrix transposes around the products of @forward_backward into train.gemm's operand flags "
+           "(a weight gradient made in the weight's layout, no transposed copies)";
+  }
+  void runOnOperation() override {
+    if (failed(foldTransposesIntoProducts(getOperation())))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createFoldTransposesPass() { return std::make_unique<FoldTransposesPass>(); }
+
+void registerFoldTransposesPass() { PassRegistration<FoldTransposesPass>(); }
+
+} // namespace colossal::memory
