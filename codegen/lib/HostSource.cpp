@@ -166,9 +166,20 @@ private:
   /// reads last moves into the result (no copy, the same bytes charged).
   LogicalResult relabel(Operation *op) {
     Value x = op->getOperand(0), result = op->getResult(0);
-    if (!owned_.contains(x) || lastUse_.lookup(x) != op || result.use_empty())
-      return define(op, result, "reshape(" + ref(x) + ", " + shape(result) + ")");
-    if (failed(declare(op, result, "reshape(std::move(" + ref(x) + "), " + shape(result) + ")")))
+    return reuse(op, "reshape(std::move(" + ref(x) + "), " + shape(result) + ")",
+                 "reshape(" + ref(x) + ", " + shape(result) + ")", /*computes=*/false);
+  }
+
+  /// `op`'s result made in its operand's storage (`inPlace`, which moves
+  /// the operand) when this op reads the operand last: the same bytes
+  /// charged, no second tensor. Otherwise `copying`, a new value; so too
+  /// when the op `computes` values that a 16-bit type must round.
+  LogicalResult reuse(Operation *op, const std::string &inPlace, const std::string &copying, bool computes) {
+    Value x = op->getOperand(0), result = op->getResult(0);
+    if (!owned_.contains(x) || lastUse_.lookup(x) != op || result.use_empty() ||
+        (computes && !storageOf(result).empty()) || bytesOf(x) != bytesOf(result))
+      return define(op, result, copying);
+    if (failed(declare(op, result, inPlace)))
       return failure();
     owned_.erase(x);
     owned_.insert(result);
@@ -425,7 +436,10 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return one("slice(" + in(0) + ", " + starts + "}, " + steps + "}, " + out() + ")");
   }
   if (auto r = dyn_cast<AllReduceOp>(op)) {
-    return one("collectives.allReduce(" + in(0) + ", " + quoted(r.getAxis()) + ")");
+    // A sum is made in the storage of the operand it reads last (a weight
+    // gradient's partial sums, a row-parallel layer's output).
+    return reuse(op, "collectives.allReduceInPlace(std::move(" + in(0) + "), " + quoted(r.getAxis()) + ")",
+                 "collectives.allReduce(" + in(0) + ", " + quoted(r.getAxis()) + ")", /*computes=*/true);
   }
   if (auto t = dyn_cast<TransposeOp>(op))
     return one("transpose(" + in(0) + ", " + shapeLiteral(t.getPerm()) + ")");

@@ -32,6 +32,12 @@ Tensor Collectives::allReduce(const Tensor &x, const std::string &axis) {
   return upload(host_.allReduce(download(x), axis));
 }
 
+Tensor Collectives::allReduceInPlace(Tensor &&x, const std::string &axis) {
+  host::Tensor staged = download(x);
+  release(x);
+  return upload(host_.allReduceInPlace(std::move(staged), axis));
+}
+
 Tensor Collectives::allGather(const Tensor &x, const std::string &axis, int64_t dim) {
   return upload(host_.allGather(download(x), axis, dim));
 }

@@ -42,6 +42,12 @@ StepParameters::~StepParameters() = default;
 GradientReady::~GradientReady() = default;
 StepCollectives::~StepCollectives() = default;
 
+host::Tensor StepCollectives::allReduceInPlace(host::Tensor &&x, const std::string &axis) {
+  host::Tensor sum = allReduce(x, axis);
+  x = host::Tensor();
+  return sum;
+}
+
 namespace {
 
 using host::Shape;
@@ -839,6 +845,9 @@ class TensorAxisCollectives : public StepCollectives {
 public:
   explicit TensorAxisCollectives(Communicator *tp) : tp_(tp) {}
   Tensor allReduce(const Tensor &x, const std::string &axis) override { return reduce(x, axis, ReduceOp::Sum); }
+  Tensor allReduceInPlace(Tensor &&x, const std::string &axis) override {
+    return reduceInPlace(std::move(x), axis, ReduceOp::Sum);
+  }
   Tensor allReduceMax(const Tensor &x, const std::string &axis) override { return reduce(x, axis, ReduceOp::Max); }
   int64_t rankOn(const std::string &axis) override { return communicator(axis, "a slice").rank(); }
   int64_t ranksOn(const std::string &axis) override { return communicator(axis, "a slice").size(); }
@@ -929,11 +938,13 @@ private:
       fail("step", what + " over mesh axis '" + axis + "', which this run does not have");
     return *tp_;
   }
-  Tensor reduce(const Tensor &x, const std::string &axis, ReduceOp op) {
+  Tensor reduce(const Tensor &x, const std::string &axis, ReduceOp op) { return reduceInPlace(Tensor(x), axis, op); }
+
+  Tensor reduceInPlace(Tensor &&x, const std::string &axis, ReduceOp op) {
     Communicator &c = communicator(axis, "an all-reduce");
     if (x.integer)
       fail("step", "an all-reduce of an integer tensor over '" + axis + "'");
-    Tensor result = x;
+    Tensor result = std::move(x);
     c.allReduce(Buffer::of(result.floats.data(), DType::F32, int64_t(result.floats.size())), op);
     return result;
   }

@@ -38,6 +38,8 @@ class Collectives {
 public:
   explicit Collectives(StepCollectives &host) : host_(host) {}
   Tensor allReduce(const Tensor &x, const std::string &axis);
+  /// The sum, `x` freed before it is made (the step's last read of `x`).
+  Tensor allReduceInPlace(Tensor &&x, const std::string &axis);
   Tensor allGather(const Tensor &x, const std::string &axis, int64_t dim);
   Tensor reduceScatter(const Tensor &x, const std::string &axis, int64_t dim);
   Tensor allToAll(const Tensor &x, const std::string &axis, int64_t splitDim, int64_t concatDim);

@@ -148,6 +148,9 @@ public:
   virtual ~StepCollectives();
   /// The sum of every rank's `x` over mesh axis `axis`.
   virtual host::Tensor allReduce(const host::Tensor &x, const std::string &axis) = 0;
+  /// The same sum made in `x`'s storage (the step's last read of `x`): no
+  /// second tensor of its size.
+  virtual host::Tensor allReduceInPlace(host::Tensor &&x, const std::string &axis);
   /// The elementwise largest of every rank's `x` over mesh axis `axis`.
   virtual host::Tensor allReduceMax(const host::Tensor &x, const std::string &axis) = 0;
   /// The ranks' `x`, slices of a value along `dim`, put side by side.
