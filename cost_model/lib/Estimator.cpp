@@ -499,11 +499,16 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   // keep is freed before the layers' backward pass begins (and what the
   // ones after an op keep, before its own: `tailWorking`, settled below).
   std::vector<double> maxLayerWorking(ranks, 0), maxOtherWorking(ranks, 0);
-  std::vector<double> tailWorking(graph.ops.size(), 0.0);
+  std::vector<double> tailWorking(graph.ops.size(), 0.0), headWorking(graph.ops.size(), 0.0);
   size_t lastLayerOp = 0;
   for (size_t o = 0; o < graph.ops.size(); ++o)
     if (graph.ops[o].layer >= 0)
       lastLayerOp = o;
+  // The ops after the layers run their backward passes first, each once
+  // the ones after it have freed what they kept; without layers that is
+  // every op. The ops before the layers (the embedding, whose gradient is
+  // a weight's size) run theirs last, once the layers have freed theirs.
+  size_t tailStart = firstLayerOp < 0 ? 0 : lastLayerOp + 1;
   // A weight read before the layers and after them (a tied embedding): the
   // gradient its later reader makes waits through the layers' backward pass
   // for the earlier reader's, on a rank holding both.
@@ -622,30 +627,46 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       outputBytes += localElements(op, s, mesh, use.dims) *
                      bytesOf(graph.values[use.value].dtype) / gridShare;
     bytes += outputBytes;
-    cost.backwardWorking = outputBytes;
-    for (const TensorUse &use : op.inputs)
-      if (graph.values[use.value].producer >= 0 && !op.relabels)
-        cost.backwardWorking +=
-            localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype) / gridShare;
-    // A contraction makes one operand's gradient at a time, each from the
-    // other operand copied transposed; that operand is freed once copied
-    // (its last use), so the copy and the gradient it makes weigh as the
-    // larger of the two, not both.
+    // The gradients its backward pass makes: the activations' first, then
+    // its weights' in the weights' own layout (read through a transposed
+    // view too: the product reads it transposed in place), each weight's
+    // held until the trainer takes it. A weight's view makes nothing.
+    auto gradientBytesOf = [&](size_t i) {
+      const TensorUse &use = op.inputs[i];
+      return localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype) / gridShare;
+    };
+    auto isWeightGradient = [&](size_t i) {
+      const Value &value = graph.values[op.inputs[i].value];
+      bool viewed = value.producer >= 0 && graph.ops[size_t(value.producer)].weightView;
+      return (value.isParameter || viewed) && needsGradient[size_t(op.inputs[i].value)];
+    };
+    auto isActivationGradient = [&](size_t i) {
+      return graph.values[op.inputs[i].value].producer >= 0 && !op.relabels && !isWeightGradient(i);
+    };
+    double activationGradients = 0, weightGradients = 0;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (isWeightGradient(i))
+        weightGradients += gradientBytesOf(i);
+      else if (isActivationGradient(i))
+        activationGradients += gradientBytesOf(i);
+    }
+    cost.backwardWorking = outputBytes + activationGradients + weightGradients;
+    // A batched contraction makes one operand's gradient at a time, each
+    // from the other operand copied transposed; that operand is freed once
+    // copied (its last use), so the copy and the gradient it makes weigh as
+    // the larger of the two, not both.
     if (op.transposedForGradient.size() > 0 && op.inputs.size() >= 2 && !op.relabels) {
-      auto bytesAt = [&](int i) {
-        return localElements(op, s, mesh, op.inputs[size_t(i)].dims) *
-               bytesOf(graph.values[op.inputs[size_t(i)].value].dtype) / gridShare;
-      };
       double phase = 0;
       for (int i : op.transposedForGradient) {
         if (i < 0 || i > 1)
           continue;
-        double gradient = graph.values[op.inputs[size_t(1 - i)].value].producer >= 0 ? bytesAt(1 - i) : 0;
-        cost.backwardWorking -= gradient;
-        phase = std::max(phase, std::max(bytesAt(i), gradient));
+        double gradient = isActivationGradient(size_t(1 - i)) ? gradientBytesOf(size_t(1 - i)) : 0;
+        phase = std::max(phase, std::max(gradientBytesOf(size_t(i)), gradient) - gradient);
       }
       cost.backwardWorking += phase;
     }
+    if (op.weightView)
+      cost.backwardWorking = 0;
     DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
     double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
     double rate = op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, forwardFlops)
@@ -914,8 +935,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
           std::max(maxLayerWorking[rank], cost->backwardWorking + std::max(0.0, streamGradient[size_t(op.layer)]) +
                                               heldWeightGradient[size_t(stage)] - freedInLayer[o] / gridShare +
                                               remadeLive[o] / gridShare);
-    else if (o > lastLayerOp && graph.numLayers > 0)
+    else if (o >= tailStart)
       tailWorking[o] = cost->backwardWorking;
+    else if (firstLayerOp >= 0 && int(o) < firstLayerOp)
+      headWorking[o] = cost->backwardWorking;
     else
       maxOtherWorking[rank] = std::max(maxOtherWorking[rank], cost->backwardWorking);
     p2pSeconds = std::max(p2pSeconds, cost->p2p);
@@ -945,6 +968,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   // Per virtual stage: bytes kept for backward by one microbatch, and of
   // them what the ops after the last layer keep.
   std::vector<double> stageActivations(stages, 0.0), stageTail(stages, 0.0);
+  std::vector<double> headKept(size_t(stages), 0.0), maxHeadWorking(size_t(ranks), 0.0);
   std::vector<int> layerStage(kept.size(), -1);
   std::vector<char> heldOutsideLayers(graph.values.size(), 0);
   std::vector<double> tailSaved(graph.ops.size(), 0.0);
@@ -956,9 +980,16 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     }
     double saved = opSavedBytes(graph, sharding, mesh, o, Recompute::None, false, heldOutsideLayers);
     stageActivations[opStage[o]] += saved;
-    if (o > lastLayerOp) {
+    if (o >= tailStart) {
       stageTail[opStage[o]] += saved;
       tailSaved[o] = saved;
+    }
+    if (firstLayerOp >= 0 && int(o) < firstLayerOp) {
+      // What this op and the ones before it keep (one microbatch's), held
+      // when its gradients are made.
+      headKept[size_t(opStage[o])] += saved;
+      maxHeadWorking[size_t(opStage[o] % ranks)] =
+          std::max(maxHeadWorking[size_t(opStage[o] % ranks)], headKept[size_t(opStage[o])] / gridShare + headWorking[o]);
     }
   }
   // The head's backward pass runs from the loss back: when an op's runs,
@@ -966,8 +997,8 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   // the output layer makes its gradients).
   {
     std::vector<double> freedAfter(size_t(stages), 0.0);
-    for (size_t o = graph.ops.size(); o-- > lastLayerOp + 1;) {
-      if (graph.ops[o].layer >= 0 || graph.numLayers == 0)
+    for (size_t o = graph.ops.size(); o-- > tailStart;) {
+      if (graph.ops[o].layer >= 0)
         continue;
       int stage = opStage[o], rank = stage % ranks;
       maxOtherWorking[size_t(rank)] =
@@ -1156,10 +1187,12 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
         perChunk = stageActivations[c * ranks + r], tail = stageTail[c * ranks + r];
     int inFlight = std::max(1, pipeline.peakInFlight[r]);
     // The peak: as the backward pass starts (everything kept, the loss's
-    // gradients in flight), or inside a layer's backward pass (the head's
-    // tensors freed, the layer's remade ones held).
-    mem.activations = std::max(inFlight * perChunk / gridShare + maxOtherWorking[r],
-                               (inFlight * perChunk - tail) / gridShare + maxLayerWorking[r]);
+    // gradients in flight), inside a layer's backward pass (the head's
+    // tensors freed, the layer's remade ones held), or before the layers
+    // (the other microbatches' tensors and what the first ops keep).
+    mem.activations = std::max({inFlight * perChunk / gridShare + maxOtherWorking[r],
+                                (inFlight * perChunk - tail) / gridShare + maxLayerWorking[r],
+                                (double(inFlight - 1) * perChunk / gridShare + maxHeadWorking[r])});
     mem.communication = (dpSize > 1 ? 2 * std::min(options.bucketBytes, gradBytes) : 0) +
                         (strategy.zero == 3 ? 2 * layerParams[r] * weightBytes : 0);
     mem.workspace = options.workspaceBytes;

@@ -62,6 +62,27 @@ bool isTransposedParameter(Value v) {
   return transpose && isParameterView(transpose.getInput());
 }
 
+/// The operands a contraction's backward pass copies transposed to make
+/// the other operand's gradient (the autodiff rules, after
+/// memory/TransposedOperands.h folds the matrix transposes into products).
+llvm::SmallVector<int> transposedCopiesForGradients(mlir::Operation *op) {
+  llvm::SmallVector<int> copied;
+  auto rank = [&](unsigned i) { return llvm::cast<RankedTensorType>(op->getOperand(i).getType()).getRank(); };
+  // dw = x^T dy on rows and dx = dy w^T on matrices: both in place.
+  if (llvm::isa<train::LinearOp>(op)) {
+    if (rank(0) > 2 && !isTransposedParameter(op->getOperand(1)))
+      copied.push_back(1);
+  } else if (llvm::isa<train::MatMulOp>(op)) {
+    // A matrix right operand's gradient is made on rows (in place); a
+    // batched one reads the left operand copied transposed.
+    if (rank(1) > 2)
+      copied.push_back(0);
+    if ((rank(0) > 2 || rank(1) > 2) && !isTransposedParameter(op->getOperand(1)))
+      copied.push_back(1);
+  }
+  return copied;
+}
+
 /// Op kind, forward FLOPs, and which tensors the op keeps for backward.
 struct OpFacts {
   cost::OpKind kind = cost::OpKind::Elementwise;
@@ -321,13 +342,15 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     // algorithms (all-to-all, ring) work on.
     costOp.attentionCore = llvm::isa<train::AttentionOp>(op);
     costOp.relabels = llvm::isa<train::ReshapeOp>(op);
+    costOp.weightView = isTransposedParameter(op->getResult(0));
     // A contraction's operand gradient reads the other operand transposed:
-    // a copy, unless that operand is a weight's transposed view (transposed
-    // back it is the weight itself: memory/ParameterReads.h).
-    if (llvm::isa<train::MatMulOp, train::LinearOp, train::GemmOp>(op))
-      for (int i = 0; i < 2; ++i)
-        if (needsGradient.contains(op->getOperand(1 - i)) && !isTransposedParameter(op->getOperand(i)))
-          costOp.transposedForGradient.push_back(i);
+    // a copy only where the product is batched (matrix products read it
+    // transposed in place, memory/TransposedOperands.h) and that operand is
+    // not a weight's transposed view (transposed back it is the weight
+    // itself, memory/ParameterReads.h).
+    for (int i : transposedCopiesForGradients(op))
+      if (needsGradient.contains(op->getOperand(1 - i)))
+        costOp.transposedForGradient.push_back(i);
     costOp.forwardFlops = facts.forwardFlops;
     costOp.backwardFlops = facts.backwardRatio * facts.forwardFlops;
     for (int i : facts.savedInputs)

@@ -3,9 +3,11 @@
 // The rules the estimator's activation memory follows on hand-built graphs
 // whose bytes can be counted by hand: a value two ops keep is held once;
 // selective recomputation keeps what its re-run ops start from; the peak is
-// what is kept plus the backward pass's transient, where it falls; a remade
+// what is kept plus the backward pass's transient, where it falls (a
+// weight's gradient included, made in the weight's layout); a remade
 // tensor lives only between its readers' backward passes; the head's
-// backward pass runs after the loss's tensors are freed.
+// backward pass runs after the loss's tensors are freed, the embedding's
+// after the layers' (and without layers, each op's after the later ones').
 //
 //===----------------------------------------------------------------------===//
 
@@ -133,9 +135,11 @@ TEST(KeptActivations, ThePeakAddsTheBackwardTransientWhereItFalls) {
   g.ops.push_back(loss(g, logits, 8, 6));
   // Kept: x (128 B) and the logits (192 B). As the backward pass starts the
   // loss's gradients are in flight: the scalar's (4 B) and the logits'
-  // (192 B); inside the layer the logits are freed and the linear's output
-  // gradient (192 B) is in flight. The larger: 320 + 196.
-  EXPECT_EQ(peakActivations(g), 128 + 192 + 4 + 192);
+  // (192 B), on top of 320; inside the layer the logits are freed and the
+  // linear's output gradient (192 B), its weight's (4 x 6 floats, 96 B) and
+  // the stream's (x's size, 128 B) are in flight, on top of 128. The
+  // larger: 128 + 416.
+  EXPECT_EQ(peakActivations(g), 128 + 192 + 96 + 128);
 }
 
 TEST(KeptActivations, ARemadeTensorLivesBetweenItsReadersBackwardPasses) {
@@ -169,46 +173,80 @@ TEST(KeptActivations, TheHeadsBackwardPassRunsAfterTheLossFreesItsTensors) {
   g.ops.push_back(loss(g, logits, 8, 6));
   // Kept: x (128), h (128), the logits (192). The loss's backward holds
   // the gradients of its scalar (4) and of the logits (192). The head's:
-  // the logits' gradient (192), h's (128) and h transposed for the
-  // weight's gradient (128), but the logits themselves (192) are freed by
-  // then: 256 on top of what is kept. The larger: 448 + 256.
-  EXPECT_EQ(peakActivations(g), 448 + 256);
-  // Without the copy the head's backward needs 128 less, and the loss's 196
-  // is then the larger.
+  // the logits' gradient (192), h's (128), h transposed for the weight's
+  // gradient (128) and the weight's (4 x 6 floats, 96), but the logits
+  // themselves (192) are freed by then: 352 on top of what is kept.
+  EXPECT_EQ(peakActivations(g), 448 + 352);
+  // A product reading h transposed in place needs 128 less.
   g.ops[1].transposedForGradient.clear();
-  EXPECT_EQ(peakActivations(g), 448 + 196);
+  EXPECT_EQ(peakActivations(g), 448 + 224);
 }
 
 TEST(KeptActivations, ALayersLaterOpsHaveFreedWhatTheyKeptWhenItsEarlierOnesRun) {
   // y = linear(x) [8, 64], z = gelu(y), u = linear(z) [8, 4], one layer.
   Graph g = linearGeluLinear(64);
   // Kept: x (128), y (2048), z (2048). The second linear's backward holds
-  // u's gradient and z's (128 + 2048), with the stream's (x's size, 128).
-  // gelu's holds z's and y's (4096), but the second linear has freed z by
-  // then: 2048 more, not 4096. The larger: 2304.
-  EXPECT_EQ(peakActivations(g), 128 + 2048 + 2048 + 2304);
+  // u's gradient, z's and its weight's (128 + 2048 + 1024), with the
+  // stream's (x's size, 128). gelu's holds z's and y's (4096), but the
+  // second linear has freed z by then: 2048 more, not 4096. The larger:
+  // 3328.
+  EXPECT_EQ(peakActivations(g), 128 + 2048 + 2048 + 3328);
+}
+
+TEST(KeptActivations, WithoutLayersEachOpsBackwardPassFollowsWhatTheLaterOnesFreed) {
+  // No layers: y = linear(x) [8, 16], z = gelu(y), u = linear(z) [8, 6], a
+  // loss over u.
+  Graph g;
+  g.numLayers = 0;
+  int x = g.addValue("x", DType::F32), y = -1, z = -1, u = -1;
+  g.ops.push_back(linear(g, x, 8, 4, 16, -1, y));
+  g.ops.push_back(gelu(g, y, 8, 16, -1, z));
+  g.ops.push_back(linear(g, z, 8, 16, 6, -1, u));
+  g.ops.push_back(loss(g, u, 8, 6));
+  // Kept: x (128), y (512), z (512), u (192): 1344. The second linear's
+  // backward holds u's, z's and its weight's gradients (192 + 512 + 384),
+  // the loss's u freed by then: 896 on top; the others hold less (the loss
+  // 196; gelu 1024 less z and u; the first linear 768 less all but x).
+  EXPECT_EQ(peakActivations(g), 1344 + 896);
+}
+
+TEST(KeptActivations, AnOpBeforeTheLayersMakesItsGradientsOnceTheLayersFreedTheirs) {
+  // a = x E [8, 64] x [64, 4] before the layer (E: 1024 B), b = gelu(a) in
+  // it, c = linear(b) [8, 2] after it.
+  Graph g;
+  g.numLayers = 1;
+  int x = g.addValue("x", DType::F32), a = -1, b = -1, c = -1;
+  g.ops.push_back(linear(g, x, 8, 64, 4, -1, a));
+  g.ops.push_back(gelu(g, a, 8, 4, 0, b));
+  g.ops.push_back(linear(g, b, 8, 4, 2, -1, c));
+  // Kept: x (2048), a and b (128 each). E's gradient is made last, with a's
+  // (128), when only x is still kept: 2048 + 1152. (Against everything
+  // kept it would weigh 2304 + 1152.)
+  EXPECT_EQ(peakActivations(g), 2048 + 1152);
 }
 
 TEST(KeptActivations, ATiedWeightsGradientWaitsThroughTheLayers) {
-  // a = x E before the layer, b = gelu(a) in it, c = b E after it: the
-  // head's gradient of E is held until the embedding's is added to it.
+  // a = x E [8, 2] x [2, 4] before the layer, b = gelu(a) in it, c = b F
+  // [8, 4] x [4, 2] after it. Tied, F is E read transposed: the head's
+  // gradient of E is held until the embedding's is added to it.
   auto build = [](bool tied) {
     Graph g;
     g.numLayers = 1;
     int x = g.addValue("x", DType::F32), a = -1, b = -1, c = -1;
-    g.ops.push_back(linear(g, x, 8, 4, 4, -1, a));
+    g.ops.push_back(linear(g, x, 8, 2, 4, -1, a));
     g.ops.push_back(gelu(g, a, 8, 4, 0, b));
-    g.ops.push_back(linear(g, b, 8, 4, 4, -1, c));
+    g.ops.push_back(linear(g, b, 8, 4, 2, -1, c));
     if (tied)
-      g.ops[2].inputs[1].value = g.ops[0].inputs[1].value;
+      g.ops[2].inputs[1] = {g.ops[0].inputs[1].value, {{2}, {1}}};
     return g;
   };
-  // Kept: x, a and b (128 each). As the backward pass starts the head holds
-  // c's and b's gradients (256); in the layer gelu holds b's and a's (256)
-  // and the stream's (128), the head's kept b freed: 384 - 128 + 384.
-  EXPECT_EQ(peakActivations(build(false)), 384 + 256);
-  // Tied, the layer's backward also holds E's gradient (4 x 4 floats).
-  EXPECT_EQ(peakActivations(build(true)), 384 - 128 + 384 + 64);
+  // Kept: x (64), a and b (128 each). As the backward pass starts the head
+  // holds c's, b's and its weight's gradients (64 + 128 + 32); in the layer
+  // gelu holds b's and a's (256) and the stream's (128), the head's kept b
+  // freed: 320 + 224 against 320 - 128 + 384.
+  EXPECT_EQ(peakActivations(build(false)), 320 - 128 + 384);
+  // Tied, the layer's backward also holds E's gradient (2 x 4 floats).
+  EXPECT_EQ(peakActivations(build(true)), 320 - 128 + 384 + 32);
 }
 
 } // namespace

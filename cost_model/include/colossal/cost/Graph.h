@@ -85,6 +85,10 @@ struct Op {
   /// Its result is its input under another shape (a reshape): a program
   /// moves the bytes, so its backward pass holds one gradient, not two.
   bool relabels = false;
+  /// Its result is a weight's transposed view: the reader makes the
+  /// weight's gradient in the weight's own layout (a product reading its
+  /// operand transposed), so this op's backward pass makes nothing.
+  bool weightView = false;
   /// The operands its backward pass copies transposed to make the other
   /// operand's gradient (the train dialect's contraction rule: dw =
   /// transpose(x) dy), one at a time; it holds the largest such copy too.
