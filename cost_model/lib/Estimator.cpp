@@ -113,6 +113,18 @@ bool holdOnce(std::vector<char> &held, int value) {
   return true;
 }
 
+/// Whether op `o`'s input `i` is an activation reaching its layer from
+/// outside it (the residual stream, a table made before the layers): not
+/// a weight or a weight's view, not made in the layer.
+bool readsFromOutsideLayer(const Graph &graph, size_t o, size_t i) {
+  const Op &op = graph.ops[o];
+  const Value &value = graph.values[size_t(op.inputs[i].value)];
+  if (value.isParameter || value.producer < 0)
+    return false;
+  const Op &producer = graph.ops[size_t(value.producer)];
+  return producer.layer != op.layer && !producer.weightView;
+}
+
 /// Bytes op `o` keeps for backward on one rank under selective or no
 /// recomputation; a value already in `held` (kept by an earlier op) is not
 /// kept twice.
@@ -124,6 +136,11 @@ double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mes
   for (const SavedTensor &saved : op.saved) {
     if (recompute == Recompute::Selective && saved.recomputedWhenSelective &&
         !(exchanged && savedValue(op, saved) >= 0 && (*exchanged)[size_t(savedValue(op, saved))]))
+      continue;
+    // The step's inputs (the batch) are the trainer's, held whether or not
+    // an op reads them again.
+    if (int value = savedValue(op, saved);
+        value >= 0 && graph.values[size_t(value)].producer < 0 && !graph.values[size_t(value)].isParameter)
       continue;
     if (!holdOnce(held, savedValue(op, saved)))
       continue;
@@ -141,16 +158,19 @@ double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mes
 /// keeps, for the ops whose results the backward pass needs (a saved tensor
 /// made again, or another needed re-run op's input).
 void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
-                             std::vector<double> &bytes, std::vector<char> &held) {
+                             std::vector<double> &bytes, std::vector<char> &held,
+                             const std::vector<char> *exchanged) {
+  auto isExchanged = [&](int value) { return exchanged && (*exchanged)[size_t(value)]; };
   auto remade = [&](int producer, int layer) {
     return producer >= 0 && graph.ops[size_t(producer)].layer == layer &&
            graph.ops[size_t(producer)].recomputedWhenSelective;
   };
-  // Values the backward pass needs made again: saved tensors not kept.
+  // Values the backward pass needs made again: saved tensors not kept (a
+  // collective's result is kept: the re-runs stop there).
   std::vector<char> readByNeeded(graph.values.size(), 0);
   for (const Op &op : graph.ops)
     for (const SavedTensor &saved : op.saved)
-      if (int value = savedValue(op, saved); value >= 0 && saved.recomputedWhenSelective)
+      if (int value = savedValue(op, saved); value >= 0 && saved.recomputedWhenSelective && !isExchanged(value))
         readByNeeded[size_t(value)] = 1;
   for (size_t o = graph.ops.size(); o-- > 0;) {
     const Op &op = graph.ops[o];
@@ -168,7 +188,7 @@ void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, 
       const Value &value = graph.values[size_t(use.value)];
       // An input the layer makes again is needed in turn; one from outside
       // the layer (another layer's checkpoint) is read as kept.
-      if (remade(value.producer, op.layer)) {
+      if (remade(value.producer, op.layer) && !isExchanged(use.value)) {
         readByNeeded[size_t(use.value)] = 1;
         continue;
       }
@@ -257,10 +277,12 @@ std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sha
       continue;
     for (const TensorUse &use : op.inputs) {
       if (!remade(use.value)) {
-        // A kept tensor the re-runs start from: freed once the last of
-        // them has read it, unless a backward op keeps it too.
+        // A kept tensor the re-runs start from (under full recomputation a
+        // collective's result): freed once the last of them has read it,
+        // unless a backward op keeps it too.
         const Value &source = graph.values[size_t(use.value)];
-        if (recompute == Recompute::Selective && !source.isParameter && source.producer >= 0 &&
+        if ((recompute == Recompute::Selective || exchanged[size_t(use.value)]) && !source.isParameter &&
+            source.producer >= 0 &&
             !leaves[size_t(use.value)]) {
           int &read = sourceReadAt[size_t(use.value)];
           read = read == none ? needed : std::min(read, needed);
@@ -273,9 +295,9 @@ std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sha
       l = l == none ? needed : std::min(l, needed);
     }
   }
-  // Selective recomputation's sources are kept (in the layer's bytes) until
-  // the re-runs have read them: earlier in the layer's backward pass (at
-  // lower forward indices) they are gone.
+  // Recomputation's sources are kept (in the layer's bytes) until the
+  // re-runs have read them: earlier in the layer's backward pass (at lower
+  // forward indices) they are gone.
   std::vector<int> layerStart(size_t(std::max(0, graph.numLayers)), -1);
   for (size_t o = 0; o < graph.ops.size(); ++o)
     if (int l = graph.ops[o].layer; l >= 0 && l < graph.numLayers && layerStart[size_t(l)] < 0)
@@ -288,7 +310,7 @@ std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sha
     if (layer < 0 || layer >= graph.numLayers || layerStart[size_t(layer)] < 0)
       continue;
     change[size_t(layerStart[size_t(layer)])] -= sourceBytes[v];
-    change[size_t(sourceReadAt[v])] += sourceBytes[v];
+    change[size_t(sourceReadAt[v]) + 1] += sourceBytes[v];
   }
   for (size_t v = 0; v < graph.values.size(); ++v)
     if (bytes[v] > 0 && first[v] != none) {
@@ -321,39 +343,42 @@ std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding
                                                 bool keepShardedInputs,
                                                 const std::vector<char> *exchanged = nullptr) {
   std::vector<double> bytes(std::max(0, graph.numLayers), 0.0);
-  std::vector<bool> seen(bytes.size(), false);
   std::vector<char> held(graph.values.size(), 0);
+  // An op whose every result leaves its layer (the residual add making the
+  // layer's output) is not run again: the output is the next checkpoint.
+  std::vector<char> leaves(graph.values.size(), 0);
+  for (const Op &op : graph.ops)
+    for (const TensorUse &use : op.inputs)
+      if (int producer = graph.values[size_t(use.value)].producer;
+          producer >= 0 && graph.ops[size_t(producer)].layer != op.layer)
+        leaves[size_t(use.value)] = 1;
+  auto makesCheckpoint = [&](const Op &op) {
+    return !op.outputs.empty() && std::all_of(op.outputs.begin(), op.outputs.end(),
+                                              [&](const TensorUse &out) { return leaves[size_t(out.value)]; });
+  };
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
     if (op.layer < 0 || op.layer >= int(bytes.size()))
       continue;
     if (recompute == Recompute::Full) {
-      // Only the layer's input survives until the backward pass reruns it,
-      // with what the re-runs read from before the layers (a rotary table,
-      // a mask), kept once for every layer.
-      if (!seen[op.layer] && !op.inputs.empty()) {
-        bytes[op.layer] += localElements(op, sharding[o], mesh, op.inputs[0].dims) *
-                           bytesOf(graph.values[op.inputs[0].value].dtype);
-        held[size_t(op.inputs[0].value)] = 1;
-      }
-      seen[op.layer] = true;
+      // Only the layer's inputs from outside it survive until the backward
+      // pass reruns it (the residual stream, and what the re-runs read from
+      // before the layers: a rotary table, a mask, kept once for every
+      // layer), with the collectives' results (`exchanged`) an op run again
+      // reads.
       for (size_t i = 0; i < op.inputs.size(); ++i) {
         const Value &value = graph.values[size_t(op.inputs[i].value)];
-        bool fromBefore = value.producer >= 0 && graph.ops[size_t(value.producer)].layer < 0;
-        bool exchange = exchanged && (*exchanged)[size_t(op.inputs[i].value)];
-        if (value.isParameter || (!fromBefore && !exchange) || !holdOnce(held, op.inputs[i].value))
+        bool exchange = exchanged && (*exchanged)[size_t(op.inputs[i].value)] && !makesCheckpoint(op);
+        if ((!readsFromOutsideLayer(graph, o, i) && !exchange) || !holdOnce(held, op.inputs[i].value))
           continue;
         bytes[op.layer] += localElements(op, sharding[o], mesh, op.inputs[i].dims) * bytesOf(value.dtype);
       }
-      for (const TensorUse &out : op.outputs)
-        if (exchanged && (*exchanged)[size_t(out.value)] && holdOnce(held, out.value))
-          bytes[op.layer] += localElements(op, sharding[o], mesh, out.dims) * bytesOf(graph.values[out.value].dtype);
       continue;
     }
     bytes[op.layer] += opSavedBytes(graph, sharding, mesh, o, recompute, keepShardedInputs, held, exchanged);
   }
   if (recompute == Recompute::Selective)
-    addRecomputationSources(graph, sharding, mesh, bytes, held);
+    addRecomputationSources(graph, sharding, mesh, bytes, held, exchanged);
   return bytes;
 }
 
@@ -456,6 +481,17 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
         if (int producer = graph.values[size_t(use.value)].producer;
             producer >= 0 && graph.ops[size_t(producer)].attentionCore != op.attentionCore)
           exchanged[size_t(use.value)] = 1;
+  // Likewise the sums that make a layer's pending partial results whole (a
+  // row-parallel linear's output under tensor parallelism): the program
+  // keeps the all-reduce's result rather than run the collective again.
+  for (const Op &op : graph.ops)
+    for (const TensorUse &use : op.inputs)
+      if (int producer = graph.values[size_t(use.value)].producer;
+          producer >= 0 && op.layer >= 0 && graph.ops[size_t(producer)].layer == op.layer)
+        for (const TensorUse &out : graph.ops[size_t(producer)].outputs)
+          if (out.value == use.value &&
+              !specOf(graph.ops[size_t(producer)], sharding[size_t(producer)], mesh, out, true).partial.empty())
+            exchanged[size_t(use.value)] = 1;
   std::vector<double> kept =
       layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded, &exchanged);
   // What a layer's backward pass has made again while each op's runs: of
@@ -488,10 +524,14 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   std::vector<double> streamGradient(kept.size(), -1.0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
-    if (op.layer >= 0 && size_t(op.layer) < kept.size() && streamGradient[size_t(op.layer)] < 0 &&
-        !op.inputs.empty())
-      streamGradient[size_t(op.layer)] = localElements(op, sharding[o], mesh, op.inputs[0].dims) *
-                                         bytesOf(graph.values[op.inputs[0].value].dtype) / gridShare;
+    if (op.layer < 0 || size_t(op.layer) >= kept.size() || streamGradient[size_t(op.layer)] >= 0)
+      continue;
+    for (size_t i = 0; i < op.inputs.size(); ++i)
+      if (readsFromOutsideLayer(graph, o, i)) {
+        streamGradient[size_t(op.layer)] = localElements(op, sharding[o], mesh, op.inputs[i].dims) *
+                                           bytesOf(graph.values[op.inputs[i].value].dtype) / gridShare;
+        break;
+      }
   }
   // The backward pass's transient on top of what is kept: the largest of
   // an op's gradients in flight, with its layer's remade activations; the

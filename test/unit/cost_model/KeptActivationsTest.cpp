@@ -65,6 +65,20 @@ Op loss(Graph &g, int logits, int64_t rows, int64_t classes) {
   return op;
 }
 
+/// The residual stream entering the layers, [rows, width] floats, made
+/// before them by an op keeping nothing (an embedding's lookup): an
+/// activation, unlike the step's inputs, which are the trainer's.
+int stream(Graph &g, int64_t rows, int64_t width) {
+  Op op;
+  op.name = "embedding";
+  op.factors = {{"rows", rows, FactorKind::Parallel}, {"width", width, FactorKind::Parallel}};
+  int out = g.addValue("x", DType::F32);
+  g.values[size_t(out)].producer = int(g.ops.size());
+  op.outputs = {{out, {{0}, {1}}}};
+  g.ops.push_back(op);
+  return out;
+}
+
 struct OneRank {
   Cluster cluster = *Cluster::preset("dgx-a100");
   Strategy strategy;
@@ -76,7 +90,7 @@ struct OneRank {
 Graph linearGeluLinear(int64_t width) {
   Graph g;
   g.numLayers = 1;
-  int x = g.addValue("x", DType::F32), y = -1, z = -1, out = -1;
+  int x = stream(g, 8, 4), y = -1, z = -1, out = -1;
   g.ops.push_back(linear(g, x, 8, 4, width, 0, y));
   g.ops.push_back(gelu(g, y, 8, width, 0, z));
   g.ops.push_back(linear(g, z, 8, width, 4, 0, out));
@@ -96,7 +110,7 @@ double peakActivations(const Graph &g, Recompute recompute = Recompute::None) {
 TEST(KeptActivations, AValueTwoOpsKeepIsHeldOnce) {
   Graph g;
   g.numLayers = 1;
-  int x = g.addValue("x", DType::F32), h = -1, a = -1, b = -1;
+  int x = stream(g, 8, 4), h = -1, a = -1, b = -1;
   g.ops.push_back(gelu(g, x, 8, 4, 0, h));
   // Two projections of the same activation (separate Q and K, say): its
   // 8 x 4 floats are held once, not once per reader.
@@ -113,8 +127,8 @@ TEST(KeptActivations, SelectiveKeepsWhatTheReRunOpsStartFrom) {
   // gelu runs again, so its saved input (the first linear's result) is
   // kept and the second linear's saved input (gelu's result) is not.
   Graph g = linearGeluLinear(16);
-  g.ops[1].recomputedWhenSelective = true;
-  g.ops[2].saved[0].recomputedWhenSelective = true;
+  g.ops[2].recomputedWhenSelective = true;
+  g.ops[3].saved[0].recomputedWhenSelective = true;
   OneRank r;
   GraphSharding sharding = shardGraph(g, r.strategy, r.mesh);
   double x4 = 8 * 4 * 4, y16 = 8 * 16 * 4;
@@ -122,24 +136,50 @@ TEST(KeptActivations, SelectiveKeepsWhatTheReRunOpsStartFrom) {
   EXPECT_EQ(savedActivationBytes(g, sharding, r.mesh, Recompute::Selective, 0, false), x4 + y16);
   // Had nothing kept y for gelu's own gradient, the re-run would still
   // start from it: it is kept as the recomputation's source.
-  g.ops[1].saved.clear();
+  g.ops[2].saved.clear();
   EXPECT_EQ(savedActivationBytes(g, sharding, r.mesh, Recompute::Selective, 0, false), x4 + y16);
+}
+
+TEST(KeptActivations, FullRecomputationKeepsTheStreamNotTheWeightALayerOpensWith) {
+  // The layer opens with a weight's transposed view (w [6, 4] read as
+  // [4, 6]), then y = linear(x, view) [8, 6] and z = gelu(y).
+  Graph g;
+  g.numLayers = 1;
+  int x = stream(g, 8, 4), y = -1, z = -1;
+  Op view;
+  view.name = "transpose";
+  view.layer = 0;
+  view.weightView = true;
+  view.factors = {{"out", 6, FactorKind::Parallel}, {"in", 4, FactorKind::Parallel}};
+  view.inputs = {{g.addValue("w", DType::F32, true), {{0}, {1}}}};
+  int viewed = g.addValue("w^T", DType::F32);
+  g.values[size_t(viewed)].producer = int(g.ops.size());
+  view.outputs = {{viewed, {{1}, {0}}}};
+  g.ops.push_back(view);
+  g.ops.push_back(linear(g, x, 8, 4, 6, 0, y));
+  g.ops.back().inputs[1].value = viewed;
+  g.ops.push_back(gelu(g, y, 8, 6, 0, z));
+  OneRank r;
+  GraphSharding sharding = shardGraph(g, r.strategy, r.mesh);
+  // The layer's checkpoint is x (8 x 4 floats), not the weight (6 x 4).
+  EXPECT_EQ(savedActivationBytes(g, sharding, r.mesh, Recompute::Full, 0, false), 8 * 4 * 4);
+  EXPECT_EQ(savedActivationBytes(g, sharding, r.mesh, Recompute::None, 0, false), 8 * 4 * 4 + 8 * 6 * 4);
 }
 
 TEST(KeptActivations, ThePeakAddsTheBackwardTransientWhereItFalls) {
   // A layer (linear keeping x) and a loss after it keeping its logits.
   Graph g;
   g.numLayers = 1;
-  int x = g.addValue("x", DType::F32), logits = -1;
+  int x = stream(g, 8, 4), logits = -1;
   g.ops.push_back(linear(g, x, 8, 4, 6, 0, logits));
   g.ops.push_back(loss(g, logits, 8, 6));
   // Kept: x (128 B) and the logits (192 B). As the backward pass starts the
   // loss's gradients are in flight: the scalar's (4 B) and the logits'
   // (192 B), on top of 320; inside the layer the logits are freed and the
-  // linear's output gradient (192 B), its weight's (4 x 6 floats, 96 B) and
-  // the stream's (x's size, 128 B) are in flight, on top of 128. The
-  // larger: 128 + 416.
-  EXPECT_EQ(peakActivations(g), 128 + 192 + 96 + 128);
+  // linear's output gradient (192 B), its input's (128 B), its weight's
+  // (4 x 6 floats, 96 B) and the stream's (x's size, 128 B) are in flight,
+  // on top of 128. The larger: 128 + 544.
+  EXPECT_EQ(peakActivations(g), 128 + 192 + 128 + 96 + 128);
 }
 
 TEST(KeptActivations, ARemadeTensorLivesBetweenItsReadersBackwardPasses) {
@@ -149,7 +189,7 @@ TEST(KeptActivations, ARemadeTensorLivesBetweenItsReadersBackwardPasses) {
   // d's, each freed after it: never both at once.
   Graph g;
   g.numLayers = 1;
-  int x = g.addValue("x", DType::F32), a = -1, b = -1, c = -1, d = -1;
+  int x = stream(g, 8, 4), a = -1, b = -1, c = -1, d = -1;
   g.ops.push_back(gelu(g, x, 8, 4, 0, a));
   g.ops.push_back(gelu(g, a, 8, 4, 0, b));
   g.ops.push_back(gelu(g, x, 8, 4, 0, c));
@@ -166,7 +206,7 @@ TEST(KeptActivations, TheHeadsBackwardPassRunsAfterTheLossFreesItsTensors) {
   // (keeping h) and a loss keeps the logits.
   Graph g;
   g.numLayers = 1;
-  int x = g.addValue("x", DType::F32), h = -1, logits = -1;
+  int x = stream(g, 8, 4), h = -1, logits = -1;
   g.ops.push_back(gelu(g, x, 8, 4, 0, h));
   g.ops.push_back(linear(g, h, 8, 4, 6, -1, logits));
   g.ops.back().transposedForGradient = {0};
@@ -178,7 +218,7 @@ TEST(KeptActivations, TheHeadsBackwardPassRunsAfterTheLossFreesItsTensors) {
   // themselves (192) are freed by then: 352 on top of what is kept.
   EXPECT_EQ(peakActivations(g), 448 + 352);
   // A product reading h transposed in place needs 128 less.
-  g.ops[1].transposedForGradient.clear();
+  g.ops[2].transposedForGradient.clear();
   EXPECT_EQ(peakActivations(g), 448 + 224);
 }
 
@@ -203,11 +243,12 @@ TEST(KeptActivations, WithoutLayersEachOpsBackwardPassFollowsWhatTheLaterOnesFre
   g.ops.push_back(gelu(g, y, 8, 16, -1, z));
   g.ops.push_back(linear(g, z, 8, 16, 6, -1, u));
   g.ops.push_back(loss(g, u, 8, 6));
-  // Kept: x (128), y (512), z (512), u (192): 1344. The second linear's
-  // backward holds u's, z's and its weight's gradients (192 + 512 + 384),
-  // the loss's u freed by then: 896 on top; the others hold less (the loss
-  // 196; gelu 1024 less z and u; the first linear 768 less all but x).
-  EXPECT_EQ(peakActivations(g), 1344 + 896);
+  // Kept: y (512), z (512), u (192): 1216 (x is the step's input, the
+  // trainer's). The second linear's backward holds u's, z's and its
+  // weight's gradients (192 + 512 + 384), the loss's u freed by then: 896
+  // on top; the others hold less (the loss 196; gelu 1024 less z and u;
+  // the first linear 768 less all of them).
+  EXPECT_EQ(peakActivations(g), 1216 + 896);
 }
 
 TEST(KeptActivations, AnOpBeforeTheLayersMakesItsGradientsOnceTheLayersFreedTheirs) {
@@ -219,10 +260,10 @@ TEST(KeptActivations, AnOpBeforeTheLayersMakesItsGradientsOnceTheLayersFreedThei
   g.ops.push_back(linear(g, x, 8, 64, 4, -1, a));
   g.ops.push_back(gelu(g, a, 8, 4, 0, b));
   g.ops.push_back(linear(g, b, 8, 4, 2, -1, c));
-  // Kept: x (2048), a and b (128 each). E's gradient is made last, with a's
-  // (128), when only x is still kept: 2048 + 1152. (Against everything
-  // kept it would weigh 2304 + 1152.)
-  EXPECT_EQ(peakActivations(g), 2048 + 1152);
+  // Kept: a and b (128 each; x is the step's input). E's gradient is made
+  // last, with a's (128), when the layer has freed what it kept: 1152.
+  // (Against everything kept it would weigh 256 + 1152.)
+  EXPECT_EQ(peakActivations(g), 1152);
 }
 
 TEST(KeptActivations, ATiedWeightsGradientWaitsThroughTheLayers) {
@@ -240,13 +281,13 @@ TEST(KeptActivations, ATiedWeightsGradientWaitsThroughTheLayers) {
       g.ops[2].inputs[1] = {g.ops[0].inputs[1].value, {{2}, {1}}};
     return g;
   };
-  // Kept: x (64), a and b (128 each). As the backward pass starts the head
-  // holds c's, b's and its weight's gradients (64 + 128 + 32); in the layer
-  // gelu holds b's and a's (256) and the stream's (128), the head's kept b
-  // freed: 320 + 224 against 320 - 128 + 384.
-  EXPECT_EQ(peakActivations(build(false)), 320 - 128 + 384);
+  // Kept: a and b (128 each; x is the step's input). As the backward pass
+  // starts the head holds c's, b's and its weight's gradients (64 + 128 +
+  // 32); in the layer gelu holds b's and a's (256) and the stream's (128),
+  // the head's kept b freed: 256 + 224 against 256 - 128 + 384.
+  EXPECT_EQ(peakActivations(build(false)), 256 - 128 + 384);
   // Tied, the layer's backward also holds E's gradient (2 x 4 floats).
-  EXPECT_EQ(peakActivations(build(true)), 320 - 128 + 384 + 32);
+  EXPECT_EQ(peakActivations(build(true)), 256 - 128 + 384 + 32);
 }
 
 } // namespace
