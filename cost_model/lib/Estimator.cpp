@@ -346,11 +346,11 @@ std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding
   std::vector<char> held(graph.values.size(), 0);
   // An op whose every result leaves its layer (the residual add making the
   // layer's output) is not run again: the output is the next checkpoint.
-  std::vector<char> leaves(graph.values.size(), 0);
-  for (const Op &op : graph.ops)
-    for (const TensorUse &use : op.inputs)
+  std::vector<char> leaves(recompute == Recompute::Full ? graph.values.size() : 0, 0);
+  for (size_t o = 0; o < graph.ops.size() && !leaves.empty(); ++o)
+    for (const TensorUse &use : graph.ops[o].inputs)
       if (int producer = graph.values[size_t(use.value)].producer;
-          producer >= 0 && graph.ops[size_t(producer)].layer != op.layer)
+          producer >= 0 && graph.ops[size_t(producer)].layer != graph.ops[o].layer)
         leaves[size_t(use.value)] = 1;
   auto makesCheckpoint = [&](const Op &op) {
     return !op.outputs.empty() && std::all_of(op.outputs.begin(), op.outputs.end(),
@@ -474,8 +474,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   // Sequence parallelism by all-to-all: recomputation does not re-run the
   // collectives around the attention core, so what they exchange (its
   // inputs from before it, its outputs to after it) stays kept.
+  // Only recomputation reads them.
+  bool recomputes = strategy.recompute != Recompute::None;
   std::vector<char> exchanged(graph.values.size(), 0);
-  if (strategy.spMode == SequenceMode::AllToAll && sp >= 0 && mesh.axes[size_t(sp)].size > 1)
+  if (recomputes && strategy.spMode == SequenceMode::AllToAll && sp >= 0 && mesh.axes[size_t(sp)].size > 1)
     for (const Op &op : graph.ops)
       for (const TensorUse &use : op.inputs)
         if (int producer = graph.values[size_t(use.value)].producer;
@@ -487,10 +489,9 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   for (const Op &op : graph.ops)
     for (const TensorUse &use : op.inputs)
       if (int producer = graph.values[size_t(use.value)].producer;
-          producer >= 0 && op.layer >= 0 && graph.ops[size_t(producer)].layer == op.layer)
+          recomputes && producer >= 0 && op.layer >= 0 && graph.ops[size_t(producer)].layer == op.layer)
         for (const TensorUse &out : graph.ops[size_t(producer)].outputs)
-          if (out.value == use.value &&
-              !specOf(graph.ops[size_t(producer)], sharding[size_t(producer)], mesh, out, true).partial.empty())
+          if (out.value == use.value && pendingSum(graph.ops[size_t(producer)], sharding[size_t(producer)], mesh, out))
             exchanged[size_t(use.value)] = 1;
   std::vector<double> kept =
       layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded, &exchanged);

@@ -79,6 +79,18 @@ inline TensorSpec specOf(const Op &op, const OpSharding &s, const Mesh &mesh, co
   return spec;
 }
 
+/// Whether `use` (an output of `op`) is a pending sum on the mesh: a
+/// reduction factor it lacks split over an axis of more than one rank
+/// (specOf's `partial`, without building the spec).
+inline bool pendingSum(const Op &op, const OpSharding &s, const Mesh &mesh, const TensorUse &use) {
+  for (size_t f = 0; f < op.factors.size(); ++f)
+    if (op.factors[f].kind == FactorKind::Reduction && !indexes(use, int(f)))
+      for (int a : s[f])
+        if (mesh.axes[a].size > 1)
+          return true;
+  return false;
+}
+
 /// The gradient of an operand: laid out like the operand, and a partial sum
 /// over every axis that splits a parallel factor the operand does not have
 /// (each rank computed a different part of the result from it). Splitting a
