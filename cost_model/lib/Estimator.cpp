@@ -706,6 +706,12 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       }
       cost.backwardWorking += phase;
     }
+    // A product of two activations frees its second factor, when only it
+    // reads it, once the first factor's gradient is made from it: the
+    // second factor and its gradient are not held at once.
+    if (op.gradientsInTurn && op.inputs.size() == 2 && isActivationGradient(0) && isActivationGradient(1) &&
+        readerStart[size_t(op.inputs[1].value) + 1] - readerStart[size_t(op.inputs[1].value)] == 1)
+      cost.backwardWorking -= gradientBytesOf(1);
     if (op.weightView)
       cost.backwardWorking = 0;
     DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;

@@ -343,6 +343,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     costOp.attentionCore = llvm::isa<train::AttentionOp>(op);
     costOp.relabels = llvm::isa<train::ReshapeOp>(op);
     costOp.weightView = isTransposedParameter(op->getResult(0));
+    costOp.gradientsInTurn = llvm::isa<train::MulOp>(op);
     // A contraction's operand gradient reads the other operand transposed:
     // a copy only where the product is batched (matrix products read it
     // transposed in place, memory/TransposedOperands.h) and that operand is

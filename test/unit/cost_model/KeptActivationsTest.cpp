@@ -166,6 +166,34 @@ TEST(KeptActivations, FullRecomputationKeepsTheStreamNotTheWeightALayerOpensWith
   EXPECT_EQ(savedActivationBytes(g, sharding, r.mesh, Recompute::None, 0, false), 8 * 4 * 4 + 8 * 6 * 4);
 }
 
+TEST(KeptActivations, AProductFreesItsSecondFactorBetweenItsGradients) {
+  // a = gelu(x), b = gelu(x), c = a * b (SwiGLU's shape), one layer, all
+  // [8, 4] floats (128 B).
+  Graph g;
+  g.numLayers = 1;
+  int x = stream(g, 8, 4), a = -1, b = -1;
+  g.ops.push_back(gelu(g, x, 8, 4, 0, a));
+  g.ops.push_back(gelu(g, x, 8, 4, 0, b));
+  Op product;
+  product.name = "mul";
+  product.layer = 0;
+  product.gradientsInTurn = true;
+  product.factors = {{"rows", 8, FactorKind::Parallel}, {"width", 4, FactorKind::Parallel}};
+  product.inputs = {{a, {{0}, {1}}}, {b, {{0}, {1}}}};
+  int c = g.addValue("c", DType::F32);
+  g.values[size_t(c)].producer = int(g.ops.size());
+  product.outputs = {{c, {{0}, {1}}}};
+  product.saved = {{{{0}, {1}}, DType::F32, false, 0}, {{{0}, {1}}, DType::F32, false, 1}};
+  g.ops.push_back(product);
+  // Kept: x, a and b (384). The product's backward holds c's gradient, a's
+  // (made from b), then b's (made from a, b freed by then): 256 beside a
+  // and b, with the stream's (128).
+  EXPECT_EQ(peakActivations(g), 384 + 256 + 128);
+  // Holding b beside both gradients would be 128 more.
+  g.ops.back().gradientsInTurn = false;
+  EXPECT_EQ(peakActivations(g), 384 + 384 + 128);
+}
+
 TEST(KeptActivations, ThePeakAddsTheBackwardTransientWhereItFalls) {
   // A layer (linear keeping x) and a loss after it keeping its logits.
   Graph g;

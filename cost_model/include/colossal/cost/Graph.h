@@ -89,6 +89,10 @@ struct Op {
   /// weight's gradient in the weight's own layout (a product reading its
   /// operand transposed), so this op's backward pass makes nothing.
   bool weightView = false;
+  /// An elementwise product: its backward pass makes the first factor's
+  /// gradient from the second, then the second's from the first, so a
+  /// second factor nothing else reads is freed in between.
+  bool gradientsInTurn = false;
   /// The operands its backward pass copies transposed to make the other
   /// operand's gradient (the train dialect's contraction rule: dw =
   /// transpose(x) dy), one at a time; it holds the largest such copy too.
