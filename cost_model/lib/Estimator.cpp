@@ -1281,6 +1281,11 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   result.stageLayers = split;
   result.stageLayerSeconds = std::move(layerSeconds);
   result.stageOtherSeconds = std::move(otherSeconds);
+  double leastKept = -1;
+  for (size_t l = 0; l < kept.size(); ++l)
+    if (layerStage[l] >= 0 && (leastKept < 0 || kept[l] < leastKept))
+      leastKept = kept[l];
+  result.leastLayerActivations = std::max(0.0, leastKept) / gridShare;
   return result;
 }
 

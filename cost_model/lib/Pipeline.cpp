@@ -15,61 +15,71 @@ struct Task {
   bool forward;
 };
 
-/// The order in which one rank runs its tasks.
-std::vector<Task> rankOrder(Schedule schedule, int rank, int ranks, int chunks, int m) {
-  std::vector<Task> order;
-  if (schedule == Schedule::GPipe) {
-    for (int i = 0; i < m; ++i)
-      order.push_back({0, i, true});
-    for (int i = 0; i < m; ++i)
-      order.push_back({0, i, false});
-    return order;
+/// The order in which one rank runs its tasks, computed task by task: a
+/// deep pipeline's orders would fill tens of megabytes (ranks x microbatches
+/// x chunks x 2 tasks) that the search would build once per shape.
+class RankOrder {
+public:
+  RankOrder(Schedule schedule, int rank, int ranks, int chunks, int m)
+      : schedule(schedule), ranks(ranks), chunks(chunks), total(m * chunks) {
+    if (schedule == Schedule::GPipe)
+      warmup = m;
+    else if (schedule == Schedule::OneFOneB)
+      warmup = std::min(ranks - rank - 1, m);
+    else
+      warmup = std::min(total, (ranks - rank - 1) * 2 + (chunks - 1) * ranks);
   }
-  if (schedule == Schedule::OneFOneB) {
-    int warmup = std::min(ranks - rank - 1, m);
-    int f = 0, b = 0;
-    for (; f < warmup; ++f)
-      order.push_back({0, f, true});
-    while (f < m) {
-      order.push_back({0, f++, true});
-      order.push_back({0, b++, false});
-    }
-    while (b < m)
-      order.push_back({0, b++, false});
-    return order;
+  int size() const { return 2 * total; }
+  /// The k-th task: the warm-up forwards, then a forward and a backward in
+  /// turn (GPipe has no such phase), then the remaining backwards.
+  Task operator[](int k) const {
+    if (k < warmup)
+      return forwardTask(k);
+    int steady = schedule == Schedule::GPipe ? 0 : 2 * (total - warmup);
+    int j = k - warmup;
+    if (j < steady)
+      return j % 2 == 0 ? forwardTask(warmup + j / 2) : backwardTask(j / 2);
+    return backwardTask(steady / 2 + (j - steady));
   }
+
+private:
   // Interleaved 1F1B (Megatron-LM): microbatches advance in groups of
   // `ranks` through the chunks; forward k runs chunk (k / ranks) % chunks,
-  // backward k the chunks in reverse.
-  int total = m * chunks;
-  auto forwardTask = [&](int k) {
+  // backward k the chunks in reverse. With one chunk this is microbatch k.
+  Task forwardTask(int k) const {
+    if (chunks == 1)
+      return {0, k, true};
     int group = k / (ranks * chunks), within = k % (ranks * chunks);
     return Task{within / ranks, group * ranks + within % ranks, true};
-  };
-  auto backwardTask = [&](int k) {
+  }
+  Task backwardTask(int k) const {
+    if (chunks == 1)
+      return {0, k, false};
     int group = k / (ranks * chunks), within = k % (ranks * chunks);
     return Task{chunks - 1 - within / ranks, group * ranks + within % ranks, false};
-  };
-  int warmup = std::min(total, (ranks - rank - 1) * 2 + (chunks - 1) * ranks);
-  int f = 0, b = 0;
-  for (; f < warmup; ++f)
-    order.push_back(forwardTask(f));
-  while (f < total) {
-    order.push_back(forwardTask(f++));
-    order.push_back(backwardTask(b++));
   }
-  while (b < total)
-    order.push_back(backwardTask(b++));
-  return order;
-}
+
+  Schedule schedule;
+  int ranks, chunks, total, warmup;
+};
 
 } // namespace
 
-static size_t remainingTasks(const std::vector<std::vector<Task>> &orders) {
-  size_t n = 0;
-  for (const auto &order : orders)
-    n += order.size();
-  return n;
+int peakInFlight(Schedule schedule, int rank, int ranks, int chunks, int microbatches) {
+  // A rank runs its warm-up forwards, then one forward before each backward:
+  // the warm-up plus one, or everything when the warm-up is all of it.
+  int total = microbatches * chunks, warmup;
+  switch (schedule) {
+  case Schedule::GPipe:
+    return microbatches;
+  case Schedule::OneFOneB:
+    warmup = std::min(ranks - rank - 1, microbatches);
+    break;
+  default:
+    warmup = std::min(total, (ranks - rank - 1) * 2 + (chunks - 1) * ranks);
+    break;
+  }
+  return std::min(total, warmup + 1);
 }
 
 bool simulatePipeline(Schedule schedule, int ranks, int chunks, int microbatches,
@@ -96,32 +106,19 @@ bool simulatePipeline(Schedule schedule, int ranks, int chunks, int microbatches
   thread_local std::vector<double> forwardEnd, backwardEnd;
   forwardEnd.assign(size_t(stages) * microbatches, kNotDone);
   backwardEnd.assign(size_t(stages) * microbatches, kNotDone);
-  // Each rank's task order depends only on the schedule's shape; a search
-  // simulates the same shapes many times (per thread: no locking).
-  thread_local std::map<std::tuple<int, int, int, int>, std::vector<std::vector<Task>>> orderCache;
-  auto key = std::make_tuple(int(schedule), ranks, chunks, microbatches);
-  auto cached = orderCache.find(key);
-  if (cached == orderCache.end()) {
-    if (orderCache.size() > 4096)
-      orderCache.clear();
-    std::vector<std::vector<Task>> built;
-    for (int r = 0; r < ranks; ++r)
-      built.push_back(rankOrder(schedule, r, ranks, chunks, microbatches));
-    cached = orderCache.emplace(key, std::move(built)).first;
-  }
-  const std::vector<std::vector<Task>> &orders = cached->second;
-  std::vector<size_t> next(ranks, 0);
+  std::vector<RankOrder> orders;
+  for (int r = 0; r < ranks; ++r)
+    orders.emplace_back(schedule, r, ranks, chunks, microbatches);
+  std::vector<int> next(ranks, 0);
   std::vector<double> free(ranks, 0);
   std::vector<int> inFlight(ranks, 0);
   result = PipelineResult();
   result.peakInFlight.assign(ranks, 0);
   result.busy.assign(ranks, 0);
+  size_t remaining = size_t(ranks) * 2 * microbatches * chunks;
   if (recordTasks)
-    result.tasks.reserve(remainingTasks(orders));
+    result.tasks.reserve(remaining);
 
-  size_t remaining = 0;
-  for (const auto &order : orders)
-    remaining += order.size();
   while (remaining > 0) {
     bool progressed = false;
     // Each rank runs its tasks in order for as long as their inputs are

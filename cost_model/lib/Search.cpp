@@ -70,8 +70,12 @@ double modelStateLowerBound(double parameters, const Strategy &s) {
 /// these over all splits of W is W / (1 - (1 - 1/m)^p) (each constraint
 /// tight: a geometric split), which is m W without a pipeline and at least
 /// W. An interleaved schedule's ranks start on their first chunk, so for it
-/// only the looser max(m, p) W / p holds.
-double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &cluster) {
+/// only the looser max(m, p) W / p holds. `measuredWork`, when known, is a
+/// tighter W (MeasuredLayers below); `busiestRankWork` (0 if unknown) is
+/// what one microbatch costs on the rank holding the most layers, at least
+/// layers / p rounded up whatever the split, which it runs m times.
+double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &cluster,
+                         double measuredWork = 0, double busiestRankWork = 0) {
   double bestEfficiency = 1;
   if (!cluster.gemmEfficiency.empty()) {
     bestEfficiency = 0;
@@ -85,11 +89,88 @@ double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &c
   double flops = graph.modelFlops();
   if (s.recompute == Recompute::Full)
     flops *= 4.0 / 3.0;
-  double work = flops / (double(s.tp) * s.sp) / (cluster.peak(dtype) * bestEfficiency);
+  double work = std::max(measuredWork, flops / (double(s.tp) * s.sp) / (cluster.peak(dtype) * bestEfficiency));
   double m = s.microbatches, p = s.pp;
   if (s.schedule == Schedule::Interleaved && s.pp > 1)
-    return std::max(m, p) * work / p;
-  return work / (1 - std::pow(1 - 1 / m, p));
+    return std::max(m * busiestRankWork, std::max(m, p) * work / p);
+  return std::max(m * busiestRankWork, work / (1 - std::pow(1 - 1 / m, p)));
+}
+
+/// What a layer costs, learned from the plans already evaluated with the
+/// same per-layer work: the microbatch size, the tensor and sequence split
+/// and the recomputation. A layer's forward and backward time (with its
+/// tensor- and sequence-axis communication) and the activations it keeps per
+/// microbatch depend on those alone, not on the data or pipeline size, ZeRO
+/// or offload. So the least seen of each gives bounds that hold the achieved
+/// GEMM efficiency, the collectives and the kept tensors, where the FLOP
+/// bound assumes the best rate and the model-state bound no activations:
+/// deep pipelines that cannot win or cannot fit are pruned before they are
+/// simulated (their evaluation grows with the stages and microbatches).
+struct MeasuredLayers {
+  double seconds = std::numeric_limits<double>::infinity(); // per layer, per microbatch
+  double outside = std::numeric_limits<double>::infinity(); // the ops outside the layers
+  double keptBytes = std::numeric_limits<double>::infinity(); // per layer, per microbatch, per rank
+
+  void learn(const Estimate &e) {
+    double other = 0;
+    for (size_t st = 0; st < e.stageLayers.size(); ++st) {
+      if (e.stageLayers[st] > 0)
+        seconds = std::min(seconds, e.stageLayerSeconds[st] / double(e.stageLayers[st]));
+      other += e.stageOtherSeconds[st];
+    }
+    outside = std::min(outside, other);
+    keptBytes = std::min(keptBytes, e.leastLayerActivations);
+  }
+  bool known() const { return !std::isinf(seconds) && !std::isinf(outside) && !std::isinf(keptBytes); }
+  /// A lower bound on one microbatch's work W over `layers` layers (0 before
+  /// anything was learned); sums of per-op times may round differently.
+  double work(int64_t layers) const {
+    return known() ? (double(layers) * seconds + outside) * (1 - 1e-9) : 0;
+  }
+  /// The same for the pipeline rank that holds the most of `layers` over
+  /// `ranks`: at least its share rounded up.
+  double busiestRank(int64_t layers, int ranks) const {
+    return known() ? double((layers + ranks - 1) / ranks) * seconds * (1 - 1e-9) : 0;
+  }
+};
+
+/// A lower bound on the device memory of the busiest rank of `s` with the
+/// layers split as `split` (virtual stage c * pp + r on rank r): rank r keeps
+/// its peak in flight (Pipeline.h) times its largest chunk's layers' kept
+/// activations, and the model states of its layers' `layerParameters` each
+/// (what it holds outside the layers, buffers and workspace only add).
+double splitMemoryLowerBound(const Strategy &s, const std::vector<int64_t> &split, double keptBytes,
+                             double layerParameters) {
+  int chunks = s.schedule == Schedule::Interleaved ? s.virtualStages : 1;
+  double share = s.tpMode == TensorMode::TwoPointFiveD ? double(s.tp) / s.tpDepth : double(s.tp);
+  double most = 0;
+  for (int r = 0; r < s.pp; ++r) {
+    int64_t largest = 0, layers = 0;
+    for (int c = 0; c < chunks; ++c) {
+      int64_t n = split[size_t(c * s.pp + r)];
+      largest = std::max(largest, n);
+      layers += n;
+    }
+    ModelStateBytes states = zeroModelStates(double(layers) * layerParameters / share, s.dp, s.zero);
+    double bytes = peakInFlight(s.pp > 1 ? s.schedule : Schedule::OneFOneB, r, s.pp, chunks, s.microbatches) *
+                       double(largest) * keptBytes +
+                   states.parameters + states.gradients + (s.offloadOptimizer ? 0 : states.optimizer);
+    most = std::max(most, bytes);
+  }
+  return most * (1 - 1e-9);
+}
+
+/// The same bound for the split that balances a 1F1B pipeline's stage times
+/// (StageBalance.h), before those times are known: with work outside the
+/// layers only on the first and last stages, every stage between them holds
+/// at least layers / pp layers (rounded down; StageBalanceTest checks it), so
+/// the second rank, which keeps min(m, pp - 1) microbatches, does.
+double balancedMemoryLowerBound(const Strategy &s, int64_t layers, double keptBytes, double layerParameters) {
+  if (s.pp < 3)
+    return 0;
+  std::vector<int64_t> split(size_t(s.pp), 0);
+  split[1] = layers / s.pp;
+  return splitMemoryLowerBound(s, split, keptBytes, layerParameters);
 }
 
 /// A count rounded up, as text, for any magnitude.
@@ -149,10 +230,16 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
     it->second.layerRepeat = repeats;
     return it->second;
   };
-  auto equalSplit = [&](int stages) {
-    return balanceStages(shape.layers, std::vector<double>(size_t(stages), 0.0), 1.0);
+  std::map<int, std::vector<int64_t>> equalSplits;
+  auto equalSplit = [&](int stages) -> const std::vector<int64_t> & {
+    auto it = equalSplits.find(stages);
+    if (it == equalSplits.end())
+      it = equalSplits.emplace(stages, balanceStages(shape.layers, std::vector<double>(size_t(stages), 0.0), 1.0))
+               .first;
+    return it->second;
   };
   double parameters = double(graphFor(1, {shape.layers}).parameterCount());
+  double layerParameters = double(graphFor(1, {2}).parameterCount() - graphFor(1, {1}).parameterCount());
   // Shardings depend on the graph and the mesh, not on the memory options
   // or the microbatch count: computed once per group of candidates.
   std::map<std::tuple<const Graph *, int, int, int, int, int, int>, GraphSharding> shardings;
@@ -165,6 +252,7 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
   };
   EstimateOptions untraced;
   untraced.recordPipelineTasks = false;
+  std::map<std::tuple<int64_t, int, int, int, int, int>, MeasuredLayers> measured;
   const std::vector<int64_t> fixedSplit =
       o.fixedKeys.count("stage_layers") ? o.fixed.stageLayers : std::vector<int64_t>{};
   double smallestStates = std::numeric_limits<double>::infinity();
@@ -256,17 +344,54 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
                     continue;
                   }
                   const Graph &whole = graphFor(b, {shape.layers});
+                  MeasuredLayers &layer =
+                      measured[std::make_tuple(b, t.tp, int(t.mode), sp, int(spMode), int(recompute))];
+                  if (!o.exhaustive && !layer.known()) {
+                    // Learn the layer's cost from the same layers on one
+                    // pipeline stage and one replica (a graph of two
+                    // layers), before a deep pipeline is the first to pay
+                    // for it.
+                    Strategy probe = s;
+                    probe.dp = 1;
+                    probe.pp = 1;
+                    probe.microbatches = 1;
+                    probe.schedule = Schedule::OneFOneB;
+                    probe.virtualStages = 1;
+                    probe.zero = 0;
+                    probe.offloadOptimizer = false;
+                    probe.stageLayers.clear();
+                    std::string error;
+                    if (std::optional<Estimate> e =
+                            estimate(whole, probe, cluster, error, &shardingFor(whole, probe), untraced))
+                      layer.learn(*e);
+                  }
                   if (!o.exhaustive &&
                       ((groupPipeline >= 0 && groupPipeline >= kthBest()) ||
-                       computeLowerBound(whole, s, cluster) >= kthBest())) {
+                       computeLowerBound(whole, s, cluster, layer.work(shape.layers), layer.busiestRank(shape.layers, pp)) >=
+                           kthBest())) {
                     ++result.prunedByTime;
                     continue;
                   }
-                  // The split: equal (the remainder spread over the first
+                  // The split: equal (the remainder spread over the last
                   // stages), then, for a 1F1B pipeline, the split that
                   // balances the measured stage times (the embedding and
                   // the head make the first and last stages heavier).
                   std::vector<int64_t> split = fixedSplit.empty() ? equalSplit(pp * chunks) : fixedSplit;
+                  // Neither split fits by the measured layers' activations:
+                  // skipped, unless no plan fits yet and this one could
+                  // need the least memory (the report's closest miss).
+                  if (!o.exhaustive && layer.known()) {
+                    double bound = splitMemoryLowerBound(s, split, layer.keptBytes, layerParameters);
+                    if (pp > 1 && chunks == 1 && fixedSplit.empty())
+                      bound = std::min(bound, balancedMemoryLowerBound(s, shape.layers, layer.keptBytes,
+                                                                       layerParameters));
+                    if (bound > cluster.memoryBytes &&
+                        (!result.best.empty() ||
+                         (result.leastMemory && bound >= result.leastMemory->estimate.memory.total()))) {
+                      ++result.prunedByMemory;
+                      continue;
+                    }
+                  }
                   for (int attempt = 0; attempt < 2; ++attempt) {
                     bool even = std::all_of(split.begin(), split.end(),
                                             [&](int64_t x) { return x == split.front(); });
@@ -281,6 +406,7 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
                       break;
                     }
                     ++result.evaluated;
+                    layer.learn(*e);
                     if (attempt == 0)
                       groupPipeline = e->pipeline.makespan;
                     std::vector<int64_t> balanced;

@@ -63,3 +63,24 @@ TEST(Pipeline, InvalidSchedulesAreRefused) {
   EXPECT_FALSE(simulatePipeline(Schedule::Interleaved, 4, 2, 6, times, 0, result, error));
   EXPECT_NE(error.find("divisible"), std::string::npos);
 }
+
+// The search bounds activation memory before simulating with peakInFlight,
+// which must equal what the simulation counts, whatever the stage times.
+TEST(Pipeline, PeakInFlightFollowsTheOrderAlone) {
+  for (Schedule schedule : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved})
+    for (int p : {1, 2, 3, 4, 8})
+      for (int m : {1, 2, 3, 4, 8, 16, 24}) {
+        int v = schedule == Schedule::Interleaved ? 2 : 1;
+        if (schedule == Schedule::Interleaved && m % p != 0)
+          continue;
+        std::vector<ChunkTimes> times;
+        for (int s = 0; s < p * v; ++s)
+          times.push_back({1.0 + 0.3 * (s % 3), 2.0 + 0.7 * (s % 2)});
+        PipelineResult result;
+        std::string error;
+        ASSERT_TRUE(simulatePipeline(schedule, p, v, m, times, 0.1, result, error)) << error;
+        for (int r = 0; r < p; ++r)
+          EXPECT_EQ(peakInFlight(schedule, r, p, v, m), result.peakInFlight[size_t(r)])
+              << "schedule " << int(schedule) << " p=" << p << " m=" << m << " rank " << r;
+      }
+}

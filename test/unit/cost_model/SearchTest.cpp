@@ -92,3 +92,35 @@ TEST(Search, InfeasibleSaysWhatWouldFit) {
       << result.infeasible;
   EXPECT_NE(result.infeasible.find("devices would hold it"), std::string::npos);
 }
+
+// Deep pipelines are pruned by what the plans already evaluated measured per
+// layer (time, kept activations) before they are simulated: the answer, and
+// the closest miss when nothing fits, stay those of evaluating everything.
+TEST(Search, MeasuredLayerBoundsNeverChangeTheAnswer) {
+  TransformerShape shape = smallModel();
+  shape.layers = 32;
+  Cluster cluster = *Cluster::preset("dgx-a100", 4);
+  for (double capacity : {1.2e9, 0.25e9, 0.1e9, 0.05e9}) {
+    cluster.memoryBytes = capacity;
+    SearchOptions options;
+    options.devices = 32;
+    options.globalBatch = 64;
+    SearchResult pruned = searchPlans(shape, cluster, options);
+    options.exhaustive = true;
+    SearchResult exhaustive = searchPlans(shape, cluster, options);
+    ASSERT_EQ(pruned.best.size(), exhaustive.best.size()) << "capacity " << capacity;
+    for (size_t i = 0; i < pruned.best.size(); ++i) {
+      EXPECT_EQ(pruned.best[i].strategy.str(), exhaustive.best[i].strategy.str());
+      EXPECT_DOUBLE_EQ(pruned.best[i].estimate.stepTime, exhaustive.best[i].estimate.stepTime);
+    }
+    if (pruned.best.empty()) {
+      ASSERT_TRUE(pruned.leastMemory && exhaustive.leastMemory) << "capacity " << capacity;
+      EXPECT_DOUBLE_EQ(pruned.leastMemory->estimate.memory.total(),
+                       exhaustive.leastMemory->estimate.memory.total());
+      EXPECT_EQ(pruned.infeasible, exhaustive.infeasible);
+    }
+    std::printf("capacity %.2g: %s; %lld of %lld evaluated (%lld pruned by memory), exhaustively %lld\n",
+                capacity, pruned.best.empty() ? "nothing fits" : "a plan fits", (long long)pruned.evaluated,
+                (long long)pruned.candidates, (long long)pruned.prunedByMemory, (long long)exhaustive.evaluated);
+  }
+}

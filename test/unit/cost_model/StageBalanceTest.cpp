@@ -61,3 +61,22 @@ TEST(StageBalance, HeavyHeadTakesLayersOffTheLastStage) {
   // T = 9.5: the stages hold 9, 9, 9 and 5 layers (9 + 0.5, 9, 9, 5 + 4).
   EXPECT_NEAR(slowestStage(split, {0.5, 0, 0, 4}, 1.0), 9.5, 1e-12);
 }
+
+// The search bounds a balanced 1F1B pipeline's memory before the stage
+// times are known by this property: with extra work only on the first and
+// last stages, every stage between them holds at least layers / stages
+// layers, rounded down.
+TEST(StageBalance, StagesBetweenTheEndsHoldAtLeastTheirShare) {
+  std::mt19937 engine(11);
+  std::uniform_real_distribution<double> extraDist(0.0, 50.0), layerDist(0.1, 3.0);
+  for (int trial = 0; trial < 20000; ++trial) {
+    int stages = 3 + int(engine() % 30);
+    int64_t layers = stages + int64_t(engine() % 200);
+    std::vector<double> extra(size_t(stages), 0.0);
+    extra.front() = trial % 5 == 0 ? 0.0 : extraDist(engine) * (trial % 7 == 0 ? 100 : 1);
+    extra.back() = trial % 3 == 0 ? 0.0 : extraDist(engine);
+    std::vector<int64_t> split = balanceStages(layers, extra, layerDist(engine));
+    for (int s = 1; s + 1 < stages; ++s)
+      ASSERT_GE(split[size_t(s)], layers / stages) << "trial " << trial << " stage " << s;
+  }
+}

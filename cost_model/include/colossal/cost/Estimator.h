@@ -80,6 +80,10 @@ struct Estimate {
   /// with their communication. The stage balancer reads them.
   std::vector<int64_t> stageLayers;
   std::vector<double> stageLayerSeconds, stageOtherSeconds;
+  /// The fewest bytes one layer keeps for one microbatch on a rank (0
+  /// without layers): with the peak in flight, a floor under a pipeline
+  /// rank's activations that the search uses before simulating.
+  double leastLayerActivations = 0;
 
   /// Offload: a rank's share of its node's host memory (0: unknown, not
   /// checked) and the most pinned host memory any rank needs.

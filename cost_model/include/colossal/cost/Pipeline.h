@@ -54,6 +54,12 @@ bool simulatePipeline(Schedule schedule, int ranks, int chunks, int microbatches
                       const std::vector<ChunkTimes> &times, double p2pSeconds,
                       PipelineResult &result, std::string &error, bool recordTasks = true);
 
+/// The most chunk-microbatches `rank` holds for backward at once under
+/// `schedule`: its peakInFlight in simulatePipeline, which depends on the
+/// schedule's order alone, not on the times. The search bounds a plan's
+/// activation memory with it before simulating.
+int peakInFlight(Schedule schedule, int rank, int ranks, int chunks, int microbatches);
+
 } // namespace colossal::cost
 
 #endif // COLOSSAL_COST_PIPELINE_H
