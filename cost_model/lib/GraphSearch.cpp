@@ -2,6 +2,7 @@
 
 #include "colossal/cost/GraphSearch.h"
 #include "colossal/cost/ShardingSolver.h"
+#include "SearchBounds.h"
 
 #include <algorithm>
 #include <chrono>
@@ -39,6 +40,27 @@ std::string unsupportedFixedParts(const SearchOptions &o) {
 
 bool fixedMismatch(const SearchOptions &o, const char *key, bool differs) {
   return o.fixedKeys.count(key) && differs;
+}
+
+/// The trainable parameter elements of the smallest layer (each parameter
+/// belongs to the layer of the first op reading it): what every layer a
+/// pipeline rank holds adds to its model states at least.
+double leastLayerTrainable(const Graph &graph) {
+  if (graph.numLayers <= 0)
+    return 0;
+  std::vector<int64_t> elements = graph.parameterElements();
+  std::vector<char> seen(graph.values.size(), 0);
+  std::vector<double> perLayer(size_t(graph.numLayers), 0.0);
+  for (const Op &op : graph.ops)
+    for (const TensorUse &use : op.inputs) {
+      const Value &value = graph.values[size_t(use.value)];
+      if (!value.isParameter || seen[size_t(use.value)])
+        continue;
+      seen[size_t(use.value)] = 1;
+      if (op.layer >= 0 && op.layer < graph.numLayers && !value.frozen)
+        perLayer[size_t(op.layer)] += double(elements[size_t(use.value)]);
+    }
+  return *std::min_element(perLayer.begin(), perLayer.end());
 }
 
 } // namespace
@@ -94,6 +116,12 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
     return factors;
   };
   bool layersMissing = false;
+  // Per microbatch size, tensor or sequence split, placement and
+  // recomputation: what the evaluated plans measured per layer, which
+  // bounds the deeper pipelines' time and memory before they are simulated
+  // (SearchBounds.h).
+  std::map<std::tuple<int64_t, int, int, int, int>, MeasuredLayers> measured;
+  std::map<int64_t, double> layerTrainable;
   // `tp` is the model axis's size: the tensor axis's or the sequence axis's.
   for (int tp = 1; tp <= n && tp <= cluster.gpusPerNode; ++tp) {
     if (n % tp != 0)
@@ -246,6 +274,27 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                       ++result.prunedByTime;
                       continue;
                     }
+                    MeasuredLayers &layer =
+                        measured[std::make_tuple(b, tp, int(mode), int(placement), int(recompute))];
+                    if (!o.exhaustive && layer.known() && layers > 0) {
+                      double time = pipelineLowerBound(s, layer.work(layers), layer.busiestRank(layers, pp));
+                      if (time >= kthBest() && !(buildable && time < bestBuildableTime())) {
+                        ++result.prunedByTime;
+                        continue;
+                      }
+                      if (!layerTrainable.count(b))
+                        layerTrainable[b] = leastLayerTrainable(*graph);
+                      std::vector<int64_t> split(size_t(pp * chunks), layers / (pp * chunks));
+                      double memory = splitMemoryLowerBound(s, split, layer.keptBytes, layerTrainable[b]);
+                      // Unless nothing fits yet and this could be the
+                      // closest miss the report names.
+                      if (memory > cluster.memoryBytes &&
+                          (!result.best.empty() ||
+                           (result.leastMemory && memory >= result.leastMemory->estimate.memory.total()))) {
+                        ++result.prunedByMemory;
+                        continue;
+                      }
+                    }
                     std::string error;
                     std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, options);
                     if (!e) {
@@ -255,6 +304,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                       continue;
                     }
                     ++result.evaluated;
+                    layer.learn(*e);
                     groupPipeline = e->pipeline.makespan;
                     SearchCandidate candidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}, placement};
                     if (buildable && candidate.estimate.fits() && candidate.estimate.stepTime < bestBuildableTime())

@@ -3,6 +3,7 @@
 #include "colossal/cost/Search.h"
 
 #include "colossal/cost/StageBalance.h"
+#include "SearchBounds.h"
 
 #include <algorithm>
 #include <chrono>
@@ -59,23 +60,12 @@ double modelStateLowerBound(double parameters, const Strategy &s) {
   return states.parameters + states.gradients + (s.offloadOptimizer ? 0 : states.optimizer);
 }
 
-/// A lower bound on the step time. One microbatch's work on a replica, W,
-/// is at least its model FLOPs (plus the recomputed forward under full
-/// recomputation) over the tensor and sequence ranks at the best GEMM rate.
-/// In a pipeline of p stages that take T_s per microbatch (sum W), stage s
-/// cannot start before the first microbatch's forward has passed the stages
-/// before it, does m microbatches, and is followed by the last microbatch's
-/// backward through those stages: the step takes at least
-/// sum_{s' < s} T_s' + m T_s for every s. The least possible maximum of
-/// these over all splits of W is W / (1 - (1 - 1/m)^p) (each constraint
-/// tight: a geometric split), which is m W without a pipeline and at least
-/// W. An interleaved schedule's ranks start on their first chunk, so for it
-/// only the looser max(m, p) W / p holds. `measuredWork`, when known, is a
-/// tighter W (MeasuredLayers below); `busiestRankWork` (0 if unknown) is
-/// what one microbatch costs on the rank holding the most layers, at least
-/// layers / p rounded up whatever the split, which it runs m times.
+/// A lower bound on the step time: the pipeline bound (SearchBounds.h) with
+/// W at least the model FLOPs (plus the recomputed forward under full
+/// recomputation) over the tensor and sequence ranks at the best GEMM rate,
+/// or the measured work when that is larger.
 double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &cluster,
-                         double measuredWork = 0, double busiestRankWork = 0) {
+                         double measuredWork, double busiestRankWork) {
   double bestEfficiency = 1;
   if (!cluster.gemmEfficiency.empty()) {
     bestEfficiency = 0;
@@ -90,87 +80,7 @@ double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &c
   if (s.recompute == Recompute::Full)
     flops *= 4.0 / 3.0;
   double work = std::max(measuredWork, flops / (double(s.tp) * s.sp) / (cluster.peak(dtype) * bestEfficiency));
-  double m = s.microbatches, p = s.pp;
-  if (s.schedule == Schedule::Interleaved && s.pp > 1)
-    return std::max(m * busiestRankWork, std::max(m, p) * work / p);
-  return std::max(m * busiestRankWork, work / (1 - std::pow(1 - 1 / m, p)));
-}
-
-/// What a layer costs, learned from the plans already evaluated with the
-/// same per-layer work: the microbatch size, the tensor and sequence split
-/// and the recomputation. A layer's forward and backward time (with its
-/// tensor- and sequence-axis communication) and the activations it keeps per
-/// microbatch depend on those alone, not on the data or pipeline size, ZeRO
-/// or offload. So the least seen of each gives bounds that hold the achieved
-/// GEMM efficiency, the collectives and the kept tensors, where the FLOP
-/// bound assumes the best rate and the model-state bound no activations:
-/// deep pipelines that cannot win or cannot fit are pruned before they are
-/// simulated (their evaluation grows with the stages and microbatches).
-struct MeasuredLayers {
-  double seconds = std::numeric_limits<double>::infinity(); // per layer, per microbatch
-  double outside = std::numeric_limits<double>::infinity(); // the ops outside the layers
-  double keptBytes = std::numeric_limits<double>::infinity(); // per layer, per microbatch, per rank
-
-  void learn(const Estimate &e) {
-    double other = 0;
-    for (size_t st = 0; st < e.stageLayers.size(); ++st) {
-      if (e.stageLayers[st] > 0)
-        seconds = std::min(seconds, e.stageLayerSeconds[st] / double(e.stageLayers[st]));
-      other += e.stageOtherSeconds[st];
-    }
-    outside = std::min(outside, other);
-    keptBytes = std::min(keptBytes, e.leastLayerActivations);
-  }
-  bool known() const { return !std::isinf(seconds) && !std::isinf(outside) && !std::isinf(keptBytes); }
-  /// A lower bound on one microbatch's work W over `layers` layers (0 before
-  /// anything was learned); sums of per-op times may round differently.
-  double work(int64_t layers) const {
-    return known() ? (double(layers) * seconds + outside) * (1 - 1e-9) : 0;
-  }
-  /// The same for the pipeline rank that holds the most of `layers` over
-  /// `ranks`: at least its share rounded up.
-  double busiestRank(int64_t layers, int ranks) const {
-    return known() ? double((layers + ranks - 1) / ranks) * seconds * (1 - 1e-9) : 0;
-  }
-};
-
-/// A lower bound on the device memory of the busiest rank of `s` with the
-/// layers split as `split` (virtual stage c * pp + r on rank r): rank r keeps
-/// its peak in flight (Pipeline.h) times its largest chunk's layers' kept
-/// activations, and the model states of its layers' `layerParameters` each
-/// (what it holds outside the layers, buffers and workspace only add).
-double splitMemoryLowerBound(const Strategy &s, const std::vector<int64_t> &split, double keptBytes,
-                             double layerParameters) {
-  int chunks = s.schedule == Schedule::Interleaved ? s.virtualStages : 1;
-  double share = s.tpMode == TensorMode::TwoPointFiveD ? double(s.tp) / s.tpDepth : double(s.tp);
-  double most = 0;
-  for (int r = 0; r < s.pp; ++r) {
-    int64_t largest = 0, layers = 0;
-    for (int c = 0; c < chunks; ++c) {
-      int64_t n = split[size_t(c * s.pp + r)];
-      largest = std::max(largest, n);
-      layers += n;
-    }
-    ModelStateBytes states = zeroModelStates(double(layers) * layerParameters / share, s.dp, s.zero);
-    double bytes = peakInFlight(s.pp > 1 ? s.schedule : Schedule::OneFOneB, r, s.pp, chunks, s.microbatches) *
-                       double(largest) * keptBytes +
-                   states.parameters + states.gradients + (s.offloadOptimizer ? 0 : states.optimizer);
-    most = std::max(most, bytes);
-  }
-  return most * (1 - 1e-9);
-}
-
-/// The same bound for the split that balances a 1F1B pipeline's stage times
-/// (StageBalance.h), before those times are known: with work outside the
-/// layers only on the first and last stages, every stage between them holds
-/// at least layers / pp layers (rounded down; StageBalanceTest checks it), so
-/// the second rank, which keeps min(m, pp - 1) microbatches, does.
-double balancedMemoryLowerBound(const Strategy &s, int64_t layers, double keptBytes, double layerParameters) {
-  if (s.pp < 3)
-    return 0;
-  std::vector<int64_t> split(size_t(s.pp), 0);
-  split[1] = layers / s.pp;
-  return splitMemoryLowerBound(s, split, keptBytes, layerParameters);
+  return pipelineLowerBound(s, work, busiestRankWork);
 }
 
 /// A count rounded up, as text, for any magnitude.

@@ -227,3 +227,35 @@ TEST(GraphSearch, PruningKeepsTheSamePlansAndTheBestBuildable) {
   for (const SearchCandidate &c : all.best)
     EXPECT_LE(c.estimate.stepTime, all.bestBuildable->estimate.stepTime);
 }
+
+TEST(GraphSearch, MeasuredLayerBoundsKeepTheSameAnswers) {
+  // Deep pipelines are skipped when what the evaluated plans measured per
+  // layer (time, kept activations) rules them out: the same plans, the same
+  // best buildable plan, and the same closest miss when nothing fits.
+  Cluster cluster = *Cluster::preset("dgx-a100", 4);
+  for (double capacity : {8e9, 1e9, 0.3e9, 0.15e9}) {
+    cluster.memoryBytes = capacity;
+    SearchOptions options;
+    options.devices = 32;
+    options.globalBatch = 64;
+    options.buildable = [](const Strategy &s, Placement) { return s.pp == 1 && s.zero == 1; };
+    SearchResult pruned = searchGraphPlans(importedGpt(16), cluster, options);
+    options.exhaustive = true;
+    SearchResult all = searchGraphPlans(importedGpt(16), cluster, options);
+    ASSERT_EQ(pruned.best.size(), all.best.size()) << "capacity " << capacity;
+    for (size_t i = 0; i < all.best.size(); ++i) {
+      EXPECT_EQ(pruned.best[i].strategy.str(), all.best[i].strategy.str());
+      EXPECT_EQ(pruned.best[i].estimate.stepTime, all.best[i].estimate.stepTime);
+    }
+    ASSERT_EQ(bool(pruned.bestBuildable), bool(all.bestBuildable));
+    if (all.bestBuildable)
+      EXPECT_EQ(pruned.bestBuildable->strategy.str(), all.bestBuildable->strategy.str());
+    if (all.best.empty())
+      EXPECT_EQ(pruned.infeasible, all.infeasible);
+    std::printf("capacity %.2g: %s; %lld of %lld evaluated (%lld pruned by memory, %lld by time), "
+                "exhaustively %lld\n",
+                capacity, all.best.empty() ? "nothing fits" : "a plan fits", (long long)pruned.evaluated,
+                (long long)pruned.candidates, (long long)pruned.prunedByMemory, (long long)pruned.prunedByTime,
+                (long long)all.evaluated);
+  }
+}
