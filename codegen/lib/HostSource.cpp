@@ -325,7 +325,8 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
                floatLiteral(g.getAlpha().convertToDouble()) + ", " + floatLiteral(g.getBeta().convertToDouble()) +
                ", " + out() + ")");
   if (auto l = dyn_cast<LinearOp>(op))
-    return one("linear(" + in(0) + ", " + in(1) + ", " + optionalRef(l.getBias()) + ", " + out() + ")");
+    return one("linear(" + in(0) + ", " + in(1) + ", " + optionalRef(l.getBias()) + ", " + out() +
+               (l.getTransposeWeight() ? ", true" : "") + ")");
   if (auto c = dyn_cast<ConvOp>(op))
     return one("conv(" + in(0) + ", " + in(1) + ", " + optionalRef(c.getBias()) + ", " + shapeLiteral(c.getStrides()) + ", " +
                shapeLiteral(c.getPads()) + ", " + shapeLiteral(c.getDilations()) + ", " + std::to_string(int64_t(c.getGroup())) +

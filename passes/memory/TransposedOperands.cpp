@@ -60,6 +60,23 @@ int64_t foldIntoMatmuls(Block &body) {
   return folded;
 }
 
+/// linear(x, transpose(w), b): the linear reads w transposed in place (its
+/// `transpose_weight` flag), so the forward pass (and each re-run of it)
+/// makes no weight-sized copy.
+int64_t foldIntoLinears(Block &body) {
+  int64_t folded = 0;
+  for (auto l : llvm::make_early_inc_range(body.getOps<train::LinearOp>())) {
+    Value weight = l.getWeight(), source = transposedFrom(weight);
+    if (l.getTransposeWeight() || !source)
+      continue;
+    l.getWeightMutable().assign(source);
+    l.setTransposeWeight(true);
+    eraseIfUnused(weight);
+    ++folded;
+  }
+  return folded;
+}
+
 /// The product transposed, `g`'s operands swapped and each flag flipped:
 /// (op(A) op(B))^T = op(B)^T op(A)^T. Made where `g` is.
 Value transposedProduct(train::GemmOp g, Type type) {
@@ -108,6 +125,7 @@ FailureOr<int64_t> foldTransposesIntoProducts(ModuleOp module) {
     return module.emitError() << "train-fold-transposes needs @forward_backward (run train-autodiff first)";
   Block &body = step.getBody().front();
   int64_t folded = foldIntoMatmuls(body);
+  folded += foldIntoLinears(body);
   folded += foldTransposedProducts(body);
   return folded;
 }
@@ -119,7 +137,8 @@ struct FoldTransposesPass : public PassWrapper<FoldTransposesPass, OperationPass
   StringRef getArgument() const final { return "train-fold-transposes"; }
   StringRef getDescription() const final {
     return "Folds matrix transposes around the products of @forward_backward into train.gemm's operand flags "
-           "(a weight gradient made in the weight's layout, no transposed copies)";
+           "and train.linear's transpose_weight (a weight gradient made in the weight's layout, a weight read "
+           "transposed in place: no transposed copies)";
   }
   void runOnOperation() override {
     if (failed(foldTransposesIntoProducts(getOperation())))

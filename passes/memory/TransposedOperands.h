@@ -14,9 +14,11 @@
 //                                   ((A B)^T = B^T A^T; the product's one use)
 //   transpose(all_reduce(gemm))  -> all_reduce(the product transposed)
 //                                   (partial sums of a weight gradient)
+//   linear(x, transpose(w), b)   -> linear(x, w, b) {transpose_weight}
 //
 // so a weight gradient is one product, `dw = gemm(dy, x) {trans_a}`, made in
-// the weight's layout. Batched (rank > 2) products keep their transposes:
+// the weight's layout, and a linear stored as `nn.Linear` stores it
+// (`[out, in]`) is read in place by the forward pass and each re-run of it. Batched (rank > 2) products keep their transposes:
 // the runtime's batched kernel reads its operands as stored.
 //
 //===----------------------------------------------------------------------===//
@@ -32,8 +34,8 @@
 namespace colossal::memory {
 
 /// Folds the matrix transposes around the products of @forward_backward
-/// into `train.gemm` operand flags (@forward, which the planner reads, is
-/// left as it is). Returns how many transposes no longer run; fails with a
+/// into `train.gemm` operand flags and `train.linear`'s `transpose_weight`
+/// (@forward, which the planner reads, is left as it is). Returns how many transposes no longer run; fails with a
 /// diagnostic when the module has no @forward_backward.
 mlir::FailureOr<int64_t> foldTransposesIntoProducts(mlir::ModuleOp module);
 

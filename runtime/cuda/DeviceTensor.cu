@@ -617,14 +617,17 @@ Tensor gemm(const Tensor &a, const Tensor &b, const Tensor *c, bool transA, bool
                 false);
 }
 
-Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias, const Shape &out) {
+Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias, const Shape &out, bool transposedWeight) {
   requireFloat(x, "linear");
   requireFloat(w, "linear");
-  int64_t k = x.shape.back(), n = w.shape.back(), rows = x.elements() / std::max<int64_t>(1, k);
-  if (w.shape.size() != 2 || w.shape[0] != k)
-    fail("linear", "cannot multiply " + host::describe(x.shape) + " by " + host::describe(w.shape));
+  if (w.shape.size() != 2)
+    fail("linear", "the weight " + host::describe(w.shape) + " is not a matrix");
+  int64_t k = x.shape.back(), n = w.shape[transposedWeight ? 0 : 1], rows = x.elements() / std::max<int64_t>(1, k);
+  if (w.shape[transposedWeight ? 1 : 0] != k)
+    fail("linear", "cannot multiply " + host::describe(x.shape) + " by " + host::describe(w.shape) +
+                       (transposedWeight ? " transposed" : ""));
   Tensor r = Tensor::zeros(out);
-  gemmBatched(x.floats(), w.floats(), r.floats(), rows, k, n, 1, 0, 0);
+  gemmBatched(x.floats(), w.floats(), r.floats(), rows, k, n, 1, 0, 0, false, transposedWeight);
   if (bias)
     cuda::addRowBias(kDefault, r.floats(), bias->floats(), r.floats(), rows, n);
   return r;

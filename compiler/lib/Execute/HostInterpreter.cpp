@@ -227,8 +227,10 @@ HostValue gemm(train::GemmOp op, const HostValue &a, const HostValue &b, const H
 
 HostValue linear(train::LinearOp op, const HostValue &x, const HostValue &w, const HostValue *bias) {
   HostValue out = makeValue(op.getResult());
-  int64_t k = x.shape.back(), n = w.shape.back(), rows = x.elements() / std::max<int64_t>(1, k);
-  batchedMatmul(x, {0}, w, {0}, out, rows, k, n);
+  bool transposed = op.getTransposeWeight();
+  int64_t k = x.shape.back(), n = transposed ? w.shape.front() : w.shape.back(),
+          rows = x.elements() / std::max<int64_t>(1, k);
+  batchedMatmul(x, {0}, w, {0}, out, rows, k, n, false, transposed);
   if (bias)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < n; ++c)

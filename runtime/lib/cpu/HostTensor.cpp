@@ -284,14 +284,17 @@ Tensor gemm(const Tensor &a, const Tensor &b, const Tensor *c, bool transA, bool
   return result;
 }
 
-Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias, const Shape &out) {
+Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias, const Shape &out, bool transposedWeight) {
   requireFloat(x, "linear");
   requireFloat(w, "linear");
-  int64_t k = x.shape.back(), n = w.shape.back(), rows = x.elements() / std::max<int64_t>(1, k);
-  if (w.shape.size() != 2 || w.shape[0] != k)
-    fail("linear", "cannot multiply " + describe(x.shape) + " by " + describe(w.shape));
+  if (w.shape.size() != 2)
+    fail("linear", "the weight " + describe(w.shape) + " is not a matrix");
+  int64_t k = x.shape.back(), n = w.shape[transposedWeight ? 0 : 1], rows = x.elements() / std::max<int64_t>(1, k);
+  if (w.shape[transposedWeight ? 1 : 0] != k)
+    fail("linear", "cannot multiply " + describe(x.shape) + " by " + describe(w.shape) +
+                       (transposedWeight ? " transposed" : ""));
   Tensor result = Tensor::zeros(out);
-  batchedGemm(x.floats.data(), {0}, w.floats.data(), {0}, result.floats.data(), rows, k, n);
+  batchedGemm(x.floats.data(), {0}, w.floats.data(), {0}, result.floats.data(), rows, k, n, false, transposedWeight);
   if (bias) {
     requireShape(*bias, {n}, "linear bias");
     cpu::addRowBias(host, result.floats.data(), bias->floats.data(), result.floats.data(), rows, n);

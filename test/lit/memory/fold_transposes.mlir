@@ -2,7 +2,7 @@
 
 // A linear's weight gradient through its transposed view is one product in
 // the weight's layout (dw = dy^T x): neither the input nor the gradient is
-// copied transposed. A product of matrices reads a transposed operand in
+// copied transposed; the linear itself reads the weight transposed in place. A product of matrices reads a transposed operand in
 // place; a batched product keeps its transposes.
 module {
   train.parameter @w : tensor<32x16xf32> {trainable}
@@ -25,8 +25,14 @@ module {
 
 // The forward function, which the planner reads, is left as it is.
 // CHECK-LABEL: func.func @forward(
+// CHECK:       train.transpose %{{.*}} {perm = array<i64: 1, 0>} : (tensor<32x16xf32>) -> tensor<16x32xf32>
+// CHECK:       train.linear %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<16x32xf32>)
 // CHECK:       train.matmul %{{.*}}, %{{.*}} : (tensor<4x32xf32>, tensor<32x10xf32>)
 // CHECK-LABEL: func.func @forward_backward
+// The step's linear reads its weight, stored [out, in], transposed in place.
+// CHECK:       %[[W:.*]] = train.param @w
+// CHECK-NOT:   train.transpose %[[W]]
+// CHECK:       train.linear %{{.*}}, %[[W]] {transpose_weight = true} : (tensor<2x4x16xf32>, tensor<32x16xf32>)
 // The head's gradients: dc = dlogits m^T and dm = c^T dlogits, matrices.
 // CHECK:       %[[DL:.*]] = train.cross_entropy_grad
 // CHECK:       train.gemm %[[DL]], %{{.*}} {trans_b = true} : {{.*}} -> tensor<4x32xf32>

@@ -132,10 +132,11 @@ ShardingRule linearRule(LinearOp op) {
     b.operand(0, d, f);
     b.result(0, d, f);
   }
-  int k = b.factor(weight[0], FactorKind::Reduction), n = b.factor(weight[1]);
+  bool transposed = op.getTransposeWeight();
+  int k = b.factor(weight[transposed ? 1 : 0], FactorKind::Reduction), n = b.factor(weight[transposed ? 0 : 1]);
   b.operand(0, input.size() - 1, k);
-  b.operand(1, 0, k);
-  b.operand(1, 1, n);
+  b.operand(1, transposed ? 1 : 0, k);
+  b.operand(1, transposed ? 0 : 1, n);
   b.result(0, input.size() - 1, n);
   if (op.getBias())
     b.operand(2, 0, n);

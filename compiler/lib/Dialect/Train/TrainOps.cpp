@@ -226,16 +226,19 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                    weight = rankedType(adaptor.getWeight());
   if (weight.getRank() != 2 || input.getRank() < 1)
     return emitOptionalError(location, "linear needs a matrix weight and an input of rank >= 1");
-  if (input.getShape().back() != weight.getDimSize(0))
-    return emitOptionalError(location, "input features ", input.getShape().back(),
-                             " differ from weight rows ", weight.getDimSize(0));
+  // The contracted and the output dimension of the weight.
+  bool transposed = adaptor.getTransposeWeight();
+  int64_t k = weight.getDimSize(transposed ? 1 : 0), n = weight.getDimSize(transposed ? 0 : 1);
+  if (input.getShape().back() != k)
+    return emitOptionalError(location, "input features ", input.getShape().back(), " differ from weight ",
+                             transposed ? "columns " : "rows ", k);
   if (Value bias = adaptor.getBias()) {
     RankedTensorType b = rankedType(bias);
-    if (b.getRank() != 1 || b.getDimSize(0) != weight.getDimSize(1))
-      return emitOptionalError(location, "bias must be a vector of ", weight.getDimSize(1));
+    if (b.getRank() != 1 || b.getDimSize(0) != n)
+      return emitOptionalError(location, "bias must be a vector of ", n);
   }
   SmallVector<int64_t> shape(input.getShape());
-  shape.back() = weight.getDimSize(1);
+  shape.back() = n;
   inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
 }

@@ -63,6 +63,15 @@ func.func @linear_bias_matches_columns(%x: tensor<2x4xf32>, %w: tensor<4x5xf32>,
 
 // -----
 
+func.func @linear_transposed_weight_contracts_its_columns(%x: tensor<2x4xf32>, %w: tensor<4x5xf32>) {
+  // expected-error@+2 {{input features 4 differ from weight columns 5}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = train.linear %x, %w {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x5xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @conv_channels_match_group(%x: tensor<1x6x8x8xf32>, %w: tensor<4x4x3x3xf32>) {
   // expected-error@+2 {{input channels 6 do not match weight 4 x group 1}}
   // expected-error@+1 {{failed to infer returned types}}

@@ -20,6 +20,13 @@ func.func @linear_column_or_row(%x: tensor<2x8x16xf32>, %w: tensor<16x64xf32>, %
   return
 }
 
+func.func @linear_transposed_weight(%x: tensor<2x8x16xf32>, %w: tensor<64x16xf32>, %b: tensor<64xf32>) {
+  // The weight in nn.Linear's layout, [out, in]: the same factors, its dimensions swapped.
+  // expected-remark@+1 {{sharding rule: ([i, j, k], [l, k], [l]) -> ([i, j, l]) {i=2, j=8, k=16 reduction, l=64}}}
+  %0 = train.linear %x, %w, %b {transpose_weight = true} : (tensor<2x8x16xf32>, tensor<64x16xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
 func.func @gemm_transposed_b(%a: tensor<4x16xf32>, %b: tensor<10x16xf32>, %c: tensor<10xf32>) {
   // expected-remark@+1 {{sharding rule: ([i, k], [j, k], [j]) -> ([i, j]) {i=4, j=10, k=16 reduction}}}
   %0 = train.gemm %a, %b, %c {trans_b = true} : (tensor<4x16xf32>, tensor<10x16xf32>, tensor<10xf32>) -> tensor<4x10xf32>

@@ -333,20 +333,27 @@ def Train_LinearOp : Train_ComputeOp<"linear"> {
   let description = [{
     `result[..., n] = sum_k input[..., k] * weight[k, n] + bias[n]`. Raised
     from a MatMul by a 2-D parameter followed by the addition of a 1-D bias, so
-    the planner sees one unit to split column- or row-wise.
+    the planner sees one unit to split column- or row-wise. With
+    `transpose_weight` the weight is stored `[n, k]` (PyTorch's
+    `nn.Linear` layout) and read transposed in place:
+    `sum_k input[..., k] * weight[n, k]`; `train-fold-transposes` sets it
+    where the weight was a transpose, so no transposed copy is made.
 
     Example:
 
     ```mlir
     %r = train.linear %x, %w, %b : (tensor<2x8x32xf32>, tensor<32x96xf32>, tensor<96xf32>) -> tensor<2x8x96xf32>
+    %s = train.linear %x, %v, %b {transpose_weight = true} : (tensor<2x8x32xf32>, tensor<96x32xf32>, tensor<96xf32>) -> tensor<2x8x96xf32>
     ```
 
     Constraints:
-    - `weight` is a matrix whose first dimension equals the input's last;
-    - `bias`, when present, is a vector of the weight's second dimension.
+    - `weight` is a matrix whose first dimension (its second with
+      `transpose_weight`) equals the input's last;
+    - `bias`, when present, is a vector of the weight's other dimension.
   }];
   let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight,
-                       Optional<AnyRankedTensor>:$bias);
+                       Optional<AnyRankedTensor>:$bias,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_weight);
   let results = (outs AnyRankedTensor:$result);
 }
 
