@@ -7,7 +7,10 @@
 // - the searched plan's predicted step time against the table's tensor and
 //   pipeline sizes (data parallelism filling the rest) completed by the same
 //   search (microbatch, schedule, memory options), under the same cost model;
-// and a sweep over depth at fixed width. Writes JSON.
+// and a sweep over depth at fixed width. The same ten shapes are searched on
+// DGX H100 nodes too (`dgx-h100`, against the same published tensor and
+// pipeline sizes): the README's H100 scaling table is a figure whose
+// configurations are not reproduced here. Writes JSON.
 //
 //   search-bench [OUTPUT.json] [--quick]
 //
@@ -75,11 +78,12 @@ int main(int argc, char **argv) {
       output = argv[i];
   }
   Json::Array configs, sweep;
+  for (const char *preset : {"dgx-a100", "dgx-h100"})
   for (const Config &c : kConfigs) {
     if (quick && c.gpus > 256)
       continue;
     TransformerShape shape = shapeOf(c.heads, c.hidden, c.layers);
-    Cluster cluster = *Cluster::preset("dgx-a100", (c.gpus + 7) / 8);
+    Cluster cluster = *Cluster::preset(preset, (c.gpus + 7) / 8);
     SearchOptions options;
     options.devices = c.gpus;
     options.globalBatch = c.batch;
@@ -95,13 +99,14 @@ int main(int argc, char **argv) {
                        ? 0
                        : searched.best.front().estimate.stepTime /
                              handTuned.best.front().estimate.stepTime;
-    std::printf("%5s on %4d GPUs: search %6.2f s (%lld evaluated of %lld), searched/published "
+    std::printf("%5s on %4d GPUs of %s: search %6.2f s (%lld evaluated of %lld), searched/published "
                 "step %.3f\n",
-                c.name, c.gpus, searched.seconds, (long long)searched.evaluated,
+                c.name, c.gpus, preset, searched.seconds, (long long)searched.evaluated,
                 (long long)searched.candidates, ratio);
     std::fflush(stdout);
     configs.push_back(Json::Object{
         {"model", c.name},
+        {"cluster", preset},
         {"parameters", double(buildTransformer(shape).parameterCount())},
         {"gpus", c.gpus},
         {"global_batch", double(c.batch)},
@@ -140,7 +145,7 @@ int main(int argc, char **argv) {
                                   1e6 * f.seconds / double(std::max<int64_t>(1, f.evaluated))}});
   }
   Json result = Json::Object{{"benchmark", "search"},
-                             {"cluster", "dgx-a100"},
+                             {"clusters", Json::Array{"dgx-a100", "dgx-h100"}},
                              {"configs", configs},
                              {"depth_sweep", sweep}};
   if (!output.empty()) {
