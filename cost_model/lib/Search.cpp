@@ -275,10 +275,10 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
                             estimate(whole, probe, cluster, error, &shardingFor(whole, probe), untraced))
                       layer.learn(*e);
                   }
+                  double timeBound =
+                      computeLowerBound(whole, s, cluster, layer.work(shape.layers), layer.busiestRank(shape.layers, pp));
                   if (!o.exhaustive &&
-                      ((groupPipeline >= 0 && groupPipeline >= kthBest()) ||
-                       computeLowerBound(whole, s, cluster, layer.work(shape.layers), layer.busiestRank(shape.layers, pp)) >=
-                           kthBest())) {
+                      ((groupPipeline >= 0 && groupPipeline >= kthBest()) || timeBound >= kthBest())) {
                     ++result.prunedByTime;
                     continue;
                   }
