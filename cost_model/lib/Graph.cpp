@@ -65,21 +65,30 @@ int64_t Graph::parameterCount() const {
   return total;
 }
 
-int64_t Graph::largestLayerTrainableElements() const {
+std::vector<int64_t> Graph::layerTrainableElements() const {
   std::vector<int64_t> elementsOf = parameterElements();
   std::vector<int64_t> layerElements(size_t(std::max(numLayers, 0)), 0);
   std::vector<char> counted(values.size(), 0);
-  int64_t largest = 0;
   for (const Op &op : ops)
     for (const TensorUse &use : op.inputs) {
       const Value &value = values[use.value];
       if (!value.isParameter || value.frozen || counted[use.value])
         continue;
       counted[use.value] = 1;
-      largest = std::max(largest, elementsOf[use.value]);
       if (op.layer >= 0 && op.layer < numLayers)
-        largest = std::max(largest, layerElements[size_t(op.layer)] += elementsOf[use.value]);
+        layerElements[size_t(op.layer)] += elementsOf[use.value];
     }
+  return layerElements;
+}
+
+int64_t Graph::largestLayerTrainableElements() const {
+  std::vector<int64_t> layers = layerTrainableElements();
+  int64_t largest = layers.empty() ? 0 : *std::max_element(layers.begin(), layers.end());
+  std::vector<int64_t> elementsOf = parameterElements();
+  for (const Op &op : ops)
+    for (const TensorUse &use : op.inputs)
+      if (values[use.value].isParameter && !values[use.value].frozen)
+        largest = std::max(largest, elementsOf[use.value]);
   return largest;
 }
 

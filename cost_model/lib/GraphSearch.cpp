@@ -42,25 +42,11 @@ bool fixedMismatch(const SearchOptions &o, const char *key, bool differs) {
   return o.fixedKeys.count(key) && differs;
 }
 
-/// The trainable parameter elements of the smallest layer (each parameter
-/// belongs to the layer of the first op reading it): what every layer a
-/// pipeline rank holds adds to its model states at least.
+/// The trainable parameter elements of the smallest layer: what every layer
+/// a pipeline rank holds adds to its model states at least.
 double leastLayerTrainable(const Graph &graph) {
-  if (graph.numLayers <= 0)
-    return 0;
-  std::vector<int64_t> elements = graph.parameterElements();
-  std::vector<char> seen(graph.values.size(), 0);
-  std::vector<double> perLayer(size_t(graph.numLayers), 0.0);
-  for (const Op &op : graph.ops)
-    for (const TensorUse &use : op.inputs) {
-      const Value &value = graph.values[size_t(use.value)];
-      if (!value.isParameter || seen[size_t(use.value)])
-        continue;
-      seen[size_t(use.value)] = 1;
-      if (op.layer >= 0 && op.layer < graph.numLayers && !value.frozen)
-        perLayer[size_t(op.layer)] += double(elements[size_t(use.value)]);
-    }
-  return *std::min_element(perLayer.begin(), perLayer.end());
+  std::vector<int64_t> layers = graph.layerTrainableElements();
+  return layers.empty() ? 0 : double(*std::min_element(layers.begin(), layers.end()));
 }
 
 } // namespace

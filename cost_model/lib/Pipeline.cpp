@@ -30,6 +30,9 @@ public:
       warmup = std::min(total, (ranks - rank - 1) * 2 + (chunks - 1) * ranks);
   }
   int size() const { return 2 * total; }
+  /// The most tasks held for backward at once: the warm-up forwards and
+  /// the forward before the first backward, or all of them.
+  int peakHeld() const { return std::min(total, warmup + 1); }
   /// The k-th task: the warm-up forwards, then a forward and a backward in
   /// turn (GPipe has no such phase), then the remaining backwards.
   Task operator[](int k) const {
@@ -66,20 +69,7 @@ private:
 } // namespace
 
 int peakInFlight(Schedule schedule, int rank, int ranks, int chunks, int microbatches) {
-  // A rank runs its warm-up forwards, then one forward before each backward:
-  // the warm-up plus one, or everything when the warm-up is all of it.
-  int total = microbatches * chunks, warmup;
-  switch (schedule) {
-  case Schedule::GPipe:
-    return microbatches;
-  case Schedule::OneFOneB:
-    warmup = std::min(ranks - rank - 1, microbatches);
-    break;
-  default:
-    warmup = std::min(total, (ranks - rank - 1) * 2 + (chunks - 1) * ranks);
-    break;
-  }
-  return std::min(total, warmup + 1);
+  return RankOrder(schedule, rank, ranks, chunks, microbatches).peakHeld();
 }
 
 bool simulatePipeline(Schedule schedule, int ranks, int chunks, int microbatches,

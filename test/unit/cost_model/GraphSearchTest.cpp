@@ -31,6 +31,15 @@ GraphAtMicrobatch importedGpt(int64_t layers, bool detect = true) {
   };
 }
 
+/// The pruned search keeps the plans evaluating everything keeps, in order.
+void expectSamePlans(const SearchResult &pruned, const SearchResult &all) {
+  ASSERT_EQ(pruned.best.size(), all.best.size());
+  for (size_t i = 0; i < all.best.size(); ++i) {
+    EXPECT_EQ(pruned.best[i].strategy.str(), all.best[i].strategy.str());
+    EXPECT_EQ(pruned.best[i].estimate.stepTime, all.best[i].estimate.stepTime);
+  }
+}
+
 } // namespace
 
 TEST(GraphSearch, KeepsTheFastestPlansThatFitInOrder) {
@@ -216,11 +225,7 @@ TEST(GraphSearch, PruningKeepsTheSamePlansAndTheBestBuildable) {
   ASSERT_FALSE(pruned.best.empty()) << pruned.infeasible;
   EXPECT_GT(pruned.prunedByTime, 0);
   EXPECT_LT(pruned.evaluated, all.evaluated);
-  ASSERT_EQ(pruned.best.size(), all.best.size());
-  for (size_t i = 0; i < all.best.size(); ++i) {
-    EXPECT_EQ(pruned.best[i].strategy.str(), all.best[i].strategy.str());
-    EXPECT_EQ(pruned.best[i].estimate.stepTime, all.best[i].estimate.stepTime);
-  }
+  expectSamePlans(pruned, all);
   ASSERT_TRUE(all.bestBuildable && pruned.bestBuildable);
   EXPECT_EQ(pruned.bestBuildable->strategy.str(), all.bestBuildable->strategy.str());
   EXPECT_EQ(pruned.bestBuildable->estimate.stepTime, all.bestBuildable->estimate.stepTime);
@@ -242,11 +247,8 @@ TEST(GraphSearch, MeasuredLayerBoundsKeepTheSameAnswers) {
     SearchResult pruned = searchGraphPlans(importedGpt(16), cluster, options);
     options.exhaustive = true;
     SearchResult all = searchGraphPlans(importedGpt(16), cluster, options);
-    ASSERT_EQ(pruned.best.size(), all.best.size()) << "capacity " << capacity;
-    for (size_t i = 0; i < all.best.size(); ++i) {
-      EXPECT_EQ(pruned.best[i].strategy.str(), all.best[i].strategy.str());
-      EXPECT_EQ(pruned.best[i].estimate.stepTime, all.best[i].estimate.stepTime);
-    }
+    SCOPED_TRACE("capacity " + std::to_string(capacity));
+    expectSamePlans(pruned, all);
     ASSERT_EQ(bool(pruned.bestBuildable), bool(all.bestBuildable));
     if (all.bestBuildable)
       EXPECT_EQ(pruned.bestBuildable->strategy.str(), all.bestBuildable->strategy.str());

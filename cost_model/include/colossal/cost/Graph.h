@@ -157,6 +157,9 @@ struct Graph {
   double modelFlops() const;
   /// Elements of every parameter, by value index.
   std::vector<int64_t> parameterElements() const;
+  /// The trainable parameter elements of each layer (each parameter
+  /// belongs to the layer of the first op reading it).
+  std::vector<int64_t> layerTrainableElements() const;
   /// The trainable parameter elements of the largest layer (each parameter
   /// belongs to the layer of the first op reading it), or of the largest
   /// trainable tensor when that is larger: what ZeRO-3 gathers ahead of the
