@@ -19,6 +19,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace colossal::train;
@@ -615,7 +616,10 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
       if (d != axis && type.getDimSize(d) != first.getDimSize(d))
         return emitOptionalError(location, "inputs differ in dimension ", d, ": ",
                                  first.getDimSize(d), " vs ", type.getDimSize(d));
-    shape[axis] += type.getDimSize(axis);
+    // Checked: a file may declare dimensions whose sum leaves int64.
+    if (llvm::AddOverflow(shape[axis], type.getDimSize(axis), shape[axis]))
+      return emitOptionalError(location, "concatenated dimension ", axis,
+                               " exceeds the largest representable size");
   }
   inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
   return success();
@@ -631,7 +635,9 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   for (int64_t size : adaptor.getSizes()) {
     if (size < 0)
       return emitOptionalError(location, "split sizes must not be negative");
-    total += size;
+    // Checked: a file may give sizes whose sum leaves int64.
+    if (llvm::AddOverflow(total, size, total))
+      return emitOptionalError(location, "split sizes sum past the largest representable size");
     SmallVector<int64_t> shape(input.getShape());
     shape[axis] = size;
     inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
