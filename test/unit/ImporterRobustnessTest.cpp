@@ -7,54 +7,30 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "colossal/Import/OnnxImporter.h"
+#include "ImportChecked.h"
 
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
+#include "onnx/onnx_pb.h"
 
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <functional>
 #include <random>
 
 namespace {
 
-std::string readFixture(const std::string &relative) {
-  std::ifstream in(std::string(COLOSSAL_FIXTURES_DIR) + "/" + relative, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-/// Imports `bytes`; returns whether it succeeded and checks that a failure
-/// came with at least one error naming the model.
-bool importChecked(const std::string &bytes) {
-  mlir::MLIRContext context;
-  int errors = 0;
-  bool named = true;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
-    if (diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
-      ++errors;
-      named &= diag.str().find("model.onnx") != std::string::npos ||
-               diag.str().find("op") != std::string::npos;
-    }
-    return mlir::success();
-  });
-  auto module = colossal::importOnnxBytes(context, bytes.data(), bytes.size(), "model.onnx",
-                                          COLOSSAL_FIXTURES_DIR, colossal::ImportOptions());
-  if (!module) {
-    EXPECT_GT(errors, 0) << "a failed import must say why";
-    EXPECT_TRUE(named);
-  }
-  return bool(module);
-}
+using colossal::test::boundDimensions;
+using colossal::test::firstImportError;
+using colossal::test::importChecked;
+using colossal::test::readFixtureBytes;
 
 TEST(ImporterRobustness, TheIntactFixtureImports) {
-  std::string bytes = readFixture("mlp/mlp_opset14.onnx");
+  std::string bytes = readFixtureBytes("mlp/mlp_opset14.onnx");
   ASSERT_FALSE(bytes.empty());
   EXPECT_TRUE(importChecked(bytes));
 }
 
 TEST(ImporterRobustness, EveryTruncationFailsCleanly) {
-  std::string bytes = readFixture("mlp/mlp_opset14.onnx");
+  std::string bytes = readFixtureBytes("mlp/mlp_opset14.onnx");
   ASSERT_FALSE(bytes.empty());
   int imported = 0;
   for (size_t size = 0; size < bytes.size(); size += 7)
@@ -65,20 +41,65 @@ TEST(ImporterRobustness, EveryTruncationFailsCleanly) {
 }
 
 TEST(ImporterRobustness, SeededByteFlipsNeverCrash) {
-  std::string original = readFixture("gpt2/gpt2_opset17.onnx");
+  std::string original = readFixtureBytes("gpt2/gpt2_opset17.onnx");
   ASSERT_FALSE(original.empty());
   std::mt19937 random(12345);
-  // Flip bytes in the graph structure, which sits after the weights in a
-  // torch export; flips inside raw weights only change numbers.
+  // Flip bytes in the graph's nodes, which a torch export writes before the
+  // weights (the first half of this file); flips inside raw weights only
+  // change numbers.
   size_t structure = original.size() / 2;
   for (int trial = 0; trial < 300; ++trial) {
     std::string bytes = original;
     for (int flips = 0; flips < 4; ++flips) {
-      size_t at = structure + random() % (bytes.size() - structure);
+      size_t at = random() % structure;
       bytes[at] = char(random() & 0xff);
     }
-    importChecked(bytes);
+    importChecked(bytes, boundDimensions());
   }
+}
+
+/// The GPT-2 fixture with its first node of `opType` edited by `edit`.
+std::string withFirstNodeEdited(const std::string &opType,
+                                const std::function<void(onnx::NodeProto &)> &edit,
+                                std::string &name) {
+  onnx::ModelProto model;
+  EXPECT_TRUE(model.ParseFromString(readFixtureBytes("gpt2/gpt2_opset17.onnx")));
+  for (onnx::NodeProto &node : *model.mutable_graph()->mutable_node())
+    if (node.op_type() == opType) {
+      edit(node);
+      name = node.name();
+      return model.SerializeAsString();
+    }
+  ADD_FAILURE() << "no " << opType << " node";
+  return {};
+}
+
+TEST(ImporterRobustness, InputCountsAreCheckedAgainstTheSchema) {
+  std::string name;
+  std::string bytes = withFirstNodeEdited(
+      "Where", [](onnx::NodeProto &node) { node.mutable_input()->RemoveLast(); }, name);
+  EXPECT_NE(firstImportError(bytes, boundDimensions())
+                .find("node '" + name + "' (Where): takes 3 inputs, has 2"),
+            std::string::npos);
+  bytes = withFirstNodeEdited(
+      "Slice",
+      [](onnx::NodeProto &node) {
+        while (node.input_size() < 6)
+          node.add_input(node.input(0));
+      },
+      name);
+  EXPECT_NE(firstImportError(bytes, boundDimensions())
+                .find("node '" + name + "' (Slice): takes 3 to 5 inputs, has 6"),
+            std::string::npos);
+}
+
+TEST(ImporterRobustness, AVariadicOpsInputsAreAllRequired) {
+  std::string name;
+  std::string bytes = withFirstNodeEdited(
+      "Concat", [](onnx::NodeProto &node) { node.set_input(1, ""); }, name);
+  EXPECT_NE(firstImportError(bytes, boundDimensions())
+                .find("node '" + name + "' (Concat): required input 1 is unnamed"),
+            std::string::npos);
 }
 
 } // namespace

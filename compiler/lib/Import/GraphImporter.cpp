@@ -404,6 +404,31 @@ Value GraphImporter::materialize(StringRef name, Location loc) {
   return {};
 }
 
+LogicalResult GraphImporter::checkInputCount(const onnx::NodeProto &node,
+                                             const NodeImporter &importer) {
+  int count = node.input_size();
+  if (count < importer.minInputs || count > importer.maxInputs) {
+    std::string expected =
+        importer.maxInputs == kVariadic
+            ? llvm::formatv("at least {0}", importer.minInputs).str()
+        : importer.minInputs == importer.maxInputs
+            ? std::to_string(importer.minInputs)
+            : llvm::formatv("{0} to {1}", importer.minInputs, importer.maxInputs).str();
+    return nodeError(node, llvm::formatv("takes {0} input{1}, has {2}", expected,
+                                         StringRef(expected).ends_with(" 1") || expected == "1"
+                                             ? ""
+                                             : "s",
+                                         count));
+  }
+  // Only optional inputs (after the required ones) may be left unnamed; a
+  // variadic op's inputs are all required.
+  int required = importer.maxInputs == kVariadic ? count : importer.minInputs;
+  for (int i = 0; i < required; ++i)
+    if (node.input(i).empty())
+      return nodeError(node, llvm::formatv("required input {0} is unnamed", i));
+  return success();
+}
+
 LogicalResult GraphImporter::importNodes() {
   const auto &table = nodeImporters();
   bool ok = true;
@@ -415,8 +440,11 @@ LogicalResult GraphImporter::importNodes() {
                                    "graph input (the graph is not in topological order)");
     std::string label = node.name().empty() ? node.op_type() : node.name();
     Location loc = NameLoc::get(builder.getStringAttr(label), fileLoc);
+    const NodeImporter &importer = table.find(node.op_type())->second;
+    if (failed(checkInputCount(node, importer)))
+      return failure();
     NodeContext ctx(*this, node, loc);
-    if (failed(table.lookup(node.op_type())(ctx))) {
+    if (failed(importer.import(ctx))) {
       ok = false;
       break; // later nodes would report the same missing value again
     }

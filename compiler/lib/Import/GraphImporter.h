@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
 #include <set>
 
 namespace colossal::import {
@@ -82,8 +83,18 @@ private:
 
 using NodeImportFn = mlir::LogicalResult (*)(NodeContext &);
 
+/// An op's translation and how many inputs its schema takes; the count is
+/// checked before the translation runs, so no translation reads an input
+/// the node does not have.
+struct NodeImporter {
+  NodeImportFn import;
+  int minInputs;
+  int maxInputs;
+};
+constexpr int kVariadic = std::numeric_limits<int>::max();
+
 /// The per-op translation table (NodeImporters.cpp).
-const llvm::StringMap<NodeImportFn> &nodeImporters();
+const llvm::StringMap<NodeImporter> &nodeImporters();
 
 /// Initializers (by name) with a differentiable path to the loss, computed on
 /// the ONNX graph before import (Trainability.cpp).
@@ -127,6 +138,7 @@ private:
                                                  llvm::SmallVectorImpl<std::string> &argNames);
   mlir::FailureOr<mlir::RankedTensorType> graphInputType(const onnx::ValueInfoProto &input);
   mlir::LogicalResult importNodes();
+  mlir::LogicalResult checkInputCount(const onnx::NodeProto &node, const NodeImporter &importer);
   mlir::LogicalResult importOutputs(mlir::func::FuncOp function);
 
   const onnx::ModelProto &model;
