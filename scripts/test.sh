@@ -45,18 +45,21 @@ log="$corpus/fuzz.log"
 if ! (cd "$corpus" && "$OLDPWD"/build-asan/tools/fuzz/onnx-import-fuzzer "$corpus" \
       -seed="${FUZZ_SEED:-1}" -runs="${FUZZ_RUNS:-80000}" -max_total_time="${FUZZ_SECONDS:-120}" \
       -rss_limit_mb=2048 -max_len=65536 -timeout=10 -print_final_stats=1 > "$log" 2>&1); then
-  grep -E -A40 "ERROR|runtime error" "$log" | head -n 60
   # Keep the input that failed (the corpus directory is removed on exit) and
-  # print it, so the finding can be replayed: onnx-import-fuzzer FILE.
+  # print it as the seed it grew from plus the bytes that differ, so it can be
+  # rebuilt and replayed (onnx-import-fuzzer FILE); the sanitizer's report is
+  # printed last, where a truncated log still shows it. No pipe into head:
+  # under pipefail a writer cut short would end the script with SIGPIPE.
   mkdir -p build-asan/fuzz-findings
-  for finding in "$corpus"/crash-* "$corpus"/leak-* "$corpus"/timeout-*; do
+  for finding in "$corpus"/crash-* "$corpus"/leak-* "$corpus"/timeout-* "$corpus"/oom-*; do
     [ -e "$finding" ] || continue
     cp "$finding" build-asan/fuzz-findings/
-    echo "finding $(basename "$finding") ($(wc -c < "$finding") bytes), base64:"
-    base64 -w 0 "$finding" | head -c 20000
-    echo
+    echo "finding $(basename "$finding")"
+    /usr/bin/python3 scripts/fuzz_finding_delta.py "$finding" test/fixtures/*/*.onnx || true
   done
-  echo "fuzzing: the importer crashed or a sanitizer reported (input above; copies in build-asan/fuzz-findings)"
+  grep -E -A40 "ERROR|runtime error|out-of-memory" "$log" > "$corpus/report.txt" || tail -n 40 "$log" > "$corpus/report.txt"
+  head -n 60 "$corpus/report.txt"
+  echo "fuzzing: the importer crashed or a sanitizer reported (report above; copies in build-asan/fuzz-findings)"
   exit 1
 fi
 tail -n 4 "$log"
