@@ -414,11 +414,9 @@ LogicalResult GraphImporter::checkInputCount(const onnx::NodeProto &node,
         : importer.minInputs == importer.maxInputs
             ? std::to_string(importer.minInputs)
             : llvm::formatv("{0} to {1}", importer.minInputs, importer.maxInputs).str();
+    int largestShown = importer.maxInputs == kVariadic ? importer.minInputs : importer.maxInputs;
     return nodeError(node, llvm::formatv("takes {0} input{1}, has {2}", expected,
-                                         StringRef(expected).ends_with(" 1") || expected == "1"
-                                             ? ""
-                                             : "s",
-                                         count));
+                                         largestShown == 1 ? "" : "s", count));
   }
   // Only optional inputs (after the required ones) may be left unnamed; a
   // variadic op's inputs are all required.

@@ -180,8 +180,6 @@ template <BinaryFn fn, typename OpT> LogicalResult importBinary(NodeContext &ctx
 
 /// Max and Min take any number of inputs.
 template <BinaryFn fn, typename OpT> LogicalResult importVariadic(NodeContext &ctx) {
-  if (ctx.numInputs() == 0)
-    return ctx.fail("needs at least one input");
   if (allConstant(ctx)) {
     HostTensor acc = *ctx.constantInput(0);
     for (int i = 1; i < ctx.numInputs(); ++i) {
@@ -754,8 +752,6 @@ LogicalResult importSlice(NodeContext &ctx) {
 }
 
 LogicalResult importConcat(NodeContext &ctx) {
-  if (ctx.numInputs() == 0)
-    return ctx.fail("needs at least one input");
   auto firstShape = inputShape(ctx, 0);
   if (!firstShape)
     return failure();
