@@ -51,7 +51,14 @@ for model, precision in [("mlp", "fp32"), ("gpt2", "fp32"), ("bert", "fp32"), ("
             ok = False
             continue
         got = [json.loads(line)["loss"] for line in open(log)]
-        error = max(abs(a - b) / abs(b) for a, b in zip(got, reference["losses"][name]))
+        want = reference["losses"][name]
+        # Every step must be there, and no more: a run that logged fewer
+        # steps than PyTorch's trajectory has fails.
+        if len(got) != len(want):
+            lines.append(f"{program} {name}: FAILED: logged {len(got)} steps, the reference has {len(want)}")
+            ok = False
+            continue
+        error = max(abs(a - b) / abs(b) for a, b in zip(got, want))
         if precision == "fp32":
             worst = max(worst, error)
         ok &= error <= BOUND[precision]
