@@ -101,11 +101,33 @@ static Json linkToJson(const Link &link) {
   return o;
 }
 
+const std::vector<std::string> &Cluster::fallbackFields() {
+  static const std::vector<std::string> fields = {"intra_node", "inter_node", "host_device_bandwidth_bytes_per_s",
+                                                  "host_memory_bandwidth_bytes_per_s"};
+  return fields;
+}
+
+std::string Cluster::provenance() const {
+  auto list = [](const std::vector<std::string> &items) {
+    std::string text;
+    for (const std::string &item : items)
+      text += (text.empty() ? "" : ", ") + item;
+    return text;
+  };
+  std::string text;
+  if (!measured.empty())
+    text = "measured: " + list(measured);
+  if (!unmeasured.empty())
+    text += (text.empty() ? "" : "; ") + std::string("unmeasured, taken from ") + fallbackPreset + ": " +
+            list(unmeasured);
+  return text;
+}
+
 Json Cluster::toJson() const {
   Json::Object peaks;
   for (const auto &[dtype, flops] : peakFlops)
     peaks[nameOf(dtype)] = flops;
-  return Json::Object{
+  Json::Object o{
       {"format", "colossal-cluster/1"},
       {"name", name},
       {"description", description},
@@ -122,6 +144,14 @@ Json Cluster::toJson() const {
       {"host_memory_bandwidth_bytes_per_s", hostMemoryBandwidth},
       {"gemm_efficiency", curveToJson(gemmEfficiency, "flops", "efficiency")},
   };
+  if (!measured.empty())
+    o["measured"] = Json(Json::Array(measured.begin(), measured.end()));
+  if (!unmeasured.empty()) {
+    for (const std::string &field : unmeasured)
+      o[field] = "unmeasured";
+    o["fallback_preset"] = fallbackPreset;
+  }
+  return o;
 }
 
 namespace {
@@ -239,11 +269,50 @@ std::optional<Cluster> Cluster::fromJson(const Json &json, std::string &error) {
   }
   c.memoryBytes = r.number("memory_bytes");
   c.memoryBandwidth = r.number("memory_bandwidth_bytes_per_s");
-  c.intraNode = r.link("intra_node");
-  c.interNode = r.link("inter_node");
+  // Fields a measuring tool could not measure: the fallback preset's values.
+  c.fallbackPreset = r.string("fallback_preset");
+  std::optional<Cluster> fallback;
+  for (const std::string &field : fallbackFields()) {
+    const Json *value = json.find(field);
+    if (!value || !value->isString())
+      continue;
+    if (value->asString() != "unmeasured") {
+      if (error.empty())
+        error = field + ": expected a measurement or \"unmeasured\", not \"" + value->asString() + "\"";
+      continue;
+    }
+    if (!fallback)
+      fallback = preset(c.fallbackPreset);
+    if (!fallback) {
+      if (error.empty())
+        error = field + ": unmeasured, and the description names no known fallback_preset to take it from (" +
+                (c.fallbackPreset.empty() ? std::string("none given") : "\"" + c.fallbackPreset + "\"") + ")";
+      continue;
+    }
+    c.unmeasured.push_back(field);
+  }
+  auto unmeasuredField = [&](const std::string &field) {
+    return std::find(c.unmeasured.begin(), c.unmeasured.end(), field) != c.unmeasured.end();
+  };
+  c.intraNode = unmeasuredField("intra_node") ? fallback->intraNode : r.link("intra_node");
+  c.interNode = unmeasuredField("inter_node") ? fallback->interNode : r.link("inter_node");
   c.hostMemoryBytes = r.number("host_memory_bytes", false);
-  c.hostDeviceBandwidth = r.number("host_device_bandwidth_bytes_per_s", false);
-  c.hostMemoryBandwidth = r.number("host_memory_bandwidth_bytes_per_s", false);
+  c.hostDeviceBandwidth = unmeasuredField("host_device_bandwidth_bytes_per_s")
+                              ? fallback->hostDeviceBandwidth
+                              : r.number("host_device_bandwidth_bytes_per_s", false);
+  c.hostMemoryBandwidth = unmeasuredField("host_memory_bandwidth_bytes_per_s")
+                              ? fallback->hostMemoryBandwidth
+                              : r.number("host_memory_bandwidth_bytes_per_s", false);
+  if (const Json *measured = json.find("measured")) {
+    if (!measured->isArray()) {
+      if (error.empty())
+        error = "measured: expected an array of field names";
+    } else {
+      for (const Json &item : measured->asArray())
+        if (item.isString())
+          c.measured.push_back(item.asString());
+    }
+  }
   c.gemmEfficiency = r.curve("gemm_efficiency", "flops", "efficiency");
   for (const CurvePoint &p : c.gemmEfficiency)
     if (p.value > 1 && error.empty())

@@ -1,19 +1,24 @@
 //===- ColossalBench.cpp - measure this machine, write a cluster description -===//
 //
 //   mpirun -np N colossal-bench [--mesh dp=2,tp=4] [--device cpu|cuda] [--quick]
-//                               [--name NAME] [-o cluster.json]
+//                               [--name NAME] [--fallback PRESET] [-o cluster.json]
 //
 // Measures what the cost model needs, on the machine it runs on:
 //   - GEMM rate by problem size (fp32 on the host; fp32, bf16, f16 on a GPU),
 //   - each collective's time by message size on every mesh axis, reported
 //     as nccl-tests do: algorithm bandwidth S / t and bus bandwidth
-//     busbw = algbw * factor(n), the factor the cost model uses,
-//   - memory bandwidth (and the host-device link on a GPU).
+//     busbw = algbw * factor(n), the factor the cost model uses; an axis
+//     whose ranks share a node measures the intra-node link, one whose ranks
+//     span nodes the inter-node link,
+//   - device and host memory bandwidth, and the host-device link (pinned
+//     copies on a GPU; on the host target offload is a host copy).
 // Rank 0 prints a short table and writes a colossal-cluster/1 description:
 // peaks are the best measured rates, efficiency curves are measured rates
-// over them, link latency is the smallest all-reduce time. `colossal-cost
-// --cluster FILE` reads it back. Times are medians over repetitions; each
-// repetition's time is the slowest rank's.
+// over them, link latency is the smallest all-reduce time. A link no axis
+// exercised is written as "unmeasured" (readers take the --fallback
+// preset's, default h200-node), and the description lists what was
+// measured. `colossal-cost --cluster FILE` reads it back. Times are medians
+// over repetitions; each repetition's time is the slowest rank's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +40,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -45,7 +51,7 @@ using rt::Communicator;
 namespace {
 
 struct Options {
-  std::string mesh, device = "cpu", name = "measured", output = "cluster.json";
+  std::string mesh, device = "cpu", name = "measured", output = "cluster.json", fallback = "h200-node";
   bool quick = false;
 };
 
@@ -89,7 +95,34 @@ struct CollectivePoint {
   std::string axis, collective;
   int ranks;
   double bytes, seconds, busBandwidth;
+  bool crossesNodes;
 };
+
+/// Whether a group's ranks sit on more than one node (ranks are placed on
+/// nodes in blocks of `perNode`, as mpirun's default mapping does).
+bool spansNodes(const std::vector<int> &worldRanks, int perNode) {
+  for (int r : worldRanks)
+    if (r / perNode != worldRanks.front() / perNode)
+      return true;
+  return false;
+}
+
+/// A link from the all-reduce points measured on it; nullopt when none.
+std::optional<cost::Link> linkOf(const std::vector<CollectivePoint> &points, bool crossesNodes) {
+  cost::Link link;
+  link.latency = 1e9;
+  for (const CollectivePoint &p : points)
+    if (p.collective == "all_reduce" && p.crossesNodes == crossesNodes) {
+      link.busBandwidth.push_back({p.bytes, p.busBandwidth});
+      link.bandwidth = std::max(link.bandwidth, p.busBandwidth);
+      link.latency = std::min(link.latency, p.seconds);
+    }
+  if (link.busBandwidth.empty())
+    return std::nullopt;
+  std::sort(link.busBandwidth.begin(), link.busBandwidth.end(),
+            [](const cost::CurvePoint &a, const cost::CurvePoint &b) { return a.size < b.size; });
+  return link;
+}
 
 } // namespace
 
@@ -113,13 +146,17 @@ int main(int argc, char **argv) {
       options.name = value();
     else if (arg == "-o" || arg == "--output")
       options.output = value();
+    else if (arg == "--fallback")
+      options.fallback = value();
     else if (arg == "--quick")
       options.quick = true;
     else if (arg == "--help" || arg == "-h") {
       std::printf("usage: mpirun -np N colossal-bench [--mesh dp=2,tp=4] [--device cpu|cuda] [--quick]\n"
-                  "                                   [--name NAME] [-o cluster.json]\n"
+                  "                                   [--name NAME] [--fallback PRESET] [-o cluster.json]\n"
                   "Measures GEMM rates, collective bandwidth per mesh axis and memory bandwidth, and writes\n"
-                  "a colossal-cluster/1 description for colossal-cost --cluster (default cluster.json).\n");
+                  "a colossal-cluster/1 description for colossal-cost --cluster (default cluster.json).\n"
+                  "A link no mesh axis exercises is written as unmeasured; readers take the --fallback\n"
+                  "preset's value (default h200-node).\n");
       return 0;
     } else {
       std::fprintf(stderr, "colossal-bench: unknown argument %s (see --help)\n", arg.c_str());
@@ -137,6 +174,8 @@ int main(int argc, char **argv) {
 #endif
         if (!gpu && options.device != "cpu")
           rt::fail("colossal-bench", "--device is cpu or cuda, not \"" + options.device + "\"");
+        if (!cost::Cluster::preset(options.fallback))
+          rt::fail("--fallback", "no preset \"" + options.fallback + "\" (dgx-a100, dgx-h100, h200-node)");
         rt::MeshShape mesh = options.mesh.empty() ? rt::MeshShape({{"world", mpiWorld->size()}})
                                                   : rt::MeshShape::parse(options.mesh);
         std::unique_ptr<rt::ProcessGroups> groups;
@@ -227,6 +266,33 @@ int main(int argc, char **argv) {
         release(src), release(dst);
         double memoryBandwidth = 2.0 * double(copyBytes) / copySeconds;
 
+        // Host memory (the host optimizer's) and the host-device link
+        // (offload): on a GPU pinned copies each way, on the host target a
+        // host copy, which is what offload does there.
+        std::vector<char> hostSrc(size_t(copyBytes), 1), hostDst(size_t(copyBytes), 0);
+        double hostCopySeconds =
+            timed(*mpiWorld, repeats, [&] { std::memcpy(hostDst.data(), hostSrc.data(), size_t(copyBytes)); },
+                  [] {});
+        double hostMemoryBandwidth = 2.0 * double(copyBytes) / hostCopySeconds;
+        double hostDeviceBandwidth = double(copyBytes) / hostCopySeconds;
+#ifdef COLOSSAL_WITH_CUDA
+        if (gpu) {
+          void *pinned = nullptr, *device = allocate(copyBytes);
+          if (cudaHostAlloc(&pinned, size_t(copyBytes), cudaHostAllocDefault) != cudaSuccess)
+            rt::fail("cudaHostAlloc", "cannot pin " + std::to_string(copyBytes) + " bytes for the host-device copy");
+          auto st = static_cast<cudaStream_t>(stream.handle);
+          double down = timed(*mpiWorld, repeats,
+                              [&] { cudaMemcpyAsync(pinned, device, size_t(copyBytes), cudaMemcpyDeviceToHost, st); },
+                              sync);
+          double up = timed(*mpiWorld, repeats,
+                            [&] { cudaMemcpyAsync(device, pinned, size_t(copyBytes), cudaMemcpyHostToDevice, st); },
+                            sync);
+          hostDeviceBandwidth = double(copyBytes) / std::max(down, up);
+          cudaFreeHost(pinned);
+          release(device);
+        }
+#endif
+
         // Collectives on every axis group of size > 1.
         std::vector<CollectivePoint> points;
         std::vector<int64_t> messageBytes;
@@ -258,11 +324,12 @@ int main(int argc, char **argv) {
                 {"broadcast", cost::Collective::Broadcast,
                  [&] { comm.broadcast(Buffer::of(send, rt::DType::F32, count), 0); }},
             };
+            bool crosses = spansNodes(comm.worldRanks(), std::max(1, mpi.launch().localSize));
             for (Case &c : cases) {
               double seconds = timed(*mpiWorld, repeats, c.run, [] {});
               double size = double(count) * 4;
               points.push_back({mesh.axes()[axis].name, c.name, n, size, seconds,
-                                size / seconds * cost::busFactor(c.kind, n)});
+                                size / seconds * cost::busFactor(c.kind, n), crosses});
             }
             release(send), release(recv);
           }
@@ -278,8 +345,9 @@ int main(int argc, char **argv) {
         cluster.nodes = std::max(1, mpiWorld->size() / perNode);
         cluster.description = std::string("measured by colossal-bench on ") + deviceName + ", " +
                               std::to_string(mpiWorld->size()) + " ranks, mesh " + mesh.str();
-        cluster.calibration = "colossal-bench" + std::string(options.quick ? " --quick" : "") +
-                              (cluster.nodes > 1 ? "" : "; one node: inter-node link copied from intra-node");
+        cluster.calibration = "colossal-bench" + std::string(options.quick ? " --quick" : "");
+        cluster.measured = {"peak_flops", "gemm_efficiency", "memory_bandwidth_bytes_per_s",
+                            "host_memory_bandwidth_bytes_per_s", "host_device_bandwidth_bytes_per_s"};
         for (auto [dtype, costType] : types) {
           double best = 0;
           for (const GemmPoint &p : gemms)
@@ -296,25 +364,19 @@ int main(int argc, char **argv) {
         cluster.memoryBytes = deviceMemory;
         cluster.memoryBandwidth = memoryBandwidth;
         cluster.hostMemoryBytes = hostMemoryBytes();
-        cluster.hostMemoryBandwidth = memoryBandwidth;
-        cluster.hostDeviceBandwidth = memoryBandwidth;
-        cost::Link link;
-        link.latency = 1e9;
-        for (const CollectivePoint &p : points)
-          if (p.collective == "all_reduce") {
-            link.busBandwidth.push_back({p.bytes, p.busBandwidth});
-            link.bandwidth = std::max(link.bandwidth, p.busBandwidth);
-            link.latency = std::min(link.latency, p.seconds);
-          }
-        if (link.busBandwidth.empty()) { // a single rank: nothing to measure
-          link.bandwidth = memoryBandwidth;
-          link.latency = 1e-6;
-        } else {
-          std::sort(link.busBandwidth.begin(), link.busBandwidth.end(),
-                    [](const cost::CurvePoint &a, const cost::CurvePoint &b) { return a.size < b.size; });
+        cluster.hostMemoryBandwidth = hostMemoryBandwidth;
+        cluster.hostDeviceBandwidth = hostDeviceBandwidth;
+        // Each link from the axes that exercised it; one no axis exercised
+        // is left to the fallback preset, and says so.
+        cost::Cluster fallback = *cost::Cluster::preset(options.fallback);
+        cluster.fallbackPreset = options.fallback;
+        for (bool crosses : {false, true}) {
+          std::optional<cost::Link> link = linkOf(points, crosses);
+          const char *field = crosses ? "inter_node" : "intra_node";
+          (crosses ? cluster.interNode : cluster.intraNode) =
+              link ? *link : (crosses ? fallback.interNode : fallback.intraNode);
+          (link ? cluster.measured : cluster.unmeasured).push_back(field);
         }
-        cluster.intraNode = link;
-        cluster.interNode = link;
 
         std::printf("colossal-bench: %s, %d ranks, mesh %s\n\n", deviceName.c_str(), mpiWorld->size(),
                     mesh.str().c_str());
@@ -335,7 +397,7 @@ int main(int argc, char **argv) {
         out << json;
         if (!out)
           rt::fail("colossal-bench", "cannot write " + options.output);
-        std::printf("\nwrote %s (colossal-cluster/1)\n", options.output.c_str());
+        std::printf("\n%s\nwrote %s (colossal-cluster/1)\n", cluster.provenance().c_str(), options.output.c_str());
         return 0;
       },
       [] { rt::MpiSession::abort(1); });

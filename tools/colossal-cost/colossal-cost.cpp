@@ -236,6 +236,8 @@ int main(int argc, char **argv) {
               graph.parameterCount() / 1e9, (long long)shape.layers);
   std::printf("cluster    %s x %d nodes (%d devices); %s\n", cluster->name.c_str(),
               cluster->nodes, cluster->devices(), cluster->calibration.c_str());
+  if (!cluster->provenance().empty())
+    std::printf("           %s\n", cluster->provenance().c_str());
   std::printf("strategy   %s\n", strategy->str().c_str());
   printEstimate(*e);
   Json json = e->toJson();

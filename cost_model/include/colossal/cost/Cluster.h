@@ -74,6 +74,18 @@ struct Cluster {
   /// GEMM efficiency (fraction of peak) by FLOPs per call.
   std::vector<CurvePoint> gemmEfficiency;
 
+  /// A measured description (colossal-bench) says which fields it measured
+  /// and which it could not: those (a link this machine lacks) are written
+  /// as "unmeasured" and read from `fallbackPreset`'s values, so a number
+  /// nobody measured is never presented as measured.
+  std::vector<std::string> measured;
+  std::vector<std::string> unmeasured;
+  std::string fallbackPreset;
+  /// The fields that may be left unmeasured, by their JSON names.
+  static const std::vector<std::string> &fallbackFields();
+  /// "measured: ...; from dgx-h100: ..." for reports ("" for a preset).
+  std::string provenance() const;
+
   int devices() const { return nodes * gpusPerNode; }
   double peak(DType dtype) const;
   /// Achievable GEMM rate for one call of `flops` FLOPs.
