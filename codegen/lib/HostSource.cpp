@@ -100,15 +100,16 @@ private:
     auto type = cast<ShapedType>(v.getType());
     return type.getNumElements() * (isa<IntegerType>(type.getElementType()) ? 8 : 4);
   }
-  /// The value `name` now belongs to the step: charged until freed.
-  void hold(Value v, const std::string &name) {
+  /// The value `name` now belongs to the step: charged until freed. A
+  /// value nothing reads is freed at once, unless `keepUnused` (the caller
+  /// frees it after holding its op's other results).
+  void hold(Value v, const std::string &name, bool keepUnused = false) {
     owned_.insert(v);
     os_ << "  memory.hold(" << name << ");\n";
     held_ += bytesOf(v);
     total_ += bytesOf(v);
     peak_ = std::max(peak_, held_);
-    // A value nothing reads is freed at once.
-    if (v.use_empty())
+    if (v.use_empty() && !keepUnused)
       free(v);
   }
   void free(Value v) {
@@ -153,12 +154,22 @@ private:
   }
 
   /// Declares the results of a multi-result op from a vector expression.
+  /// They all exist from the call on: every one is held before the unused
+  /// ones are freed, as the op's memory really is.
   LogicalResult defineAll(Operation *op, const std::string &expression) {
     std::string list = "r" + std::to_string(counter_++);
     os_ << "  std::vector<Tensor> " << list << " = " << expression << ";\n";
-    for (auto [i, result] : llvm::enumerate(op->getResults()))
-      if (failed(define(op, result, "std::move(" + list + "[" + std::to_string(i) + "])")))
+    for (auto [i, result] : llvm::enumerate(op->getResults())) {
+      std::string element = "std::move(" + list + "[" + std::to_string(i) + "])", storage = storageOf(result);
+      FailureOr<std::string> name =
+          declare(op, result, storage.empty() ? element : "roundTo(" + element + ", " + storage + ")");
+      if (failed(name))
         return failure();
+      hold(result, *name, /*keepUnused=*/true);
+    }
+    for (Value result : op->getResults())
+      if (result.use_empty())
+        free(result);
     return success();
   }
 

@@ -1177,6 +1177,10 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
       // trust ratios.
       if (strategy.zero >= 1 && options.shardedNormReductions > 0)
         dpExposed += event(Collective::AllReduce, 8 * trainableTensors[r], options.shardedNormReductions);
+      // The rank holding the loss (the last stage) averages it over the
+      // data-parallel ranks for the log: one float.
+      if (r == ranks - 1)
+        dpExposed += event(Collective::AllReduce, 4, 1);
     }
     // Weights split over the tensor axis: their per-tensor sums of squares
     // are completed over it as well (two floats per split tensor, per

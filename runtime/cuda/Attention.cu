@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
+#include "colossal/runtime/Memory.h"
 #include "Reduce.cuh"
 #include "colossal/runtime/Kernels.h"
 
@@ -265,7 +266,10 @@ void attentionBackward(Stream stream, const AttentionShape &a, const float *q, c
   if (rows == 0 && a.keys * a.batchHeads == 0)
     return;
   float *delta = nullptr;
-  check(cudaMallocAsync(&delta, size_t(rows > 0 ? rows : 1) * sizeof(float), st), "cudaMallocAsync (attention)");
+  int64_t deltaBytes = (rows > 0 ? rows : 1) * int64_t(sizeof(float));
+  check(cudaMallocAsync(&delta, size_t(deltaBytes), st), "cudaMallocAsync (attention)");
+  // Stream-ordered scratch, charged while it is held.
+  MemoryTracker::global().allocated(MemorySpace::Device, MemoryCategory::Workspace, deltaBytes);
   if (rows > 0) {
     rowDotKernel<<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, st>>>(dO, o, delta, rows, a.headDim);
     checkLaunch("attentionBackward (row dot)");
@@ -279,6 +283,7 @@ void attentionBackward(Stream stream, const AttentionShape &a, const float *q, c
     checkLaunch("attentionBackward (dk, dv)");
   }
   check(cudaFreeAsync(delta, st), "cudaFreeAsync (attention)");
+  MemoryTracker::global().freed(MemorySpace::Device, MemoryCategory::Workspace, deltaBytes);
 }
 
 } // namespace colossal::rt::cuda

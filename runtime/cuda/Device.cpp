@@ -28,6 +28,12 @@ void *allocatePinned(int64_t bytes) {
   return data;
 }
 void freePinned(void *data) { cudaFreeHost(data); }
+int64_t bytesInUse() {
+  size_t freeBytes = 0, totalBytes = 0;
+  if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
+    return -1;
+  return int64_t(totalBytes - freeBytes);
+}
 
 class CudaCopyEngine : public CopyEngine {
 public:
@@ -70,6 +76,7 @@ DeviceInfo initializeCudaDevice(int localRank) {
   functions.freeDevice = &freeDevice;
   functions.allocatePinned = &allocatePinned;
   functions.freePinned = &freePinned;
+  functions.deviceBytesInUse = &bytesInUse;
   installDeviceMemoryFunctions(functions);
   return info;
 }

@@ -448,20 +448,21 @@ Tensor Tensor::zeros(Shape shape, bool integer) {
   t.shape = std::move(shape);
   t.integer = integer;
   size_t bytes = size_t(std::max<int64_t>(1, ix::product(t.shape))) * 8;
-  void *p = nullptr;
-  cuda::check(cudaMalloc(&p, bytes), "cudaMalloc (tensor)");
+  // Charged to the scope's category (the step's values are activations).
+  MemoryCategory category = MemoryScope::category();
+  void *p = allocateDeviceTracked(int64_t(bytes), category);
   cuda::check(cudaMemset(p, 0, bytes), "cudaMemset (tensor)");
-  t.data = std::shared_ptr<void>(p, [](void *q) { cudaFree(q); });
+  t.data = std::shared_ptr<void>(p, [bytes, category](void *q) { freeDeviceTracked(q, int64_t(bytes), category); });
   return t;
 }
 
 int64_t Tensor::elements() const { return ix::product(shape); }
 
-Tensor Tensor::ofFloats(Shape shape, const std::vector<float> &values) {
+Tensor Tensor::ofFloats(Shape shape, const Floats &values) {
   return upload(host::Tensor::ofFloats(std::move(shape), values));
 }
 
-Tensor Tensor::ofInts(Shape shape, const std::vector<int64_t> &values) {
+Tensor Tensor::ofInts(Shape shape, const Ints &values) {
   return upload(host::Tensor::ofInts(std::move(shape), values));
 }
 
@@ -574,6 +575,12 @@ Tensor roundTo(const Tensor &x, DType storage) {
   return out;
 }
 
+Tensor roundTo(Tensor &&x, DType storage) {
+  // A new device tensor; `x`'s is freed with its last handle.
+  Tensor taken = std::move(x);
+  return roundTo(static_cast<const Tensor &>(taken), storage);
+}
+
 //===----------------------------------------------------------------------===//
 // Contractions
 //===----------------------------------------------------------------------===//
@@ -597,7 +604,7 @@ Tensor matmul(const Tensor &a, const Tensor &b, const Shape &out) {
     gemmBatched(a.floats(), b.floats(), r.floats(), m, k, n, batch, 0, k * n);
   } else {
     // General broadcasting: one product per batch element.
-    std::vector<int64_t> ia = ix::broadcastIndex(d.batch, d.aBatch), ib = ix::broadcastIndex(d.batch, d.bBatch);
+    TrackedVector<int64_t> ia = ix::broadcastIndex(d.batch, d.aBatch), ib = ix::broadcastIndex(d.batch, d.bBatch);
     for (size_t i = 0; i < ia.size(); ++i)
       gemmBatched(a.floats() + ia[i] * m * k, b.floats() + ib[i] * k * n, r.floats() + int64_t(i) * m * n, m, k, n,
                   1, 0, 0);
@@ -865,7 +872,7 @@ Tensor crossEntropy(const Tensor &scores, const Tensor &labels, std::optional<in
 Tensor crossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
                         std::optional<int64_t> ignoreIndex, const std::string &reduction) {
   LossRows r = lossRows(scores, labels, ignoreIndex, "cross_entropy_grad");
-  std::vector<float> perRow = shapes::rowGradientScales(download(dloss).floats, r.rows, r.counted, reduction);
+  Floats perRow = shapes::rowGradientScales(download(dloss).floats, r.rows, r.counted, reduction);
   Tensor rowGrad = Tensor::ofFloats({r.rows}, perRow), out = Tensor::zeros(scores.shape);
   cuda::crossEntropyBackward(kDefault, scores.floats(), labels.ints(), r.lse.floats(), rowGrad.floats(), out.floats(),
                              r.rows, r.classes, r.ignore);

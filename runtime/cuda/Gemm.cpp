@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
+#include "colossal/runtime/Memory.h"
 #include "colossal/runtime/Kernels.h"
 
 #include <mutex>
@@ -29,7 +30,8 @@ LtContext &context() {
   static std::once_flag once;
   std::call_once(once, [] {
     check(cublasLtCreate(&ctx.handle), "cublasLtCreate");
-    check(cudaMalloc(&ctx.workspace, kWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+    // Kept for the process: workspace from the first product on.
+    ctx.workspace = allocateDeviceTracked(int64_t(kWorkspaceBytes), MemoryCategory::Workspace);
   });
   return ctx;
 }

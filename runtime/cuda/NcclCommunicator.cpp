@@ -4,10 +4,13 @@
 
 #include "CudaCheck.h"
 #include "colossal/runtime/CudaDevice.h"
+#include "colossal/runtime/Memory.h"
 
 #include <nccl.h>
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <thread>
 
 namespace colossal::rt {
@@ -234,13 +237,32 @@ void NcclCommunicator::doBarrier() {
   freeStaging(flag);
 }
 
+namespace {
+/// The staging buffers' sizes, to uncharge them when freed.
+std::mutex stagingMutex;
+std::map<void *, int64_t> stagingBytes;
+} // namespace
+
 void *NcclCommunicator::allocateStaging(int64_t bytes) {
-  void *data = nullptr;
-  cuda::check(cudaMalloc(&data, size_t(bytes > 0 ? bytes : 1)), "cudaMalloc (staging)");
+  int64_t size = bytes > 0 ? bytes : 1;
+  void *data = allocateDeviceTracked(size, MemoryCategory::Communication);
+  std::lock_guard<std::mutex> lock(stagingMutex);
+  stagingBytes[data] = size;
   return data;
 }
 
-void NcclCommunicator::freeStaging(void *data) { cudaFree(data); }
+void NcclCommunicator::freeStaging(void *data) {
+  int64_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(stagingMutex);
+    auto found = stagingBytes.find(data);
+    if (found == stagingBytes.end())
+      return;
+    size = found->second;
+    stagingBytes.erase(found);
+  }
+  freeDeviceTracked(data, size, MemoryCategory::Communication);
+}
 
 void NcclCommunicator::pack(const Buffer &from, void *to) {
   size_t element = size_t(bytesOf(from.dtype));

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
+#include "colossal/runtime/Memory.h"
 #include "Reduce.cuh"
 #include "colossal/runtime/Optimizers.h"
 
@@ -196,8 +197,11 @@ void applyWithSquares(Stream stream, const OptimizerTensor *tensors, int64_t cou
   int64_t chunks = chunksOf(tensors, count, base);
   float *partials = nullptr;
   int *deviceBase = nullptr;
+  int64_t scratchBytes = int64_t(size_t(2 * chunks + 2) * sizeof(float) + base.size() * sizeof(int));
   check(cudaMallocAsync(&partials, size_t(2 * chunks + 2) * sizeof(float), st), "cudaMallocAsync (partials)");
   check(cudaMallocAsync(&deviceBase, base.size() * sizeof(int), st), "cudaMallocAsync (chunk table)");
+  // Stream-ordered scratch, charged while it is held.
+  MemoryTracker::global().allocated(MemorySpace::Device, MemoryCategory::Workspace, scratchBytes);
   check(cudaMemcpyAsync(deviceBase, base.data(), base.size() * sizeof(int), cudaMemcpyHostToDevice, st),
         "cudaMemcpyAsync (chunk table)");
   apply<op>(stream, tensors, count, settings, partials, nullptr);
@@ -207,6 +211,7 @@ void applyWithSquares(Stream stream, const OptimizerTensor *tensors, int64_t cou
   }
   check(cudaFreeAsync(partials, st), "cudaFreeAsync (partials)");
   check(cudaFreeAsync(deviceBase, st), "cudaFreeAsync (chunk table)");
+  MemoryTracker::global().freed(MemorySpace::Device, MemoryCategory::Workspace, scratchBytes);
 }
 
 Settings adamSettings(const AdamSettings &a, float gradScale) {

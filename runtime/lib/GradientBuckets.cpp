@@ -4,7 +4,7 @@
 
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Memory.h"
+#include "colossal/runtime/TrackedAllocator.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -44,8 +44,8 @@ int64_t largestBucket(const std::vector<GradientBucket> &buckets) {
 
 /// Packs one bucket into `staging`, all-reduces it, and writes each tensor
 /// back divided by the rank count.
-void averageBucket(Communicator &dp, const GradientBucket &bucket, std::vector<std::vector<float>> &gradients,
-                   std::vector<float> &staging) {
+void averageBucket(Communicator &dp, const GradientBucket &bucket, std::vector<Floats> &gradients,
+                   Floats &staging) {
   int64_t packed = 0;
   for (size_t t : bucket.tensors)
     packed += int64_t(gradients.at(t).size());
@@ -66,12 +66,10 @@ void averageBucket(Communicator &dp, const GradientBucket &bucket, std::vector<s
 } // namespace
 
 void averageGradientBuckets(Communicator &dp, const std::vector<GradientBucket> &buckets,
-                            std::vector<std::vector<float>> &gradients) {
+                            std::vector<Floats> &gradients) {
   if (dp.size() == 1)
     return;
-  int64_t largest = largestBucket(buckets);
-  std::vector<float> staging(size_t(largest), 0.0f);
-  MemoryCharge charge(largest * int64_t(sizeof(float)), MemoryCategory::Communication);
+  Floats staging = buffer<float>(size_t(largestBucket(buckets)), MemoryCategory::Communication);
   for (const GradientBucket &bucket : buckets)
     averageBucket(dp, bucket, gradients, staging);
 }
@@ -79,8 +77,7 @@ void averageGradientBuckets(Communicator &dp, const std::vector<GradientBucket> 
 /// The communication thread: reduces queued buckets in order.
 struct OverlappedGradientAverage::Worker {
   Worker(OverlappedGradientAverage &owner)
-      : owner(owner), staging(size_t(largestBucket(owner.buckets_)), 0.0f),
-        charge(largestBucket(owner.buckets_) * int64_t(sizeof(float)), MemoryCategory::Communication),
+      : owner(owner), staging(buffer<float>(size_t(largestBucket(owner.buckets_)), MemoryCategory::Communication)),
         thread([this] { run(); }) {}
   ~Worker() {
     {
@@ -139,8 +136,7 @@ struct OverlappedGradientAverage::Worker {
   }
 
   OverlappedGradientAverage &owner;
-  std::vector<float> staging;
-  MemoryCharge charge;
+  Floats staging;
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<size_t> queue;
@@ -150,7 +146,7 @@ struct OverlappedGradientAverage::Worker {
 };
 
 OverlappedGradientAverage::OverlappedGradientAverage(Communicator &dp, std::vector<GradientBucket> buckets,
-                                                     std::vector<std::vector<float>> &gradients)
+                                                     std::vector<Floats> &gradients)
     : dp_(dp), buckets_(std::move(buckets)), gradients_(gradients), bucketOf_(gradients.size(), 0),
       in_(gradients.size(), false), missing_(buckets_.size(), 0), started_(buckets_.size(), false) {
   for (size_t b = 0; b < buckets_.size(); ++b)

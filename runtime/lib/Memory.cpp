@@ -3,15 +3,19 @@
 #include "colossal/runtime/Memory.h"
 
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/TrackedAllocator.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <cstring>
 
 namespace colossal::rt {
 
 const char *nameOf(MemoryCategory category) {
-  static const char *names[] = {"parameters",    "gradients", "optimizer_state",
-                                "activations",   "communication", "workspace"};
+  static const char *names[] = {"parameters",    "gradients", "optimizer_state", "activations",
+                                "communication", "workspace", "data"};
   return names[int(category)];
 }
 
@@ -21,6 +25,11 @@ const char *nameOf(MemorySpace space) {
 }
 
 MemoryTracker &MemoryTracker::global() {
+  static MemoryTracker tracker;
+  return tracker;
+}
+
+MemoryTracker &MemoryTracker::planned() {
   static MemoryTracker tracker;
   return tracker;
 }
@@ -104,6 +113,24 @@ void installDeviceMemoryFunctions(const DeviceMemoryFunctions &functions) {
   deviceFunctions = functions;
 }
 
+int64_t deviceBytesInUse() { return deviceFunctions.deviceBytesInUse ? deviceFunctions.deviceBytesInUse() : -1; }
+
+void *allocateDeviceTracked(int64_t bytes, MemoryCategory category) {
+  if (!deviceFunctions.allocateDevice)
+    fail(std::string("allocate ") + nameOf(category) + " (device)",
+         "this runtime was built without a device; use the host target");
+  void *data = deviceFunctions.allocateDevice(bytes);
+  MemoryTracker::global().allocated(MemorySpace::Device, category, bytes);
+  return data;
+}
+
+void freeDeviceTracked(void *data, int64_t bytes, MemoryCategory category) noexcept {
+  if (!data)
+    return;
+  deviceFunctions.freeDevice(data);
+  MemoryTracker::global().freed(MemorySpace::Device, category, bytes);
+}
+
 Allocation::Allocation(int64_t bytes, MemoryCategory category, MemorySpace space,
                        MemoryTracker *tracker)
     : bytes_(bytes), category_(category), space_(space), tracker_(tracker) {
@@ -167,25 +194,71 @@ Allocation &Allocation::operator=(Allocation &&other) noexcept {
   return *this;
 }
 
-MemoryCharge::MemoryCharge(int64_t bytes, MemoryCategory category, MemorySpace space, MemoryTracker *tracker)
-    : bytes_(bytes), category_(category), space_(space), tracker_(tracker) {
-  if (tracker_ && bytes_ > 0)
-    tracker_->allocated(space_, category_, bytes_);
+//===----------------------------------------------------------------------===//
+// Tracked host buffers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+thread_local MemoryCategory scopeCategory = MemoryCategory::Workspace;
+thread_local MemorySpace scopeSpace = MemorySpace::Host;
+
+/// In front of every tracked buffer: what it was charged as. 64 bytes keep
+/// the data 64-byte aligned.
+struct alignas(64) TrackedHeader {
+  int64_t bytes;
+  uint32_t magic;
+  uint8_t category, space, pinned;
+};
+static_assert(sizeof(TrackedHeader) == 64, "the header keeps the data aligned");
+constexpr uint32_t kTrackedMagic = 0xC0105A1u;
+
+} // namespace
+
+MemoryScope::MemoryScope(MemoryCategory category, MemorySpace space)
+    : previousCategory_(scopeCategory), previousSpace_(scopeSpace) {
+  if (space == MemorySpace::Device)
+    fail("memory scope", "host buffers cannot be charged to device memory");
+  scopeCategory = category, scopeSpace = space;
 }
 
-MemoryCharge &MemoryCharge::operator=(MemoryCharge &&other) noexcept {
-  if (this != &other) {
-    release();
-    bytes_ = other.bytes_, category_ = other.category_, space_ = other.space_, tracker_ = other.tracker_;
-    other.bytes_ = 0, other.tracker_ = nullptr;
+MemoryScope::~MemoryScope() { scopeCategory = previousCategory_, scopeSpace = previousSpace_; }
+
+MemoryCategory MemoryScope::category() { return scopeCategory; }
+MemorySpace MemoryScope::space() { return scopeSpace; }
+
+void *allocateTracked(size_t bytes, MemoryCategory category, MemorySpace space) {
+  if (space == MemorySpace::Device)
+    fail("allocate", "host buffers cannot be charged to device memory");
+  if (bytes > size_t(INT64_MAX) - sizeof(TrackedHeader))
+    throw std::bad_alloc();
+  size_t total = (bytes + sizeof(TrackedHeader) + 63) / 64 * 64;
+  bool pinned = space == MemorySpace::PinnedHost && deviceFunctions.allocatePinned;
+  void *block = pinned ? deviceFunctions.allocatePinned(int64_t(total)) : std::aligned_alloc(64, total);
+  if (!block)
+    throw std::bad_alloc();
+  auto *header = static_cast<TrackedHeader *>(block);
+  header->bytes = int64_t(bytes);
+  header->magic = kTrackedMagic;
+  header->category = uint8_t(category), header->space = uint8_t(space), header->pinned = pinned;
+  MemoryTracker::global().allocated(space, category, int64_t(bytes));
+  return header + 1;
+}
+
+void freeTracked(void *data) noexcept {
+  if (!data)
+    return;
+  TrackedHeader *header = static_cast<TrackedHeader *>(data) - 1;
+  if (header->magic != kTrackedMagic) {
+    std::fprintf(stderr, "colossal runtime: freeing a buffer the tracked allocator did not make\n");
+    std::abort();
   }
-  return *this;
-}
-
-void MemoryCharge::release() {
-  if (tracker_ && bytes_ > 0)
-    tracker_->freed(space_, category_, bytes_);
-  bytes_ = 0, tracker_ = nullptr;
+  header->magic = 0;
+  MemoryTracker::global().freed(MemorySpace(header->space), MemoryCategory(header->category), header->bytes);
+  if (header->pinned)
+    deviceFunctions.freePinned(header);
+  else
+    std::free(header);
 }
 
 } // namespace colossal::rt

@@ -104,8 +104,8 @@ GatherPrefetcher::~GatherPrefetcher() = default;
 std::shared_ptr<GatherPrefetcher::Job> GatherPrefetcher::enqueue(size_t tensor) {
   auto job = std::make_shared<Job>();
   job->tensor = tensor;
-  // Charged from the moment it is queued: the buffer exists from then on.
-  job->result.charge = MemoryCharge(elements_[tensor] * int64_t(sizeof(float)), MemoryCategory::Communication);
+  // Allocated when queued: the buffer exists from then on.
+  job->result.values = buffer<float>(size_t(elements_[tensor]), MemoryCategory::Communication);
   worker_->push(job);
   return job;
 }
@@ -160,7 +160,7 @@ GatheredTensor GatherPrefetcher::take(size_t tensor) {
     worker_->wait(*job);
     whole = std::move(job->result);
   } else {
-    whole.charge = MemoryCharge(elements_[tensor] * int64_t(sizeof(float)), MemoryCategory::Communication);
+    whole.values = buffer<float>(size_t(elements_[tensor]), MemoryCategory::Communication);
     gather_(tensor, whole.values);
   }
   held_[tensor] = 1;

@@ -41,9 +41,10 @@ Dims dimsOf(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mas
 }
 
 /// What travels around the ring: this step's key block, value block and
-/// their mask slice, then (backward) the block's gradient partial sums.
+/// their mask slice, then (backward) the block's gradient partial sums. A
+/// communication buffer.
 struct Blocks {
-  std::vector<float> data;
+  Floats data = buffer<float>(0, MemoryCategory::Communication);
   int64_t values = 0, mask = 0, keyGrad = 0, valueGrad = 0;
   const float *key() const { return data.data(); }
   const float *value() const { return data.data() + values; }
@@ -68,8 +69,10 @@ Blocks blocksOf(const Dims &d, const Tensor &k, const Tensor &v, const Tensor *m
   return b;
 }
 
-/// `floats` to the next rank on the ring, the previous rank's received.
-std::vector<float> shifted(std::vector<float> floats, StepCollectives &collectives, const std::string &axis) {
+/// `floats` to the next rank on the ring, the previous rank's received
+/// (a communication buffer too).
+Floats shifted(Floats floats, StepCollectives &collectives, const std::string &axis) {
+  MemoryScope scope(MemoryCategory::Communication);
   int64_t n = int64_t(floats.size());
   return collectives.ringShift(Tensor::ofFloats({n}, std::move(floats)), axis).floats;
 }
@@ -112,7 +115,7 @@ bool scoresOf(const Dims &d, const Ring &ring, const float *q, const Blocks &b, 
 
 /// Every row's running maximum, denominator and weighted sum of values.
 struct Online {
-  std::vector<double> maximum, denominator, sum;
+  TrackedVector<double> maximum, denominator, sum;
 };
 
 /// Calls `fold(row, g, i, scores)` for every query row of this rank against
@@ -138,8 +141,8 @@ void aroundTheRing(const Dims &d, const Ring &ring, const Tensor &q, Blocks &blo
 /// The forward ring: every block folded into every row's softmax.
 Online forwardRing(const Dims &d, const Ring &ring, const Tensor &q, Blocks blocks, StepCollectives &collectives,
                    const std::string &axis) {
-  Online o{std::vector<double>(size_t(d.rows()), -std::numeric_limits<double>::infinity()),
-           std::vector<double>(size_t(d.rows()), 0.0), std::vector<double>(size_t(d.rows() * d.valueSize), 0.0)};
+  Online o{scratch<double>(size_t(d.rows()), -std::numeric_limits<double>::infinity()),
+           scratch<double>(size_t(d.rows()), 0.0), scratch<double>(size_t(d.rows() * d.valueSize), 0.0)};
   aroundTheRing(d, ring, q, blocks, collectives, axis,
                 [&](int64_t row, int64_t g, const std::vector<double> &scores) {
                   double blockMax = -std::numeric_limits<double>::infinity();
@@ -196,7 +199,7 @@ std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Te
   Ring ring = ringOf(scale, causal, collectives, axis);
   // The rows' log-sum-exp and dO . O, from the forward ring again.
   Online o = forwardRing(d, ring, q, blocksOf(d, k, v, mask, false), collectives, axis);
-  std::vector<double> logSumExp(size_t(d.rows())), dot(size_t(d.rows()), 0.0);
+  TrackedVector<double> logSumExp = scratch<double>(size_t(d.rows())), dot = scratch<double>(size_t(d.rows()), 0.0);
   for (int64_t row = 0; row < d.rows(); ++row) {
     double l = o.denominator[size_t(row)];
     logSumExp[size_t(row)] = l > 0 ? o.maximum[size_t(row)] + std::log(l) : std::numeric_limits<double>::infinity();
@@ -234,12 +237,13 @@ std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Te
                 });
   // The gradients of the block this rank holds last belong to the next
   // rank: one more step hands every block's to its owner.
-  std::vector<float> gradients(blocks.data.begin() + blocks.keyGrad, blocks.data.end());
+  Floats gradients = buffer<float>(0, MemoryCategory::Communication);
+  gradients.assign(blocks.data.begin() + blocks.keyGrad, blocks.data.end());
   if (ring.ranks > 1)
     gradients = shifted(std::move(gradients), collectives, axis);
-  Tensor dk = Tensor::ofFloats(k.shape, std::vector<float>(gradients.begin(), gradients.begin() + d.keyFloats()));
-  Tensor dv = Tensor::ofFloats(v.shape, std::vector<float>(gradients.begin() + d.keyFloats(), gradients.end()));
-  return {std::move(dq), std::move(dk), std::move(dv)};
+  Tensor dk = Tensor::ofFloats(k.shape, Floats(gradients.begin(), gradients.begin() + d.keyFloats()));
+  Tensor dv = Tensor::ofFloats(v.shape, Floats(gradients.begin() + d.keyFloats(), gradients.end()));
+  return results(std::move(dq), std::move(dk), std::move(dv));
 }
 
 } // namespace colossal::rt::host

@@ -34,7 +34,7 @@ std::vector<Tensor> dropoutOfSlice(const Tensor &x, float ratio, const DropoutKe
                                                : float(double(x.floats[local]) / (1.0 - double(ratio))))
                                  : 0.0f;
       }
-  return {std::move(out), std::move(mask)};
+  return results(std::move(out), std::move(mask));
 }
 
 namespace {
@@ -58,21 +58,21 @@ Runs runsAround(const Shape &shape, int64_t dim, const char *op) {
 
 } // namespace
 
-std::vector<float> blocksAlong(const Tensor &x, int64_t splitDim, int64_t parts) {
+Floats blocksAlong(const Tensor &x, int64_t splitDim, int64_t parts) {
   const char *op = "all_to_all (packing)";
   Runs runs = runsAround(x.shape, splitDim, op);
   if (x.integer || parts < 1 || runs.size % parts != 0)
     fail(op, describe(x.shape) + " along dimension " + std::to_string(splitDim) + " into " + std::to_string(parts) +
                  " equal parts");
   int64_t run = runs.size / parts * runs.inner;
-  std::vector<float> packed(x.floats.size());
+  Floats packed = buffer<float>(x.floats.size(), MemoryCategory::Communication);
   for (int64_t j = 0; j < parts; ++j)
     for (int64_t o = 0; o < runs.outer; ++o)
       std::copy_n(x.floats.begin() + (o * parts + j) * run, run, packed.begin() + (j * runs.outer + o) * run);
   return packed;
 }
 
-Tensor joinAlong(const std::vector<float> &received, const Shape &block, int64_t concatDim, int64_t parts) {
+Tensor joinAlong(const Floats &received, const Shape &block, int64_t concatDim, int64_t parts) {
   const char *op = "all_to_all (unpacking)";
   Runs runs = runsAround(block, concatDim, op);
   int64_t run = runs.size * runs.inner, blockSize = runs.outer * run;
@@ -111,11 +111,16 @@ Tensor tokenSplitCrossEntropy(const Tensor &scores, const Tensor &labels, std::o
   const char *op = "cross_entropy (split by tokens)";
   requireReduced(reduction, op);
   int64_t counted = countedHere(scores, labels, ignoreIndex, op);
-  Tensor sum = crossEntropy(scores, labels, ignoreIndex, "sum");
-  Tensor totals = collectives.allReduce(Tensor::ofFloats({2}, {sum.floats[0], float(counted)}), axis);
-  double loss = totals.floats[0];
-  if (reduction == "mean")
-    loss = totals.floats[1] > 0 ? loss / double(totals.floats[1]) : 0.0;
+  double loss = 0;
+  {
+    // The partial sums are the op's scratch; only the loss is its value.
+    MemoryScope scope(MemoryCategory::Workspace);
+    Tensor sum = crossEntropy(scores, labels, ignoreIndex, "sum");
+    Tensor totals = collectives.allReduce(Tensor::ofFloats({2}, {sum.floats[0], float(counted)}), axis);
+    loss = totals.floats[0];
+    if (reduction == "mean")
+      loss = totals.floats[1] > 0 ? loss / double(totals.floats[1]) : 0.0;
+  }
   return Tensor::ofFloats({}, {float(loss)});
 }
 
@@ -127,12 +132,15 @@ Tensor tokenSplitCrossEntropyGrad(const Tensor &scores, const Tensor &labels, co
   if (dloss.integer || dloss.floats.size() != 1)
     fail(op, "the loss gradient " + describe(dloss.shape) + " is not one float");
   double scale = dloss.floats[0];
+  MemoryScope scope(MemoryCategory::Workspace);
   if (reduction == "mean") {
     int64_t counted = countedHere(scores, labels, ignoreIndex, op);
     float total = collectives.allReduce(Tensor::ofFloats({1}, {float(counted)}), axis).floats[0];
     scale /= std::max(1.0, double(total));
   }
-  return crossEntropyGrad(scores, labels, Tensor::ofFloats({}, {float(scale)}), ignoreIndex, "sum");
+  Tensor scaled = Tensor::ofFloats({}, {float(scale)});
+  MemoryScope result(MemoryCategory::Activations);
+  return crossEntropyGrad(scores, labels, scaled, ignoreIndex, "sum");
 }
 
 } // namespace colossal::rt::host

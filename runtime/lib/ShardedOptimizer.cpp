@@ -11,13 +11,13 @@ namespace colossal::rt {
 
 ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config,
                                    const std::vector<TensorConventions> &conventions,
-                                   const std::vector<std::vector<float> *> &weights, CopyEngine *offload)
+                                   const std::vector<Floats *> &weights, CopyEngine *offload)
     : dp_(dp), stage_(stage), config_(config), weights_(weights), offload_(offload) {
   if (stage < 1 || stage > 3)
     fail("ZeRO stage " + std::to_string(stage),
          "the trainer shards optimizer state (1), gradients (2) and weights (3) only");
   int64_t total = 0, ranksCount = dp.size();
-  for (const std::vector<float> *w : weights) {
+  for (const Floats *w : weights) {
     offsets_.push_back(total);
     sizes_.push_back(int64_t(w->size()));
     total += int64_t(w->size());
@@ -46,30 +46,23 @@ ShardedOptimizer::ShardedOptimizer(Communicator &dp, int stage, const OptimizerC
     }
   }
   bool second = momentsOf(config.kind) == 2;
-  m_.assign(size_t(shard_), 0.0f);
-  v_.assign(second ? size_t(shard_) : 0, 0.0f);
+  // Offloaded state lives in (pinned) host memory.
   MemorySpace stateSpace = offload ? MemorySpace::PinnedHost : MemorySpace::Host;
-  momentBytes_ = MemoryCharge(momentsOf(config.kind) * shard_ * int64_t(sizeof(float)), MemoryCategory::OptimizerState,
-                              stateSpace);
+  m_ = buffer<float>(size_t(shard_), MemoryCategory::OptimizerState, stateSpace);
+  v_ = buffer<float>(second ? size_t(shard_) : 0, MemoryCategory::OptimizerState, stateSpace);
   if (stage >= 2) {
-    grad_.assign(size_t(shard_), 0.0f);
-    flat_.assign(size_t(shard_ * ranksCount), 0.0f);
-    scratch_.assign(size_t(shard_), 0.0f);
-    gradientBytes_ = MemoryCharge(shard_ * int64_t(sizeof(float)), MemoryCategory::Gradients);
-    communicationBytes_ =
-        MemoryCharge((shard_ * ranksCount + shard_) * int64_t(sizeof(float)), MemoryCategory::Communication);
+    grad_ = buffer<float>(size_t(shard_), MemoryCategory::Gradients);
+    flat_ = buffer<float>(size_t(shard_ * ranksCount), MemoryCategory::Communication);
+    scratch_ = buffer<float>(size_t(shard_), MemoryCategory::Communication);
   }
   if (stage == 3) {
-    weightShard_.assign(size_t(shard_), 0.0f);
-    weightBytes_ = MemoryCharge(shard_ * int64_t(sizeof(float)), MemoryCategory::Parameters);
+    weightShard_ = buffer<float>(size_t(shard_), MemoryCategory::Parameters);
     for (const Piece &p : pieces_)
       std::copy_n(weights_[p.tensor]->data() + p.first, p.count, weightShard_.data() + p.at);
   }
   if (offload) {
-    hostWeights_.assign(size_t(shard_), 0.0f);
-    hostGrads_.assign(size_t(shard_), 0.0f);
-    hostWeightBytes_ = MemoryCharge(shard_ * int64_t(sizeof(float)), MemoryCategory::Parameters, stateSpace);
-    hostGradientBytes_ = MemoryCharge(shard_ * int64_t(sizeof(float)), MemoryCategory::Gradients, stateSpace);
+    hostWeights_ = buffer<float>(size_t(shard_), MemoryCategory::Parameters, stateSpace);
+    hostGrads_ = buffer<float>(size_t(shard_), MemoryCategory::Gradients, stateSpace);
     deviceGrads_.assign(pieces_.size(), nullptr);
   }
   for (size_t i = 0; i < pieces_.size(); ++i) {
@@ -120,7 +113,7 @@ int64_t ShardedOptimizer::flatIndex(size_t t, int64_t k) const {
 
 void ShardedOptimizer::beginStep() { std::fill(grad_.begin(), grad_.end(), 0.0f); }
 
-void ShardedOptimizer::addMicrobatch(const std::vector<std::vector<float>> &grads, float scale) {
+void ShardedOptimizer::addMicrobatch(const std::vector<Floats> &grads, float scale) {
   for (size_t t = 0; t < grads.size(); ++t)
     stageGradient(t, grads[t].data(), int64_t(grads[t].size()), scale);
   reduceStaged();
@@ -142,7 +135,7 @@ void ShardedOptimizer::reduceStaged() {
     grad_[size_t(k)] += scratch_[size_t(k)];
 }
 
-void ShardedOptimizer::useGradients(std::vector<std::vector<float>> &averaged) {
+void ShardedOptimizer::useGradients(std::vector<Floats> &averaged) {
   for (size_t p = 0; p < pieces_.size(); ++p) {
     const Piece &piece = pieces_[p];
     float *grad = averaged[piece.tensor].data() + piece.first;
@@ -230,8 +223,8 @@ void ShardedOptimizer::step(double lr, int64_t step, float gradScale) {
   if (ranksCount == 1)
     return; // the one shard is every weight, updated in place
   // The all-gather's buffers live for the exchange only.
-  std::vector<float> mine(size_t(shard_), 0.0f), all(size_t(shard_ * ranksCount));
-  MemoryCharge exchange((shard_ + shard_ * ranksCount) * int64_t(sizeof(float)), MemoryCategory::Communication);
+  Floats mine = buffer<float>(size_t(shard_), MemoryCategory::Communication),
+         all = buffer<float>(size_t(shard_ * ranksCount), MemoryCategory::Communication);
   for (const Piece &p : pieces_)
     std::copy_n(weights_[p.tensor]->data() + p.first, p.count, mine.data() + p.at);
   dp_.allGather(Buffer::of(mine.data(), DType::F32, shard_), Buffer::of(all.data(), DType::F32, int64_t(all.size())));
@@ -239,7 +232,7 @@ void ShardedOptimizer::step(double lr, int64_t step, float gradScale) {
     std::copy_n(all.data() + offsets_[t], sizes_[t], weights_[t]->data());
 }
 
-void ShardedOptimizer::gatherTensor(size_t t, std::vector<float> &out) {
+void ShardedOptimizer::gatherTensor(size_t t, Floats &out) {
   if (stage_ != 3 || t >= sizes_.size())
     fail("ZeRO stage " + std::to_string(stage_), "only stage 3 gathers tensors (asked for tensor " + std::to_string(t) + ")");
   int64_t ranksCount = dp_.size();
@@ -250,31 +243,36 @@ void ShardedOptimizer::gatherTensor(size_t t, std::vector<float> &out) {
   out.resize(size_t(sizes_[t]));
 }
 
-void ShardedOptimizer::gatherWeights(std::vector<std::vector<float>> &out) {
+void ShardedOptimizer::gatherWeights(std::vector<Floats> &out) {
   out.assign(sizes_.size(), {});
   for (size_t t = 0; t < sizes_.size(); ++t)
     gatherTensor(t, out[t]);
 }
 
-void ShardedOptimizer::gatherMoments(std::vector<std::vector<float>> &m, std::vector<std::vector<float>> &v) {
-  int64_t ranksCount = dp_.size();
-  std::vector<float> all(size_t(shard_ * ranksCount));
-  MemoryCharge exchange(int64_t(all.size() * sizeof(float)), MemoryCategory::Communication);
-  m.assign(sizes_.size(), {});
-  v.assign(sizes_.size(), {});
-  for (auto [mine, out] : {std::pair(&m_, &m), std::pair(&v_, &v)}) {
-    if (mine->empty())
-      continue;
-    dp_.allGather(Buffer::of(mine->data(), DType::F32, shard_), Buffer::of(all.data(), DType::F32, int64_t(all.size())));
-    for (size_t t = 0; t < sizes_.size(); ++t) {
-      (*out)[t].resize(size_t(sizes_[t]));
-      for (int64_t k = 0; k < sizes_[t]; ++k)
-        (*out)[t][size_t(k)] = all[size_t(flatIndex(t, k))];
-    }
+void ShardedOptimizer::gatherShards(const Floats &mine, std::vector<Floats> &out) {
+  if (int64_t(mine.size()) != shard_)
+    fail("ZeRO stage " + std::to_string(stage_), "a shard of " + std::to_string(mine.size()) + " elements, not " +
+                                                     std::to_string(shard_));
+  Floats all = buffer<float>(size_t(shard_ * dp_.size()), MemoryCategory::Communication);
+  dp_.allGather(Buffer::of(const_cast<float *>(mine.data()), DType::F32, shard_),
+                Buffer::of(all.data(), DType::F32, int64_t(all.size())));
+  out.assign(sizes_.size(), {});
+  for (size_t t = 0; t < sizes_.size(); ++t) {
+    out[t].resize(size_t(sizes_[t]));
+    for (int64_t k = 0; k < sizes_[t]; ++k)
+      out[t][size_t(k)] = all[size_t(flatIndex(t, k))];
   }
 }
 
-void ShardedOptimizer::scatterMoments(const std::vector<std::vector<float>> &m, const std::vector<std::vector<float>> &v) {
+void ShardedOptimizer::gatherMoments(std::vector<Floats> &m, std::vector<Floats> &v) {
+  gatherShards(m_, m);
+  if (v_.empty())
+    v.assign(sizes_.size(), {});
+  else
+    gatherShards(v_, v);
+}
+
+void ShardedOptimizer::scatterMoments(const std::vector<Floats> &m, const std::vector<Floats> &v) {
   for (const Piece &p : pieces_) {
     std::copy_n(m[p.tensor].data() + p.first, p.count, m_.data() + p.at);
     if (!v_.empty())

@@ -86,7 +86,7 @@ int64_t countedLabels(const int64_t *labels, int64_t rows, int64_t classes, int6
   return counted;
 }
 
-double reduceRowLosses(const std::vector<float> &perRow, int64_t counted, const std::string &reduction) {
+double reduceRowLosses(const Floats &perRow, int64_t counted, const std::string &reduction) {
   double total = 0;
   for (float l : perRow)
     total += l;
@@ -95,9 +95,8 @@ double reduceRowLosses(const std::vector<float> &perRow, int64_t counted, const 
   return total;
 }
 
-std::vector<float> rowGradientScales(const std::vector<float> &dloss, int64_t rows, int64_t counted,
-                                     const std::string &reduction) {
-  std::vector<float> scales(static_cast<size_t>(rows));
+Floats rowGradientScales(const Floats &dloss, int64_t rows, int64_t counted, const std::string &reduction) {
+  Floats scales = scratch<float>(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i) {
     double scale = reduction == "none" ? dloss[size_t(i)] : dloss[0];
     if (reduction == "mean")

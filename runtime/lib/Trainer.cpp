@@ -6,6 +6,7 @@
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/CommCounters.h"
 #include "colossal/runtime/GradientBuckets.h"
+#include "colossal/runtime/GradientDump.h"
 #include "colossal/runtime/Health.h"
 #include "colossal/runtime/Launch.h"
 #include "colossal/runtime/Memory.h"
@@ -21,7 +22,9 @@
 #include "colossal/runtime/SingleRankCommunicator.h"
 #include "colossal/runtime/StepLog.h"
 #include "colossal/runtime/TensorIndexing.h"
+#include "colossal/runtime/TensorSlices.h"
 #include "colossal/runtime/TokenData.h"
+#include "colossal/runtime/TrackedAllocator.h"
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,7 +82,8 @@ Trains %s, compiled by colossal-compile, on the host.
                        comm (bytes by collective)
   --save DIR           write a checkpoint of the last step here
   --dump-gradients DIR write the first step's gradients (averaged over
-                       microbatches and ranks, before clipping) as DIR/NAME.npy
+                       microbatches and ranks, before clipping) as whole
+                       tensors, DIR/NAME.npy (rank k: DIR/rank-0000k/NAME.npy)
   --resume DIR         continue from a checkpoint written by --save
   --optimizer NAME     lamb, adamw, sgd or lars (default %s)
   --lr X               peak learning rate (default %g)
@@ -272,6 +277,7 @@ public:
 
   /// The inputs of microbatch `m` of (0-based) step `step`.
   std::vector<Tensor> microbatch(int64_t step, int64_t m) {
+    MemoryScope scope(MemoryCategory::Data);
     // The step's global batch is made (read, drawn or copied) once for all
     // its microbatches.
     if (step != cachedStep_) {
@@ -372,9 +378,9 @@ private:
       return t;
     }
     if (tokens_) {
-      std::vector<int64_t> inputs(static_cast<size_t>(n)), labels(static_cast<size_t>(n));
+      Ints inputs(static_cast<size_t>(n)), labels(static_cast<size_t>(n));
       tokens_->batch(step, shape[0], shape[1], 0, shape[0], options_.seed, inputs.data(), labels.data());
-      t.ints = i == 0 ? inputs : labels;
+      t.ints = std::move(i == 0 ? inputs : labels);
       return t;
     }
     // Synthetic: uniform in [-1, 1) or integers in [0, range), keyed by the
@@ -389,10 +395,11 @@ private:
     return t;
   }
 
+  /// A feed file's batches, charged as data.
   struct Feed {
     int64_t batches = 1;
-    std::vector<float> floats;
-    std::vector<int64_t> ints;
+    Floats floats = buffer<float>(0, MemoryCategory::Data);
+    Ints ints = buffer<int64_t>(0, MemoryCategory::Data);
   };
 
   const TrainingProgram &program_;
@@ -415,10 +422,10 @@ struct State {
   /// Per trainable parameter (in program order): gradient and moments (no
   /// second moment for SGD and LARS).
   std::vector<size_t> trainable;
-  std::vector<std::vector<float>> grads, m, v;
-  /// What the buffers above hold, by category, in the memory tracker the
-  /// step log reports (and the plan's memory prediction is checked against).
-  MemoryCharge parameterBytes, gradientBytes, momentBytes;
+  /// Each allocated in its category's scope: the memory tracker the step
+  /// log reports (and the plan's memory prediction is checked against)
+  /// counts what they hold.
+  std::vector<Floats> grads, m, v;
   std::vector<OptimizerTensor> tensors;
   std::vector<TensorConventions> conventions;
   /// Optimizer offload: the engine moving the shard between device and host
@@ -436,60 +443,13 @@ struct State {
   int64_t finiteSteps = 0;
 };
 
-/// Where a tensor-parallel rank's slice sits in the whole tensor: from
-/// `offsets`, or in `groups` equal parts along the split dimension, part g
-/// from offsets + g x (the whole dimension / groups).
-struct SliceOf {
-  Shape whole, offsets;
-  int64_t groups = 1, dim = -1;
-};
-
-SliceOf sliceOf(const ProgramParameter &p, int64_t tensorRank, int64_t tensorRanks) {
-  SliceOf slice{p.shape, Shape(p.shape.size(), 0)};
-  if (p.splitDim >= 0 && tensorRanks > 1) {
-    if (size_t(p.splitDim) >= p.shape.size())
-      fail(p.name, "split along dimension " + std::to_string(p.splitDim) + " of " + host::describe(p.shape));
-    int64_t groups = std::max<int64_t>(1, p.splitGroups), size = p.shape[size_t(p.splitDim)];
-    if (size % groups)
-      fail(p.name, "split in " + std::to_string(groups) + " groups along dimension " + std::to_string(p.splitDim) +
-                       " of " + host::describe(p.shape));
-    slice.whole[size_t(p.splitDim)] *= tensorRanks;
-    slice.offsets[size_t(p.splitDim)] = tensorRank * (size / groups);
-    slice.groups = groups, slice.dim = p.splitDim;
-  }
-  return slice;
-}
-
-/// Copies the slice of `whole` (of shape `slice.whole`) that `slice`
-/// places along one dimension into `out` (of shape `shape`).
-template <typename T>
-void copySlice(const T *whole, const SliceOf &slice, const Shape &shape, T *out) {
-  size_t dim = 0;
-  while (dim < shape.size() && slice.whole[dim] == shape[dim])
-    ++dim;
-  if (dim == shape.size()) {
-    std::memcpy(out, whole, size_t(indexing::product(shape)) * sizeof(T));
-    return;
-  }
-  int64_t outer = 1, inner = 1;
-  for (size_t d = 0; d < dim; ++d)
-    outer *= shape[d];
-  for (size_t d = dim + 1; d < shape.size(); ++d)
-    inner *= shape[d];
-  int64_t groups = slice.groups, part = shape[dim] / groups * inner, stride = slice.whole[dim] * inner;
-  int64_t groupStride = slice.whole[dim] / groups * inner;
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t g = 0; g < groups; ++g)
-      std::memcpy(out + o * shape[dim] * inner + g * part,
-                  whole + o * stride + g * groupStride + slice.offsets[dim] * inner, size_t(part) * sizeof(T));
-}
-
 State loadWeights(const TrainingProgram &program, const std::string &path, int64_t tensorRank = 0,
                   int64_t tensorRanks = 1) {
   if (access(path.c_str(), R_OK) != 0)
     fail("weights", "cannot read " + path + " (give --weights FILE)");
   SafetensorsFile file = SafetensorsFile::read(path);
   State s;
+  MemoryScope scope(MemoryCategory::Parameters);
   for (const ProgramParameter &p : program.parameters) {
     const TensorView *view = file.find(p.name);
     if (!view)
@@ -500,17 +460,13 @@ State loadWeights(const TrainingProgram &program, const std::string &path, int64
     const TensorView &t = file.require(p.name, integer ? DType::I64 : DType::F32, slice.whole);
     Tensor value = Tensor::zeros(p.shape, integer);
     if (integer)
-      copySlice(static_cast<const int64_t *>(t.data), slice, p.shape, value.ints.data());
+      cutSlice(static_cast<const int64_t *>(t.data), slice, p.shape, value.ints.data());
     else
-      copySlice(static_cast<const float *>(t.data), slice, p.shape, value.floats.data());
+      cutSlice(static_cast<const float *>(t.data), slice, p.shape, value.floats.data());
     if (p.trainable && integer)
       fail(path, "trainable parameter '" + p.name + "' is not floating-point");
     s.parameters.push_back(std::move(value));
   }
-  int64_t bytes = 0;
-  for (const Tensor &t : s.parameters)
-    bytes += int64_t(t.floats.size() * sizeof(float) + t.ints.size() * sizeof(int64_t));
-  s.parameterBytes = MemoryCharge(bytes, MemoryCategory::Parameters);
   return s;
 }
 
@@ -522,25 +478,21 @@ void prepareOptimizer(const TrainingProgram &program, const OptimizerConfig &con
       continue;
     size_t n = s.parameters[i].floats.size();
     s.trainable.push_back(i);
-    s.grads.emplace_back(n, 0.0f), s.m.emplace_back(n, 0.0f);
-    s.v.emplace_back(momentsOf(config.kind) == 2 ? n : 0, 0.0f);
+    s.grads.push_back(buffer<float>(n, MemoryCategory::Gradients));
+    s.m.push_back(buffer<float>(n, MemoryCategory::OptimizerState));
+    s.v.push_back(buffer<float>(momentsOf(config.kind) == 2 ? n : 0, MemoryCategory::OptimizerState));
     s.conventions.push_back(compiledOptimizer ? p.conventions : conventionsOf(config.kind, p.shape.size()));
   }
-  int64_t elements = 0;
   for (size_t t = 0; t < s.trainable.size(); ++t) {
     // LAMB writes its update over the gradient (OptimizerStep.h).
     OptimizerTensor o{s.parameters[s.trainable[t]].floats.data(), s.grads[t].data(), s.m[t].data(),
                       s.v[t].empty() ? nullptr : s.v[t].data(), s.grads[t].data(), int64_t(s.grads[t].size())};
     applyConventions(s.conventions[t], o);
     s.tensors.push_back(o);
-    elements += o.n;
   }
-  s.gradientBytes = MemoryCharge(elements * int64_t(sizeof(float)), MemoryCategory::Gradients);
-  s.momentBytes = MemoryCharge(momentsOf(config.kind) * elements * int64_t(sizeof(float)),
-                               MemoryCategory::OptimizerState);
 }
 
-TensorView viewOf(const std::string &name, const Shape &shape, const std::vector<float> &data) {
+TensorView viewOf(const std::string &name, const Shape &shape, const Floats &data) {
   return TensorView{name, DType::F32, shape, data.data(), int64_t(data.size() * sizeof(float))};
 }
 
@@ -558,14 +510,16 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
                State &s, int64_t step, int64_t tensorRank = 0, int64_t tensorRanks = 1) {
   // Under ZeRO the moments are gathered: the checkpoint is the same whatever
   // the sharding, so a run may resume with another.
-  std::vector<std::vector<float>> gatheredM, gatheredV;
+  // What is gathered for the file is a communication buffer.
+  MemoryScope scope(MemoryCategory::Communication);
+  std::vector<Floats> gatheredM, gatheredV;
   if (s.sharded)
     s.sharded->gatherMoments(gatheredM, gatheredV);
-  const std::vector<std::vector<float>> &moments1 = s.sharded ? gatheredM : s.m;
-  const std::vector<std::vector<float>> &moments2 = s.sharded ? gatheredV : s.v;
+  const std::vector<Floats> &moments1 = s.sharded ? gatheredM : s.m;
+  const std::vector<Floats> &moments2 = s.sharded ? gatheredV : s.v;
   // Under ZeRO-3 no rank holds the weights whole: gathered for the file.
-  std::vector<std::vector<float>> gatheredWeights;
-  std::vector<const std::vector<float> *> floats;
+  std::vector<Floats> gatheredWeights;
+  std::vector<const Floats *> floats;
   for (const Tensor &t : s.parameters)
     floats.push_back(&t.floats);
   if (s.sharded && s.sharded->stage() == 3) {
@@ -617,7 +571,7 @@ int64_t resumeState(Communicator &world, const std::string &dir, const TrainingP
     fail("--resume " + dir, "the checkpoint's data order has seed " + info("seed") + ", this run " +
                                 std::to_string(o.seed) + " (give --seed " + info("seed") + ")");
   const SafetensorsFile &file = checkpoint.shard();
-  auto restore = [&](const std::string &name, const Shape &shape, std::vector<float> &into) {
+  auto restore = [&](const std::string &name, const Shape &shape, Floats &into) {
     const TensorView &t = file.require(name, DType::F32, shape);
     std::memcpy(into.data(), t.data, size_t(t.bytes));
   };
@@ -677,7 +631,7 @@ public:
                      int64_t prefetchBytes, bool threaded)
       : program_(program), state_(state), slots_(program.parameters.size()),
         prefetcher_(trainableElements(program, state), prefetchBytes, threaded,
-                    [&sharded](size_t t, std::vector<float> &whole) { sharded.gatherTensor(t, whole); }) {
+                    [&sharded](size_t t, Floats &whole) { sharded.gatherTensor(t, whole); }) {
     for (size_t t = 0; t < state.trainable.size(); ++t)
       slots_[state.trainable[t]].trainable = int64_t(t);
   }
@@ -689,7 +643,6 @@ public:
     if (slot.fetched++ == 0) {
       GatheredTensor gathered = prefetcher_.take(size_t(slot.trainable));
       slot.whole = Tensor::ofFloats(program_.parameters[index].shape, std::move(gathered.values));
-      slot.bytes = std::move(gathered.charge);
     }
     return slot.whole;
   }
@@ -700,8 +653,7 @@ public:
     if (slot.fetched <= 0)
       fail(program_.model, "the step released '" + program_.parameters[index].name + "', which it had not fetched");
     if (--slot.fetched == 0) {
-      std::vector<float>().swap(slot.whole.floats);
-      slot.bytes.release();
+      Floats().swap(slot.whole.floats);
       prefetcher_.released(size_t(slot.trainable));
     }
   }
@@ -716,8 +668,8 @@ private:
   struct Slot {
     int64_t trainable = -1; // index among the trainable tensors
     int64_t fetched = 0;
+    /// A communication buffer while it is gathered.
     Tensor whole;
-    MemoryCharge bytes;
   };
   static std::vector<int64_t> trainableElements(const TrainingProgram &program, const State &state) {
     std::vector<int64_t> elements;
@@ -735,7 +687,7 @@ private:
 /// Adds one microbatch's gradient to the step's (a mean loss's microbatch
 /// gradients average into the batch's). Every path adds them the same way,
 /// so a gradient reported early sums bit for bit like one returned.
-void addMicrobatchGradient(const TrainingProgram &program, const State &s, size_t t, std::vector<float> &sum,
+void addMicrobatchGradient(const TrainingProgram &program, const State &s, size_t t, Floats &sum,
                            const Tensor &gradient, int64_t microbatches) {
   if (gradient.integer || gradient.floats.size() != sum.size())
     fail(program.model, "the gradient of '" + program.parameters[s.trainable[t]].name + "' has " +
@@ -819,9 +771,6 @@ Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int
     fail(program.model, "optimizer offload moves each rank's ZeRO shard of the optimizer to the host, and this "
                         "program has no ZeRO stage over its " + std::to_string(ranks) +
                         " ranks (recompile with --strategy zero=1,offload=optimizer)");
-  if (tensorRanks > 1 && !o.dumpGradients.empty())
-    fail("--dump-gradients", "gradients are dumped from data-parallel runs only, not under tensor or sequence "
-                             "parallelism");
   Prepared p{o, loadWeights(program, o.weights, tensorRank, tensorRanks), nullptr};
   prepareOptimizer(program, o.settings.optimizer, p.state);
   if (p.state.trainable.empty())
@@ -857,7 +806,7 @@ public:
     Runs runs = runsOf(x, dim, "all-gather", axis);
     // Rank r's block [outer, n, inner] becomes columns [r n, (r + 1) n) of
     // the result's dimension.
-    std::vector<float> gathered(x.floats.size() * size_t(c.size()));
+    Floats gathered = buffer<float>(x.floats.size() * size_t(c.size()), MemoryCategory::Communication);
     c.allGather(Buffer::of(const_cast<float *>(x.floats.data()), DType::F32, int64_t(x.floats.size())),
                 Buffer::of(gathered.data(), DType::F32, int64_t(gathered.size())));
     Shape shape = x.shape;
@@ -873,7 +822,8 @@ public:
 
   Tensor allToAll(const Tensor &x, const std::string &axis, int64_t splitDim, int64_t concatDim) override {
     Communicator &c = communicator(axis, "an all-to-all");
-    std::vector<float> packed = host::blocksAlong(x, splitDim, c.size()), received(packed.size());
+    Floats packed = host::blocksAlong(x, splitDim, c.size()),
+           received = buffer<float>(packed.size(), MemoryCategory::Communication);
     c.allToAll(Buffer::of(packed.data(), DType::F32, int64_t(packed.size())),
                Buffer::of(received.data(), DType::F32, int64_t(received.size())));
     Shape block = x.shape;
@@ -902,7 +852,7 @@ public:
                        " over " + std::to_string(c.size()) + " ranks of '" + axis + "'");
     // Packed so rank r's slice is the r-th contiguous block.
     int64_t part = runs.size / c.size() * runs.inner;
-    std::vector<float> packed(x.floats.size());
+    Floats packed = buffer<float>(x.floats.size(), MemoryCategory::Communication);
     for (int64_t r = 0; r < c.size(); ++r)
       for (int64_t o = 0; o < runs.outer; ++o)
         std::copy_n(x.floats.begin() + (o * c.size() + r) * part, part,
@@ -960,6 +910,23 @@ struct RankGroups {
   Communicator &world;
 };
 
+/// The step's activations as its plan holds them (StepMemory.h), in the
+/// space the step runs in.
+std::string plannedActivations() {
+  const MemoryTracker &planned = MemoryTracker::planned();
+  MemorySpace space = planned.peak(MemorySpace::Device) > 0 ? MemorySpace::Device : MemorySpace::Host;
+  return "{\"current\": " + std::to_string(planned.current(space, MemoryCategory::Activations)) +
+         ", \"peak\": " + std::to_string(planned.peak(space, MemoryCategory::Activations)) + "}";
+}
+
+/// The process's high-water resident memory (getrusage), in bytes.
+int64_t residentPeakBytes() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    return -1;
+  return int64_t(usage.ru_maxrss) * 1024;
+}
+
 /// `overlapAllowed`: the communicator may be driven from a second thread (one
 /// at a time), so gradient buckets can be reduced during the backward pass.
 void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups, CommCounters *counters,
@@ -997,7 +964,7 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   if ((o.settings.zero > 0 && dp.size() > 1) || o.settings.offloadOptimizer) {
     // One rank offloading is stage 1 with the whole state as its shard.
     int stage = dp.size() > 1 ? int(o.settings.zero) : 1;
-    std::vector<std::vector<float> *> weights;
+    std::vector<Floats *> weights;
     for (size_t index : s.trainable)
       weights.push_back(&s.parameters[index].floats);
     if (o.settings.offloadOptimizer)
@@ -1009,25 +976,17 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     s.sharded->scatterMoments(s.m, s.v);
     // Only the shard's state is kept.
     for (auto *list : {&s.m, &s.v})
-      std::vector<std::vector<float>>().swap(*list);
-    s.momentBytes.release();
+      std::vector<Floats>().swap(*list);
     s.tensors.clear();
     if (stage >= 2) {
-      for (std::vector<float> &g : s.grads)
-        std::vector<float>().swap(g);
-      s.gradientBytes.release();
+      for (Floats &g : s.grads)
+        Floats().swap(g);
     }
     if (stage >= 3) {
       // The shard holds this rank's chunks; whole weights exist only while
       // the step reads them. Frozen ones stay whole.
-      int64_t frozenBytes = 0;
-      for (size_t i = 0; i < s.parameters.size(); ++i) {
-        if (std::find(s.trainable.begin(), s.trainable.end(), i) != s.trainable.end())
-          std::vector<float>().swap(s.parameters[i].floats);
-        else
-          frozenBytes += int64_t(s.parameters[i].floats.size() * sizeof(float) + s.parameters[i].ints.size() * sizeof(int64_t));
-      }
-      s.parameterBytes = MemoryCharge(frozenBytes, MemoryCategory::Parameters);
+      for (size_t index : s.trainable)
+        Floats().swap(s.parameters[index].floats);
     }
   }
   std::unique_ptr<GatheredParameters> gathered;
@@ -1053,13 +1012,14 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   for (int64_t step = start + 1; step <= o.settings.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
     MemoryTracker::global().resetPeaks();
+    MemoryTracker::planned().resetPeaks();
     if (counters)
       counters->reset();
     if (gathered)
       gathered->prefetcher().resetCounts();
     int64_t toHostBefore = s.offload ? s.offload->bytesToHost() : 0;
     int64_t toDeviceBefore = s.offload ? s.offload->bytesToDevice() : 0;
-    for (std::vector<float> &g : s.grads)
+    for (Floats &g : s.grads)
       std::fill(g.begin(), g.end(), 0.0f);
     bool scatterEachMicrobatch = s.sharded && s.sharded->stage() >= 2;
     average.begin();
@@ -1076,7 +1036,12 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
                                scatterEachMicrobatch);
       if (gathered)
         gathered->prefetcher().beginCall();
-      program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported, collectives);
+      {
+        // What the step allocates is its values (kernels charge their
+        // scratch as workspace, collectives their buffers as communication).
+        MemoryScope scope(MemoryCategory::Activations);
+        program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported, collectives);
+      }
       if (gathered) {
         gathered->prefetcher().finishCall();
         gathered->requireAllReleased();
@@ -1111,27 +1076,15 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       else
         s.sharded->useGradients(s.grads);
     }
-    // The loss's reduction for the log is not the step's communication.
-    if (counters)
-      counters->setPaused(true);
+    // The step's mean loss over the data-parallel ranks, for the log: one
+    // all-reduce of a float, counted and predicted like the others.
     averageOverRanks(dp, &loss, 1);
-    if (counters)
-      counters->setPaused(false);
     // The gradients are of the scaled loss until the optimizer unscales them.
     float unscale = float(1.0 / s.lossScale);
-    if (!o.dumpGradients.empty() && step == start + 1 && lead) {
-      if (scatterEachMicrobatch)
-        fail("--dump-gradients", "under ZeRO-2 no rank holds the whole gradients");
-      if (mkdir(o.dumpGradients.c_str(), 0755) != 0 && errno != EEXIST)
-        fail("--dump-gradients", "cannot create " + o.dumpGradients + ": " + std::strerror(errno));
-      for (size_t t = 0; t < s.trainable.size(); ++t) {
-        const ProgramParameter &param = program.parameters[s.trainable[t]];
-        std::vector<float> g = s.grads[t];
-        for (float &x : g)
-          x *= unscale;
-        writeNpy(o.dumpGradients + "/" + param.name + ".npy", DType::F32, param.shape, g.data());
-      }
-    }
+    std::optional<GradientDump> dump;
+    if (!o.dumpGradients.empty() && step == start + 1)
+      dump = scatterEachMicrobatch ? GradientDump::ofShard(s.sharded->gradientShard(), unscale)
+                                   : GradientDump::ofTensors(s.grads, unscale);
     double gradNorm = (s.sharded ? s.sharded->gradientNorm() : gradientNorm(s.tensors, completeSplit)) * unscale;
     double lr = schedule.at(step);
     double stepLossScale = s.lossScale;
@@ -1182,8 +1135,17 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       record.extra.push_back({"zero3_gathers", "{\"total\": " + std::to_string(gathered->prefetcher().gathers()) +
                                                    ", \"prefetched\": " +
                                                    std::to_string(gathered->prefetcher().prefetched()) + "}"});
-    // This rank's model states, buffers and their peaks during the step.
+    // This rank's model states, buffers and their peaks during the step, as
+    // the allocator charged them; beside them the step's activations as its
+    // plan says it holds them, and what the process's resident memory ever
+    // reached (the libraries' own buffers included).
     record.extra.push_back({"memory", MemoryTracker::global().json(MemorySpace::Host)});
+    record.extra.push_back({"planned_activations", plannedActivations()});
+    record.extra.push_back({"rss_peak_bytes", std::to_string(residentPeakBytes())});
+    if (int64_t inUse = deviceBytesInUse(); inUse >= 0) {
+      record.extra.push_back({"device_memory", MemoryTracker::global().json(MemorySpace::Device)});
+      record.extra.push_back({"device_in_use_bytes", std::to_string(inUse)});
+    }
     if (s.offload) {
       // What went to and from the host this step, and what the host keeps.
       record.extra.push_back({"offload", "{\"to_host\": " + std::to_string(s.offload->bytesToHost() - toHostBefore) +
@@ -1193,6 +1155,8 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     }
     log.write(record);
     progress.update(record);
+    if (dump)
+      dump->write(o.dumpGradients, program, s.trainable, s.sharded.get(), tp, groups.world.rank());
   }
   progress.finish();
   if (!o.save.empty())

@@ -56,9 +56,11 @@ void requireKinds(const Tensor &scores, const Tensor &labels, const char *op) {
 /// first (for stability), then the exponentials' sums. `target`, when
 /// given, is each row's label logit (0 where another rank holds it or the
 /// row is ignored), summed over the axis in the same call.
-std::vector<double> logSumExp(const Tensor &scores, int64_t columns, StepCollectives &collectives,
-                              const std::string &axis, std::vector<float> *target) {
+TrackedVector<double> logSumExp(const Tensor &scores, int64_t columns, StepCollectives &collectives,
+                                const std::string &axis, Floats *target) {
   int64_t rows = scores.shape[0], stride = scores.shape[1];
+  // The rows' maxima and sums are summed over the axis: communication buffers.
+  MemoryScope scope(MemoryCategory::Communication);
   Tensor max = Tensor::zeros({rows});
   for (int64_t r = 0; r < rows; ++r) {
     const float *x = scores.floats.data() + r * stride;
@@ -77,7 +79,7 @@ std::vector<double> logSumExp(const Tensor &scores, int64_t columns, StepCollect
       sums.floats[size_t(rows + r)] = (*target)[size_t(r)];
   }
   sums = collectives.allReduce(sums, axis);
-  std::vector<double> lse(size_t(rows), 0.0);
+  TrackedVector<double> lse = scratch<double>(size_t(rows), 0.0);
   for (int64_t r = 0; r < rows; ++r)
     lse[size_t(r)] = double(max.floats[size_t(r)]) + std::log(double(sums.floats[size_t(r)]));
   if (target)
@@ -161,14 +163,14 @@ Tensor vocabularyParallelCrossEntropy(const Tensor &scores, const Tensor &labels
   auto [whole, mine] = classesOf(run, classes, op);
   int64_t ignore = ignoreIndex.value_or(std::numeric_limits<int64_t>::min());
   int64_t counted = shapes::countedLabels(labels.ints.data(), rows, whole, ignore, op);
-  std::vector<float> target(size_t(rows), 0.0f);
+  Floats target = scratch<float>(size_t(rows), 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t label = labels.ints[size_t(r)];
     if (label != ignore && label >= run.first && label < run.first + run.size)
       target[size_t(r)] = scores.floats[size_t(r * columns + label - run.first)];
   }
-  std::vector<double> lse = logSumExp(scores, mine, collectives, axis, &target);
-  std::vector<float> loss(size_t(rows), 0.0f);
+  TrackedVector<double> lse = logSumExp(scores, mine, collectives, axis, &target);
+  Floats loss = scratch<float>(size_t(rows), 0.0f);
   for (int64_t r = 0; r < rows; ++r)
     if (labels.ints[size_t(r)] != ignore)
       loss[size_t(r)] = float(lse[size_t(r)] - double(target[size_t(r)]));
@@ -189,9 +191,9 @@ Tensor vocabularyParallelCrossEntropyGrad(const Tensor &scores, const Tensor &la
   auto [whole, mine] = classesOf(run, classes, op);
   int64_t ignore = ignoreIndex.value_or(std::numeric_limits<int64_t>::min());
   int64_t counted = shapes::countedLabels(labels.ints.data(), rows, whole, ignore, op);
-  std::vector<float> scale = shapes::rowGradientScales(dloss.floats, rows, counted, reduction);
+  Floats scale = shapes::rowGradientScales(dloss.floats, rows, counted, reduction);
   // The denominators again (two small sums), not kept from the forward.
-  std::vector<double> lse = logSumExp(scores, mine, collectives, axis, nullptr);
+  TrackedVector<double> lse = logSumExp(scores, mine, collectives, axis, nullptr);
   Tensor out = Tensor::zeros(scores.shape);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t label = labels.ints[size_t(r)];

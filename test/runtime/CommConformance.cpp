@@ -380,7 +380,7 @@ void runGradientBuckets(Suite &suite, Communicator &comm, CommCounters &counters
   const int n = comm.size(), r = comm.rank();
   suite.run("gradient buckets on " + axis, [&]() -> std::string {
     std::vector<int64_t> elements = {5, 0, 1031, 7, 1, 64};
-    std::vector<std::vector<float>> gradients;
+    std::vector<Floats> gradients;
     for (size_t t = 0; t < elements.size(); ++t) {
       gradients.emplace_back(size_t(elements[t]));
       for (int64_t i = 0; i < elements[t]; ++i)

@@ -47,6 +47,13 @@ using rt::indexing::normalizeAxis;
 using rt::indexing::product;
 using rt::indexing::stridesOf;
 
+/// The broadcast table (TensorIndexing.h) as a plain vector: the
+/// interpreter does not account its memory.
+std::vector<int64_t> broadcastTable(const std::vector<int64_t> &out, const std::vector<int64_t> &in) {
+  auto table = rt::indexing::broadcastIndex(out, in);
+  return std::vector<int64_t>(table.begin(), table.end());
+}
+
 bool isF32(Type t) { return t.isF32(); }
 
 /// Rounds a value to what the element type can hold.
@@ -131,7 +138,7 @@ std::vector<float> toFloat(const HostValue &v) { return std::vector<float>(v.dat
 
 HostValue binary(Operation *op, const HostValue &a, const HostValue &b, double (*f)(double, double, bool)) {
   HostValue out = makeValue(op->getResult(0));
-  std::vector<int64_t> ia = broadcastIndex(out.shape, a.shape), ib = broadcastIndex(out.shape, b.shape);
+  std::vector<int64_t> ia = broadcastTable(out.shape, a.shape), ib = broadcastTable(out.shape, b.shape);
   bool integer = isa<IntegerType>(a.elementType);
   for (size_t i = 0; i < out.data.size(); ++i)
     out.data[i] = f(a.data[size_t(ia[i])], b.data[size_t(ib[i])], integer);
@@ -199,7 +206,7 @@ HostValue matmul(Operation *op, HostValue a, HostValue b) {
     int64_t y = d + bBatch.size() >= rank ? bBatch[d + bBatch.size() - rank] : 1;
     batch[d] = std::max(x, y);
   }
-  std::vector<int64_t> ia = broadcastIndex(batch, aBatch), ib = broadcastIndex(batch, bBatch);
+  std::vector<int64_t> ia = broadcastTable(batch, aBatch), ib = broadcastTable(batch, bBatch);
   for (int64_t &x : ia)
     x *= m * k;
   for (int64_t &x : ib)
@@ -218,7 +225,7 @@ HostValue gemm(train::GemmOp op, const HostValue &a, const HostValue &b, const H
   int64_t m = out.shape[0], n = out.shape[1], k = ta ? a.shape[0] : a.shape[1];
   batchedMatmul(a, {0}, b, {0}, out, m, k, n, ta, tb);
   double alpha = op.getAlpha().convertToDouble(), beta = op.getBeta().convertToDouble();
-  std::vector<int64_t> ic = c ? broadcastIndex(out.shape, c->shape) : std::vector<int64_t>{};
+  std::vector<int64_t> ic = c ? broadcastTable(out.shape, c->shape) : std::vector<int64_t>{};
   for (size_t i = 0; i < out.data.size(); ++i)
     out.data[i] = alpha * out.data[i] + (c ? beta * c->data[size_t(ic[i])] : 0.0);
   finish(out);
@@ -335,21 +342,21 @@ HostValue normalize(Operation *op, const HostValue &x, const HostValue *scale, c
   return out;
 }
 
-/// For every attention score [batch..., sq, sk], the flat index of the mask
-/// element that applies to it (empty without a mask).
-std::vector<int64_t> scoreIndex(const HostValue &q, const HostValue &k, const HostValue *mask) {
+/// Where the mask's value for every attention score [batch..., sq, sk] is
+/// (empty without a mask).
+rt::MaskLayout scoreLayout(const HostValue &q, const HostValue &k, const HostValue *mask) {
   if (!mask)
     return {};
   std::vector<int64_t> scoreShape(q.shape.begin(), q.shape.end() - 2);
   scoreShape.push_back(q.shape[q.shape.size() - 2]);
   scoreShape.push_back(k.shape[k.shape.size() - 2]);
-  return broadcastIndex(scoreShape, mask->shape);
+  return rt::maskLayout(scoreShape, mask->shape);
 }
 
-rt::AttentionMask<double> maskOf(const HostValue *mask, const std::vector<int64_t> &index) {
+rt::AttentionMask<double> maskOf(const HostValue *mask, const rt::MaskLayout &layout) {
   if (!mask)
     return {};
-  return {mask->data.data(), index.data(), isa<IntegerType>(mask->elementType)};
+  return {mask->data.data(), &layout, isa<IntegerType>(mask->elementType)};
 }
 
 HostValue attention(train::AttentionOp op, const HostValue &q, const HostValue &k, const HostValue &v,
@@ -373,9 +380,9 @@ HostValue attention(train::AttentionOp op, const HostValue &q, const HostValue &
     finish(out);
     return out;
   }
-  std::vector<int64_t> maskIndex = scoreIndex(q, k, mask);
+  rt::MaskLayout layout = scoreLayout(q, k, mask);
   rt::ReferenceAttentionShape shape{batch, sq, sk, d, dv, scale, causal, dropout};
-  rt::referenceAttentionForward(shape, q.data.data(), k.data.data(), v.data.data(), maskOf(mask, maskIndex),
+  rt::referenceAttentionForward(shape, q.data.data(), k.data.data(), v.data.data(), maskOf(mask, layout),
                                 out.data.data());
   finish(out);
   return out;
@@ -600,9 +607,9 @@ std::vector<HostValue> attentionGrad(train::AttentionGradOp op, const HostValue 
     finish(dq), finish(dk), finish(dv);
     return {dq, dk, dv};
   }
-  std::vector<int64_t> maskIndex = scoreIndex(q, k, mask);
+  rt::MaskLayout layout = scoreLayout(q, k, mask);
   rt::ReferenceAttentionShape shape{batch, sq, sk, d, dvd, scale, causal, 0.0};
-  rt::referenceAttentionBackward(shape, q.data.data(), k.data.data(), v.data.data(), maskOf(mask, maskIndex),
+  rt::referenceAttentionBackward(shape, q.data.data(), k.data.data(), v.data.data(), maskOf(mask, layout),
                                  dO.data.data(), dq.data.data(), dk.data.data(), dv.data.data());
   finish(dq), finish(dk), finish(dv);
   return {dq, dk, dv};
@@ -835,8 +842,8 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
   }
   if (isa<train::WhereOp>(op)) {
     HostValue out = makeValue(op->getResult(0));
-    std::vector<int64_t> ic = broadcastIndex(out.shape, in[0]->shape), it = broadcastIndex(out.shape, in[1]->shape),
-                         ie = broadcastIndex(out.shape, in[2]->shape);
+    std::vector<int64_t> ic = broadcastTable(out.shape, in[0]->shape), it = broadcastTable(out.shape, in[1]->shape),
+                         ie = broadcastTable(out.shape, in[2]->shape);
     for (size_t i = 0; i < out.data.size(); ++i)
       out.data[i] = in[0]->data[size_t(ic[i])] != 0 ? in[1]->data[size_t(it[i])] : in[2]->data[size_t(ie[i])];
     return one(std::move(out));

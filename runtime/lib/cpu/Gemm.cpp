@@ -8,6 +8,7 @@
 
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/TrackedAllocator.h"
 
 #include <cblas.h>
 
@@ -26,8 +27,8 @@ void sgemmBatch(const GemmShape &s, const float *a, const float *b, float *c, fl
                 int(ldb), beta, c + i * s.strideC, int(s.n));
 }
 
-std::vector<float> widen(const void *data, DType dtype, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n));
+Floats widen(const void *data, DType dtype, int64_t n) {
+  Floats out = scratch<float>(static_cast<size_t>(n));
   cast(Stream{}, data, dtype, out.data(), DType::F32, n);
   return out;
 }
@@ -53,9 +54,9 @@ void gemm(Stream, const GemmShape &s, DType dtype, const void *a, const void *b,
   if (dtype != DType::BF16 && dtype != DType::F16)
     fail("gemm", std::string("unsupported element type ") + nameOf(dtype));
   int64_t sizeC = extent(s.batch, s.strideC, s.m * s.n);
-  std::vector<float> wa = widen(a, dtype, extent(s.batch, s.strideA, s.m * s.k));
-  std::vector<float> wb = widen(b, dtype, extent(s.batch, s.strideB, s.k * s.n));
-  std::vector<float> wc = beta != 0 ? widen(c, dtype, sizeC) : std::vector<float>(size_t(sizeC), 0.0f);
+  Floats wa = widen(a, dtype, extent(s.batch, s.strideA, s.m * s.k));
+  Floats wb = widen(b, dtype, extent(s.batch, s.strideB, s.k * s.n));
+  Floats wc = beta != 0 ? widen(c, dtype, sizeC) : scratch<float>(size_t(sizeC));
   sgemmBatch(s, wa.data(), wb.data(), wc.data(), alpha, beta);
   cast(Stream{}, wc.data(), DType::F32, c, dtype, sizeC);
 }

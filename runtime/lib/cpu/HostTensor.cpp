@@ -28,7 +28,7 @@ Tensor Tensor::zeros(Shape shape, bool integer) {
   return t;
 }
 
-Tensor Tensor::ofFloats(Shape shape, std::vector<float> values) {
+Tensor Tensor::ofFloats(Shape shape, Floats values) {
   if (int64_t(values.size()) != ix::product(shape))
     fail("constant", std::to_string(values.size()) + " values for shape " + describe(shape));
   Tensor t;
@@ -37,7 +37,7 @@ Tensor Tensor::ofFloats(Shape shape, std::vector<float> values) {
   return t;
 }
 
-Tensor Tensor::ofInts(Shape shape, std::vector<int64_t> values) {
+Tensor Tensor::ofInts(Shape shape, Ints values) {
   if (int64_t(values.size()) != ix::product(shape))
     fail("constant", std::to_string(values.size()) + " values for shape " + describe(shape));
   Tensor t;
@@ -46,6 +46,7 @@ Tensor Tensor::ofInts(Shape shape, std::vector<int64_t> values) {
   t.ints = std::move(values);
   return t;
 }
+
 
 int64_t Tensor::elements() const { return ix::product(shape); }
 
@@ -84,7 +85,8 @@ void requireShape(const Tensor &t, const Shape &shape, const char *op) {
 /// The operand's value at flat index i as a double, whatever its kind.
 double valueAt(const Tensor &t, int64_t i) { return t.integer ? double(t.ints[size_t(i)]) : double(t.floats[size_t(i)]); }
 
-std::vector<int64_t> broadcastIndexChecked(const Shape &out, const Shape &in, const char *op) {
+/// Fails unless `in` broadcasts to `out` (numpy's rules, right-aligned).
+void requireBroadcast(const Shape &out, const Shape &in, const char *op) {
   if (in.size() > out.size())
     fail(op, "cannot broadcast " + describe(in) + " to " + describe(out));
   for (size_t d = 0; d < in.size(); ++d) {
@@ -92,17 +94,32 @@ std::vector<int64_t> broadcastIndexChecked(const Shape &out, const Shape &in, co
     if (in[d] != 1 && in[d] != want)
       fail(op, "cannot broadcast " + describe(in) + " to " + describe(out));
   }
-  return ix::broadcastIndex(out, in);
 }
 
-/// C[b] = A[b] (m x k) * B[b] (k x n) through the host GEMM.
-void batchedGemm(const float *a, const std::vector<int64_t> &aOffsets, const float *b,
-                 const std::vector<int64_t> &bOffsets, float *c, int64_t m, int64_t k, int64_t n, bool transA = false,
-                 bool transB = false) {
+/// Walks the result of an elementwise op with its operands' broadcast
+/// indices (checked), moving by strides: no index table.
+template <size_t N, typename F>
+void forEachElement(const Shape &out, const std::array<const Shape *, N> &ins, const char *op, F f) {
+  for (const Shape *in : ins)
+    requireBroadcast(out, *in, op);
+  ix::forEachBroadcast<N>(out, ins, f);
+}
+
+/// C[i] = A[i] (m x k) * B[i] (k x n) through the host GEMM, for `batch`
+/// products with operands at the given offsets.
+void batchedGemm(const float *a, const int64_t *aOffsets, const float *b, const int64_t *bOffsets, size_t batch,
+                 float *c, int64_t m, int64_t k, int64_t n, bool transA = false, bool transB = false) {
   GemmShape g;
   g.m = m, g.n = n, g.k = k, g.transA = transA, g.transB = transB;
-  for (size_t i = 0; i < aOffsets.size(); ++i)
+  for (size_t i = 0; i < batch; ++i)
     cpu::gemm(host, g, DType::F32, a + aOffsets[i], b + bOffsets[i], c + int64_t(i) * m * n, 1.0f, 0.0f);
+}
+
+/// One product: both operands at offset 0.
+void singleGemm(const float *a, const float *b, float *c, int64_t m, int64_t k, int64_t n, bool transA = false,
+                bool transB = false) {
+  const int64_t origin = 0;
+  batchedGemm(a, &origin, b, &origin, 1, c, m, k, n, transA, transB);
 }
 
 using shapes::axisOf;
@@ -127,13 +144,11 @@ Tensor binary(Binary op, const Tensor &a, const Tensor &b, const Shape &out, boo
     default: break;
     }
   }
-  std::vector<int64_t> ia = broadcastIndexChecked(out, a.shape, "elementwise op"),
-                       ib = broadcastIndexChecked(out, b.shape, "elementwise op");
   if (integerResult) {
     if (!a.integer || !b.integer)
       fail("elementwise op", "an integer result needs integer operands");
-    for (size_t i = 0; i < ia.size(); ++i) {
-      int64_t x = a.ints[size_t(ia[i])], y = b.ints[size_t(ib[i])], r = 0;
+    forEachElement<2>(out, {&a.shape, &b.shape}, "elementwise op", [&](int64_t i, const std::array<int64_t, 2> &at) {
+      int64_t x = a.ints[size_t(at[0])], y = b.ints[size_t(at[1])], r = 0;
       switch (op) {
       case Binary::Add: r = x + y; break;
       case Binary::Sub: r = x - y; break;
@@ -143,12 +158,12 @@ Tensor binary(Binary op, const Tensor &a, const Tensor &b, const Shape &out, boo
       case Binary::Max: r = std::max(x, y); break;
       case Binary::Min: r = std::min(x, y); break;
       }
-      result.ints[i] = r;
-    }
+      result.ints[size_t(i)] = r;
+    });
     return result;
   }
-  for (size_t i = 0; i < ia.size(); ++i) {
-    float x = float(valueAt(a, ia[i])), y = float(valueAt(b, ib[i])), r = 0;
+  forEachElement<2>(out, {&a.shape, &b.shape}, "elementwise op", [&](int64_t i, const std::array<int64_t, 2> &at) {
+    float x = float(valueAt(a, at[0])), y = float(valueAt(b, at[1])), r = 0;
     switch (op) {
     case Binary::Add: r = x + y; break;
     case Binary::Sub: r = x - y; break;
@@ -158,19 +173,17 @@ Tensor binary(Binary op, const Tensor &a, const Tensor &b, const Shape &out, boo
     case Binary::Max: r = std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y); break;
     case Binary::Min: r = std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y); break;
     }
-    result.floats[i] = r;
-  }
+    result.floats[size_t(i)] = r;
+  });
   return result;
 }
 
 Tensor compare(Compare op, const Tensor &a, const Tensor &b, const Shape &out) {
-  std::vector<int64_t> ia = broadcastIndexChecked(out, a.shape, "comparison"),
-                       ib = broadcastIndexChecked(out, b.shape, "comparison");
   Tensor result = Tensor::zeros(out, true);
-  for (size_t i = 0; i < ia.size(); ++i) {
-    double x = valueAt(a, ia[i]), y = valueAt(b, ib[i]);
-    result.ints[i] = op == Compare::Equal ? x == y : op == Compare::Less ? x < y : x > y;
-  }
+  forEachElement<2>(out, {&a.shape, &b.shape}, "comparison", [&](int64_t i, const std::array<int64_t, 2> &at) {
+    double x = valueAt(a, at[0]), y = valueAt(b, at[1]);
+    result.ints[size_t(i)] = op == Compare::Equal ? x == y : op == Compare::Less ? x < y : x > y;
+  });
   return result;
 }
 
@@ -178,16 +191,15 @@ Tensor where(const Tensor &condition, const Tensor &a, const Tensor &b, const Sh
   requireInteger(condition, "where");
   if (a.integer != b.integer)
     fail("where", "both branches must be of one kind");
-  std::vector<int64_t> ic = broadcastIndexChecked(out, condition.shape, "where"),
-                       ia = broadcastIndexChecked(out, a.shape, "where"), ib = broadcastIndexChecked(out, b.shape, "where");
   Tensor result = Tensor::zeros(out, a.integer);
-  for (size_t i = 0; i < ic.size(); ++i) {
-    bool take = condition.ints[size_t(ic[i])] != 0;
-    if (a.integer)
-      result.ints[i] = take ? a.ints[size_t(ia[i])] : b.ints[size_t(ib[i])];
-    else
-      result.floats[i] = take ? a.floats[size_t(ia[i])] : b.floats[size_t(ib[i])];
-  }
+  forEachElement<3>(out, {&condition.shape, &a.shape, &b.shape}, "where",
+                    [&](int64_t i, const std::array<int64_t, 3> &at) {
+                      bool take = condition.ints[size_t(at[0])] != 0;
+                      if (a.integer)
+                        result.ints[size_t(i)] = take ? a.ints[size_t(at[1])] : b.ints[size_t(at[2])];
+                      else
+                        result.floats[size_t(i)] = take ? a.floats[size_t(at[1])] : b.floats[size_t(at[2])];
+                    });
   return result;
 }
 
@@ -245,11 +257,13 @@ int64_t storageBytes(const Tensor &t) {
 
 void release(Tensor &t) { t = Tensor(); }
 
-Tensor roundTo(const Tensor &x, DType storage) {
+Tensor roundTo(const Tensor &x, DType storage) { return roundTo(Tensor(x), storage); }
+
+Tensor roundTo(Tensor &&x, DType storage) {
   requireFloat(x, "roundTo");
   if (storage != DType::BF16 && storage != DType::F16)
     fail("roundTo", std::string("rounds to bf16 or f16, not ") + nameOf(storage));
-  Tensor out = x;
+  Tensor out = std::move(x);
   for (float &v : out.floats)
     v = storage == DType::BF16 ? bf16ToFloat(floatToBf16(v)) : f16ToFloat(floatToF16(v));
   return out;
@@ -259,7 +273,7 @@ Tensor matmul(const Tensor &a, const Tensor &b, const Shape &out) {
   requireFloat(a, "matmul");
   requireFloat(b, "matmul");
   shapes::MatmulDims d = shapes::matmulDims(a.shape, b.shape);
-  std::vector<int64_t> ia = ix::broadcastIndex(d.batch, d.aBatch), ib = ix::broadcastIndex(d.batch, d.bBatch);
+  TrackedVector<int64_t> ia = ix::broadcastIndex(d.batch, d.aBatch), ib = ix::broadcastIndex(d.batch, d.bBatch);
   for (int64_t &x : ia)
     x *= d.m * d.k;
   for (int64_t &x : ib)
@@ -267,7 +281,8 @@ Tensor matmul(const Tensor &a, const Tensor &b, const Shape &out) {
   Tensor result = Tensor::zeros(out);
   if (result.elements() != ix::product(d.batch) * d.m * d.n)
     fail("matmul", "the product of " + describe(a.shape) + " and " + describe(b.shape) + " is not " + describe(out));
-  batchedGemm(a.floats.data(), ia, b.floats.data(), ib, result.floats.data(), d.m, d.k, d.n);
+  batchedGemm(a.floats.data(), ia.data(), b.floats.data(), ib.data(), ia.size(), result.floats.data(), d.m, d.k,
+              d.n);
   return result;
 }
 
@@ -277,10 +292,15 @@ Tensor gemm(const Tensor &a, const Tensor &b, const Tensor *c, bool transA, bool
   requireFloat(b, "gemm");
   Tensor result = Tensor::zeros(out);
   int64_t m = out[0], n = out[1], k = transA ? a.shape[0] : a.shape[1];
-  batchedGemm(a.floats.data(), {0}, b.floats.data(), {0}, result.floats.data(), m, k, n, transA, transB);
-  std::vector<int64_t> ic = c ? broadcastIndexChecked(out, c->shape, "gemm") : std::vector<int64_t>{};
-  for (size_t i = 0; i < result.floats.size(); ++i)
-    result.floats[i] = alpha * result.floats[i] + (c ? beta * c->floats[size_t(ic[i])] : 0.0f);
+  singleGemm(a.floats.data(), b.floats.data(), result.floats.data(), m, k, n, transA, transB);
+  if (!c) {
+    for (float &x : result.floats)
+      x *= alpha;
+    return result;
+  }
+  forEachElement<1>(out, {&c->shape}, "gemm", [&](int64_t i, const std::array<int64_t, 1> &at) {
+    result.floats[size_t(i)] = alpha * result.floats[size_t(i)] + beta * c->floats[size_t(at[0])];
+  });
   return result;
 }
 
@@ -294,7 +314,7 @@ Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias, const Shape 
     fail("linear", "cannot multiply " + describe(x.shape) + " by " + describe(w.shape) +
                        (transposedWeight ? " transposed" : ""));
   Tensor result = Tensor::zeros(out);
-  batchedGemm(x.floats.data(), {0}, w.floats.data(), {0}, result.floats.data(), rows, k, n, false, transposedWeight);
+  singleGemm(x.floats.data(), w.floats.data(), result.floats.data(), rows, k, n, false, transposedWeight);
   if (bias) {
     requireShape(*bias, {n}, "linear bias");
     cpu::addRowBias(host, result.floats.data(), bias->floats.data(), result.floats.data(), rows, n);
@@ -308,7 +328,7 @@ Tensor conv(const Tensor &x, const Tensor &w, const Tensor *bias, const Shape &s
   requireFloat(w, "conv");
   Tensor result = Tensor::zeros(out);
   int64_t M = w.shape[0], positions = ix::product(out, 2);
-  std::vector<double> acc(result.floats.size());
+  TrackedVector<double> acc = scratch<double>(result.floats.size());
   for (size_t i = 0; i < acc.size(); ++i)
     acc[i] = bias ? bias->floats[size_t((int64_t(i) / positions) % M)] : 0.0;
   ix::forEachConvTap(x.shape, w.shape, out, strides, pads, dilations, group, [&](size_t xi, size_t wi, size_t yi) {
@@ -320,13 +340,13 @@ Tensor conv(const Tensor &x, const Tensor &w, const Tensor *bias, const Shape &s
 
 std::vector<Tensor> convGrad(const Tensor &x, const Tensor &w, const Tensor &dy, const Shape &strides,
                              const Shape &pads, const Shape &dilations, int64_t group) {
-  std::vector<double> dx(size_t(x.elements())), dw(size_t(w.elements()));
+  TrackedVector<double> dx = scratch<double>(size_t(x.elements())), dw = scratch<double>(size_t(w.elements()));
   ix::forEachConvTap(x.shape, w.shape, dy.shape, strides, pads, dilations, group, [&](size_t xi, size_t wi, size_t yi) {
     dx[xi] += double(w.floats[wi]) * dy.floats[yi];
     dw[wi] += double(x.floats[xi]) * dy.floats[yi];
   });
-  return {Tensor::ofFloats(x.shape, std::vector<float>(dx.begin(), dx.end())),
-          Tensor::ofFloats(w.shape, std::vector<float>(dw.begin(), dw.end()))};
+  return results(Tensor::ofFloats(x.shape, Floats(dx.begin(), dx.end())),
+                 Tensor::ofFloats(w.shape, Floats(dw.begin(), dw.end())));
 }
 
 Tensor einsum(const std::string &equation, const std::vector<const Tensor *> &inputs, const Shape &out) {
@@ -383,7 +403,7 @@ const float *dataOrNull(const Tensor *t) { return t ? t->floats.data() : nullptr
 Tensor layerNorm(const Tensor &x, const Tensor *scale, const Tensor *bias, int64_t axis, float eps) {
   shapes::NormRows r = normalizedRows(x, axis, scale, "layer_norm");
   Tensor out = Tensor::zeros(x.shape);
-  std::vector<float> mean(size_t(r.rows)), rstd(size_t(r.rows));
+  Floats mean = scratch<float>(size_t(r.rows)), rstd = scratch<float>(size_t(r.rows));
   cpu::layerNormForward(host, x.floats.data(), dataOrNull(scale), dataOrNull(bias), out.floats.data(), mean.data(),
                         rstd.data(), r.rows, r.cols, eps);
   return out;
@@ -392,7 +412,7 @@ Tensor layerNorm(const Tensor &x, const Tensor *scale, const Tensor *bias, int64
 Tensor rmsNorm(const Tensor &x, const Tensor *scale, int64_t axis, float eps) {
   shapes::NormRows r = normalizedRows(x, axis, scale, "rms_norm");
   Tensor out = Tensor::zeros(x.shape);
-  std::vector<float> rstd(size_t(r.rows));
+  Floats rstd = scratch<float>(size_t(r.rows));
   cpu::rmsNormForward(host, x.floats.data(), dataOrNull(scale), out.floats.data(), rstd.data(), r.rows, r.cols, eps);
   return out;
 }
@@ -401,14 +421,16 @@ std::vector<Tensor> layerNormGrad(const Tensor &x, const Tensor *scale, const Te
                                   bool hasBias, size_t results) {
   shapes::NormRows r = normalizedRows(x, axis, scale, "layer_norm_grad");
   requireShape(dy, x.shape, "layer_norm_grad");
-  std::vector<float> mean(size_t(r.rows)), rstd(size_t(r.rows)), y(x.floats.size());
+  // The forward pass again for the row statistics (its output unused).
+  Floats mean = scratch<float>(size_t(r.rows)), rstd = scratch<float>(size_t(r.rows)),
+         y = scratch<float>(x.floats.size());
   Tensor dx = Tensor::zeros(x.shape), dscale = Tensor::zeros({r.cols}), dbias = Tensor::zeros({r.cols});
   cpu::layerNormForward(host, x.floats.data(), dataOrNull(scale), nullptr, y.data(), mean.data(), rstd.data(), r.rows,
                         r.cols, eps);
   cpu::layerNormBackward(host, dy.floats.data(), x.floats.data(), dataOrNull(scale), mean.data(), rstd.data(),
                          dx.floats.data(), scale ? dscale.floats.data() : nullptr,
                          hasBias ? dbias.floats.data() : nullptr, r.rows, r.cols);
-  std::vector<Tensor> out{std::move(dx), std::move(dscale), std::move(dbias)};
+  std::vector<Tensor> out = host::results(std::move(dx), std::move(dscale), std::move(dbias));
   out.resize(std::min<size_t>(results, 3));
   if (scale && out.size() > 1)
     out[1].shape = scale->shape;
@@ -421,12 +443,12 @@ std::vector<Tensor> rmsNormGrad(const Tensor &x, const Tensor *scale, const Tens
                                 size_t results) {
   shapes::NormRows r = normalizedRows(x, axis, scale, "rms_norm_grad");
   requireShape(dy, x.shape, "rms_norm_grad");
-  std::vector<float> rstd(size_t(r.rows)), y(x.floats.size());
+  Floats rstd = scratch<float>(size_t(r.rows)), y = scratch<float>(x.floats.size());
   Tensor dx = Tensor::zeros(x.shape), dscale = Tensor::zeros(scale ? scale->shape : Shape{r.cols});
   cpu::rmsNormForward(host, x.floats.data(), dataOrNull(scale), y.data(), rstd.data(), r.rows, r.cols, eps);
   cpu::rmsNormBackward(host, dy.floats.data(), x.floats.data(), dataOrNull(scale), rstd.data(), dx.floats.data(),
                        scale ? dscale.floats.data() : nullptr, r.rows, r.cols);
-  std::vector<Tensor> out{std::move(dx), std::move(dscale)};
+  std::vector<Tensor> out = host::results(std::move(dx), std::move(dscale));
   out.resize(std::min<size_t>(results, 2));
   return out;
 }
@@ -437,10 +459,15 @@ struct AttentionOperands {
   ReferenceAttentionShape shape;
   /// The fused kernels take this case: no mask, equal key and value widths.
   bool fused = false;
-  std::vector<int64_t> maskIndex;
-  std::vector<float> maskValues;
-  AttentionMask<float> mask;
+  /// The mask's values (as floats) and where each score finds its own.
+  MaskLayout maskLayout;
+  Floats maskValues = scratch<float>(0);
+  bool booleanMask = false, masked = false;
   Shape outShape;
+
+  AttentionMask<float> mask() const {
+    return masked ? AttentionMask<float>{maskValues.data(), &maskLayout, booleanMask} : AttentionMask<float>{};
+  }
 
   AttentionShape kernelShape() const {
     AttentionShape s;
@@ -465,12 +492,13 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
   a.shape.scale = scale, a.shape.causal = causal;
   a.fused = !mask && a.shape.headDim == a.shape.valueDim;
   if (mask) {
-    a.maskIndex = broadcastIndexChecked(d.scores, mask->shape, "attention mask");
+    requireBroadcast(d.scores, mask->shape, "attention mask");
+    a.maskLayout = maskLayout(d.scores, mask->shape);
     if (mask->integer)
       a.maskValues.assign(mask->ints.begin(), mask->ints.end());
     else
-      a.maskValues = mask->floats;
-    a.mask = {a.maskValues.data(), a.maskIndex.data(), mask->integer};
+      a.maskValues.assign(mask->floats.begin(), mask->floats.end());
+    a.booleanMask = mask->integer, a.masked = true;
   }
   return a;
 }
@@ -481,10 +509,10 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
   AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
   Tensor out = Tensor::zeros(a.outShape);
   if (!a.fused) {
-    referenceAttentionForward(a.shape, q.floats.data(), k.floats.data(), v.floats.data(), a.mask, out.floats.data());
+    referenceAttentionForward(a.shape, q.floats.data(), k.floats.data(), v.floats.data(), a.mask(), out.floats.data());
     return out;
   }
-  std::vector<float> lse(size_t(a.shape.batch * a.shape.queries));
+  Floats lse = scratch<float>(size_t(a.shape.batch * a.shape.queries));
   cpu::attentionForward(host, a.kernelShape(), q.floats.data(), k.floats.data(), v.floats.data(), out.floats.data(),
                         lse.data());
   return out;
@@ -496,23 +524,24 @@ std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor
   requireShape(dOut, a.outShape, "attention_grad");
   Tensor dq = Tensor::zeros(q.shape), dk = Tensor::zeros(k.shape), dv = Tensor::zeros(v.shape);
   if (!a.fused) {
-    referenceAttentionBackward(a.shape, q.floats.data(), k.floats.data(), v.floats.data(), a.mask, dOut.floats.data(),
+    referenceAttentionBackward(a.shape, q.floats.data(), k.floats.data(), v.floats.data(), a.mask(), dOut.floats.data(),
                                dq.floats.data(), dk.floats.data(), dv.floats.data());
-    return {std::move(dq), std::move(dk), std::move(dv)};
+    return results(std::move(dq), std::move(dk), std::move(dv));
   }
-  std::vector<float> o(dOut.floats.size()), lse(size_t(a.shape.batch * a.shape.queries));
+  // The forward pass again: its output and log-sum-exp, which the backward reads.
+  Floats o = scratch<float>(dOut.floats.size()), lse = scratch<float>(size_t(a.shape.batch * a.shape.queries));
   AttentionShape s = a.kernelShape();
   cpu::attentionForward(host, s, q.floats.data(), k.floats.data(), v.floats.data(), o.data(), lse.data());
   cpu::attentionBackward(host, s, q.floats.data(), k.floats.data(), v.floats.data(), o.data(), dOut.floats.data(),
                          lse.data(), dq.floats.data(), dk.floats.data(), dv.floats.data());
-  return {std::move(dq), std::move(dk), std::move(dv)};
+  return results(std::move(dq), std::move(dk), std::move(dv));
 }
 
 namespace {
 
 struct LossRows {
   int64_t rows, classes, ignore, counted;
-  std::vector<float> loss, lse;
+  Floats loss = scratch<float>(0), lse = scratch<float>(0);
 };
 
 LossRows crossEntropyRows(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
@@ -543,7 +572,7 @@ Tensor crossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor
                         std::optional<int64_t> ignoreIndex, const std::string &reduction) {
   LossRows r = crossEntropyRows(scores, labels, ignoreIndex, "cross_entropy_grad");
   requireFloat(dloss, "cross_entropy_grad");
-  std::vector<float> perRow = shapes::rowGradientScales(dloss.floats, r.rows, r.counted, reduction);
+  Floats perRow = shapes::rowGradientScales(dloss.floats, r.rows, r.counted, reduction);
   Tensor out = Tensor::zeros(scores.shape);
   cpu::crossEntropyBackward(host, scores.floats.data(), labels.ints.data(), r.lse.data(), perRow.data(),
                             out.floats.data(), r.rows, r.classes, r.ignore);
@@ -573,14 +602,14 @@ std::vector<Tensor> dropout(const Tensor &x, float ratio, const DropoutKey &key)
   if (ratio == 0) { // inference-style dropout layers: keep everything
     out.floats = x.floats;
     std::fill(mask.ints.begin(), mask.ints.end(), 1);
-    return {std::move(out), std::move(mask)};
+    return results(std::move(out), std::move(mask));
   }
   for (int64_t i = 0; i < x.elements(); ++i) {
     bool keep = dropoutKeeps(key.seed, key.step, key.firstIndex + uint64_t(i), ratio);
     mask.ints[size_t(i)] = keep;
     out.floats[size_t(i)] = keep ? float(double(x.floats[size_t(i)]) / (1.0 - double(ratio))) : 0.0f;
   }
-  return {std::move(out), std::move(mask)};
+  return results(std::move(out), std::move(mask));
 }
 
 Tensor reshape(const Tensor &x, const Shape &out) {
@@ -625,7 +654,7 @@ Tensor transpose(const Tensor &x, const Shape &perm) {
 }
 
 Tensor broadcast(const Tensor &x, const Shape &out) {
-  broadcastIndexChecked(out, x.shape, "broadcast");
+  requireBroadcast(out, x.shape, "broadcast");
   Tensor result = Tensor::zeros(out, x.integer);
   withData(x, result, [&](const auto *in, auto *o) { ix::broadcastTo(in, x.shape, out, o); });
   return result;

@@ -444,7 +444,8 @@ TEST(DropoutTest, MaskDependsOnlyOnSeedStepAndGlobalIndex) {
 }
 
 std::vector<int64_t> maskOf(const host::Tensor &x, uint64_t seed, uint64_t step, int64_t block, int64_t site) {
-  return host::dropout(x, 0.5f, dropoutKeyFor(seed, step, block, site, x.elements()))[1].ints;
+  Ints mask = host::dropout(x, 0.5f, dropoutKeyFor(seed, step, block, site, x.elements()))[1].ints;
+  return std::vector<int64_t>(mask.begin(), mask.end());
 }
 
 TEST(DropoutTest, EmittedProgramsKeyMasksBySiteStepAndBatchBlock) {

@@ -4,6 +4,7 @@
 #include "colossal/runtime/Launch.h"
 #include "colossal/runtime/Memory.h"
 #include "colossal/runtime/Mesh.h"
+#include "colossal/runtime/TrackedAllocator.h"
 
 #include <gtest/gtest.h>
 
@@ -100,25 +101,64 @@ TEST(MemoryTest, CountsCurrentAndPeakByCategory) {
   }
 }
 
-TEST(MemoryTest, ChargesCountBytesAContainerHolds) {
-  MemoryTracker tracker;
+/// What the global tracker holds now in `category` of `space`.
+int64_t held(MemoryCategory category, MemorySpace space = MemorySpace::Host) {
+  return MemoryTracker::global().current(space, category);
+}
+
+TEST(MemoryTest, TrackedBuffersAreChargedWhereTheyAreMade) {
+  int64_t gradients = held(MemoryCategory::Gradients), workspace = held(MemoryCategory::Workspace),
+          pinned = held(MemoryCategory::OptimizerState, MemorySpace::PinnedHost);
+  Floats a, c;
   {
-    MemoryCharge moments(800, MemoryCategory::OptimizerState, MemorySpace::Host, &tracker);
-    MemoryCharge buffer(300, MemoryCategory::Communication, MemorySpace::Host, &tracker);
-    EXPECT_EQ(tracker.current(MemorySpace::Host), 1100);
-    buffer.release();
-    buffer.release(); // twice is once
-    EXPECT_EQ(tracker.current(MemorySpace::Host, MemoryCategory::Communication), 0);
-    MemoryCharge moved = std::move(moments);
-    EXPECT_EQ(moments.bytes(), 0);
-    EXPECT_EQ(tracker.current(MemorySpace::Host, MemoryCategory::OptimizerState), 800);
-    moments = MemoryCharge(100, MemoryCategory::OptimizerState, MemorySpace::Host, &tracker);
-    EXPECT_EQ(tracker.current(MemorySpace::Host, MemoryCategory::OptimizerState), 900);
+    MemoryScope scope(MemoryCategory::Gradients);
+    a.assign(100, 1.0f);
+    // A kernel's scratch is workspace whatever the scope.
+    Floats s = scratch<float>(50);
+    EXPECT_EQ(held(MemoryCategory::Gradients) - gradients, 400);
+    EXPECT_EQ(held(MemoryCategory::Workspace) - workspace, 200);
+    {
+      // Scopes nest; the innermost wins, also for pinned host memory.
+      MemoryScope inner(MemoryCategory::OptimizerState, MemorySpace::PinnedHost);
+      c.assign(10, 0.0f);
+    }
+    EXPECT_EQ(held(MemoryCategory::OptimizerState, MemorySpace::PinnedHost) - pinned, 40);
   }
-  EXPECT_EQ(tracker.current(MemorySpace::Host), 0);
+  // Without a scope a thread allocates workspace.
+  Floats d(8);
+  EXPECT_EQ(held(MemoryCategory::Workspace) - workspace, 32);
+  {
+    // Freed under another scope: uncharged where it was charged.
+    MemoryScope scope(MemoryCategory::Activations);
+    int64_t activations = held(MemoryCategory::Activations);
+    Floats().swap(a);
+    Floats().swap(c);
+    EXPECT_EQ(held(MemoryCategory::Activations), activations);
+    // A copy is charged where it is made.
+    Floats copy = d;
+    EXPECT_EQ(held(MemoryCategory::Activations) - activations, 32);
+  }
+  EXPECT_EQ(held(MemoryCategory::Gradients), gradients);
+  EXPECT_EQ(held(MemoryCategory::OptimizerState, MemorySpace::PinnedHost), pinned);
+  // A buffer fixed to a category keeps it when it grows.
+  Floats fixed = buffer<float>(4, MemoryCategory::Communication);
+  int64_t communication = held(MemoryCategory::Communication);
+  fixed.resize(1000);
+  EXPECT_EQ(held(MemoryCategory::Communication) - communication, 4 * (1000 - 4));
+  // 64-byte aligned data.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(fixed.data()) % 64, 0u);
+}
+
+TEST(MemoryTest, PeaksAreOfTheSumNotTheSumOfPeaks) {
+  MemoryTracker tracker;
+  tracker.allocated(MemorySpace::Host, MemoryCategory::OptimizerState, 800);
+  tracker.allocated(MemorySpace::Host, MemoryCategory::Communication, 300);
+  tracker.freed(MemorySpace::Host, MemoryCategory::Communication, 300);
+  tracker.allocated(MemorySpace::Host, MemoryCategory::OptimizerState, 100);
   EXPECT_EQ(tracker.peak(MemorySpace::Host), 1100);
+  EXPECT_EQ(tracker.current(MemorySpace::Host), 900);
   std::string host = tracker.json(MemorySpace::Host);
-  EXPECT_NE(host.find("\"optimizer_state\": {\"current\": 0, \"peak\": 900}"), std::string::npos) << host;
+  EXPECT_NE(host.find("\"optimizer_state\": {\"current\": 900, \"peak\": 900}"), std::string::npos) << host;
   EXPECT_EQ(host.find("device"), std::string::npos);
 }
 

@@ -30,7 +30,7 @@ struct RecordedGather {
   int sleepMicroseconds = 0;
 
   GatherPrefetcher::Gather function() {
-    return [this](size_t t, std::vector<float> &out) {
+    return [this](size_t t, Floats &out) {
       if (sleepMicroseconds)
         std::this_thread::sleep_for(std::chrono::microseconds(sleepMicroseconds));
       out.assign(size_t(sizes[t]), float(t) + 0.5f);
@@ -94,7 +94,9 @@ int64_t runCall(GatherPrefetcher &prefetcher, RecordedGather &gather, const std:
       for (float x : whole.values)
         right = right && x == float(r.tensor) + 0.5f;
       EXPECT_TRUE(right) << "tensor " << r.tensor << " came back with other values";
-      EXPECT_EQ(whole.charge.bytes(), gather.sizes[r.tensor] * 4);
+      // A communication buffer while it is held.
+      EXPECT_TRUE(whole.values.get_allocator().fixed());
+      EXPECT_EQ(whole.values.get_allocator().category(), MemoryCategory::Communication);
       heldBytes += gather.sizes[r.tensor] * 4;
       held[r.tensor] = std::move(whole);
     }
@@ -193,7 +195,7 @@ TEST(ParameterPrefetchTest, WithoutAThreadOrABudgetEveryGatherIsTheReads) {
 TEST(ParameterPrefetchTest, AFailedGatherIsRethrownWhereTheStepReadsIt) {
   std::vector<int64_t> sizes = {2, 2};
   int calls = 0;
-  GatherPrefetcher prefetcher(sizes, 1 << 20, /*threaded=*/true, [&](size_t t, std::vector<float> &out) {
+  GatherPrefetcher prefetcher(sizes, 1 << 20, /*threaded=*/true, [&](size_t t, Floats &out) {
     if (++calls == 4)
       throw std::runtime_error("rank 1 is gone");
     out.assign(size_t(sizes[t]), 1.0f);

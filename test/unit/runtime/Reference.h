@@ -9,6 +9,8 @@
 #ifndef COLOSSAL_TEST_RUNTIME_REFERENCE_H
 #define COLOSSAL_TEST_RUNTIME_REFERENCE_H
 
+#include "colossal/runtime/TrackedAllocator.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +19,9 @@
 #include <vector>
 
 namespace colossal::rt::test {
+
+/// A copy in tracked memory (the runtime's buffers).
+inline Floats tracked(const std::vector<float> &values) { return Floats(values.begin(), values.end()); }
 
 inline std::vector<float> randomVector(size_t n, unsigned seed, float low = -1.0f, float high = 1.0f) {
   std::mt19937 engine(seed);

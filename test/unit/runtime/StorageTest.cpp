@@ -252,9 +252,9 @@ TEST(OffloadTest, OffloadedShardUpdatesBitForBitLikeTheDeviceShard) {
     OptimizerConfig config;
     config.kind = kind;
     std::vector<TensorConventions> conventions = {conventionsOf(kind, 2), conventionsOf(kind, 1)};
-    std::vector<float> a0 = randomVector(30, 1), b0 = randomVector(70, 2);
-    std::vector<std::vector<float>> grads = {randomVector(30, 3), randomVector(70, 4)};
-    auto run = [&](CopyEngine *engine, std::vector<float> &a, std::vector<float> &b, double &norm) {
+    Floats a0 = tracked(randomVector(30, 1)), b0 = tracked(randomVector(70, 2));
+    std::vector<Floats> grads = {tracked(randomVector(30, 3)), tracked(randomVector(70, 4))};
+    auto run = [&](CopyEngine *engine, Floats &a, Floats &b, double &norm) {
       SingleRankCommunicator dp("dp");
       int64_t pinnedBefore = MemoryTracker::global().current(MemorySpace::PinnedHost);
       ShardedOptimizer sharded(dp, 1, config, conventions, {&a, &b}, engine);
@@ -262,13 +262,13 @@ TEST(OffloadTest, OffloadedShardUpdatesBitForBitLikeTheDeviceShard) {
       // Moments, and the host's fp32 weights and gradients.
       EXPECT_EQ(pinned, engine ? (momentsOf(kind) + 2) * 100 * 4 : 0);
       for (int64_t step = 1; step <= 3; ++step) {
-        std::vector<std::vector<float>> averaged = grads;
+        std::vector<Floats> averaged = grads;
         sharded.useGradients(averaged);
         norm = sharded.gradientNorm();
         sharded.step(0.01, step, 0.5f);
       }
     };
-    std::vector<float> deviceA = a0, deviceB = b0, hostA = a0, hostB = b0;
+    Floats deviceA = a0, deviceB = b0, hostA = a0, hostB = b0;
     double deviceNorm = 0, hostNorm = 0;
     run(nullptr, deviceA, deviceB, deviceNorm);
     auto engine = makeHostCopyEngine();

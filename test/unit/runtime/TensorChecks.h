@@ -23,7 +23,7 @@ inline host::Tensor randomFloats(host::Shape shape, uint32_t seed, float scale) 
   return t;
 }
 
-inline void expectNear(const std::vector<float> &got, const std::vector<float> &want, double relative, const char *what) {
+inline void expectNear(const Floats &got, const Floats &want, double relative, const char *what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], want[i], relative * std::max(1.0, std::fabs(double(want[i])))) << what << " at " << i;

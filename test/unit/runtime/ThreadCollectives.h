@@ -75,11 +75,11 @@ public:
   }
   host::Tensor allToAll(const host::Tensor &x, const std::string &, int64_t splitDim, int64_t concatDim) override {
     int ranks = axis_.ranks();
-    std::vector<float> packed = host::blocksAlong(x, splitDim, ranks);
+    Floats packed = host::blocksAlong(x, splitDim, ranks);
     std::vector<host::Tensor> parts = axis_.exchange(rank_, host::Tensor::ofFloats({int64_t(packed.size())}, packed));
     // Block `rank_` of every rank's packing, in rank order.
     size_t block = packed.size() / size_t(ranks);
-    std::vector<float> received;
+    Floats received;
     for (const host::Tensor &part : parts)
       received.insert(received.end(), part.floats.begin() + rank_ * block, part.floats.begin() + (rank_ + 1) * block);
     host::Shape shape = x.shape;

@@ -5,6 +5,8 @@
 // full size of the reduced or gathered tensor, the whole send buffer of an
 // all-to-all, the buffer of a broadcast, the bytes sent by send/recv. So a
 // plan's predicted communication can be compared with what ran, exactly.
+// Nothing is exempt: the trainer's reduction of the loss for its log counts
+// like the step's own collectives (and the cost model predicts it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,16 +36,12 @@ public:
   void record(CollectiveKind kind, const std::string &axis, int64_t bytes);
   std::map<Key, Entry> snapshot() const;
   void reset();
-  /// While paused, collectives are not recorded (a log's own reductions are
-  /// not the step's communication).
-  void setPaused(bool paused);
   /// {"all_reduce": {"dp": {"calls": 3, "bytes": 1024}}, ...} on one line.
   std::string json() const;
 
 private:
   mutable std::mutex mutex_;
   std::map<Key, Entry> entries_;
-  bool paused_ = false;
 };
 
 } // namespace colossal::rt

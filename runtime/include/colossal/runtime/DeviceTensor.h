@@ -36,8 +36,15 @@ struct Tensor {
   std::shared_ptr<void> data;
 
   static Tensor zeros(Shape shape, bool integer = false);
-  static Tensor ofFloats(Shape shape, const std::vector<float> &values);
-  static Tensor ofInts(Shape shape, const std::vector<int64_t> &values);
+  static Tensor ofFloats(Shape shape, const Floats &values);
+  static Tensor ofInts(Shape shape, const Ints &values);
+  /// From any other container of values (staged through the host).
+  template <typename Values> static Tensor ofFloats(Shape shape, const Values &values) {
+    return ofFloats(std::move(shape), Floats(values.begin(), values.end()));
+  }
+  template <typename Values> static Tensor ofInts(Shape shape, const Values &values) {
+    return ofInts(std::move(shape), Ints(values.begin(), values.end()));
+  }
   int64_t elements() const;
   float *floats() const { return static_cast<float *>(data.get()); }
   int64_t *ints() const { return static_cast<int64_t *>(data.get()); }

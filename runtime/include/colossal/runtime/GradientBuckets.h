@@ -15,6 +15,8 @@
 #ifndef COLOSSAL_RUNTIME_GRADIENTBUCKETS_H
 #define COLOSSAL_RUNTIME_GRADIENTBUCKETS_H
 
+#include "colossal/runtime/TrackedAllocator.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,7 +42,7 @@ std::vector<GradientBucket> planGradientBuckets(const std::vector<int64_t> &elem
 /// unpacked. The gradients' sizes must be the ones the buckets were
 /// planned for.
 void averageGradientBuckets(Communicator &dp, const std::vector<GradientBucket> &buckets,
-                            std::vector<std::vector<float>> &gradients);
+                            std::vector<Floats> &gradients);
 
 /// The same average, started while the backward pass runs: the step reports
 /// each gradient as it finishes it (`add`), and a bucket whose tensors are
@@ -56,7 +58,7 @@ void averageGradientBuckets(Communicator &dp, const std::vector<GradientBucket> 
 class OverlappedGradientAverage {
 public:
   OverlappedGradientAverage(Communicator &dp, std::vector<GradientBucket> buckets,
-                            std::vector<std::vector<float>> &gradients);
+                            std::vector<Floats> &gradients);
   ~OverlappedGradientAverage();
   OverlappedGradientAverage(const OverlappedGradientAverage &) = delete;
   OverlappedGradientAverage &operator=(const OverlappedGradientAverage &) = delete;
@@ -78,7 +80,7 @@ private:
 
   Communicator &dp_;
   std::vector<GradientBucket> buckets_;
-  std::vector<std::vector<float>> &gradients_;
+  std::vector<Floats> &gradients_;
   std::vector<size_t> bucketOf_;
   std::vector<bool> in_;
   std::vector<size_t> missing_;

@@ -19,6 +19,7 @@
 
 #include "colossal/runtime/DType.h"
 #include "colossal/runtime/Philox.h"
+#include "colossal/runtime/TrackedAllocator.h"
 
 #include <cstdint>
 #include <optional>
@@ -32,13 +33,22 @@ using Shape = std::vector<int64_t>;
 struct Tensor {
   Shape shape;
   /// Integer and boolean tensors hold `ints`; floating-point ones `floats`.
+  /// Their data is charged to the memory scope it is allocated in
+  /// (TrackedAllocator.h): the step's values are activations.
   bool integer = false;
-  std::vector<float> floats;
-  std::vector<int64_t> ints;
+  Floats floats;
+  Ints ints;
 
   static Tensor zeros(Shape shape, bool integer = false);
-  static Tensor ofFloats(Shape shape, std::vector<float> values);
-  static Tensor ofInts(Shape shape, std::vector<int64_t> values);
+  static Tensor ofFloats(Shape shape, Floats values);
+  static Tensor ofInts(Shape shape, Ints values);
+  /// From any other container of values (copied, charged where made).
+  template <typename Values> static Tensor ofFloats(Shape shape, const Values &values) {
+    return ofFloats(std::move(shape), Floats(values.begin(), values.end()));
+  }
+  template <typename Values> static Tensor ofInts(Shape shape, const Values &values) {
+    return ofInts(std::move(shape), Ints(values.begin(), values.end()));
+  }
   int64_t elements() const;
 };
 
@@ -50,6 +60,15 @@ enum class Unary { Sqrt, Reciprocal, Neg, Abs, Exp, Log, Erf, Tanh, Sigmoid, Rel
 enum class ReduceKind { Sum, Mean, Max };
 
 #include "colossal/runtime/TensorOpSignatures.inc"
+
+/// An op's several results, moved into the list (a braced list would copy
+/// each tensor, holding every result twice for a moment).
+template <typename... Tensors> std::vector<Tensor> results(Tensors &&...tensors) {
+  std::vector<Tensor> list;
+  list.reserve(sizeof...(tensors));
+  (list.push_back(std::forward<Tensors>(tensors)), ...);
+  return list;
+}
 
 } // namespace colossal::rt::host
 

@@ -19,9 +19,11 @@
 
 namespace colossal::rt {
 
-enum class MemoryCategory { Parameters, Gradients, OptimizerState, Activations, Communication, Workspace };
+/// `Data`: the training data the trainer holds (feeds read into memory, a
+/// step's global batch, each microbatch's inputs).
+enum class MemoryCategory { Parameters, Gradients, OptimizerState, Activations, Communication, Workspace, Data };
 enum class MemorySpace { Host, PinnedHost, Device };
-constexpr int kMemoryCategories = 6;
+constexpr int kMemoryCategories = 7;
 constexpr int kMemorySpaces = 3;
 
 const char *nameOf(MemoryCategory category);
@@ -29,8 +31,13 @@ const char *nameOf(MemorySpace space);
 
 class MemoryTracker {
 public:
-  /// The process-wide tracker the allocator reports to.
+  /// The process-wide tracker the allocator reports to: what was really
+  /// allocated (TrackedAllocator.h, Allocation).
   static MemoryTracker &global();
+  /// What the emitted step's plan says it holds (StepMemory.h), replayed as
+  /// the step runs: kept apart from what was allocated, so the two can be
+  /// compared.
+  static MemoryTracker &planned();
 
   void allocated(MemorySpace space, MemoryCategory category, int64_t bytes);
   void freed(MemorySpace space, MemoryCategory category, int64_t bytes);
@@ -65,8 +72,18 @@ struct DeviceMemoryFunctions {
   void (*freeDevice)(void *data) = nullptr;
   void *(*allocatePinned)(int64_t bytes) = nullptr;
   void (*freePinned)(void *data) = nullptr;
+  /// What the device says is in use (cudaMemGetInfo: total less free),
+  /// whoever allocated it (the CUDA runtime's own pools included).
+  int64_t (*deviceBytesInUse)() = nullptr;
 };
 void installDeviceMemoryFunctions(const DeviceMemoryFunctions &functions);
+/// The device's bytes in use, or -1 without a device.
+int64_t deviceBytesInUse();
+/// Device memory charged to the global tracker in `category`: the CUDA
+/// target's tensors and buffers (freed through `freeDeviceTracked` with the
+/// same size and category).
+void *allocateDeviceTracked(int64_t bytes, MemoryCategory category);
+void freeDeviceTracked(void *data, int64_t bytes, MemoryCategory category) noexcept;
 
 /// An owned, accounted allocation (64-byte aligned on the host). Move-only;
 /// freeing it updates the tracker.
@@ -90,31 +107,6 @@ public:
 
 private:
   void *data_ = nullptr;
-  int64_t bytes_ = 0;
-  MemoryCategory category_ = MemoryCategory::Workspace;
-  MemorySpace space_ = MemorySpace::Host;
-  MemoryTracker *tracker_ = nullptr;
-};
-
-/// Counts `bytes` of a category for as long as it lives, for memory a
-/// container owns (a std::vector the trainer sizes, a host tensor) where an
-/// Allocation would force a copy. Move-only; `release` (or destruction)
-/// takes the bytes off the tracker.
-class MemoryCharge {
-public:
-  MemoryCharge() = default;
-  MemoryCharge(int64_t bytes, MemoryCategory category, MemorySpace space = MemorySpace::Host,
-               MemoryTracker *tracker = &MemoryTracker::global());
-  ~MemoryCharge() { release(); }
-  MemoryCharge(MemoryCharge &&other) noexcept { *this = std::move(other); }
-  MemoryCharge &operator=(MemoryCharge &&other) noexcept;
-  MemoryCharge(const MemoryCharge &) = delete;
-  MemoryCharge &operator=(const MemoryCharge &) = delete;
-
-  int64_t bytes() const { return bytes_; }
-  void release();
-
-private:
   int64_t bytes_ = 0;
   MemoryCategory category_ = MemoryCategory::Workspace;
   MemorySpace space_ = MemorySpace::Host;

@@ -24,7 +24,7 @@
 #ifndef COLOSSAL_RUNTIME_PARAMETERPREFETCH_H
 #define COLOSSAL_RUNTIME_PARAMETERPREFETCH_H
 
-#include "colossal/runtime/Memory.h"
+#include "colossal/runtime/TrackedAllocator.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -37,15 +37,15 @@ namespace colossal::rt {
 
 /// A whole tensor, charged to the memory tracker as communication buffers
 /// for as long as it lives.
+/// A gathered tensor: a communication buffer while it exists.
 struct GatheredTensor {
-  std::vector<float> values;
-  MemoryCharge charge;
+  Floats values;
 };
 
 class GatherPrefetcher {
 public:
   /// Gathers tensor `tensor` whole into `whole` (a collective).
-  using Gather = std::function<void(size_t tensor, std::vector<float> &whole)>;
+  using Gather = std::function<void(size_t tensor, Floats &whole)>;
 
   /// `elements`: each tensor's whole size. `budgetBytes`: how many bytes of
   /// gathered tensors may wait ahead of the step's reads (at least one

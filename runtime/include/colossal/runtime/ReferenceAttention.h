@@ -30,13 +30,53 @@ struct ReferenceAttentionShape {
   double dropout = 0.0;
 };
 
-/// An optional mask: mask[index[(b * sq + i) * sk + j]] applies to score
+/// Where a mask broadcast to the scores [batch..., sq, sk] keeps the value
+/// of score (b, i, j): batchOffsets[b] + i * queryStride + j * keyStride
+/// (b the flattened batch index; a broadcast dimension's stride is 0). One
+/// offset per batch, not an index per score.
+struct MaskLayout {
+  std::vector<int64_t> batchOffsets;
+  int64_t queryStride = 0, keyStride = 0;
+};
+
+/// The layout of a row-major mask of `maskShape` (right-aligned, each
+/// dimension 1 or the scores') broadcast to `scoreShape`.
+inline MaskLayout maskLayout(const std::vector<int64_t> &scoreShape, const std::vector<int64_t> &maskShape) {
+  size_t rank = scoreShape.size(), offset = rank - maskShape.size();
+  std::vector<int64_t> strides(rank, 0);
+  for (int64_t d = int64_t(maskShape.size()) - 1, stride = 1; d >= 0; --d) {
+    if (maskShape[size_t(d)] != 1)
+      strides[size_t(d) + offset] = stride;
+    stride *= maskShape[size_t(d)];
+  }
+  MaskLayout layout;
+  layout.queryStride = strides[rank - 2], layout.keyStride = strides[rank - 1];
+  int64_t batch = 1;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    batch *= scoreShape[d];
+  layout.batchOffsets.assign(size_t(batch), 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t rest = b, at = 0;
+    for (size_t d = rank - 2; d-- > 0;) {
+      at += rest % scoreShape[d] * strides[d];
+      rest /= scoreShape[d];
+    }
+    layout.batchOffsets[size_t(b)] = at;
+  }
+  return layout;
+}
+
+/// An optional mask (values laid out by `layout`) applying to score
 /// (b, i, j).
 template <typename T>
 struct AttentionMask {
   const T *values = nullptr;
-  const int64_t *index = nullptr;
+  const MaskLayout *layout = nullptr;
   bool boolean = false;
+
+  T at(int64_t b, int64_t i, int64_t j) const {
+    return values[layout->batchOffsets[size_t(b)] + i * layout->queryStride + j * layout->keyStride];
+  }
 };
 
 namespace detail {
@@ -49,16 +89,15 @@ void attentionRow(const ReferenceAttentionShape &s, const T *q, const T *k, cons
   constexpr double kHidden = -std::numeric_limits<double>::infinity();
   double max = kHidden;
   for (int64_t j = 0; j < s.keys; ++j) {
-    int64_t at = (b * s.queries + i) * s.keys + j;
     bool visible = !s.causal || j <= i + s.keys - s.queries;
-    if (visible && mask.values && mask.boolean && mask.values[mask.index[at]] == T(0))
+    if (visible && mask.values && mask.boolean && mask.at(b, i, j) == T(0))
       visible = false;
     double score = kHidden;
     if (visible) {
       double dot = 0;
       for (int64_t c = 0; c < s.headDim; ++c)
         dot += double(q[(b * s.queries + i) * s.headDim + c]) * double(k[(b * s.keys + j) * s.headDim + c]);
-      score = dot * s.scale + (mask.values && !mask.boolean ? double(mask.values[mask.index[at]]) : 0.0);
+      score = dot * s.scale + (mask.values && !mask.boolean ? double(mask.at(b, i, j)) : 0.0);
     }
     p[size_t(j)] = score;
     max = std::max(max, score);

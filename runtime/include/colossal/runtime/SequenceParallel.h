@@ -29,11 +29,11 @@ std::vector<Tensor> dropoutOfSlice(const Tensor &x, float ratio, const DropoutKe
 
 /// All-to-all's packing (`train.all_to_all`): `x` cut into `parts` equal
 /// slices along `splitDim`, slice j the j-th contiguous block (for rank j).
-std::vector<float> blocksAlong(const Tensor &x, int64_t splitDim, int64_t parts);
+Floats blocksAlong(const Tensor &x, int64_t splitDim, int64_t parts);
 
 /// All-to-all's unpacking: `received` holds `parts` blocks of shape `block`
 /// in rank order; block r becomes slice r along `concatDim` of the result.
-Tensor joinAlong(const std::vector<float> &received, const Shape &block, int64_t concatDim, int64_t parts);
+Tensor joinAlong(const Floats &received, const Shape &block, int64_t concatDim, int64_t parts);
 
 /// `train.cross_entropy {token_axis}`: the loss over every rank's rows, this
 /// rank holding rows `scores` [N, C] and `labels` [N] of them. The rows'

@@ -47,6 +47,7 @@
 #include "colossal/runtime/Memory.h"
 #include "colossal/runtime/Offload.h"
 #include "colossal/runtime/OptimizerStep.h"
+#include "colossal/runtime/TrackedAllocator.h"
 
 #include <vector>
 
@@ -61,7 +62,7 @@ public:
   /// them. With `offload` the update runs on the host (above); the engine
   /// must outlive the optimizer.
   ShardedOptimizer(Communicator &dp, int stage, const OptimizerConfig &config,
-                   const std::vector<TensorConventions> &conventions, const std::vector<std::vector<float> *> &weights,
+                   const std::vector<TensorConventions> &conventions, const std::vector<Floats *> &weights,
                    CopyEngine *offload = nullptr);
 
   int stage() const { return stage_; }
@@ -78,7 +79,7 @@ public:
   void beginStep();
   /// Stage 2: reduce-scatters one microbatch's gradients (full tensors,
   /// scaled by `scale`) and adds this rank's shard to the accumulator.
-  void addMicrobatch(const std::vector<std::vector<float>> &grads, float scale);
+  void addMicrobatch(const std::vector<Floats> &grads, float scale);
   /// Stage 2, a tensor at a time: gradient `t` of this microbatch (full,
   /// `elements` floats) scaled into the reduce-scatter's staging buffer, so
   /// the step can free it as soon as it is computed...
@@ -88,7 +89,7 @@ public:
   void reduceStaged();
   /// Stage 1: the gradients, already averaged over the ranks, read in place
   /// (LAMB writes its update over this rank's shard of them).
-  void useGradients(std::vector<std::vector<float>> &averaged);
+  void useGradients(std::vector<Floats> &averaged);
   /// Stage 2: divides the accumulated sums by the ranks (the average).
   void finishAccumulation();
   /// The global gradient norm (collective); also keeps the per-tensor sums
@@ -100,16 +101,22 @@ public:
 
   /// Stage 3: tensor `t` (in trainable order) whole, gathered from every
   /// rank's chunk into `out` (collective; resized to the tensor).
-  void gatherTensor(size_t t, std::vector<float> &out);
+  void gatherTensor(size_t t, Floats &out);
   /// Stage 3: every tensor whole into `out[t]` (collective, for a checkpoint).
-  void gatherWeights(std::vector<std::vector<float>> &out);
+  void gatherWeights(std::vector<Floats> &out);
 
   /// The full moments of every tensor (collective: gathered for a
   /// checkpoint); `m[t]` and `v[t]` are resized to the tensor (`v` left
   /// empty for optimizers with one moment).
-  void gatherMoments(std::vector<std::vector<float>> &m, std::vector<std::vector<float>> &v);
+  void gatherMoments(std::vector<Floats> &m, std::vector<Floats> &v);
+  /// Every tensor whole into `out[t]` from every rank's shard `mine` of a
+  /// flat buffer laid out as this optimizer's (collective).
+  void gatherShards(const Floats &mine, std::vector<Floats> &out);
+  /// Stages 2 and 3: this rank's shard of the step's gradients (averaged
+  /// once `finishAccumulation` ran).
+  const Floats &gradientShard() const { return grad_; }
   /// Takes this rank's shard of full moments (from a checkpoint).
-  void scatterMoments(const std::vector<std::vector<float>> &m, const std::vector<std::vector<float>> &v);
+  void scatterMoments(const std::vector<Floats> &m, const std::vector<Floats> &v);
 
 private:
   CompleteSquares completeSquares_;
@@ -129,7 +136,7 @@ private:
   Communicator &dp_;
   int stage_;
   OptimizerConfig config_;
-  std::vector<std::vector<float> *> weights_; // the trainer's, per tensor
+  std::vector<Floats *> weights_; // the trainer's, per tensor
   std::vector<int64_t> sizes_, offsets_;      // per tensor: elements; start in the flat space (stages 1-2)
   std::vector<int64_t> chunks_, chunkAt_;     // stage 3, per tensor: chunk size; start in a shard
   int64_t shard_ = 0, begin_ = 0;             // shard size; this rank's first element
@@ -147,17 +154,15 @@ private:
   /// The shard's gradient accumulator (stage 2), moments (v for LAMB and
   /// AdamW only), and stage 2's reduce-scatter buffers (a microbatch's
   /// gradients, flat, and this rank's share of their sum).
-  std::vector<float> grad_, m_, v_, flat_, scratch_;
+  Floats grad_, m_, v_, flat_, scratch_;
   /// Stage 3: this rank's chunks of the weights (the only copy it keeps).
-  std::vector<float> weightShard_;
-  MemoryCharge gradientBytes_, momentBytes_, communicationBytes_, weightBytes_;
+  Floats weightShard_;
   std::vector<float> normSquares_;       // per piece: sum w^2, sum g^2 (completed)
   /// Offload: the engine, the host's fp32 copies of the shard's weights and
   /// gradients (pinned; the moments above are pinned too), and where each
   /// piece's complete gradients are on the device.
   CopyEngine *offload_ = nullptr;
-  std::vector<float> hostWeights_, hostGrads_;
-  MemoryCharge hostWeightBytes_, hostGradientBytes_;
+  Floats hostWeights_, hostGrads_;
   std::vector<const float *> deviceGrads_;
 };
 

@@ -1,12 +1,13 @@
 //===- StepMemory.h - the step's own tensors, accounted ------------*- C++ -*-===//
 //
 // An emitted step holds each value from the statement that defines it to
-// the statement after its last use, where it frees it. StepMemory charges
-// those bytes to the memory tracker as activations (in host memory on the
-// host target, device memory on the CUDA target), so the step log's peak is
-// the step's real high-water mark, and the compiler can state the same
-// number in advance: it frees in the order it emits (the manifest's
-// `planned_step_peak_bytes`).
+// the statement after its last use, where it frees it. StepMemory replays
+// that plan as the step runs: it charges each value's bytes as activations
+// to the *planned* tracker (MemoryTracker::planned), which the compiler's
+// `planned_step_peak_bytes` must equal, and frees the value's storage. What
+// the step really allocated (its values, the kernels' scratch) is counted
+// apart by the allocator (TrackedAllocator.h), so the step log can set the
+// plan beside what happened.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,7 +26,7 @@ public:
   /// What is still held (the step's results, copied out) is discharged.
   ~StepMemory() {
     if (held_ > 0)
-      MemoryTracker::global().freed(space_, MemoryCategory::Activations, held_);
+      MemoryTracker::planned().freed(space_, MemoryCategory::Activations, held_);
   }
   StepMemory(const StepMemory &) = delete;
   StepMemory &operator=(const StepMemory &) = delete;
@@ -34,13 +35,13 @@ public:
   template <typename T> void hold(const T &tensor) {
     int64_t bytes = storageBytes(tensor);
     held_ += bytes;
-    MemoryTracker::global().allocated(space_, MemoryCategory::Activations, bytes);
+    MemoryTracker::planned().allocated(space_, MemoryCategory::Activations, bytes);
   }
   /// Discharges and frees a value after its last use.
   template <typename T> void free(T &tensor) {
     int64_t bytes = storageBytes(tensor);
     held_ -= bytes;
-    MemoryTracker::global().freed(space_, MemoryCategory::Activations, bytes);
+    MemoryTracker::planned().freed(space_, MemoryCategory::Activations, bytes);
     release(tensor);
   }
 

@@ -13,8 +13,10 @@
 #define COLOSSAL_RUNTIME_TENSORINDEXING_H
 
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/TrackedAllocator.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -52,11 +54,12 @@ inline void nextCoordinate(Shape &coord, const Shape &shape) {
 inline int64_t normalizeAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + int64_t(rank) : axis; }
 
 /// For every element of `out`, the flat index of the element of `in` that
-/// numpy broadcasting maps to it (shapes right-aligned).
-inline std::vector<int64_t> broadcastIndex(const Shape &out, const Shape &in) {
+/// numpy broadcasting maps to it (shapes right-aligned): a table of the
+/// output's size, charged as workspace.
+inline TrackedVector<int64_t> broadcastIndex(const Shape &out, const Shape &in) {
   size_t rank = out.size(), offset = rank - in.size();
   Shape inStrides = stridesOf(in);
-  std::vector<int64_t> index(size_t(product(out)));
+  TrackedVector<int64_t> index = scratch<int64_t>(size_t(product(out)));
   Shape coord(rank, 0);
   for (size_t flat = 0; flat < index.size(); ++flat) {
     int64_t at = 0;
@@ -67,6 +70,38 @@ inline std::vector<int64_t> broadcastIndex(const Shape &out, const Shape &in) {
     nextCoordinate(coord, out);
   }
   return index;
+}
+
+/// Walks `out` in row-major order and calls `f(flat, at)`, `at[k]` the flat
+/// index in operand k (of shape `ins[k]`, right-aligned, each dimension 1
+/// or out's) that numpy broadcasting maps to it: the indices move by
+/// strides, no table of them is built.
+template <size_t N, typename F>
+void forEachBroadcast(const Shape &out, const std::array<const Shape *, N> &ins, F f) {
+  size_t rank = out.size();
+  std::array<Shape, N> strides;
+  for (size_t k = 0; k < N; ++k) {
+    const Shape &in = *ins[k];
+    Shape inStrides = stridesOf(in);
+    strides[k].assign(rank, 0);
+    for (size_t d = rank - in.size(); d < rank; ++d)
+      if (in[d - (rank - in.size())] != 1)
+        strides[k][d] = inStrides[d - (rank - in.size())];
+  }
+  std::array<int64_t, N> at{};
+  Shape coord(rank, 0);
+  for (int64_t flat = 0, n = product(out); flat < n; ++flat) {
+    f(flat, at);
+    for (size_t d = rank; d-- > 0;) {
+      for (size_t k = 0; k < N; ++k)
+        at[k] += strides[k][d];
+      if (++coord[d] < out[d])
+        break;
+      for (size_t k = 0; k < N; ++k)
+        at[k] -= strides[k][d] * out[d];
+      coord[d] = 0;
+    }
+  }
 }
 
 /// A gather index with negative values counted from the end, checked.
@@ -186,9 +221,7 @@ void gatherGrad(const int64_t *indices, int64_t count, const T *dy, const Shape 
 
 template <typename T>
 void broadcastTo(const T *x, const Shape &xShape, const Shape &outShape, T *out) {
-  std::vector<int64_t> index = broadcastIndex(outShape, xShape);
-  for (size_t i = 0; i < index.size(); ++i)
-    out[i] = x[index[i]];
+  forEachBroadcast<1>(outShape, {&xShape}, [&](int64_t i, const std::array<int64_t, 1> &at) { out[i] = x[at[0]]; });
 }
 
 enum class Reduction { Sum, Mean, Max };
@@ -205,8 +238,8 @@ void reduce(const T *x, const Shape &xShape, const Shape &axes, Reduction kind, 
   for (size_t d = 0; d < xShape.size(); ++d)
     keptShape.push_back(reduced[d] ? 1 : xShape[d]);
   Shape keptStrides = stridesOf(keptShape), coord(xShape.size(), 0);
-  std::vector<Acc> acc(size_t(product(keptShape)),
-                       kind == Reduction::Max ? -std::numeric_limits<Acc>::infinity() : Acc(0));
+  TrackedVector<Acc> acc =
+      scratch<Acc>(size_t(product(keptShape)), kind == Reduction::Max ? -std::numeric_limits<Acc>::infinity() : Acc(0));
   for (int64_t flat = 0, n = product(xShape); flat < n; ++flat) {
     int64_t at = 0;
     for (size_t d = 0; d < coord.size(); ++d)
@@ -319,7 +352,7 @@ void einsum(std::string equation, const std::vector<const T *> &inputs, const st
   for (const Shape &shape : shapes)
     termStrides.push_back(stridesOf(shape));
   Shape outStrides = stridesOf(outShape);
-  std::vector<double> acc(size_t(product(outShape)), 0.0);
+  TrackedVector<double> acc = scratch<double>(size_t(product(outShape)), 0.0);
   for (int64_t flat = 0, total = product(loopShape); flat < total; ++flat) {
     double value = 1;
     for (size_t t = 0; t < terms.size(); ++t) {

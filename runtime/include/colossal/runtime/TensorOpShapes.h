@@ -9,6 +9,8 @@
 #ifndef COLOSSAL_RUNTIME_TENSOROPSHAPES_H
 #define COLOSSAL_RUNTIME_TENSOROPSHAPES_H
 
+#include "colossal/runtime/TrackedAllocator.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,9 +53,9 @@ void requireLossOperands(const Shape &scores, const Shape &labels, bool integerL
 /// The labels that count (not `ignore`); an error for one outside [0, C).
 int64_t countedLabels(const int64_t *labels, int64_t rows, int64_t classes, int64_t ignore, const char *op);
 /// The loss of `reduction` ("mean" over counted labels, "sum") from per-row losses.
-double reduceRowLosses(const std::vector<float> &perRow, int64_t counted, const std::string &reduction);
+double reduceRowLosses(const Floats &perRow, int64_t counted, const std::string &reduction);
 /// Each row's share of the loss gradient `dloss` under `reduction`.
-std::vector<float> rowGradientScales(const std::vector<float> &dloss, int64_t rows, int64_t counted,
+Floats rowGradientScales(const Floats &dloss, int64_t rows, int64_t counted,
                                      const std::string &reduction);
 
 /// Checks that a slice with `out` elements per dimension stays inside `in`.
