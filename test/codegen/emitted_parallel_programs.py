@@ -15,6 +15,7 @@ bit, and ZeRO checkpoints are the replicated format other programs continue.
   emitted_parallel_programs.py COMPILER FIXTURES WORKDIR MPIRUN
 """
 import json
+import math
 import os
 import sys
 
@@ -22,24 +23,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
     check, check_refusals, compile_model, train, weight_error, losses, worst_relative, worst_weight_error,
     check_model_states, check_step_peak, check_prefetch, check_counters, check_overlap, gradient_buckets,
-    repeated_feed, check_offload, check_recompute, finish, FIXTURES, WORK, shard, optimizer_flags, safetensors,
+    batch_data, check_gradients, check_replicas, runtime_name, check_offload, check_recompute, finish, FIXTURES,
+    WORK, shard, optimizer_flags, safetensors,
     OFFLOAD_HEADER, RECOMPUTE_HEADER, COMPILER)
 import subprocess  # noqa: E402
 
-# 1. Data parallel: N ranks train exactly like one. The fixtures' batch of two
-# is repeated to a batch of four for four ranks (a mean loss over repeated
-# rows is the same loss), so every run must also follow PyTorch's trajectory.
+# 1. Data parallel: N ranks train exactly like one. Every rank and
+# microbatch reads distinct rows of the global batch (the bundled two rows
+# on two ranks, make_distinct_batches.py's four on four), so every run must
+# follow PyTorch's trajectory for that batch; plain SGD (no momentum), whose
+# steps scale with the gradient, sees a sum where a mean is due. The first
+# step's gradients equal PyTorch's, every rank's copy of the weights is the
+# same at the end.
 print(f"{'model':8} {'ranks':5} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
 for model in ["gpt2", "bert", "llama"]:
-    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
-    feed4 = repeated_feed(model, 2)
-    for ranks, batch, feed_dir in [(2, 2, f"{FIXTURES}/{model}/feed"), (4, 4, feed4)]:
+    for ranks, batch in [(2, 2), (4, 4)]:
+        feed_dir, reference, _ = batch_data(model, batch)
         single, parallel = f"{WORK}/{model}-b{batch}", f"{WORK}/{model}-dp{ranks}"
         for out, gpus in [(single, 1), (parallel, ranks)]:  # the 2-rank program serves the bad-input cases too
             if not os.path.exists(out):
                 built = compile_model(model, out, "--gpus", str(gpus), batch=batch)
                 check(built.returncode == 0, f"{model} --gpus {gpus}: {built.stderr[-2000:]}")
-        for name in ["adamw", "lamb"]:
+        check_gradients(parallel, model, batch, ranks, f"{model}-dp{ranks}")
+        for name in ["adamw", "lamb"] + (["sgd_plain"] if batch == 4 else []):
             flags = optimizer_flags(name, reference["hyper_parameters"][name])
             tag = f"{model}-{name}-{ranks}"
             one = train(single, "--feed", feed_dir, "--log", f"{WORK}/{tag}-1.log", "--save", f"{WORK}/{tag}-1",
@@ -51,21 +57,29 @@ for model in ["gpt2", "bert", "llama"]:
             if one.returncode or many.returncode:
                 continue
             loss_error = worst_relative(losses(f"{WORK}/{tag}-n.log"), reference["losses"][name])
-            worst_weight, where = worst_weight_error(f"{WORK}/{tag}-1/{shard}", f"{WORK}/{tag}-n", ranks, model)
+            one_error = worst_relative(losses(f"{WORK}/{tag}-n.log"), losses(f"{WORK}/{tag}-1.log"))
+            worst_weight, where = worst_weight_error(f"{WORK}/{tag}-1/{shard}", f"{WORK}/{tag}-n", ranks, model, batch)
+            check_replicas(f"{WORK}/{tag}-n", tag)
             # The cost model's communication, exactly: the plan in the
             # manifest against the counters every step logs.
             manifest = json.load(open(f"{parallel}/manifest.json"))
-            predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
-            # One all-reduce per gradient bucket: one bucket of 25 MiB here.
-            calls = manifest["predicted_comm_calls_per_step_by_optimizer"][name]
+            predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][runtime_name(name)]
+            # One all-reduce per gradient bucket (one bucket of 25 MiB here)
+            # and one of the loss for the log.
+            calls = manifest["predicted_comm_calls_per_step_by_optimizer"][runtime_name(name)]
+            buckets = gradient_buckets(parallel, manifest["gradient_bucket_bytes"])
+            check(calls["all_reduce"]["dp"] == buckets + 1,
+                  f"{tag}: the plan makes {calls['all_reduce']['dp']} all-reduces, not {buckets} buckets and the loss")
             check_counters(f"{WORK}/{tag}-n.log", predicted, tag, calls=calls)
-            check_overlap(f"{WORK}/{tag}-n.log", calls["all_reduce"]["dp"], tag)
+            check_overlap(f"{WORK}/{tag}-n.log", buckets, tag)
             check_model_states(f"{WORK}/{tag}-n.log",
-                               manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name], f"{model} {name} x{ranks}")
+                               manifest["predicted_model_state_bytes_per_rank_by_optimizer"][runtime_name(name)],
+                               f"{model} {name} x{ranks}")
             comm = ", ".join(f"{c} on {axis}: {b:.0f} B" for c, axes in predicted.items() for axis, b in axes.items())
             print(f"{model:8} {ranks:5} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {comm}, "
                   f"measured = predicted)")
             check(loss_error <= 1e-5, f"{tag}: data-parallel losses differ from PyTorch's by {loss_error:.2e}")
+            check(one_error <= 1e-5, f"{tag}: data-parallel losses differ from one rank's by {one_error:.2e}")
             check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
 # Small gradient buckets: `--bucket-mb` splits the all-reduce into the
@@ -74,8 +88,7 @@ for model in ["gpt2", "bert", "llama"]:
 # thread as soon as the backward pass has finished its gradients, and the
 # run still trains exactly like one rank.
 for model, ranks in [("gpt2", 2), ("llama", 4)]:
-    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
-    feed_dir = f"{FIXTURES}/{model}/feed" if ranks == 2 else f"{WORK}/{model}-feed4"
+    feed_dir, reference, _ = batch_data(model, ranks)
     parallel, name = f"{WORK}/{model}-dp{ranks}", "lamb"
     capacity = 4096
     tag = f"{model}-{name}-{ranks}-buckets"
@@ -88,10 +101,12 @@ for model, ranks in [("gpt2", 2), ("llama", 4)]:
     buckets = gradient_buckets(parallel, capacity)
     predicted = json.load(open(f"{parallel}/manifest.json"))["predicted_comm_bytes_per_step_by_optimizer"][name]
     check(buckets > 3, f"{tag}: only {buckets} buckets of {capacity} bytes")
-    check_counters(f"{WORK}/{tag}.log", predicted, tag, calls={"all_reduce": {"dp": buckets}})
+    # The buckets' all-reduces and the loss's.
+    check_counters(f"{WORK}/{tag}.log", predicted, tag, calls={"all_reduce": {"dp": buckets + 1}})
     check_overlap(f"{WORK}/{tag}.log", buckets, tag)
     loss_error = worst_relative(losses(f"{WORK}/{tag}.log"), reference["losses"][name])
-    worst_weight, where = worst_weight_error(f"{WORK}/{model}-{name}-{ranks}-1/{shard}", f"{WORK}/{tag}", ranks, model)
+    worst_weight, where = worst_weight_error(f"{WORK}/{model}-{name}-{ranks}-1/{shard}", f"{WORK}/{tag}", ranks, model,
+                                             ranks)
     print(f"{model:8} {ranks:5} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {buckets} all-reduces of "
           f"at most {capacity} B, measured = counted)")
     check(loss_error <= 1e-5, f"{tag}: bucketed losses differ from PyTorch's by {loss_error:.2e}")
@@ -106,8 +121,7 @@ for model, ranks in [("gpt2", 2), ("llama", 4)]:
 # that any sharding resumes.
 print(f"{'model':8} {'ZeRO':8} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
 for model in ["gpt2", "bert", "llama"]:
-    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
-    feed4 = f"{WORK}/{model}-feed4"
+    feed4, reference, _ = batch_data(model, 4)
     for stage, ranks, micro in [(1, 4, 1), (2, 2, 2), (3, 4, 1), (3, 2, 2)]:
         program = f"{WORK}/{model}-zero{stage}-x{ranks}"
         built = compile_model(model, program, "--gpus", str(ranks), "--strategy",
@@ -117,7 +131,8 @@ for model in ["gpt2", "bert", "llama"]:
             continue
         manifest = json.load(open(f"{program}/manifest.json"))
         check(manifest["strategy"]["zero"] == stage, f"{model}: the manifest records zero={manifest['strategy']['zero']}")
-        for name in ["adamw", "lamb"]:
+        check_gradients(program, model, 4, ranks, f"{model}-zero{stage}-x{ranks}-m{micro}")
+        for name in ["adamw", "lamb"] + (["sgd_plain"] if stage == 2 else []):
             flags = optimizer_flags(name, reference["hyper_parameters"][name])
             tag = f"{model}-{name}-zero{stage}-x{ranks}"
             # The one-rank run at batch four is the data-parallel section's.
@@ -128,12 +143,13 @@ for model in ["gpt2", "bert", "llama"]:
             if many.returncode or not os.path.exists(reference_run):
                 continue
             loss_error = worst_relative(losses(f"{WORK}/{tag}-n.log"), reference["losses"][name])
-            worst_weight, where = worst_weight_error(reference_run, f"{WORK}/{tag}-n", ranks, model)
+            worst_weight, where = worst_weight_error(reference_run, f"{WORK}/{tag}-n", ranks, model, 4)
+            check_replicas(f"{WORK}/{tag}-n", tag)
             # The run chose its optimizer by flag: the plan for that one.
-            predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
+            predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][runtime_name(name)]
             check_counters(f"{WORK}/{tag}-n.log", predicted, tag)
             check_model_states(f"{WORK}/{tag}-n.log",
-                               manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
+                               manifest["predicted_model_state_bytes_per_rank_by_optimizer"][runtime_name(name)],
                                f"{model} {name} zero={stage} x{ranks}")
             if stage == 3:
                 # Gathered weights are communication buffers, not the step's
@@ -152,23 +168,23 @@ for model in ["gpt2", "bert", "llama"]:
 
 print(RECOMPUTE_HEADER)
 for granularity in ["full", "selective"]:
-    check_recompute("gpt2", "zero3 x2", f"{WORK}/gpt2-feed4",
+    check_recompute("gpt2", "zero3 x2", batch_data("gpt2", 4)[0],
                     ["--gpus", "2", "--strategy", f"zero=3,microbatches=2,recompute={granularity}"],
                     f"{WORK}/gpt2-zero3-x2", "{model}-{name}-zero3-x2-n.log", 4, granularity)
 
 # Three ranks do not divide GPT-2's 7232 weights: the last shard is padded,
 # and the plan's bytes count the padding.
-feed6 = repeated_feed("gpt2", 3)
+feed6, reference6, _ = batch_data("gpt2", 6)
 for stage in [2, 3]:
     odd = f"{WORK}/gpt2-zero{stage}-dp3"
     built = compile_model("gpt2", odd, "--gpus", "3", "--strategy", f"zero={stage}", batch=6)
     check(built.returncode == 0, f"gpt2 zero={stage} on 3 ranks: {built.stderr[-2000:]}")
     if built.returncode:
         continue
-    reference = json.load(open(f"{FIXTURES}/gpt2/reference.json"))
+    check_gradients(odd, "gpt2", 6, 3, f"gpt2-zero{stage}-x3")
     log = f"{WORK}/gpt2-zero{stage}-dp3.log"
-    run = train(odd, "--feed", feed6, "--log", log, *optimizer_flags("lamb", reference["hyper_parameters"]["lamb"]),
-                ranks=3)
+    run = train(odd, "--feed", feed6, "--log", log, "--save", f"{WORK}/gpt2-zero{stage}-dp3",
+                *optimizer_flags("lamb", reference6["hyper_parameters"]["lamb"]), ranks=3)
     check(run.returncode == 0, f"gpt2 zero={stage} on 3 ranks: {run.stderr[-1500:]}")
     if run.returncode:
         continue
@@ -184,8 +200,9 @@ for stage in [2, 3]:
     check_counters(log, predicted, f"gpt2 zero={stage} x3")
     check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"]["lamb"],
                        f"gpt2 lamb zero={stage} x3 (padded)")
-    loss_error = worst_relative(losses(log), reference["losses"]["lamb"])
+    loss_error = worst_relative(losses(log), reference6["losses"]["lamb"])
     check(loss_error <= 1e-5, f"gpt2 zero={stage} x3: losses differ from PyTorch's by {loss_error:.2e}")
+    check_replicas(f"{WORK}/gpt2-zero{stage}-dp3", f"gpt2 zero={stage} x3")
     layout = "shards of 2411, the last padded" if stage == 2 else f"tensors padded to {padded} elements"
     print(f"gpt2     {stage} x3 m1  lamb     {loss_error:28.2e}  (7232 weights in {layout}; "
           f"reduce_scatter {predicted['reduce_scatter']['dp']} B, all_gather {predicted['all_gather']['dp']} B, "
@@ -199,8 +216,8 @@ for stage in [2, 3]:
 program = f"{WORK}/gpt2-zero3-x2"
 budget = json.load(open(f"{program}/manifest.json"))["zero3_prefetch_bytes"]
 check(budget > 0, f"gpt2 zero=3: the manifest's prefetch budget is {budget} bytes")
-lamb = optimizer_flags("lamb", json.load(open(f"{FIXTURES}/gpt2/reference.json"))["hyper_parameters"]["lamb"])
-inline = train(program, "--feed", f"{WORK}/gpt2-feed4", "--prefetch-mb", "0", "--log", f"{WORK}/z3-inline.log",
+lamb = optimizer_flags("lamb", batch_data("gpt2", 4)[1]["hyper_parameters"]["lamb"])
+inline = train(program, "--feed", batch_data("gpt2", 4)[0], "--prefetch-mb", "0", "--log", f"{WORK}/z3-inline.log",
                "--save", f"{WORK}/z3-inline", *lamb, ranks=2)
 check(inline.returncode == 0, f"gpt2 zero=3 --prefetch-mb 0: {inline.stderr[-1500:]}")
 if inline.returncode == 0:
@@ -223,7 +240,7 @@ if inline.returncode == 0:
 
 # A ZeRO run resumes bit for bit, and its checkpoint (moments gathered) is
 # the replicated format: the plain data-parallel program continues it.
-zero2, flags = f"{WORK}/gpt2-zero2-x2", ["--feed", f"{WORK}/gpt2-feed4"]
+zero2, flags = f"{WORK}/gpt2-zero2-x2", ["--feed", batch_data("gpt2", 4)[0]]
 whole = train(zero2, *flags, "--steps", "6", "--save", f"{WORK}/zck-whole", ranks=2)
 first = train(zero2, *flags, "--steps", "3", "--save", f"{WORK}/zck-half", ranks=2)
 second = train(zero2, *flags, "--steps", "6", "--resume", f"{WORK}/zck-half", "--save", f"{WORK}/zck-resumed", ranks=2)
@@ -242,7 +259,7 @@ check(plain.returncode == 0, f"a replicated program resuming a ZeRO checkpoint f
 if plain.returncode == 0:
     a = safetensors(f"{WORK}/zck-plain/rank-00000-of-00002.safetensors")
     b = safetensors(f"{WORK}/zck-whole/rank-00000-of-00002.safetensors")
-    error, key = weight_error(a, b, f"{FIXTURES}/gpt2/grads")
+    error, key = weight_error(a, b, batch_data("gpt2", 4)[2])
     check(error <= 1e-5, f"the replicated program continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
     print(f"ZeRO-2 resume: bit for bit; the replicated data-parallel program continuing its checkpoint ends "
           f"within {error:.2e} ({key})")
@@ -254,7 +271,7 @@ check(sharded3.returncode == 0, f"ZeRO-3 resuming a ZeRO-2 checkpoint failed: {s
 if sharded3.returncode == 0:
     a = safetensors(f"{WORK}/zck-zero3/rank-00001-of-00002.safetensors")
     b = safetensors(f"{WORK}/zck-whole/rank-00001-of-00002.safetensors")
-    error, key = weight_error(a, b, f"{FIXTURES}/gpt2/grads")
+    error, key = weight_error(a, b, batch_data("gpt2", 4)[2])
     check(error <= 1e-5, f"ZeRO-3 continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
     print(f"ZeRO-3 continuing the ZeRO-2 checkpoint: its gathered checkpoint ends within {error:.2e} ({key})")
 
@@ -321,9 +338,10 @@ def assembled(run):
 
 def train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, reference):
     """Trains `program` on `ranks` ranks with optimizer `name`, saving its
-    checkpoint; returns its log, its worst loss error against PyTorch's and
-    its worst weight error against the single-rank program's (and where), or
-    None when the run failed."""
+    checkpoint (whose copies of each slice must agree across ranks); returns
+    its log, its worst loss error against PyTorch's and its worst weight
+    error against the single-rank program's (and where), or None when the
+    run failed."""
     run = train(program, "--feed", feed_dir, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}",
                 *optimizer_flags(name, reference["hyper_parameters"][name]), ranks=ranks)
     check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
@@ -332,11 +350,136 @@ def train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, refer
     log = f"{WORK}/{tag}.log"
     loss_error = worst_relative(losses(log), reference["losses"][name])
     single = safetensors(f"{WORK}/{model}-{name}-{batch}-1/{shard}")
-    worst_weight, where = weight_error(single, assembled(f"{WORK}/{tag}"), f"{FIXTURES}/{model}/grads")
+    worst_weight, where = weight_error(single, assembled(f"{WORK}/{tag}"), batch_data(model, batch)[2])
+    check_replicas(f"{WORK}/{tag}", tag)
     return log, loss_error, worst_weight, where
 
 
 MODEL_AXIS_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+
+# The language fixtures' shapes (test/fixtures/models.py): hidden 16, 2
+# layers of 2 heads, 8 tokens. GPT-2 and BERT learn a position table and use
+# one table for the token lookup and the output layer.
+HIDDEN, LAYERS, HEADS, SEQ = 16, 2, 2, 8
+POSITION_TABLE = {"gpt2": "wpe.weight", "bert": "position_embeddings.weight"}
+TIED_TABLE = {"gpt2": "wte.weight", "bert": "word_embeddings.weight"}
+closed_form_rows = []
+
+
+def strategy_text(strategy, key, default="none"):
+    """A key's value in a strategy string ("zero=2,microbatches=2")."""
+    for item in strategy.split(","):
+        if item.startswith(key + "="):
+            return item.split("=", 1)[1]
+    return default
+
+
+def strategy_value(strategy, key):
+    return int(strategy_text(strategy, key, "1"))
+
+
+def closed_form(model, mode, ranks, rows, microbatches, optimizer, recompute, manifest):
+    """Bytes and calls per step on the model axis as the papers describe
+    the algorithms, for `rows` rows per rank and microbatch (the counters'
+    convention: a reduced or gathered tensor's whole size, an all-to-all's
+    send buffer, the bytes a ring step sends). Written from the papers and
+    the fixtures' shapes, not from the cost model: the two must agree with
+    what the runtime measured. Where this runtime chooses differently from
+    a paper the term says so."""
+    b, s, h = rows, SEQ, HIDDEN
+    act = b * s * h * 4  # one activation of the rank's rows
+    trainable = [p for p in manifest["parameters"] if p["trainable"]]
+    size = lambda p: 4 * math.prod(p["shape"])  # noqa: E731
+    expected = {}
+
+    def add(collective, count, calls, per_microbatch=True):
+        times = microbatches if per_microbatch else 1
+        got = expected.get(collective, (0, 0))
+        expected[collective] = (got[0] + count * times, got[1] + calls * times)
+
+    if mode in ("tp", "megatron"):
+        # Vocabulary-parallel cross-entropy (Megatron-LM): the rows' maxima,
+        # exponential sums and label logits, three floats per row in two
+        # calls; its gradient sums the maxima and exponentials again (this
+        # runtime re-derives the log-sum-exp; Megatron keeps the softmax).
+        add("all_reduce", 3 * b * s * 4, 2)
+        add("all_reduce", 2 * b * s * 4, 2)
+        # The split tensors' norms completed over the axis before the update
+        # (LAMB's and LARS's trust ratios once more): two floats each.
+        split = [p for p in trainable if p["split_dim"] >= 0]
+        completions = 2 if optimizer in ("lamb", "lars") else 1
+        add("all_reduce", 8 * len(split) * completions, completions, per_microbatch=False)
+    if mode == "tp":
+        # Megatron-LM (Shoeybi et al. 2019, section 3): each block, attention
+        # and MLP, all-reduces its output in the forward pass (g) and its
+        # input's gradient in the backward pass (f); the vocabulary-parallel
+        # embedding sums its partial lookups, the output layer its input's
+        # gradient.
+        add("all_reduce", 4 * LAYERS * act + act + act, 4 * LAYERS + 2)
+    if mode == "megatron":
+        # Megatron sequence parallelism (Korthikanti et al. 2022, section
+        # 4.2.2): g and its dual become all-gathers and reduce-scatters of
+        # the same tensors, two each per layer and pass, and each block's
+        # input is gathered once more in the backward pass for the weight
+        # gradients; the embedding reduce-scatters its lookups and gathers
+        # their gradient, the output layer gathers its input (again in the
+        # backward pass) and reduce-scatters its gradient.
+        add("all_gather", 6 * LAYERS * act + act + 2 * act, 6 * LAYERS + 3)
+        add("reduce_scatter", 4 * LAYERS * act + 2 * act, 4 * LAYERS + 2)
+        # Weights the rank's tokens read whole (norms, biases after a
+        # reduce-scatter, a dense head) get partial gradients, summed over
+        # the axis; a learned position table's gradient rows are the rank's
+        # positions, gathered instead.
+        replicated = [p for p in trainable if p["split_dim"] < 0 and p["name"] != POSITION_TABLE.get(model)]
+        add("all_reduce", sum(size(p) for p in replicated), len(replicated))
+        if model in POSITION_TABLE:
+            add("all_gather", s * h * 4, 1)
+    if mode in ("all-to-all", "ring"):
+        local = b * (s // ranks) * h * 4  # the rank's tokens of one activation
+        if mode == "all-to-all":
+            # DeepSpeed-Ulysses (Jacobs et al. 2023): queries, keys and values
+            # trade tokens for heads before attention and its output trades
+            # back, four all-to-alls per layer, and their duals backward.
+            add("all_to_all", 8 * LAYERS * local, 8 * LAYERS)
+            if model == "bert":  # the padding mask of every key, gathered
+                add("all_gather", b * s * 4, 1)
+        else:
+            # Ring self-attention (Li et al. 2021): P - 1 steps pass each
+            # rank's key and value blocks (and the padding mask's slice) on.
+            # Backward, this runtime runs the forward ring again for the
+            # rows' statistics, then P - 1 steps pass the blocks with their
+            # gradients' partial sums, and one step hands those home. Full
+            # recomputation re-runs the forward ring (the communication is
+            # inside the op); selective keeps attention's results.
+            mask = b * (s // ranks) * 4 if model == "bert" else 0
+            block = 2 * local + mask
+            forward, backward = (ranks - 1) * block, (ranks - 1) * block + (ranks - 1) * (block + 2 * local) + 2 * local
+            runs = 2 if recompute == "full" else 1
+            add("send_recv", LAYERS * (runs * forward + backward), LAYERS * (runs * (ranks - 1) + 2 * (ranks - 1) + 1))
+        # Every rank holds the whole model and reads its tokens: each weight's
+        # gradient is a partial sum over the ranks (the position table's rows
+        # are the rank's positions: gathered), reduced in the step, for each
+        # microbatch (this runtime; DeepSpeed reduces once per step); the
+        # tied table's two uses are reduced apart.
+        summed = [p for p in trainable if p["name"] != POSITION_TABLE.get(model)]
+        summed += [p for p in trainable if p["name"] == TIED_TABLE.get(model)]
+        add("all_reduce", sum(size(p) for p in summed), len(summed))
+        if model in POSITION_TABLE:
+            add("all_gather", s * h * 4, 1)
+        # The loss summed over the ranks' rows: the loss and the counted
+        # labels, and the count again for the gradient of a mean.
+        add("all_reduce", 8 + 4, 2)
+    return expected
+
+
+def check_closed_form(model, mode, ranks, rows, microbatches, optimizer, recompute, manifest, axis, log, tag):
+    """The model axis's bytes and calls at every step equal the closed form."""
+    want = closed_form(model, mode, ranks, rows, microbatches, optimizer, recompute, manifest)
+    for line in open(log):
+        comm = json.loads(line)["comm"]
+        got = {c: (axes[axis]["bytes"], axes[axis]["calls"]) for c, axes in comm.items() if axis in axes}
+        check(got == want, f"{tag}: the {axis} axis moved {got} (bytes, calls), the papers' closed form says {want}")
+    closed_form_rows.append((tag, axis, want))
 
 
 def check_model_axis(manifest, section, axis, name, log, tag):
@@ -379,7 +522,7 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
                                ("gpt2", 2, 4, "recompute=selective"), ("bert", 2, 4, "zero=3,recompute=selective"),
                                ("gpt2", 1, 2, "sp_mode=megatron"), ("llama", 2, 4, "sp_mode=megatron"),
                                ("bert", 2, 4, "sp_mode=megatron"), ("gpt2", 2, 4, "sp_mode=megatron,zero=2")]:
-    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
+    feed_dir, reference, _ = batch_data(model, batch)
     ranks = 2 * dp
     slug = "-" + zero.replace("=", "").replace(",", "-") if zero else ""
     program = f"{WORK}/{model}-tp2-x{ranks}{slug}"
@@ -400,15 +543,19 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
     check(manifest["strategy"]["sp_mode"] == ("megatron" if sequence else "none") and
           (tensor["activation_reduce_scatters_per_step"] > 0) == sequence,
           f"{model} {zero}: the manifest records sp_mode {manifest['strategy']['sp_mode']}, {tensor}")
-    feed_dir = f"{FIXTURES}/{model}/feed" if batch == 2 else repeated_feed(model, 2)
-    for name in (["lamb"] if zero and not zero == "sp_mode=megatron" else ["adamw", "lamb"]):
+    check_gradients(program, model, batch, ranks, f"{model}-tp2-x{ranks}{slug}")
+    names = ["lamb"] if zero and not zero == "sp_mode=megatron" else ["adamw", "lamb"]
+    for name in names + (["sgd_plain"] if not zero and dp == 2 else []):
         tag = f"{model}-{name}-tp2-x{ranks}{slug}"
         ran = train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, reference)
         if not ran:
             continue
         log, loss_error, worst_weight, where = ran
-        predicted = check_model_axis(manifest, tensor, "tp", name, log, tag)
-        check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
+        predicted = check_model_axis(manifest, tensor, "tp", runtime_name(name), log, tag)
+        check_closed_form(model, "megatron" if sequence else "tp", 2, batch // dp // strategy_value(zero, "microbatches"),
+                          strategy_value(zero, "microbatches"), runtime_name(name), strategy_text(zero, "recompute"),
+                          manifest, "tp", log, tag)
+        check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][runtime_name(name)],
                            f"{model} {name} tp=2 x{ranks} {zero}")
         check_step_peak(log, program, tag)
         print(f"{model:8} {f'{dp} x 2':7} {name + (' ' + zero if zero else ''):9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; "
@@ -418,7 +565,7 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
 # A tensor-parallel run resumes bit for bit (every rank its own slices).
-program, feed4 = f"{WORK}/llama-tp2-x4", repeated_feed("llama", 2)
+program, feed4 = f"{WORK}/llama-tp2-x4", batch_data("llama", 4)[0]
 whole = train(program, "--feed", feed4, "--steps", "6", "--save", f"{WORK}/tck-whole", ranks=4)
 first = train(program, "--feed", feed4, "--steps", "3", "--save", f"{WORK}/tck-half", ranks=4)
 second = train(program, "--feed", feed4, "--steps", "6", "--resume", f"{WORK}/tck-half", "--save",
@@ -507,7 +654,7 @@ for model, dp, sp, mode, batch, extra in [
         ("gpt2", 1, 4, "ring", 2, ""), ("llama", 2, 2, "ring", 4, "zero=1"),
         ("bert", 2, 2, "ring", 4, "recompute=full"), ("gpt2", 1, 2, "ring", 2, "recompute=selective"),
         ("llama", 1, 2, "all-to-all", 2, "recompute=selective")]:
-    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
+    feed_dir, reference, _ = batch_data(model, batch)
     ranks = sp * dp
     slug = "-" + extra.replace("=", "").replace(",", "-") if extra else ""
     program = f"{WORK}/{model}-sp{sp}-{mode}-x{ranks}{slug}"
@@ -524,7 +671,7 @@ for model, dp, sp, mode, batch, extra in [
           f"{model}: the manifest records {manifest['strategy']}, {sequence}")
     if not sequence:
         continue
-    feed_dir = f"{FIXTURES}/{model}/feed" if batch == 2 else repeated_feed(model, 2)
+    check_gradients(program, model, batch, ranks, f"{model}-sp{sp}-{mode}-x{ranks}{slug}")
     for name in (["adamw", "lamb"] if not extra and dp == 1 and sp == 2 else ["lamb"]):
         tag = f"{model}-{name}-sp{sp}-{mode}-x{ranks}{slug}"
         ran = train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, reference)
@@ -532,6 +679,9 @@ for model, dp, sp, mode, batch, extra in [
             continue
         log, loss_error, worst_weight, where = ran
         predicted = check_model_axis(manifest, sequence, "sp", name, log, tag)
+        check_closed_form(model, mode, sp, batch // dp // strategy_value(extra, "microbatches"),
+                          strategy_value(extra, "microbatches"), name, strategy_text(extra, "recompute"), manifest,
+                          "sp", log, tag)
         check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name],
                            f"{model} {name} sp={sp} {mode} x{ranks} {extra}")
         check_step_peak(log, program, tag)
@@ -546,13 +696,17 @@ for model, dp, sp, mode, batch, extra in [
 # each collective as the cost model predicts them (from the split read back
 # off the program), as the IR counts the partitioner's collectives, and as
 # the runtime's counters measured them, for every tensor- and
-# sequence-parallel run above.
-print(f"{'run':46} {'axis':4} {'collective':15} {'cost model':>14} {'IR':>14} {'measured':>14}  bytes/calls per step")
+# sequence-parallel run above; beside them the papers' closed form, which
+# shares no code with either.
+closed = {(tag, axis): want for tag, axis, want in closed_form_rows}
+print(f"{'run':46} {'axis':4} {'collective':15} {'cost model':>14} {'IR':>14} {'measured':>14} {'closed form':>14}  "
+      "bytes/calls per step")
 for tag, axis, model, ir, measured in model_axis_rows:
     for collective in sorted(model):
         cells = [f"{b:.0f}/{n}" for b, n in (model[collective], ir.get(collective, (0, 0)),
-                                             measured.get(collective, (0, 0)))]
-        print(f"{tag:46} {axis:4} {collective:15} {cells[0]:>14} {cells[1]:>14} {cells[2]:>14}")
+                                             measured.get(collective, (0, 0)),
+                                             closed.get((tag, axis), {}).get(collective, (0, 0)))]
+        print(f"{tag:46} {axis:4} {collective:15} {cells[0]:>14} {cells[1]:>14} {cells[2]:>14} {cells[3]:>14}")
 
 # Tensor parallelism refuses what it cannot run, naming it.
 cases = [

@@ -21,8 +21,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
-    check, check_refusals, compile_model, train, npy_floats, losses, worst_relative, worst_weight_error,
-    check_model_states, check_step_peak, repeated_feed, check_offload, check_recompute, finish, FIXTURES, WORK,
+    check, check_refusals, compile_model, train, losses, worst_relative, worst_weight_error,
+    check_model_states, check_step_peak, batch_data, check_gradients, check_replicas, check_offload, check_recompute,
+    finish, FIXTURES, WORK,
     MODELS, shard, optimizer_flags, safetensors, OFFLOAD_HEADER, RECOMPUTE_HEADER)
 
 # 1. Trajectories against PyTorch.
@@ -50,39 +51,19 @@ for model in MODELS:
         fp32_errors[model, name] = error
         check(error <= 1e-5, f"{model} {name}: losses differ from PyTorch's by {error:.2e} relative")
 
-# 1b. First-step gradients against PyTorch's (the fixtures' grads/*.npy): at
-# most 1e-4 of the tensor's largest gradient. Tensors whose gradient is
-# rounding noise in both (zero in exact arithmetic: BERT's and GPT-2's key
-# biases cannot change the softmax) are compared absolutely, against 1e-6 of
-# the model's largest gradient.
-print(f"{'model':8} {'worst first-step gradient error (relative to the tensor)':>58}")
+# 1b. First-step gradients against PyTorch's (the fixtures' grads/*.npy):
+# within 1e-5 per tensor (relative L2); tensors whose gradient is rounding
+# noise in both (zero in exact arithmetic: BERT's and GPT-2's key biases
+# cannot change the softmax) within 1e-6 of the largest tensor's norm.
 for model in MODELS:
-    out = f"{WORK}/{model}"
-    dump = f"{WORK}/{model}-gradients"
-    run = train(out, "--feed", f"{FIXTURES}/{model}/feed", "--steps", "1", "--dump-gradients", dump)
-    check(run.returncode == 0, f"{model}: --dump-gradients failed: {run.stderr[-1500:]}")
-    if run.returncode:
-        continue
-    names = [n[:-4] for n in os.listdir(f"{FIXTURES}/{model}/grads")]
-    reference = {n: npy_floats(f"{FIXTURES}/{model}/grads/{n}.npy") for n in names}
-    largest = max(max(abs(g) for g in grad) for grad in reference.values())
-    worst, where, noise = 0.0, "", 0.0
-    for name, want in reference.items():
-        got = npy_floats(f"{dump}/{name}.npy")
-        scale, difference = max(abs(g) for g in want), max(abs(a - b) for a, b in zip(got, want))
-        if scale < 1e-6 * largest:
-            noise = max(noise, difference / largest)
-        elif difference / scale > worst:
-            worst, where = difference / scale, name
-    print(f"{model:8} {worst:58.2e}  ({where}; rounding-noise tensors within {noise:.1e} of the largest gradient)")
-    check(worst <= 1e-4, f"{model}: first-step gradient of {where} differs from PyTorch's by {worst:.2e}")
-    check(noise <= 1e-6, f"{model}: a zero-in-exact-arithmetic gradient is {noise:.2e} of the largest")
+    check_gradients(f"{WORK}/{model}", model, None, 0, model)
 
 # 2. Two microbatches of one sample accumulate to the batch of two.
 reference = json.load(open(f"{FIXTURES}/gpt2/reference.json"))
 out = f"{WORK}/gpt2-microbatches"
 built = compile_model("gpt2", out, "--microbatches", "2")
 check(built.returncode == 0, f"gpt2 --microbatches 2: {built.stderr[-2000:]}")
+check_gradients(out, "gpt2", None, 0, "gpt2-microbatches")
 run = train(out, "--feed", f"{FIXTURES}/gpt2/feed", "--log", f"{out}.log",
             *optimizer_flags("adamw", reference["hyper_parameters"]["adamw"]))
 check(run.returncode == 0, f"gpt2 microbatches: {run.stderr[-2000:]}")
@@ -198,28 +179,44 @@ if whole.returncode == first.returncode == second.returncode == 0:
     check(any(s for _, s in whole_scales) and len(set(sc for sc, _ in whole_scales)) > 2,
           f"fp16: the resume case neither skipped nor grew the scale: {whole_scales}")
 
-# Data parallel with ZeRO-2: every rank sees the same completed gradient
-# norm, so all skip the same steps. The trajectory is one rank's up to fp16
-# rounding: each rank rounds its half batch's weight gradients to fp16 before
-# the float32 reduction, one rank the whole batch's, so the bound is 10u.
-reference = json.load(open(f"{FIXTURES}/gpt2/reference.json"))
+# Data parallel with ZeRO-2 on distinct rows: every rank sees the same
+# completed gradient norm, so all skip the same steps (their copies of the
+# weights end identical). The trajectory is one rank's up to fp16 rounding:
+# each rank rounds its half batch's weight gradients to fp16 before the
+# float32 reduction, one rank the whole batch's, so the bound is 10u. For the
+# same reason a step whose gradients come within rounding of fp16's range can
+# overflow on one side only: the runs are compared over the steps before
+# their first different decision (both rerun that far for the weights).
 for out, extra in [(f"{WORK}/gpt2-fp16-b4", []), (f"{WORK}/gpt2-fp16-zero2", ["--gpus", "2", "--strategy", "zero=2"])]:
     built = compile_model("gpt2", out, "--precision", "fp16", *extra, batch=4)
     check(built.returncode == 0, f"gpt2 fp16 {extra}: {built.stderr[-2000:]}")
-one = train(f"{WORK}/gpt2-fp16-b4", "--feed", repeated_feed("gpt2", 2), "--loss-scale", str(2 ** 22), *adamw,
-            "--log", f"{WORK}/fp16-1.log", "--save", f"{WORK}/fp16-1")
-many = train(f"{WORK}/gpt2-fp16-zero2", "--feed", repeated_feed("gpt2", 2), "--loss-scale", str(2 ** 22), *adamw,
-             "--log", f"{WORK}/fp16-n.log", "--save", f"{WORK}/fp16-n", ranks=2)
-check(one.returncode == 0 and many.returncode == 0, f"fp16 ZeRO-2: {one.stderr[-1500:]} {many.stderr[-1500:]}")
-if one.returncode == 0 and many.returncode == 0:
+
+
+def fp16_runs(steps):
+    feed = batch_data("gpt2", 4)[0]
+    one = train(f"{WORK}/gpt2-fp16-b4", "--feed", feed, "--loss-scale", str(2 ** 22), *adamw, "--steps", str(steps),
+                "--log", f"{WORK}/fp16-1.log", "--save", f"{WORK}/fp16-1")
+    many = train(f"{WORK}/gpt2-fp16-zero2", "--feed", feed, "--loss-scale", str(2 ** 22), *adamw, "--steps",
+                 str(steps), "--log", f"{WORK}/fp16-n.log", "--save", f"{WORK}/fp16-n", ranks=2)
+    check(one.returncode == 0 and many.returncode == 0, f"fp16 ZeRO-2: {one.stderr[-1500:]} {many.stderr[-1500:]}")
+    return one.returncode == 0 and many.returncode == 0
+
+
+if fp16_runs(10):
     skipped_one = [json.loads(line)["skipped"] for line in open(f"{WORK}/fp16-1.log")]
     skipped_many = [json.loads(line)["skipped"] for line in open(f"{WORK}/fp16-n.log")]
-    loss_error = worst_relative(losses(f"{WORK}/fp16-n.log"), losses(f"{WORK}/fp16-1.log"))
-    worst_weight, where = worst_weight_error(f"{WORK}/fp16-1/{shard}", f"{WORK}/fp16-n", 2, "gpt2")
-    print(f"fp16 ZeRO-2 on 2 ranks from scale 2^22: {sum(skipped_many)} steps skipped (one rank: {sum(skipped_one)}); "
-          f"losses within {loss_error:.2e} of one rank's, weights within {worst_weight:.2e} ({where})")
-    check(skipped_one == skipped_many and any(skipped_one) and not all(skipped_one),
-          f"fp16 ZeRO-2: skipped {skipped_many}, one rank {skipped_one}: expected the same, some but not all")
+    agree = next((k for k, (a, b) in enumerate(zip(skipped_one, skipped_many)) if a != b), len(skipped_one))
+    check(agree >= 6 and any(skipped_one[:agree]) and not all(skipped_one[:agree]),
+          f"fp16 ZeRO-2: skipped {skipped_many}, one rank {skipped_one}: expected the same decisions over at least "
+          "6 steps, some skipped but not all")
+    if agree < len(skipped_one) and agree > 0:
+        fp16_runs(agree)
+    check_replicas(f"{WORK}/fp16-n", "fp16 ZeRO-2")
+    loss_error = worst_relative(losses(f"{WORK}/fp16-n.log")[:agree], losses(f"{WORK}/fp16-1.log")[:agree])
+    worst_weight, where = worst_weight_error(f"{WORK}/fp16-1/{shard}", f"{WORK}/fp16-n", 2, "gpt2", 4)
+    print(f"fp16 ZeRO-2 on 2 ranks from scale 2^22: the same decisions over {agree} of 10 steps "
+          f"({sum(skipped_many[:agree])} skipped); losses within {loss_error:.2e} of one rank's, weights within "
+          f"{worst_weight:.2e} ({where}) after {agree} steps")
     bound = 10 * UNIT_ROUNDOFF["fp16"]
     check(loss_error <= bound and worst_weight <= bound,
           f"fp16 ZeRO-2: the trajectory differs from one rank's by more than 10u = {bound:.2e}")

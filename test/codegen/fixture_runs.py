@@ -22,7 +22,10 @@ def safetensors(path):
 
 
 def optimizer_flags(name, hyper):
-    flags = ["--optimizer", name, "--lr", str(hyper["lr"]), "--weight-decay", str(hyper["weight_decay"])]
+    """`name` is a reference's optimizer: lamb, adamw, sgd, lars, or
+    sgd_plain (SGD without momentum)."""
+    runtime = "sgd" if name == "sgd_plain" else name
+    flags = ["--optimizer", runtime, "--lr", str(hyper["lr"]), "--weight-decay", str(hyper["weight_decay"])]
     for key in ("eps", "momentum", "eta"):
         if key in hyper:
             flags += ["--" + key, str(hyper[key])]

@@ -11,7 +11,6 @@ WORKDIR is emptied first. `check` records a failure; `finish` prints the
 memory tables and exits nonzero when anything failed.
 """
 import array
-import ast
 import json
 import os
 import shutil
@@ -66,19 +65,6 @@ def train(program, *args, ranks=0):
                           timeout=300, env=env)
 
 
-def repeat_batch(source, target, times):
-    """Copies a .npy file with its rows repeated `times` times along axis 0."""
-    data = open(source, "rb").read()
-    header_length = struct.unpack("<H", data[8:10])[0]
-    header = ast.literal_eval(data[10:10 + header_length].decode("latin1"))
-    body = data[10 + header_length:]
-    shape = (header["shape"][0] * times,) + tuple(header["shape"][1:])
-    text = "{'descr': %r, 'fortran_order': False, 'shape': %r, }" % (header["descr"], shape)
-    text += " " * ((64 - (10 + len(text) + 1) % 64) % 64) + "\n"
-    with open(target, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text.encode("latin1") + body * times)
-
-
 def npy_floats(path):
     """The float32 values of a .npy file."""
     data = open(path, "rb").read()
@@ -120,13 +106,31 @@ def worst_relative(got, want):
 
 
 
-def worst_weight_error(reference_checkpoint, run, ranks, model):
-    """The largest weight error of any rank's checkpoint against one rank's."""
+def runtime_name(name):
+    """The optimizer a reference's optimizer name runs as (sgd_plain is SGD
+    with no momentum)."""
+    return "sgd" if name == "sgd_plain" else name
+
+
+def batch_data(model, rows=None):
+    """A fixture's global batch of `rows` distinct rows: its feed directory,
+    PyTorch's reference (losses, hyper-parameters) and the directory of
+    PyTorch's first-step gradients. The bundled batch (two rows, or the one
+    the file fixes), or a larger one from make_distinct_batches.py."""
+    here = f"{FIXTURES}/{model}"
+    if rows is None or rows == FIXED_BATCH.get(model, 2):
+        return f"{here}/feed", json.load(open(f"{here}/reference.json")), f"{here}/grads"
+    return f"{here}/feed{rows}", json.load(open(f"{here}/reference{rows}.json")), f"{here}/grads{rows}"
+
+
+def worst_weight_error(reference_checkpoint, run, ranks, model, rows=None):
+    """The largest weight error of any rank's checkpoint against one rank's
+    (every rank holding a copy is compared)."""
     a = safetensors(reference_checkpoint)
     worst, where = 0.0, ""
     for r in range(ranks):
         b = safetensors(f"{run}/rank-{r:05d}-of-{ranks:05d}.safetensors")
-        error, key = weight_error(a, b, f"{FIXTURES}/{model}/grads")
+        error, key = weight_error(a, b, batch_data(model, rows)[2])
         if error >= worst:
             worst, where = error, key
     return worst, where
@@ -158,15 +162,32 @@ step_rows = []
 
 
 def check_step_peak(log, program, tag):
-    """The step frees each value after its last use: the activations peak
-    the runtime measured at every step equals the compiler's plan exactly,
-    and is below what holding every value would take."""
+    """The step frees each value after its last use. Two numbers per step:
+    the plan's bookkeeping replayed as the step ran (`planned_activations`,
+    which must be the compiler's `planned_step_peak_bytes`), and what the
+    runtime's allocator charged as activations: every tensor the step
+    really allocated, charged when made and uncharged when freed. The
+    allocator's peak must equal the plan at every step (a value the plan
+    does not know of, or a copy it does not count, shows here), and the
+    plan must be below holding every value. The kernels' scratch is
+    workspace, reported beside it."""
     manifest = json.load(open(f"{program}/manifest.json"))
     planned, every = manifest["planned_step_peak_bytes"], manifest["step_value_bytes"]
-    peaks = {json.loads(line)["memory"]["activations"]["peak"] for line in open(log)}
-    check(peaks == {planned}, f"{tag}: step peaks {sorted(peaks)} bytes, the compiler planned {planned}")
+    records = [json.loads(line) for line in open(log)]
+    replayed = {r["planned_activations"]["peak"] for r in records}
+    allocated = {r["memory"]["activations"]["peak"] for r in records}
+    check(replayed == {planned}, f"{tag}: the plan replayed peaks at {sorted(replayed)} bytes, the compiler planned "
+                                 f"{planned}")
+    check(allocated == {planned}, f"{tag}: the allocator's activation peaks {sorted(allocated)} bytes, the compiler "
+                                  f"planned {planned}")
     check(planned < every, f"{tag}: the planned peak {planned} is not below holding every value ({every})")
-    step_rows.append((tag, sorted(peaks), planned, every, manifest.get("predicted_activation_bytes_per_rank")))
+    workspace = max(r["memory"]["workspace"]["peak"] for r in records)
+    communication = max(r["memory"]["communication"]["peak"] for r in records)
+    total = max(r["memory"]["total"]["peak"] for r in records)
+    rss = max(r["rss_peak_bytes"] for r in records)
+    step_rows.append(dict(tag=tag, allocated=max(allocated), planned=planned, every=every,
+                          predicted=manifest.get("predicted_activation_bytes_per_rank"), workspace=workspace,
+                          communication=communication, total=total, rss=rss))
 
 
 def check_counters(log, predicted, tag, calls=None):
@@ -232,16 +253,94 @@ def check_refusals(cases):
         check(ok, f"{what}: expected a failure saying '{message}', got {result.returncode}: {result.stderr}")
 
 
-def repeated_feed(model, times):
-    """The fixture's feed with every file's batch repeated `times` times (a
-    mean loss over repeated rows is the same loss, so the trajectory is still
-    PyTorch's), written once under WORKDIR."""
-    target = f"{WORK}/{model}-feed{2 * times}"
-    if not os.path.exists(target):
-        os.makedirs(target)
-        for name in os.listdir(f"{FIXTURES}/{model}/feed"):
-            repeat_batch(f"{FIXTURES}/{model}/feed/{name}", f"{target}/{name}", times)
-    return target
+def gradient_error(dump, grads_dir):
+    """How far the gradients a run dumped (`--dump-gradients`) are from
+    PyTorch's: for each tensor ||got - want|| / ||want||, the worst and
+    where; tensors that are rounding noise in both (zero in exact
+    arithmetic: a key projection's bias cannot change the softmax, below
+    1e-6 of the largest tensor's norm) are measured against the largest
+    norm instead, and returned apart. Missing files are errors."""
+    names = sorted(n[:-4] for n in os.listdir(grads_dir))
+    want = {n: npy_floats(f"{grads_dir}/{n}.npy") for n in names}
+    norms = {n: sum(x * x for x in w) ** 0.5 for n, w in want.items()}
+    largest = max(norms.values())
+    worst, where, noise = 0.0, "", 0.0
+    for name in names:
+        path = f"{dump}/{name}.npy"
+        if not os.path.exists(path):
+            return float("inf"), f"{name} (not dumped)", 0.0
+        got = npy_floats(path)
+        if len(got) != len(want[name]):
+            return float("inf"), f"{name} ({len(got)} elements, not {len(want[name])})", 0.0
+        difference = sum((a - b) ** 2 for a, b in zip(got, want[name])) ** 0.5
+        if norms[name] < 1e-6 * largest:
+            noise = max(noise, difference / largest)
+        elif difference / norms[name] > worst:
+            worst, where = difference / norms[name], name
+    return worst, where, noise
+
+
+gradient_rows = []
+
+
+def check_gradients(program, model, rows, ranks, tag):
+    """After the first step, every rank's whole gradients (the dump gathers
+    ZeRO shards over the data axis and tensor slices over the tensor axis)
+    equal PyTorch's for the same global batch of distinct rows, 1e-5 per
+    tensor, and the logged gradient norm PyTorch's. A reduction that sums
+    where it should average, a gradient counted on two ranks, a shard or a
+    slice out of place: each changes some tensor by far more."""
+    rows = rows or FIXED_BATCH.get(model, 2)
+    feed, _, grads_dir = batch_data(model, rows)
+    dump, log = f"{WORK}/{tag}-gradients", f"{WORK}/{tag}-gradients.log"
+    run = train(program, "--feed", feed, "--steps", "1", "--dump-gradients", dump, "--log", log, ranks=ranks)
+    check(run.returncode == 0, f"{tag}: --dump-gradients failed: {run.stderr[-1500:]}")
+    if run.returncode:
+        return
+    worst, where, noise = 0.0, "", 0.0
+    for r in range(max(ranks, 1)):
+        error, tensor, rank_noise = gradient_error(dump if r == 0 else f"{dump}/rank-{r:05d}", grads_dir)
+        if error >= worst:
+            worst, where = error, f"rank {r}: {tensor}"
+        noise = max(noise, rank_noise)
+    want_norm = sum(sum(x * x for x in npy_floats(f"{grads_dir}/{n}")) for n in os.listdir(grads_dir)) ** 0.5
+    norm = json.loads(open(log).readline())["grad_norm"]
+    norm_error = abs(norm - want_norm) / want_norm
+    gradient_rows.append((tag, max(ranks, 1), rows, worst, where, noise, norm_error))
+    check(worst <= 1e-5, f"{tag}: the first-step gradient of {where} differs from PyTorch's by {worst:.2e}")
+    check(noise <= 1e-6, f"{tag}: a zero-in-exact-arithmetic gradient is {noise:.2e} of the largest")
+    check(norm_error <= 1e-5, f"{tag}: the gradient norm {norm} differs from PyTorch's {want_norm} by {norm_error:.2e}")
+
+
+def print_gradient_rows():
+    print(f"{'run':44} {'ranks':>5} {'rows':>4} {'worst tensor error':>18} {'noise':>8} {'norm error':>10}  "
+          "first-step gradients vs PyTorch")
+    for tag, ranks, rows, worst, where, noise, norm_error in gradient_rows:
+        print(f"{tag:44} {ranks:>5} {rows:>4} {worst:>18.2e} {noise:>8.1e} {norm_error:>10.2e}  ({where})")
+
+
+def check_replicas(run, tag):
+    """Every copy of a weight that several ranks hold (a replicated tensor,
+    or the same slice on every data-parallel rank) is the same, bit for bit,
+    in the ranks' checkpoints: the ranks applied the same update."""
+    index = json.load(open(f"{run}/index.json"))
+    files, worst = {}, (0, "")
+    for name, entry in index["tensors"].items():
+        if entry["dtype"] != "F32":
+            continue
+        copies = {}
+        for piece in entry["shards"]:
+            rank = piece["rank"]
+            if rank not in files:
+                files[rank] = safetensors(f"{run}/rank-{rank:05d}-of-{index['world_size']:05d}.safetensors")
+            key = (tuple(piece["offsets"]), tuple(piece["shape"]))
+            copies.setdefault(key, []).append(files[rank][name])
+        for values in copies.values():
+            differing = sum(1 for other in values[1:] if other != values[0])
+            if differing > worst[0]:
+                worst = (differing, name)
+    check(worst[0] == 0, f"{tag}: {worst[0]} rank(s) hold a copy of {worst[1]} that differs from the first rank's")
+    return worst[0] == 0
 
 
 OFFLOAD_HEADER = (f"{'model':8} {'offload':8} {'optimizer':9} {'worst loss error vs PyTorch':>28} "
@@ -258,7 +357,8 @@ def check_offload(model, ranks):
     `{model}-{name}.log`); the bytes each way equal the plan's; the device
     keeps no optimizer state; the host keeps what the plan says. One rank
     offloads its whole state."""
-    reference = json.load(open(f"{FIXTURES}/{model}/reference.json"))
+    rows = 4 if ranks == 2 else 2
+    offload_feed, reference, _ = batch_data(model, rows)
     program = f"{WORK}/{model}-offload-x{ranks}"
     strategy = "zero=2,microbatches=2,offload=optimizer" if ranks == 2 else "offload=optimizer"
     built = compile_model(model, program, "--gpus", str(ranks), "--strategy", strategy, batch=4 if ranks == 2 else 2)
@@ -267,11 +367,12 @@ def check_offload(model, ranks):
         return
     manifest = json.load(open(f"{program}/manifest.json"))
     check(manifest["strategy"]["offload"] == "optimizer", f"{model}: the manifest records {manifest['strategy']}")
+    if ranks > 1:
+        check_gradients(program, model, rows, ranks, f"{model}-offload-x{ranks}")
     moved = manifest["predicted_offload_bytes_per_step"]
     for name in (["adamw", "lamb"] if ranks == 2 else ["adamw"]):
         flags = optimizer_flags(name, reference["hyper_parameters"][name])
         tag = f"{model}-{name}-offload-x{ranks}"
-        offload_feed = repeated_feed(model, 2) if ranks == 2 else f"{FIXTURES}/{model}/feed"
         run = train(program, "--feed", offload_feed, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}", *flags,
                     ranks=ranks if ranks > 1 else 0)
         check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
@@ -284,7 +385,7 @@ def check_offload(model, ranks):
         same = os.path.exists(without) and got == losses(without)
         check(same, f"{tag}: the losses differ from the same run without offload ({without})")
         reference_run = f"{WORK}/{model}-{name}-4-1/{shard}" if ranks == 2 else None
-        worst_weight, where = (worst_weight_error(reference_run, f"{WORK}/{tag}", ranks, model)
+        worst_weight, where = (worst_weight_error(reference_run, f"{WORK}/{tag}", ranks, model, rows)
                                if reference_run and os.path.exists(reference_run) else (0.0, "one rank"))
         if ranks > 1:
             check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][name], tag)
@@ -325,6 +426,8 @@ def check_recompute(model, where, recompute_feed, extra, plain, plain_log, batch
     manifest = json.load(open(f"{program}/manifest.json"))
     check(manifest["strategy"]["recompute"] == granularity, f"{model}: the manifest records {manifest['strategy']}")
     planned, without = manifest["planned_step_peak_bytes"], json.load(open(f"{plain}/manifest.json"))["planned_step_peak_bytes"]
+    if extra:
+        check_gradients(program, model, batch, 2, f"{model}-recompute-{label.replace(' ', '-')}")
     # One rank: activations dominate, and recomputation must lower the peak.
     # Under ZeRO-3 at a microbatch of one 8-token sample the fixture's
     # activations (512 bytes each) are smaller than the weight views a
@@ -358,21 +461,25 @@ def finish():
     # search weighs plans by), within 5% of the measured peak: on these tiny
     # fixtures a weight weighs as much as a layer's activations, so every
     # weight-sized temporary the estimate missed would show.
-    print(f"{'model':8} {'measured step peak':>18} {'planned':>10} {'every value held':>17} {'cost model':>11}  bytes")
+    print(f"{'run':44} {'allocated':>10} {'planned':>10} {'cost model':>17} {'workspace':>10} {'comm.':>8} "
+          f"{'total':>8} {'every value':>12}  activations and buffers, bytes per rank")
     ratios = []
-    for tag, peaks, planned, every, predicted in step_rows:
-        estimate = f"{predicted:>11.0f} ({predicted / planned:.3f})" if predicted else f"{'-':>11}"
+    for row in step_rows:
+        predicted, allocated = row["predicted"], row["allocated"]
+        estimate = f"{predicted:>9.0f} ({predicted / allocated:.3f})" if predicted else f"{'-':>17}"
         if predicted:
-            ratios.append(predicted / planned)
-            check(abs(predicted / planned - 1) <= 0.05,
-                  f"{tag}: the cost model's activation estimate {predicted:.0f} is not within 5% of the measured "
-                  f"step peak {planned}")
-        print(f"{tag:8} {', '.join(map(str, peaks)):>18} {planned:>10} {every:>17} {estimate}  "
-              f"({every / planned:.1f}x less than every value)")
+            ratios.append(predicted / allocated)
+            check(abs(predicted / allocated - 1) <= 0.05,
+                  f"{row['tag']}: the cost model's activation estimate {predicted:.0f} is not within 5% of the "
+                  f"allocator's step peak {allocated}")
+        print(f"{row['tag']:44} {allocated:>10} {row['planned']:>10} {estimate} {row['workspace']:>10} "
+              f"{row['communication']:>8} {row['total']:>8} {row['every']:>12}")
     if ratios:
         within = sum(abs(r - 1) <= 0.05 for r in ratios)
-        print(f"cost model / measured activation peak: {min(ratios):.3f} to {max(ratios):.3f}, "
+        print(f"cost model / allocator's activation peak: {min(ratios):.3f} to {max(ratios):.3f}, "
               f"{within} of {len(ratios)} runs within 5%")
+    with open(f"{WORK}/step_memory.json", "w") as f:
+        json.dump(step_rows, f, indent=1)
 
     # The plan's memory is right for the model states: every run above logged
     # its peak bytes per category, within 5% of the prediction (the padding of
@@ -381,5 +488,7 @@ def finish():
     for tag, measured, predicted, worst in memory_rows:
         cells = " ".join(f"{measured[c]:>10}/{predicted[c]:<10.0f}" for c in MODEL_STATES)
         print(f"{tag:30} {cells}  worst {worst:.1e}")
+    if gradient_rows:
+        print_gradient_rows()
     print(f"{len(failures)} failure(s)")
     sys.exit(1 if failures else 0)
