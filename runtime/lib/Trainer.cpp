@@ -36,7 +36,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -919,12 +918,20 @@ std::string plannedActivations() {
          ", \"peak\": " + std::to_string(planned.peak(space, MemoryCategory::Activations)) + "}";
 }
 
-/// The process's high-water resident memory (getrusage), in bytes.
+/// The process's high-water resident memory, in bytes: the address space's
+/// own (VmHWM), not getrusage's, which a process keeps from before exec (a
+/// large launching process would show through).
 int64_t residentPeakBytes() {
-  struct rusage usage;
-  if (getrusage(RUSAGE_SELF, &usage) != 0)
+  std::FILE *status = std::fopen("/proc/self/status", "r");
+  if (!status)
     return -1;
-  return int64_t(usage.ru_maxrss) * 1024;
+  char line[256];
+  long long kb = -1;
+  while (std::fgets(line, sizeof line, status))
+    if (std::sscanf(line, "VmHWM: %lld kB", &kb) == 1)
+      break;
+  std::fclose(status);
+  return kb < 0 ? -1 : int64_t(kb) * 1024;
 }
 
 /// `overlapAllowed`: the communicator may be driven from a second thread (one
