@@ -48,8 +48,15 @@ def measure(compiler, mpirun, onnx_path, work, label, ranks, strategy, steps, ax
     run = {
         "ranks": ranks,
         "loss_at_last_step": last["loss"],
+        # What the runtime's allocator charged (TrackedAllocator.h), the
+        # plan's own bookkeeping, and the process's resident high-water mark.
         "activations_peak_bytes": memory["activations"]["peak"],
         "planned_step_peak_bytes": manifest.get("planned_step_peak_bytes"),
+        "planned_replayed_peak_bytes": last["planned_activations"]["peak"],
+        "workspace_peak_bytes": memory["workspace"]["peak"],
+        "communication_peak_bytes": memory["communication"]["peak"],
+        "step_total_peak_bytes": memory["total"]["peak"],
+        "rss_peak_bytes": last["rss_peak_bytes"],
         "model_state_bytes": {k: memory[k]["current"] for k in ("parameters", "gradients", "optimizer_state")},
         f"{'tensor' if axis == 'tp' else 'sequence'}_axis_bytes_per_step":
             {c: axes[axis]["bytes"] for c, axes in last.get("comm", {}).items() if axis in axes},
