@@ -671,16 +671,16 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << ", one statement per op of @forward_backward; 16-bit values are float32\n"
      << "// rounded to their type after each op). Built against the runtime's public\n"
      << "// headers; main() hands the step to the runtime's trainer.\n\n"
-     << "#include \"colossal/runtime/HostTensor.h\"\n"
-     << "#include \"colossal/runtime/StepMemory.h\"\n"
-     << "#include \"colossal/runtime/Trainer.h\"\n"
-     << (device ? "" : "#include \"colossal/runtime/SequenceParallel.h\"\n"
-                       "#include \"colossal/runtime/RingAttention.h\"\n"
-                       "#include \"colossal/runtime/VocabularyParallel.h\"\n");
+     << "#include \"colossal/runtime/kernels/HostTensor.h\"\n"
+     << "#include \"colossal/runtime/train/StepMemory.h\"\n"
+     << "#include \"colossal/runtime/train/Trainer.h\"\n"
+     << (device ? "" : "#include \"colossal/runtime/kernels/SequenceParallel.h\"\n"
+                       "#include \"colossal/runtime/kernels/RingAttention.h\"\n"
+                       "#include \"colossal/runtime/kernels/VocabularyParallel.h\"\n");
   if (device)
-    os << "#include \"colossal/runtime/CudaDevice.h\"\n#include \"colossal/runtime/DeviceCollectives.h\"\n"
-       << "#include \"colossal/runtime/DeviceTensor.h\"\n"
-       << "#include \"colossal/runtime/Error.h\"\n#include \"colossal/runtime/Launch.h\"\n\n#include <cstdio>\n";
+    os << "#include \"colossal/runtime/kernels/CudaDevice.h\"\n#include \"colossal/runtime/comm/DeviceCollectives.h\"\n"
+       << "#include \"colossal/runtime/kernels/DeviceTensor.h\"\n"
+       << "#include \"colossal/runtime/Error.h\"\n#include \"colossal/runtime/comm/Launch.h\"\n\n#include <cstdio>\n";
   os << "\n#include <limits>\n#include <optional>\n#include <utility>\n#include <vector>\n\n"
      << "namespace {\n\nusing HostTensor = colossal::rt::host::Tensor;\n"
      << "using namespace colossal::rt::" << (device ? "device" : "host") << ";\n\n";

@@ -9,9 +9,9 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
 #include "colossal/cost/Estimator.h"
-#include "colossal/cost/Json.h"
+#include "colossal/support/Json.h"
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Safetensors.h"
+#include "colossal/runtime/io/Safetensors.h"
 #include "passes/memory/ParameterReads.h"
 #include "passes/plan/CostGraphBridge.h"
 
@@ -27,7 +27,7 @@
 namespace colossal::codegen {
 
 using namespace mlir;
-using cost::Json;
+using support::Json;
 
 namespace {
 

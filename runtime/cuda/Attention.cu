@@ -18,7 +18,7 @@
 #include "CudaCheck.h"
 #include "colossal/runtime/Memory.h"
 #include "Reduce.cuh"
-#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/kernels/Kernels.h"
 
 namespace colossal::rt::cuda {
 

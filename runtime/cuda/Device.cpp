@@ -1,6 +1,6 @@
 //===- Device.cpp - device selection, memory and the copy engine ----------===//
 
-#include "colossal/runtime/CudaDevice.h"
+#include "colossal/runtime/kernels/CudaDevice.h"
 
 #include "CudaCheck.h"
 #include "colossal/runtime/Memory.h"

@@ -1,11 +1,11 @@
 //===- DeviceCollectives.cpp - split ops staged through host memory -------===//
 
-#include "colossal/runtime/DeviceCollectives.h"
+#include "colossal/runtime/comm/DeviceCollectives.h"
 
-#include "colossal/runtime/RingAttention.h"
-#include "colossal/runtime/SequenceParallel.h"
-#include "colossal/runtime/Trainer.h"
-#include "colossal/runtime/VocabularyParallel.h"
+#include "colossal/runtime/kernels/RingAttention.h"
+#include "colossal/runtime/kernels/SequenceParallel.h"
+#include "colossal/runtime/train/StepInterface.h"
+#include "colossal/runtime/kernels/VocabularyParallel.h"
 
 #include <memory>
 

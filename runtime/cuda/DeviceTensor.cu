@@ -11,11 +11,11 @@
 #include "CudaCheck.h"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include "colossal/runtime/DeviceTensor.h"
-#include "colossal/runtime/Kernels.h"
-#include "colossal/runtime/Philox.h"
-#include "colossal/runtime/TensorIndexing.h"
-#include "colossal/runtime/TensorOpShapes.h"
+#include "colossal/runtime/kernels/DeviceTensor.h"
+#include "colossal/runtime/kernels/Kernels.h"
+#include "colossal/runtime/kernels/Philox.h"
+#include "colossal/runtime/kernels/TensorIndexing.h"
+#include "colossal/runtime/kernels/TensorOpShapes.h"
 
 #include <algorithm>
 #include <cmath>

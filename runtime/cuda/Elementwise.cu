@@ -1,8 +1,8 @@
 //===- Elementwise.cu - device elementwise kernels, activations, dropout --===//
 
 #include "CudaCheck.h"
-#include "colossal/runtime/Kernels.h"
-#include "colossal/runtime/Philox.h"
+#include "colossal/runtime/kernels/Kernels.h"
+#include "colossal/runtime/kernels/Philox.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

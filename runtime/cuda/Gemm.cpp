@@ -10,7 +10,7 @@
 
 #include "CudaCheck.h"
 #include "colossal/runtime/Memory.h"
-#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/kernels/Kernels.h"
 
 #include <mutex>
 

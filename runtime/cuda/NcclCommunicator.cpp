@@ -1,9 +1,9 @@
 //===- NcclCommunicator.cpp -----------------------------------------------===//
 
-#include "colossal/runtime/NcclCommunicator.h"
+#include "colossal/runtime/comm/NcclCommunicator.h"
 
 #include "CudaCheck.h"
-#include "colossal/runtime/CudaDevice.h"
+#include "colossal/runtime/kernels/CudaDevice.h"
 #include "colossal/runtime/Memory.h"
 
 #include <nccl.h>

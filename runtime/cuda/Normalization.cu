@@ -8,7 +8,7 @@
 
 #include "CudaCheck.h"
 #include "Reduce.cuh"
-#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/kernels/Kernels.h"
 
 namespace colossal::rt::cuda {
 

@@ -12,7 +12,7 @@
 #include "CudaCheck.h"
 #include "colossal/runtime/Memory.h"
 #include "Reduce.cuh"
-#include "colossal/runtime/Optimizers.h"
+#include "colossal/runtime/kernels/Optimizers.h"
 
 #include <cmath>
 #include <vector>

@@ -10,10 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "colossal/runtime/AtomicFile.h"
-#include "colossal/runtime/Checkpoint.h"
+#include "colossal/runtime/io/AtomicFile.h"
+#include "colossal/runtime/io/Checkpoint.h"
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/MpiCommunicator.h"
+#include "colossal/runtime/comm/MpiCommunicator.h"
 
 #include <cstdio>
 #include <cstring>

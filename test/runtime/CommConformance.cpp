@@ -18,12 +18,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/GradientBuckets.h"
-#include "colossal/runtime/MpiCommunicator.h"
-#include "colossal/runtime/ProcessGroups.h"
+#include "colossal/runtime/train/GradientBuckets.h"
+#include "colossal/runtime/comm/MpiCommunicator.h"
+#include "colossal/runtime/comm/ProcessGroups.h"
 
 #ifdef COLOSSAL_WITH_NCCL
-#include "colossal/runtime/NcclCommunicator.h"
+#include "colossal/runtime/comm/NcclCommunicator.h"
 #endif
 
 #include <cmath>

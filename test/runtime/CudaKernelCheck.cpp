@@ -12,10 +12,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "colossal/cost/Cluster.h"
-#include "colossal/runtime/CudaDevice.h"
+#include "colossal/runtime/kernels/CudaDevice.h"
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Kernels.h"
-#include "colossal/runtime/Optimizers.h"
+#include "colossal/runtime/kernels/Kernels.h"
+#include "colossal/runtime/kernels/Optimizers.h"
 
 #include <cuda_runtime.h>
 

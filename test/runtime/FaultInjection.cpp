@@ -13,9 +13,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Health.h"
-#include "colossal/runtime/MpiCommunicator.h"
-#include "colossal/runtime/ProcessGroups.h"
+#include "colossal/runtime/train/Health.h"
+#include "colossal/runtime/comm/MpiCommunicator.h"
+#include "colossal/runtime/comm/ProcessGroups.h"
 
 #include <chrono>
 #include <cmath>

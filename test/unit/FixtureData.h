@@ -8,7 +8,7 @@
 #include "colossal/Import/OnnxImporter.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/raise/Passes.h"
-#include "colossal/runtime/Npy.h"
+#include "colossal/runtime/io/Npy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"

@@ -13,8 +13,8 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Execute/HostInterpreter.h"
 #include "colossal/Import/OnnxImporter.h"
-#include "colossal/cost/Json.h"
-#include "colossal/runtime/Npy.h"
+#include "colossal/support/Json.h"
+#include "colossal/runtime/io/Npy.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/raise/Passes.h"
 
@@ -59,7 +59,7 @@ TEST_P(FixtureForward, LossMatchesPyTorch) {
   std::string dir = std::string(COLOSSAL_FIXTURES_DIR) + "/" + model;
   std::string path = dir + "/" + model + "_opset17.onnx";
   std::string error;
-  std::optional<colossal::cost::Json> reference = colossal::cost::Json::parse(readText(dir + "/reference.json"), error);
+  std::optional<colossal::support::Json> reference = colossal::support::Json::parse(readText(dir + "/reference.json"), error);
   ASSERT_TRUE(reference) << error;
   double expected = reference->find("loss")->asNumber();
 

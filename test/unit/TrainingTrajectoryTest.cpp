@@ -16,9 +16,9 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Execute/HostInterpreter.h"
 #include "colossal/Import/OnnxImporter.h"
-#include "colossal/cost/Json.h"
-#include "colossal/runtime/Npy.h"
-#include "colossal/runtime/OptimizerStep.h"
+#include "colossal/support/Json.h"
+#include "colossal/runtime/io/Npy.h"
+#include "colossal/runtime/train/OptimizerStep.h"
 #include "passes/autodiff/Autodiff.h"
 #include "passes/autodiff/Optimizer.h"
 #include "passes/raise/Passes.h"
@@ -54,9 +54,9 @@ TEST_P(TrainingTrajectory, LossesMatchPyTorch) {
   std::ifstream referenceFile(dir + "/reference.json");
   std::stringstream text;
   text << referenceFile.rdbuf();
-  std::optional<colossal::cost::Json> reference = colossal::cost::Json::parse(text.str(), error);
+  std::optional<colossal::support::Json> reference = colossal::support::Json::parse(text.str(), error);
   ASSERT_TRUE(reference) << error;
-  const colossal::cost::Json &hyper = *reference->find("hyper_parameters")->find(c.optimizer);
+  const colossal::support::Json &hyper = *reference->find("hyper_parameters")->find(c.optimizer);
   const auto &expected = reference->find("losses")->find(c.optimizer)->asArray();
 
   // PyTorch's parameter list exactly (LLaMA's rotary buffer stays frozen).
@@ -77,15 +77,15 @@ TEST_P(TrainingTrajectory, LossesMatchPyTorch) {
   colossal::autodiff::OptimizerOptions options;
   options.kind = c.optimizer;
   auto number = [&](const char *key, double otherwise) {
-    const colossal::cost::Json *v = hyper.find(key);
+    const colossal::support::Json *v = hyper.find(key);
     return v ? v->asNumber() : otherwise;
   };
   double lr = number("lr", 0);
   options.eps = number("eps", -1), options.weightDecay = number("weight_decay", 0);
   options.momentum = number("momentum", 0), options.eta = number("eta", 1e-3);
-  if (const colossal::cost::Json *betas = hyper.find("betas"))
+  if (const colossal::support::Json *betas = hyper.find("betas"))
     options.beta1 = betas->asArray()[0].asNumber(), options.beta2 = betas->asArray()[1].asNumber();
-  if (const colossal::cost::Json *nesterov = hyper.find("nesterov"))
+  if (const colossal::support::Json *nesterov = hyper.find("nesterov"))
     options.nesterov = nesterov->asBool();
   ASSERT_TRUE(mlir::succeeded(colossal::autodiff::buildOptimizerStep(*module, options)));
   auto update = module->lookupSymbol<mlir::func::FuncOp>("optimizer_step");

@@ -25,12 +25,12 @@
 #include "colossal/cost/Cluster.h"
 #include "colossal/cost/Communication.h"
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Kernels.h"
-#include "colossal/runtime/MpiCommunicator.h"
-#include "colossal/runtime/ProcessGroups.h"
+#include "colossal/runtime/kernels/Kernels.h"
+#include "colossal/runtime/comm/MpiCommunicator.h"
+#include "colossal/runtime/comm/ProcessGroups.h"
 #ifdef COLOSSAL_WITH_CUDA
-#include "colossal/runtime/CudaDevice.h"
-#include "colossal/runtime/NcclCommunicator.h"
+#include "colossal/runtime/kernels/CudaDevice.h"
+#include "colossal/runtime/comm/NcclCommunicator.h"
 #include <cuda_runtime.h>
 #endif
 

@@ -35,8 +35,8 @@ constexpr const char *kPartitionerRuns =
     "data parallelism, its own 1D tensor split (with Megatron's sequence parallelism), sequence parallelism on its "
     "own axis (all-to-all, ring), microbatches, ZeRO 1, 2 and 3, optimizer offload and recomputation";
 
-cost::Placement placementOf(const cost::Json &plan) {
-  const cost::Json *placement = plan.find("tensor_placement");
+cost::Placement placementOf(const support::Json &plan) {
+  const support::Json *placement = plan.find("tensor_placement");
   return placement && placement->isString() && placement->asString() == "partitioner" ? cost::Placement::Partitioner
                                                                                       : cost::Placement::Solver;
 }
@@ -46,7 +46,7 @@ int fail(const std::string &message) {
   return 1;
 }
 
-std::optional<cost::Json> readJson(const std::string &path, std::string &error) {
+std::optional<support::Json> readJson(const std::string &path, std::string &error) {
   std::ifstream in(path);
   if (!in) {
     error = path + ": cannot read the file";
@@ -54,7 +54,7 @@ std::optional<cost::Json> readJson(const std::string &path, std::string &error) 
   }
   std::stringstream text;
   text << in.rdbuf();
-  std::optional<cost::Json> json = cost::Json::parse(text.str(), error);
+  std::optional<support::Json> json = support::Json::parse(text.str(), error);
   if (!json)
     error = path + ": " + error;
   return json;
@@ -340,10 +340,10 @@ void printReport(const std::string &model, const std::string &precision, const c
   }
 }
 
-cost::Json planJson(const std::string &model, const std::string &precision, int64_t globalBatch, const cost::SearchResult *search,
+support::Json planJson(const std::string &model, const std::string &precision, int64_t globalBatch, const cost::SearchResult *search,
                     const cost::SearchCandidate &plan, const cost::Graph &graph) {
-  cost::Json json = plan.estimate.toJson();
-  cost::Json::Object &o = json.asObject();
+  support::Json json = plan.estimate.toJson();
+  support::Json::Object &o = json.asObject();
   o["format"] = "colossal-plan/1";
   o["precision"] = precision;
   o["model"] = model;
@@ -353,13 +353,13 @@ cost::Json planJson(const std::string &model, const std::string &precision, int6
   o["tensor_placement"] = plan.placement == cost::Placement::Partitioner ? "partitioner" : "solver";
   o["shardings"] = cost::shardingToJson(graph, plan.sharding, plan.estimate.mesh);
   if (search) {
-    cost::Json::Array alternatives;
+    support::Json::Array alternatives;
     for (size_t i = 1; i < search->best.size(); ++i)
-      alternatives.push_back(cost::Json::Object{{"strategy", search->best[i].strategy.toJson()},
+      alternatives.push_back(support::Json::Object{{"strategy", search->best[i].strategy.toJson()},
                                                 {"microbatch_size", search->best[i].microbatchSize},
                                                 {"step_time_s", search->best[i].estimate.stepTime},
                                                 {"why_slower", cost::explainLoss(search->best[i], plan)}});
-    o["search"] = cost::Json::Object{{"candidates", search->candidates},
+    o["search"] = support::Json::Object{{"candidates", search->candidates},
                                      {"evaluated", search->evaluated},
                                      {"seconds", search->seconds},
                                      {"alternatives", alternatives}};
@@ -433,23 +433,23 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
 
   if (!request.planPath.empty()) {
     // Re-evaluate a plan file: its strategy, microbatch size and shardings.
-    std::optional<cost::Json> json = readJson(request.planPath, error);
+    std::optional<support::Json> json = readJson(request.planPath, error);
     if (!json)
       return fail(error);
-    const cost::Json *strategyJson = json->find("strategy");
+    const support::Json *strategyJson = json->find("strategy");
     std::optional<cost::Strategy> strategy =
         strategyJson ? cost::Strategy::fromJson(*strategyJson, error) : std::nullopt;
     if (!strategy)
       return fail(request.planPath + ": " + (strategyJson ? error : "no strategy section"));
-    const cost::Json *mb = json->find("microbatch_size");
-    const cost::Json *batch = json->find("global_batch");
+    const support::Json *mb = json->find("microbatch_size");
+    const support::Json *batch = json->find("global_batch");
     int64_t b = mb && mb->isNumber() ? int64_t(mb->asNumber()) : 1;
     std::optional<cost::Graph> graph = graphFor(b, error);
     if (!graph)
       return fail(error);
     cost::SearchCandidate plan{*strategy, b, {}, {}, placementOf(*json)};
     cost::Mesh mesh = cost::buildMesh(*strategy, *cluster);
-    if (const cost::Json *shardings = json->find("shardings")) {
+    if (const support::Json *shardings = json->find("shardings")) {
       std::optional<cost::GraphSharding> sharding = cost::shardingFromJson(*shardings, *graph, mesh, error);
       if (!sharding)
         return fail(request.planPath + ": " + error);
@@ -566,10 +566,10 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     else if (!partitionerLacks(winner.strategy, winner.placement).empty())
       llvm::errs() << "buildable: no plan the partitioner runs today fits\n";
   }
-  cost::Json json = planJson(model, request.precision, request.globalBatch, &result, winner, graph);
+  support::Json json = planJson(model, request.precision, request.globalBatch, &result, winner, graph);
   if (buildable)
     json.asObject()["buildable_alternative"] =
-        cost::Json::Object{{"strategy", buildable->strategy.toJson()},
+        support::Json::Object{{"strategy", buildable->strategy.toJson()},
                            {"microbatch_size", buildable->microbatchSize},
                            {"step_time_s", buildable->estimate.stepTime},
                            {"why_slower", cost::explainLoss(*buildable, winner)}};
@@ -579,10 +579,10 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
 }
 
 std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::string &error) {
-  std::optional<cost::Json> json = readJson(path, error);
+  std::optional<support::Json> json = readJson(path, error);
   if (!json)
     return std::nullopt;
-  const cost::Json *strategyJson = json->find("strategy");
+  const support::Json *strategyJson = json->find("strategy");
   if (!strategyJson) {
     error = path + ": no strategy section";
     return std::nullopt;
@@ -602,13 +602,13 @@ std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::s
 
 bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, const cost::Graph &split,
                            const std::string &axis, int64_t ranks, std::string &error) {
-  std::optional<cost::Json> json = readJson(path, error);
+  std::optional<support::Json> json = readJson(path, error);
   if (!json)
     return false;
-  const cost::Json *strategyJson = json->find("strategy");
+  const support::Json *strategyJson = json->find("strategy");
   std::optional<cost::Strategy> strategy =
       strategyJson ? cost::Strategy::fromJson(*strategyJson, error) : std::nullopt;
-  const cost::Json *shardings = json->find("shardings");
+  const support::Json *shardings = json->find("shardings");
   if (!strategy || !shardings) {
     error = path + ": " + (strategy ? "no shardings section" : error);
     return false;

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/kernels/Kernels.h"
 
 #include <algorithm>
 #include <cmath>

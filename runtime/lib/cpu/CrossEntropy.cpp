@@ -1,7 +1,7 @@
 //===- CrossEntropy.cpp - host cross-entropy and embedding ----------------===//
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/kernels/Kernels.h"
 
 #include <algorithm>
 #include <cmath>

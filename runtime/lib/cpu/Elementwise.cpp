@@ -1,8 +1,8 @@
 //===- Elementwise.cpp - host elementwise kernels and activations ---------===//
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Kernels.h"
-#include "colossal/runtime/Philox.h"
+#include "colossal/runtime/kernels/Kernels.h"
+#include "colossal/runtime/kernels/Philox.h"
 
 #include <cmath>
 

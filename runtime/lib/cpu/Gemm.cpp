@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/kernels/Kernels.h"
 #include "colossal/runtime/TrackedAllocator.h"
 
 #include <cblas.h>

@@ -1,13 +1,13 @@
 //===- HostTensor.cpp - the ops of emitted host programs ------------------===//
 
-#include "colossal/runtime/HostTensor.h"
+#include "colossal/runtime/kernels/HostTensor.h"
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Kernels.h"
-#include "colossal/runtime/Philox.h"
-#include "colossal/runtime/ReferenceAttention.h"
-#include "colossal/runtime/TensorIndexing.h"
-#include "colossal/runtime/TensorOpShapes.h"
+#include "colossal/runtime/kernels/Kernels.h"
+#include "colossal/runtime/kernels/Philox.h"
+#include "colossal/runtime/kernels/ReferenceAttention.h"
+#include "colossal/runtime/kernels/TensorIndexing.h"
+#include "colossal/runtime/kernels/TensorOpShapes.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "colossal/runtime/Kernels.h"
+#include "colossal/runtime/kernels/Kernels.h"
 
 #include <algorithm>
 #include <cmath>

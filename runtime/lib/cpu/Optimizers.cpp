@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "colossal/runtime/Optimizers.h"
+#include "colossal/runtime/kernels/Optimizers.h"
 
 #include <cmath>
 

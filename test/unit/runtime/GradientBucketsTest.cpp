@@ -1,6 +1,6 @@
 //===- GradientBucketsTest.cpp - bucket planning of the gradient all-reduce ===//
 
-#include "colossal/runtime/GradientBuckets.h"
+#include "colossal/runtime/train/GradientBuckets.h"
 
 #include <gtest/gtest.h>
 

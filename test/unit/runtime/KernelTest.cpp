@@ -3,9 +3,9 @@
 #include "Reference.h"
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/HostTensor.h"
-#include "colossal/runtime/Kernels.h"
-#include "colossal/runtime/Philox.h"
+#include "colossal/runtime/kernels/HostTensor.h"
+#include "colossal/runtime/kernels/Kernels.h"
+#include "colossal/runtime/kernels/Philox.h"
 
 #include <algorithm>
 #include <limits>

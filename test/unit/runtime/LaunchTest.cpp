@@ -1,9 +1,9 @@
 //===- LaunchTest.cpp - launcher variables, meshes and memory accounting --===//
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Launch.h"
+#include "colossal/runtime/comm/Launch.h"
 #include "colossal/runtime/Memory.h"
-#include "colossal/runtime/Mesh.h"
+#include "colossal/runtime/comm/Mesh.h"
 #include "colossal/runtime/TrackedAllocator.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 //===- LearningRateTest.cpp - schedules against their definition and PyTorch -===//
 
-#include "colossal/runtime/LearningRate.h"
+#include "colossal/runtime/train/LearningRate.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include "Reference.h"
 
-#include "colossal/runtime/Optimizers.h"
+#include "colossal/runtime/kernels/Optimizers.h"
 
 using namespace colossal::rt;
 using namespace colossal::rt::test;

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "colossal/runtime/ParameterPrefetch.h"
+#include "colossal/runtime/train/ParameterPrefetch.h"
 
 #include <gtest/gtest.h>
 

@@ -9,9 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "colossal/runtime/SequenceParallel.h"
+#include "colossal/runtime/kernels/SequenceParallel.h"
 
-#include "colossal/runtime/RingAttention.h"
+#include "colossal/runtime/kernels/RingAttention.h"
 
 #include "test/unit/runtime/TensorChecks.h"
 #include "test/unit/runtime/ThreadCollectives.h"

@@ -2,16 +2,16 @@
 
 #include "Reference.h"
 
-#include "colossal/runtime/AtomicFile.h"
-#include "colossal/runtime/Checkpoint.h"
-#include "colossal/runtime/Crc32.h"
+#include "colossal/runtime/io/AtomicFile.h"
+#include "colossal/runtime/io/Checkpoint.h"
+#include "colossal/runtime/io/Crc32.h"
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/Npy.h"
-#include "colossal/runtime/Offload.h"
-#include "colossal/runtime/ShardedOptimizer.h"
-#include "colossal/runtime/SingleRankCommunicator.h"
-#include "colossal/runtime/StepLog.h"
-#include "colossal/runtime/TokenData.h"
+#include "colossal/runtime/io/Npy.h"
+#include "colossal/runtime/train/Offload.h"
+#include "colossal/runtime/train/ShardedOptimizer.h"
+#include "colossal/runtime/comm/SingleRankCommunicator.h"
+#include "colossal/runtime/io/StepLog.h"
+#include "colossal/runtime/io/TokenData.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -3,7 +3,7 @@
 #ifndef COLOSSAL_TEST_UNIT_RUNTIME_TENSORCHECKS_H
 #define COLOSSAL_TEST_UNIT_RUNTIME_TENSORCHECKS_H
 
-#include "colossal/runtime/HostTensor.h"
+#include "colossal/runtime/kernels/HostTensor.h"
 
 #include <gtest/gtest.h>
 

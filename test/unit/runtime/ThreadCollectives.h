@@ -11,8 +11,8 @@
 #define COLOSSAL_TEST_UNIT_RUNTIME_THREADCOLLECTIVES_H
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/SequenceParallel.h"
-#include "colossal/runtime/Trainer.h"
+#include "colossal/runtime/kernels/SequenceParallel.h"
+#include "colossal/runtime/train/StepInterface.h"
 
 #include <algorithm>
 #include <condition_variable>

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "colossal/runtime/VocabularyParallel.h"
+#include "colossal/runtime/kernels/VocabularyParallel.h"
 
 #include "test/unit/runtime/TensorChecks.h"
 #include "test/unit/runtime/ThreadCollectives.h"

@@ -3,7 +3,7 @@
 // Turns a module with @forward_backward and @optimizer_step (train-autodiff's
 // and train-optimizer's output) into one C++ translation unit: a step
 // function with one statement per op, each a call into the runtime's host
-// tensor ops (`colossal/runtime/HostTensor.h`), the optimizer update lowered
+// tensor ops (`colossal/runtime/kernels/HostTensor.h`), the optimizer update lowered
 // to the runtime's fused optimizer (its settings and per-tensor conventions),
 // and a `main` that hands both to the runtime's trainer. The source is
 // meant to be read: every statement carries the op it came from.

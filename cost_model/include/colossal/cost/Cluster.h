@@ -18,7 +18,7 @@
 #ifndef COLOSSAL_COST_CLUSTER_H
 #define COLOSSAL_COST_CLUSTER_H
 
-#include "colossal/cost/Json.h"
+#include "colossal/support/Json.h"
 
 #include <map>
 #include <optional>
@@ -26,6 +26,8 @@
 #include <vector>
 
 namespace colossal::cost {
+
+using support::Json;
 
 enum class DType { F32, TF32, BF16, F16, I64, I32, I8 };
 

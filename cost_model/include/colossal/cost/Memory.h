@@ -21,9 +21,11 @@
 #ifndef COLOSSAL_COST_MEMORY_H
 #define COLOSSAL_COST_MEMORY_H
 
-#include "colossal/cost/Json.h"
+#include "colossal/support/Json.h"
 
 namespace colossal::cost {
+
+using support::Json;
 
 struct MemoryBreakdown {
   double parameters = 0;

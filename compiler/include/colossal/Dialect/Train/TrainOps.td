@@ -1176,7 +1176,7 @@ def Train_OptimizerUpdateOp : Train_Op<"optimizer_update", [Pure, AttrSizedOpera
     trust ratio (LAMB and LARS; AdamW and SGD have none). Norms are per
     whole tensor: a partitioned program completes them across shards.
 
-    Lowered to the runtime's fused kernels (`colossal/runtime/Optimizers.h`).
+    Lowered to the runtime's fused kernels (`colossal/runtime/kernels/Optimizers.h`).
 
     Example:
 

@@ -1,0 +1,127 @@
+//===- Communicator.h - collectives over one group of ranks ------*- C++ -*-===//
+//
+// One interface for both backends (MPI on the host, NCCL on GPUs), so the
+// emitted program and the conformance suite do not know which one runs. A
+// communicator is one group: the world, or one group of a mesh axis.
+//
+// Buffers may be strided (blocks of contiguous elements a fixed stride
+// apart, e.g. a column block of a row-major matrix); the base class packs
+// them into a staging buffer, runs the contiguous collective and unpacks, so
+// backends implement contiguous collectives only. It also checks the sizes
+// (an all-gather's output is size() times its input) and records bytes in
+// the counters.
+//
+// Every collective completes before it returns, or fails with an Error after
+// the timeout; the error names the collective, the axis and its ranks, so a
+// rank that stopped or took another path never makes its peers hang.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_RUNTIME_COMMUNICATOR_H
+#define COLOSSAL_RUNTIME_COMMUNICATOR_H
+
+#include "colossal/runtime/comm/CommCounters.h"
+#include "colossal/runtime/DType.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace colossal::rt {
+
+enum class ReduceOp { Sum, Max };
+
+/// `count` elements of `dtype`. Contiguous when `blockLength` is 0;
+/// otherwise count / blockLength blocks of `blockLength` elements, the
+/// starts of consecutive blocks `stride` elements apart.
+struct Buffer {
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  int64_t count = 0;
+  int64_t blockLength = 0;
+  int64_t stride = 0;
+
+  static Buffer of(void *data, DType dtype, int64_t count) { return {data, dtype, count, 0, 0}; }
+  static Buffer strided(void *data, DType dtype, int64_t count, int64_t blockLength,
+                        int64_t stride) {
+    return {data, dtype, count, blockLength, stride};
+  }
+  bool contiguous() const { return blockLength == 0 || blockLength == stride || blockLength == count; }
+  int64_t bytes() const { return count * bytesOf(dtype); }
+};
+
+struct PeerTransfer {
+  enum Kind { Send, Recv } kind;
+  int peer; // rank within this communicator
+  Buffer buffer;
+};
+
+class Communicator {
+public:
+  Communicator(std::string axis, std::vector<int> worldRanks, CommCounters *counters);
+  virtual ~Communicator();
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// The mesh axis this group belongs to ("world" for all ranks).
+  const std::string &axis() const { return axis_; }
+  /// World ranks of the group, in group order.
+  const std::vector<int> &worldRanks() const { return worldRanks_; }
+
+  /// In place.
+  void allReduce(Buffer buffer, ReduceOp op = ReduceOp::Sum);
+  /// recv holds size() blocks of send.count, in rank order.
+  void allGather(Buffer send, Buffer recv);
+  /// send holds size() blocks of recv.count; rank r receives the reduced block r.
+  void reduceScatter(Buffer send, Buffer recv, ReduceOp op = ReduceOp::Sum);
+  /// send and recv hold size() equal blocks; block j of send goes to rank j.
+  void allToAll(Buffer send, Buffer recv);
+  void broadcast(Buffer buffer, int root);
+  /// Sends and receives posted together (a pipeline hand-off, a ring step).
+  void sendRecv(const std::vector<PeerTransfer> &transfers);
+  void barrier();
+
+  /// Seconds a collective may take before it is declared hung (default from
+  /// COLOSSAL_COLLECTIVE_TIMEOUT, else 300).
+  void setTimeout(double seconds) { timeoutSeconds_ = seconds; }
+  double timeout() const { return timeoutSeconds_; }
+
+  /// "all_reduce on axis tp (ranks 0,1,2,3)": what errors name.
+  std::string describe(const char *collective) const;
+
+protected:
+  // Contiguous collectives; `bytes` of `dtype`.
+  virtual void doAllReduce(void *data, DType dtype, int64_t count, ReduceOp op) = 0;
+  virtual void doAllGather(const void *send, void *recv, DType dtype, int64_t count) = 0;
+  virtual void doReduceScatter(const void *send, void *recv, DType dtype, int64_t count,
+                               ReduceOp op) = 0;
+  virtual void doAllToAll(const void *send, void *recv, DType dtype, int64_t countPerRank) = 0;
+  virtual void doBroadcast(void *data, DType dtype, int64_t count, int root) = 0;
+  virtual void doSendRecv(const std::vector<PeerTransfer> &transfers) = 0;
+  virtual void doBarrier() = 0;
+
+  // Staging for strided buffers; backends with device memory override.
+  virtual void *allocateStaging(int64_t bytes);
+  virtual void freeStaging(void *data);
+  virtual void pack(const Buffer &from, void *to);
+  virtual void unpack(const void *from, const Buffer &to);
+
+  CommCounters *counters() const { return counters_; }
+
+private:
+  class Staged;
+  void record(CollectiveKind kind, int64_t bytes);
+
+  std::string axis_;
+  std::vector<int> worldRanks_;
+  CommCounters *counters_;
+  double timeoutSeconds_;
+};
+
+/// The default collective timeout: COLOSSAL_COLLECTIVE_TIMEOUT or 300 s.
+double defaultCollectiveTimeout();
+
+} // namespace colossal::rt
+
+#endif // COLOSSAL_RUNTIME_COMMUNICATOR_H

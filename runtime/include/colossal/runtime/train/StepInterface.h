@@ -1,0 +1,192 @@
+//===- StepInterface.h - what an emitted step and the trainer agree on -*- C++ -*-===//
+//
+// An emitted program hands the trainer a `TrainingProgram`: its inputs, its
+// parameters and how they are split, the settings it was compiled with, and
+// the step function. The step reads weights through `StepParameters`, draws
+// its masks from `StepRandomness`, reports each gradient to `GradientReady`
+// as it is made, and makes its own collectives through `StepCollectives`.
+// Kernels that communicate inside an op (ring attention, the
+// vocabulary-parallel loss) take the last; nothing here depends on the
+// trainer's loop.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_RUNTIME_TRAIN_STEPINTERFACE_H
+#define COLOSSAL_RUNTIME_TRAIN_STEPINTERFACE_H
+
+#include "colossal/runtime/kernels/HostTensor.h"
+#include "colossal/runtime/train/LearningRate.h"
+#include "colossal/runtime/train/OptimizerStep.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace colossal::rt {
+
+struct ProgramInput {
+  std::string name;
+  host::Shape shape;
+  bool integer = false;
+  /// Synthetic integer data is drawn from [0, range): the compiler sets it
+  /// from the input's uses (a table's rows, a loss's classes).
+  int64_t range = 2;
+};
+
+struct ProgramParameter {
+  std::string name;
+  host::Shape shape;
+  bool trainable = true;
+  /// Weight decay and trust ratio under the compiled optimizer
+  /// (train.optimizer_update's `decay` and `trust_ratio`); a run that picks
+  /// another optimizer by flag takes that optimizer's conventions instead.
+  TensorConventions conventions;
+  /// Tensor parallelism: `shape` is one rank's slice, and the weights file
+  /// holds the whole tensor, `tensorRanks` slices along this dimension
+  /// (rank t of the tensor axis keeps the t-th); -1: whole on every rank.
+  int64_t splitDim = -1;
+  /// A grouped split (a fused QKV projection): the dimension is this many
+  /// equal groups, and the rank keeps its slice of each, side by side.
+  int64_t splitGroups = 1;
+};
+
+/// Dynamic loss scaling for fp16 gradients (the rules of PyTorch's
+/// GradScaler): the loss gradient is seeded with `scale`; a step whose
+/// gradients are not finite is skipped (no optimizer update) and the scale
+/// multiplied by `backoff`; after `window` finite steps in a row it is
+/// multiplied by `growth`.
+struct LossScaling {
+  bool dynamic = false;
+  double initial = 65536.0;
+  double growth = 2.0, backoff = 0.5;
+  int64_t window = 2000;
+};
+
+/// The settings the program was compiled with; flags override them.
+struct TrainingSettings {
+  OptimizerConfig optimizer;
+  int64_t warmupSteps = 0;
+  Decay schedule = Decay::Constant;
+  double minLrRatio = 0.0;
+  int64_t steps = 10;
+  int64_t microbatches = 1;
+  /// Data-parallel ranks the program was compiled for; more than one runs
+  /// under mpirun with ranks x tensorRanks processes.
+  int64_t ranks = 1;
+  /// Ranks of the model axis inside the data-parallel one (neighbouring
+  /// ranks): the mesh is dp x `modelAxis`, "tp" for tensor parallelism
+  /// (Megatron's split of the MLP and attention blocks, with or without its
+  /// sequence parallelism), "sp" for all-to-all sequence parallelism.
+  int64_t tensorRanks = 1;
+  std::string modelAxis = "tp";
+  /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
+  /// gradients too, 3 the weights too (ShardedOptimizer.h); 0 replicates
+  /// everything.
+  int64_t zero = 0;
+  /// Optimizer offload: the ZeRO shard's optimizer state (the whole state on
+  /// one rank) lives in pinned host memory and the host runs the update.
+  bool offloadOptimizer = false;
+  /// Capacity of a data-parallel gradient bucket (GradientBuckets.h): one
+  /// all-reduce per bucket, without ZeRO or under ZeRO-1. The compiler
+  /// writes its cost model's; `--bucket-mb` overrides it.
+  int64_t gradientBucketBytes = 25 << 20;
+  /// ZeRO-3: bytes of weights gathered ahead of the step's reads on a
+  /// communication thread (ParameterPrefetch.h); 0 gathers each where the
+  /// step reads it. The compiler writes one layer's weights;
+  /// `--prefetch-mb` overrides it.
+  int64_t prefetchBytes = 0;
+  LossScaling lossScaling;
+};
+
+/// Where a step reads the parameters (by index in the program's list). It
+/// fetches one before its first read and releases it after its last; a
+/// parameter fetched twice is released twice. With replicated weights both
+/// are free; under ZeRO-3 `fetch` all-gathers the tensor from every rank's
+/// shard (a collective: every rank's step fetches in the same order) and the
+/// last `release` frees it, so only the tensors in use are whole.
+class StepParameters {
+public:
+  virtual ~StepParameters();
+  virtual const host::Tensor &fetch(size_t index) = 0;
+  virtual void release(size_t index) = 0;
+};
+
+/// Where one microbatch sits in the run, for the step's random masks: the
+/// run's seed, the (1-based) step, and which block of the step's global
+/// batch the microbatch is (rank * microbatches + m). A dropout mask is a
+/// function of these and of the site alone, so N ranks draw the single
+/// rank's masks, a resumed run draws the uninterrupted run's, and a
+/// recomputed op draws its forward's.
+struct StepRandomness {
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  int64_t block = 0;
+
+  DropoutKey dropoutKey(int64_t site, int64_t elements) const {
+    return dropoutKeyFor(seed, step, block, site, elements);
+  }
+};
+
+/// Told of each trainable gradient (by its index among the trainable
+/// parameters) as soon as the step has computed it, while the rest of the
+/// backward pass still runs: the trainer takes it then (adds it to the
+/// step's sum, stages it for ZeRO's reduce-scatter, starts its bucket's
+/// all-reduce), so the step frees it at once instead of holding every
+/// gradient to its end. A reported gradient's place in the step's returned
+/// list may be empty; one never reported is returned whole.
+class GradientReady {
+public:
+  virtual ~GradientReady();
+  virtual void operator()(size_t trainable, const host::Tensor &gradient) = 0;
+};
+
+/// The collectives the step itself makes (tensor parallelism's sums), over
+/// the ranks of a mesh axis; every rank's step makes them in one order.
+class StepCollectives {
+public:
+  virtual ~StepCollectives();
+  /// The sum of every rank's `x` over mesh axis `axis`.
+  virtual host::Tensor allReduce(const host::Tensor &x, const std::string &axis) = 0;
+  /// The same sum made in `x`'s storage (the step's last read of `x`): no
+  /// second tensor of its size.
+  virtual host::Tensor allReduceInPlace(host::Tensor &&x, const std::string &axis);
+  /// The elementwise largest of every rank's `x` over mesh axis `axis`.
+  virtual host::Tensor allReduceMax(const host::Tensor &x, const std::string &axis) = 0;
+  /// The ranks' `x`, slices of a value along `dim`, put side by side.
+  virtual host::Tensor allGather(const host::Tensor &x, const std::string &axis, int64_t dim) = 0;
+  /// The sum of the ranks' `x`, this rank keeping its slice along `dim`.
+  virtual host::Tensor reduceScatter(const host::Tensor &x, const std::string &axis, int64_t dim) = 0;
+  /// `x`, this rank's slice along `concatDim` of a value, traded for its
+  /// slice along `splitDim` (an all-to-all: sequence split to heads split).
+  virtual host::Tensor allToAll(const host::Tensor &x, const std::string &axis, int64_t splitDim,
+                                int64_t concatDim) = 0;
+  /// `x` sent to the next rank of mesh axis `axis` (rank + 1, around the
+  /// ring), the previous rank's received (ring self-attention).
+  virtual host::Tensor ringShift(const host::Tensor &x, const std::string &axis) = 0;
+  /// This rank's index on mesh axis `axis`, and the axis's ranks: which
+  /// slice of a split tensor the rank holds.
+  virtual int64_t rankOn(const std::string &axis) = 0;
+  virtual int64_t ranksOn(const std::string &axis) = 0;
+};
+
+/// Computes the loss and the gradients of the trainable parameters (in the
+/// order of the program's parameters, skipping frozen ones) from the inputs
+/// and the parameters; the gradients are of `lossScale` times the loss (1
+/// unless the program scales its loss).
+using StepFunction =
+    std::function<void(const std::vector<host::Tensor> &inputs, StepParameters &parameters,
+                       const StepRandomness &random, float lossScale, host::Tensor &loss,
+                       std::vector<host::Tensor> &gradients, GradientReady &gradientReady,
+                       StepCollectives &collectives)>;
+
+struct TrainingProgram {
+  std::string model;
+  std::vector<ProgramInput> inputs;
+  std::vector<ProgramParameter> parameters;
+  TrainingSettings settings;
+  StepFunction step;
+};
+
+} // namespace colossal::rt
+
+#endif // COLOSSAL_RUNTIME_TRAIN_STEPINTERFACE_H

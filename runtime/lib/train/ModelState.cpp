@@ -1,0 +1,174 @@
+//===- ModelState.cpp -------------------------------------------------------===//
+
+#include "ModelState.h"
+
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/io/Checkpoint.h"
+#include "colossal/runtime/io/Safetensors.h"
+#include "colossal/runtime/train/TensorSlices.h"
+
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+
+namespace colossal::rt::trainer {
+
+State loadWeights(const TrainingProgram &program, const std::string &path, int64_t tensorRank, int64_t tensorRanks) {
+  if (access(path.c_str(), R_OK) != 0)
+    fail("weights", "cannot read " + path + " (give --weights FILE)");
+  SafetensorsFile file = SafetensorsFile::read(path);
+  State s;
+  MemoryScope scope(MemoryCategory::Parameters);
+  for (const ProgramParameter &p : program.parameters) {
+    const TensorView *view = file.find(p.name);
+    if (!view)
+      fail(path, "holds no tensor '" + p.name + "'");
+    bool integer = view->dtype == DType::I64;
+    // A tensor-parallel rank keeps its slice of the file's whole tensor.
+    SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
+    const TensorView &t = file.require(p.name, integer ? DType::I64 : DType::F32, slice.whole);
+    Tensor value = Tensor::zeros(p.shape, integer);
+    if (integer)
+      cutSlice(static_cast<const int64_t *>(t.data), slice, p.shape, value.ints.data());
+    else
+      cutSlice(static_cast<const float *>(t.data), slice, p.shape, value.floats.data());
+    if (p.trainable && integer)
+      fail(path, "trainable parameter '" + p.name + "' is not floating-point");
+    s.parameters.push_back(std::move(value));
+  }
+  return s;
+}
+
+void prepareOptimizer(const TrainingProgram &program, const OptimizerConfig &config, State &s) {
+  bool compiledOptimizer = config.kind == program.settings.optimizer.kind;
+  for (size_t i = 0; i < program.parameters.size(); ++i) {
+    const ProgramParameter &p = program.parameters[i];
+    if (!p.trainable)
+      continue;
+    size_t n = s.parameters[i].floats.size();
+    s.trainable.push_back(i);
+    s.grads.push_back(buffer<float>(n, MemoryCategory::Gradients));
+    s.m.push_back(buffer<float>(n, MemoryCategory::OptimizerState));
+    s.v.push_back(buffer<float>(momentsOf(config.kind) == 2 ? n : 0, MemoryCategory::OptimizerState));
+    s.conventions.push_back(compiledOptimizer ? p.conventions : conventionsOf(config.kind, p.shape.size()));
+  }
+  for (size_t t = 0; t < s.trainable.size(); ++t) {
+    // LAMB writes its update over the gradient (OptimizerStep.h).
+    OptimizerTensor o{s.parameters[s.trainable[t]].floats.data(), s.grads[t].data(), s.m[t].data(),
+                      s.v[t].empty() ? nullptr : s.v[t].data(),   s.grads[t].data(), int64_t(s.grads[t].size())};
+    applyConventions(s.conventions[t], o);
+    s.tensors.push_back(o);
+  }
+}
+
+namespace {
+
+TensorView viewOf(const std::string &name, const Shape &shape, const Floats &data) {
+  return TensorView{name, DType::F32, shape, data.data(), int64_t(data.size() * sizeof(float))};
+}
+
+/// A double as text that reads back to the same double.
+std::string formatExact(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+} // namespace
+
+void saveState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o, State &s,
+               int64_t step, int64_t tensorRank, int64_t tensorRanks) {
+  // Under ZeRO the moments are gathered: the checkpoint is the same whatever
+  // the sharding, so a run may resume with another.
+  // What is gathered for the file is a communication buffer.
+  MemoryScope scope(MemoryCategory::Communication);
+  std::vector<Floats> gatheredM, gatheredV;
+  if (s.sharded)
+    s.sharded->gatherMoments(gatheredM, gatheredV);
+  const std::vector<Floats> &moments1 = s.sharded ? gatheredM : s.m;
+  const std::vector<Floats> &moments2 = s.sharded ? gatheredV : s.v;
+  // Under ZeRO-3 no rank holds the weights whole: gathered for the file.
+  std::vector<Floats> gatheredWeights;
+  std::vector<const Floats *> floats;
+  for (const Tensor &t : s.parameters)
+    floats.push_back(&t.floats);
+  if (s.sharded && s.sharded->stage() == 3) {
+    s.sharded->gatherWeights(gatheredWeights);
+    for (size_t t = 0; t < s.trainable.size(); ++t)
+      floats[s.trainable[t]] = &gatheredWeights[t];
+  }
+  // A tensor-parallel rank writes its slices, placed in the whole tensors.
+  std::vector<Shard> shards;
+  auto add = [&](TensorView view, const ProgramParameter &p) {
+    SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
+    shards.push_back(Shard{view, slice.whole, slice.offsets, slice.groups, slice.dim});
+  };
+  for (size_t i = 0; i < program.parameters.size(); ++i) {
+    const ProgramParameter &p = program.parameters[i];
+    const Tensor &t = s.parameters[i];
+    if (t.integer)
+      add(TensorView{p.name, DType::I64, p.shape, t.ints.data(), int64_t(t.ints.size() * sizeof(int64_t))}, p);
+    else
+      add(viewOf(p.name, p.shape, *floats[i]), p);
+  }
+  for (size_t t = 0; t < s.trainable.size(); ++t) {
+    const ProgramParameter &p = program.parameters[s.trainable[t]];
+    add(viewOf("optimizer.m:" + p.name, p.shape, moments1[t]), p);
+    if (momentsOf(o.settings.optimizer.kind) == 2)
+      add(viewOf("optimizer.v:" + p.name, p.shape, moments2[t]), p);
+  }
+  saveCheckpoint(dir, world, step, shards,
+                 {{"model", program.model},
+                  {"optimizer", nameOf(o.settings.optimizer.kind)},
+                  {"seed", std::to_string(o.seed)},
+                  {"microbatches", std::to_string(o.settings.microbatches)},
+                  {"updates", std::to_string(s.updates)},
+                  {"loss_scale", formatExact(s.lossScale)},
+                  {"loss_scale_finite_steps", std::to_string(s.finiteSteps)}});
+}
+
+int64_t resumeState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
+                    State &s) {
+  LoadedCheckpoint checkpoint = LoadedCheckpoint::load(dir, world);
+  auto info = [&](const std::string &key) {
+    auto it = checkpoint.info().find(key);
+    return it == checkpoint.info().end() ? std::string() : it->second;
+  };
+  if (info("model") != program.model)
+    fail("--resume " + dir,
+         "the checkpoint is of model '" + info("model") + "', this program trains '" + program.model + "'");
+  if (info("optimizer") != nameOf(o.settings.optimizer.kind))
+    fail("--resume " + dir, "the checkpoint was trained with " + info("optimizer") + ", this run uses " +
+                                nameOf(o.settings.optimizer.kind) + " (give --optimizer " + info("optimizer") + ")");
+  if (info("seed") != std::to_string(o.seed))
+    fail("--resume " + dir, "the checkpoint's data order has seed " + info("seed") + ", this run " +
+                                std::to_string(o.seed) + " (give --seed " + info("seed") + ")");
+  const SafetensorsFile &file = checkpoint.shard();
+  auto restore = [&](const std::string &name, const Shape &shape, Floats &into) {
+    const TensorView &t = file.require(name, DType::F32, shape);
+    std::memcpy(into.data(), t.data, size_t(t.bytes));
+  };
+  for (size_t i = 0; i < program.parameters.size(); ++i) {
+    const ProgramParameter &p = program.parameters[i];
+    Tensor &t = s.parameters[i];
+    if (t.integer)
+      std::memcpy(t.ints.data(), file.require(p.name, DType::I64, p.shape).data, t.ints.size() * sizeof(int64_t));
+    else
+      restore(p.name, p.shape, t.floats);
+  }
+  for (size_t t = 0; t < s.trainable.size(); ++t) {
+    const ProgramParameter &p = program.parameters[s.trainable[t]];
+    restore("optimizer.m:" + p.name, p.shape, s.m[t]);
+    if (momentsOf(o.settings.optimizer.kind) == 2)
+      restore("optimizer.v:" + p.name, p.shape, s.v[t]);
+  }
+  // Checkpoints of programs without loss scaling applied every step.
+  s.updates = info("updates").empty() ? checkpoint.step() : std::stoll(info("updates"));
+  if (o.settings.lossScaling.dynamic && !info("loss_scale").empty()) {
+    s.lossScale = std::strtod(info("loss_scale").c_str(), nullptr);
+    s.finiteSteps = std::stoll(info("loss_scale_finite_steps"));
+  }
+  return checkpoint.step();
+}
+
+} // namespace colossal::rt::trainer

@@ -1,0 +1,58 @@
+//===- TensorAxisCollectives.h - the step's own collectives on the host ---*- C++ -*-===//
+//
+// Tensor and sequence parallelism's collectives inside the step (sums,
+// gathers, reduce-scatters, all-to-alls, ring steps) over the model axis's
+// communicator, with the packing each needs; their buffers are charged as
+// communication.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_RUNTIME_LIB_TRAIN_TENSORAXISCOLLECTIVES_H
+#define COLOSSAL_RUNTIME_LIB_TRAIN_TENSORAXISCOLLECTIVES_H
+
+#include "colossal/runtime/comm/Communicator.h"
+#include "colossal/runtime/train/StepInterface.h"
+
+#include <string>
+
+namespace colossal::rt::trainer {
+
+using host::Shape;
+using host::Tensor;
+
+/// Tensor parallelism's sums inside the step, over the tensor axis.
+class TensorAxisCollectives : public StepCollectives {
+public:
+  explicit TensorAxisCollectives(Communicator *tp);
+  Tensor allReduce(const Tensor &x, const std::string &axis) override;
+  Tensor allReduceInPlace(Tensor &&x, const std::string &axis) override;
+  Tensor allReduceMax(const Tensor &x, const std::string &axis) override;
+  int64_t rankOn(const std::string &axis) override;
+  int64_t ranksOn(const std::string &axis) override;
+
+  Tensor allGather(const Tensor &x, const std::string &axis, int64_t dim) override;
+
+  Tensor allToAll(const Tensor &x, const std::string &axis, int64_t splitDim, int64_t concatDim) override;
+
+  Tensor ringShift(const Tensor &x, const std::string &axis) override;
+
+  Tensor reduceScatter(const Tensor &x, const std::string &axis, int64_t dim) override;
+
+private:
+  /// A tensor as [outer, size, inner] around dimension `dim`.
+  struct Runs {
+    int64_t outer = 1, size = 1, inner = 1;
+  };
+  Runs runsOf(const Tensor &x, int64_t dim, const char *what, const std::string &axis);
+
+  Communicator &communicator(const std::string &axis, const std::string &what);
+  Tensor reduce(const Tensor &x, const std::string &axis, ReduceOp op);
+
+  Tensor reduceInPlace(Tensor &&x, const std::string &axis, ReduceOp op);
+
+  Communicator *tp_;
+};
+
+} // namespace colossal::rt::trainer
+
+#endif // COLOSSAL_RUNTIME_LIB_TRAIN_TENSORAXISCOLLECTIVES_H

@@ -1,0 +1,454 @@
+//===- Trainer.cpp - the main loop of an emitted training program ---------===//
+//
+// The loop: a rank prepares its weights, optimizer and data, then per step
+// runs each microbatch's step, averages the gradients over the data axis,
+// completes their norm and updates; it logs what the step moved and held.
+// The pieces are the files beside it: the flags (TrainerOptions), the data
+// (DataSource), the weights and optimizer state (ModelState), where the
+// step reads the weights (ParameterSources), the gradients it hands over
+// (ReportedGradients) and its own collectives (TensorAxisCollectives).
+//
+//===----------------------------------------------------------------------===//
+
+#include "colossal/runtime/train/Trainer.h"
+
+#include "DataSource.h"
+#include "ModelState.h"
+#include "ParameterSources.h"
+#include "ReportedGradients.h"
+#include "TensorAxisCollectives.h"
+#include "TrainerOptions.h"
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/Memory.h"
+#include "colossal/runtime/TrackedAllocator.h"
+#include "colossal/runtime/comm/CommCounters.h"
+#include "colossal/runtime/comm/Launch.h"
+#include "colossal/runtime/comm/Mesh.h"
+#include "colossal/runtime/comm/MpiCommunicator.h"
+#include "colossal/runtime/comm/ProcessGroups.h"
+#include "colossal/runtime/comm/SingleRankCommunicator.h"
+#include "colossal/runtime/io/StepLog.h"
+#include "colossal/runtime/train/GradientBuckets.h"
+#include "colossal/runtime/train/GradientDump.h"
+#include "colossal/runtime/train/Health.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <malloc.h>
+#include <memory>
+#include <optional>
+
+namespace colossal::rt {
+
+namespace {
+
+using namespace trainer;
+
+/// Everything a rank prepares before the first collective.
+struct Prepared {
+  Options options;
+  State state;
+  std::unique_ptr<DataSource> data;
+};
+
+Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int ranks, int tensorRank = 0,
+                 int tensorRanks = 1) {
+  if (o.settings.offloadOptimizer && o.settings.zero == 0 && ranks > 1)
+    fail(program.model, "optimizer offload moves each rank's ZeRO shard of the optimizer to the host, and this "
+                        "program has no ZeRO stage over its " + std::to_string(ranks) +
+                        " ranks (recompile with --strategy zero=1,offload=optimizer)");
+  Prepared p{o, loadWeights(program, o.weights, tensorRank, tensorRanks), nullptr};
+  prepareOptimizer(program, o.settings.optimizer, p.state);
+  if (p.state.trainable.empty())
+    fail(program.model, "has no trainable parameter");
+  p.data = std::make_unique<DataSource>(program, p.options, rank, ranks);
+  return p;
+}
+
+/// Averages `values` over the data-parallel ranks.
+void averageOverRanks(Communicator &dp, float *values, int64_t n) {
+  if (dp.size() == 1)
+    return;
+  dp.allReduce(Buffer::of(values, DType::F32, n));
+  float inverse = 1.0f / float(dp.size());
+  for (int64_t k = 0; k < n; ++k)
+    values[k] *= inverse;
+}
+
+/// The ranks a rank trains with: the data-parallel axis, the tensor axis
+/// (null without tensor parallelism) and every rank (checkpoints, the log).
+struct RankGroups {
+  Communicator &dp;
+  Communicator *tp;
+  Communicator &world;
+};
+
+/// The step's activations as its plan holds them (StepMemory.h), in the
+/// space the step runs in.
+std::string plannedActivations() {
+  const MemoryTracker &planned = MemoryTracker::planned();
+  MemorySpace space = planned.peak(MemorySpace::Device) > 0 ? MemorySpace::Device : MemorySpace::Host;
+  return "{\"current\": " + std::to_string(planned.current(space, MemoryCategory::Activations)) +
+         ", \"peak\": " + std::to_string(planned.peak(space, MemoryCategory::Activations)) + "}";
+}
+
+/// The process's high-water resident memory, in bytes: the address space's
+/// own (VmHWM), not getrusage's, which a process keeps from before exec (a
+/// large launching process would show through).
+int64_t residentPeakBytes() {
+  std::FILE *status = std::fopen("/proc/self/status", "r");
+  if (!status)
+    return -1;
+  char line[256];
+  long long kb = -1;
+  while (std::fgets(line, sizeof line, status))
+    if (std::sscanf(line, "VmHWM: %lld kB", &kb) == 1)
+      break;
+  std::fclose(status);
+  return kb < 0 ? -1 : int64_t(kb) * 1024;
+}
+
+/// `overlapAllowed`: the communicator may be driven from a second thread (one
+/// at a time), so gradient buckets can be reduced during the backward pass.
+void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups, CommCounters *counters,
+           bool overlapAllowed) {
+  const Options &o = p.options;
+  State &s = p.state;
+  Communicator &dp = groups.dp;
+  Communicator *tp = groups.tp && groups.tp->size() > 1 ? groups.tp : nullptr;
+  int64_t tensorRank = tp ? tp->rank() : 0, tensorRanks = tp ? tp->size() : 1;
+  // The step's own sums run on this thread: no second thread may talk then.
+  overlapAllowed = overlapAllowed && !tp;
+  TensorAxisCollectives collectives(tp);
+  // The split tensors' norms are the sums of their slices' over the tensor
+  // axis (two floats per tensor); whole tensors' are every rank's own.
+  std::vector<size_t> split;
+  for (size_t t = 0; t < s.trainable.size(); ++t)
+    if (program.parameters[s.trainable[t]].splitDim >= 0)
+      split.push_back(t);
+  CompleteSquares completeSplit;
+  if (tp && !split.empty())
+    completeSplit = [&](std::vector<float> &squares) {
+      std::vector<float> packed;
+      for (size_t t : split)
+        packed.push_back(squares[2 * t]), packed.push_back(squares[2 * t + 1]);
+      tp->allReduce(Buffer::of(packed.data(), DType::F32, int64_t(packed.size())));
+      for (size_t k = 0; k < split.size(); ++k)
+        squares[2 * split[k]] = packed[2 * k], squares[2 * split[k] + 1] = packed[2 * k + 1];
+    };
+  bool lead = groups.world.rank() == 0;
+  s.lossScale = o.settings.lossScaling.dynamic ? o.settings.lossScaling.initial : 1.0;
+  int64_t start = o.resume.empty() ? 0 : resumeState(groups.world, o.resume, program, o, s);
+  if (start > o.settings.steps)
+    fail("--steps", "the checkpoint is at step " + std::to_string(start) + ", past --steps " +
+                        std::to_string(o.settings.steps));
+  if ((o.settings.zero > 0 && dp.size() > 1) || o.settings.offloadOptimizer) {
+    // One rank offloading is stage 1 with the whole state as its shard.
+    int stage = dp.size() > 1 ? int(o.settings.zero) : 1;
+    std::vector<Floats *> weights;
+    for (size_t index : s.trainable)
+      weights.push_back(&s.parameters[index].floats);
+    if (o.settings.offloadOptimizer)
+      s.offload = makeHostCopyEngine();
+    s.sharded = std::make_unique<ShardedOptimizer>(dp, stage, o.settings.optimizer, s.conventions, weights,
+                                                   s.offload.get());
+    if (completeSplit)
+      s.sharded->setCompleteSquares(completeSplit);
+    s.sharded->scatterMoments(s.m, s.v);
+    // Only the shard's state is kept.
+    for (auto *list : {&s.m, &s.v})
+      std::vector<Floats>().swap(*list);
+    s.tensors.clear();
+    if (stage >= 2) {
+      for (Floats &g : s.grads)
+        Floats().swap(g);
+    }
+    if (stage >= 3) {
+      // The shard holds this rank's chunks; whole weights exist only while
+      // the step reads them. Frozen ones stay whole.
+      for (size_t index : s.trainable)
+        Floats().swap(s.parameters[index].floats);
+    }
+  }
+  std::unique_ptr<GatheredParameters> gathered;
+  if (s.sharded && s.sharded->stage() == 3)
+    gathered = std::make_unique<GatheredParameters>(program, s, *s.sharded, o.settings.prefetchBytes,
+                                                    overlapAllowed);
+  ReplicatedParameters replicated(s.parameters);
+  StepParameters &stepParameters = gathered ? static_cast<StepParameters &>(*gathered) : replicated;
+  LearningRateSchedule schedule;
+  schedule.base = o.settings.optimizer.lr, schedule.warmupSteps = o.settings.warmupSteps;
+  schedule.totalSteps = o.settings.steps, schedule.decay = o.settings.schedule;
+  schedule.minRatio = o.settings.minLrRatio;
+  StepLog log(lead ? o.log : std::string());
+  ProgressLine progress(o.settings.steps, lead && !o.quiet);
+  auto begin = std::chrono::steady_clock::now();
+  int64_t microbatches = o.settings.microbatches;
+  std::vector<int64_t> gradientElements;
+  for (size_t index : s.trainable)
+    gradientElements.push_back(elementsOf(program.parameters[index].shape));
+  OverlappedGradientAverage average(dp, planGradientBuckets(gradientElements, o.settings.gradientBucketBytes),
+                                    s.grads);
+  ReportedGradients reported(program, s, average, microbatches);
+  for (int64_t step = start + 1; step <= o.settings.steps; ++step) {
+    auto stepBegin = std::chrono::steady_clock::now();
+    MemoryTracker::global().resetPeaks();
+    MemoryTracker::planned().resetPeaks();
+    if (counters)
+      counters->reset();
+    if (gathered)
+      gathered->prefetcher().resetCounts();
+    int64_t toHostBefore = s.offload ? s.offload->bytesToHost() : 0;
+    int64_t toDeviceBefore = s.offload ? s.offload->bytesToDevice() : 0;
+    for (Floats &g : s.grads)
+      std::fill(g.begin(), g.end(), 0.0f);
+    bool scatterEachMicrobatch = s.sharded && s.sharded->stage() >= 2;
+    average.begin();
+    if (s.sharded)
+      s.sharded->beginStep();
+    float loss = 0;
+    for (int64_t m = 0; m < microbatches; ++m) {
+      std::vector<Tensor> inputs = p.data->microbatch(step - 1, m), grads;
+      Tensor microLoss;
+      StepRandomness random{o.seed, uint64_t(step), int64_t(dp.rank()) * microbatches + m};
+      // ZeRO-2 and 3 reduce-scatter instead; ZeRO-3 gathers during the step
+      // (one thread at a time on the communicator).
+      reported.beginMicrobatch(overlapAllowed && !scatterEachMicrobatch && dp.size() > 1 && m + 1 == microbatches,
+                               scatterEachMicrobatch);
+      if (gathered)
+        gathered->prefetcher().beginCall();
+      {
+        // What the step allocates is its values (kernels charge their
+        // scratch as workspace, collectives their buffers as communication).
+        MemoryScope scope(MemoryCategory::Activations);
+        program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported, collectives);
+      }
+      if (gathered) {
+        gathered->prefetcher().finishCall();
+        gathered->requireAllReleased();
+      }
+      if (microLoss.integer || microLoss.floats.size() != 1)
+        fail(program.model, "the step's loss is not a float scalar");
+      if (grads.size() != s.trainable.size())
+        fail(program.model, "the step returned " + std::to_string(grads.size()) + " gradients for " +
+                                std::to_string(s.trainable.size()) + " trainable parameters");
+      loss += microLoss.floats[0] / float(microbatches);
+      // The gradients the step did not report (the CUDA step reports none).
+      for (size_t t = 0; t < grads.size(); ++t)
+        if (!reported.taken(t))
+          reported.take(t, grads[t]);
+      // ZeRO-2/3: this microbatch's gradients go to their shards at once.
+      if (scatterEachMicrobatch)
+        s.sharded->reduceStaged();
+    }
+    // Data parallel: every rank ends the step with the average of all ranks'
+    // gradients (one all-reduce per bucket, the buckets in a fixed order), so
+    // the replicated weights stay identical. ZeRO-2 reduced them per
+    // microbatch.
+    if (!scatterEachMicrobatch) {
+      if (!s.sharded)
+        for (size_t t = 0; t < s.grads.size(); ++t)
+          s.tensors[t].grad = s.tensors[t].update = s.grads[t].data();
+      average.finish();
+    }
+    if (s.sharded) {
+      if (scatterEachMicrobatch)
+        s.sharded->finishAccumulation();
+      else
+        s.sharded->useGradients(s.grads);
+    }
+    // The step's mean loss over the data-parallel ranks, for the log: one
+    // all-reduce of a float, counted and predicted like the others.
+    averageOverRanks(dp, &loss, 1);
+    // The gradients are of the scaled loss until the optimizer unscales them.
+    float unscale = float(1.0 / s.lossScale);
+    std::optional<GradientDump> dump;
+    if (!o.dumpGradients.empty() && step == start + 1)
+      dump = scatterEachMicrobatch ? GradientDump::ofShard(s.sharded->gradientShard(), unscale)
+                                   : GradientDump::ofTensors(s.grads, unscale);
+    double gradNorm = (s.sharded ? s.sharded->gradientNorm() : gradientNorm(s.tensors, completeSplit)) * unscale;
+    double lr = schedule.at(step);
+    double stepLossScale = s.lossScale;
+    // Every rank computes the same norm (after the gradients' reduction), so
+    // every rank skips the same steps.
+    bool skip = o.settings.lossScaling.dynamic && std::isfinite(loss) && !std::isfinite(gradNorm);
+    if (skip) {
+      // fp16 gradients overflowed: no update, a smaller scale next step.
+      s.lossScale *= o.settings.lossScaling.backoff;
+      s.finiteSteps = 0;
+      if (s.lossScale < 0x1p-24)
+        fail("step " + std::to_string(step),
+             "the gradients are not finite at any loss scale (the loss was " + std::to_string(loss) + ")");
+    } else {
+      requireFiniteStep(step, loss, gradNorm);
+      double clip = o.settings.optimizer.clipGradNorm;
+      // Unscaling and clipping are one factor on every gradient; a power-of-two
+      // scale divides exactly.
+      float gradScale = unscale * (clip > 0 && gradNorm > clip ? float(clip / gradNorm) : 1.0f);
+      ++s.updates;
+      if (s.sharded)
+        s.sharded->step(lr, s.updates, gradScale);
+      else
+        optimizerStep(o.settings.optimizer, lr, s.updates, s.tensors, gradScale, completeSplit);
+      if (o.settings.lossScaling.dynamic && ++s.finiteSteps >= o.settings.lossScaling.window) {
+        s.lossScale *= o.settings.lossScaling.growth;
+        s.finiteSteps = 0;
+      }
+    }
+    std::string comm = counters ? counters->json() : std::string();
+
+    auto now = std::chrono::steady_clock::now();
+    StepRecord record;
+    record.step = step, record.loss = loss, record.lr = lr, record.gradNorm = gradNorm;
+    record.lossScale = stepLossScale;
+    if (o.settings.lossScaling.dynamic)
+      record.extra.push_back({"skipped", skip ? "true" : "false"});
+    double stepSeconds = std::chrono::duration<double>(now - stepBegin).count();
+    record.tokensPerSecond = stepSeconds > 0 ? double(p.data->tokensPerStep()) / stepSeconds : 0;
+    record.time = std::chrono::duration<double>(now - begin).count();
+    if (counters)
+      record.extra.push_back({"comm", comm});
+    if (dp.size() > 1 && !scatterEachMicrobatch)
+      record.extra.push_back({"gradient_buckets", "{\"total\": " + std::to_string(average.buckets().size()) +
+                                                      ", \"started_during_step\": " +
+                                                      std::to_string(average.startedDuringStep()) + "}"});
+    if (gathered)
+      record.extra.push_back({"zero3_gathers", "{\"total\": " + std::to_string(gathered->prefetcher().gathers()) +
+                                                   ", \"prefetched\": " +
+                                                   std::to_string(gathered->prefetcher().prefetched()) + "}"});
+    // This rank's model states, buffers and their peaks during the step, as
+    // the allocator charged them; beside them the step's activations as its
+    // plan says it holds them, and what the process's resident memory ever
+    // reached (the libraries' own buffers included).
+    record.extra.push_back({"memory", MemoryTracker::global().json(MemorySpace::Host)});
+    record.extra.push_back({"planned_activations", plannedActivations()});
+    record.extra.push_back({"rss_peak_bytes", std::to_string(residentPeakBytes())});
+    if (int64_t inUse = deviceBytesInUse(); inUse >= 0) {
+      record.extra.push_back({"device_memory", MemoryTracker::global().json(MemorySpace::Device)});
+      record.extra.push_back({"device_in_use_bytes", std::to_string(inUse)});
+    }
+    if (s.offload) {
+      // What went to and from the host this step, and what the host keeps.
+      record.extra.push_back({"offload", "{\"to_host\": " + std::to_string(s.offload->bytesToHost() - toHostBefore) +
+                                             ", \"to_device\": " +
+                                             std::to_string(s.offload->bytesToDevice() - toDeviceBefore) + "}"});
+      record.extra.push_back({"pinned_memory", MemoryTracker::global().json(MemorySpace::PinnedHost)});
+    }
+    log.write(record);
+    progress.update(record);
+    if (dump)
+      dump->write(o.dumpGradients, program, s.trainable, s.sharded.get(), tp, groups.world.rank());
+  }
+  progress.finish();
+  if (!o.save.empty())
+    saveState(groups.world, o.save, program, o, s, std::max(start, o.settings.steps), tensorRank, tensorRanks);
+}
+
+void printError(const char *argv0, const std::string &call, const std::string &reason) {
+  std::fprintf(stderr, "%s: error: %s: %s\n", argv0, call.c_str(), reason.c_str());
+}
+
+/// One rank: a single process without a launcher.
+int trainAlone(int argc, char **argv, const TrainingProgram &program) {
+  try {
+    std::optional<Options> options = parseOptions(argc, argv, program);
+    if (!options)
+      return 0;
+    Prepared p = prepare(program, *options, 0, 1);
+    SingleRankCommunicator dp("dp");
+    train(program, p, RankGroups{dp, nullptr, dp}, nullptr, /*overlapAllowed=*/false);
+    return 0;
+  } catch (const Error &e) {
+    printError(argv[0], e.call(), e.reason());
+  } catch (const std::exception &e) {
+    printError(argv[0], program.model, e.what());
+  }
+  return 1;
+}
+
+/// Data-parallel (and tensor-parallel) ranks under a launcher. Set-up
+/// failures (flags, files) are agreed on before the first collective, so
+/// every rank leaves and the lowest failing rank says why; failures after
+/// that abort the job.
+int trainParallel(int argc, char **argv, const TrainingProgram &program, int ranks, int tensorRanks) {
+  MpiSession mpi(&argc, &argv);
+  CommCounters counters;
+  std::unique_ptr<MpiCommunicator> world = MpiCommunicator::world(&counters);
+  // The tensor axis inside: its ranks are neighbours (one node).
+  const std::string &inner = program.settings.modelAxis;
+  std::string mesh =
+      "dp=" + std::to_string(ranks) + (tensorRanks > 1 ? "," + inner + "=" + std::to_string(tensorRanks) : "");
+  ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
+  Communicator &dp = groups.axis("dp");
+  Communicator *tp = tensorRanks > 1 ? &groups.axis(inner) : nullptr;
+  std::optional<Prepared> prepared;
+  std::string call, reason;
+  bool help = false;
+  try {
+    std::optional<Options> options = parseOptions(argc, argv, program, /*printHelp=*/mpi.rank() == 0);
+    if (!options)
+      help = true;
+    else
+      prepared.emplace(prepare(program, *options, dp.rank(), ranks, tp ? tp->rank() : 0, tensorRanks));
+  } catch (const Error &e) {
+    call = e.call(), reason = e.reason();
+  } catch (const std::exception &e) {
+    call = program.model, reason = e.what();
+  }
+  int worldSize = ranks * tensorRanks;
+  int64_t failed = reason.empty() ? 0 : worldSize - mpi.rank();
+  world->allReduce(Buffer::of(&failed, DType::I64, 1), ReduceOp::Max);
+  if (failed > 0) {
+    if (!reason.empty() && worldSize - mpi.rank() == failed)
+      printError(argv[0], (mpi.rank() == 0 ? "" : "rank " + std::to_string(mpi.rank()) + ": ") + call, reason);
+    return 1;
+  }
+  if (help)
+    return 0;
+  counters.reset();
+  return runOrAbort(
+      [&] {
+        train(program, *prepared, RankGroups{dp, tp, *world}, &counters, mpi.threadsMayCommunicate());
+        return 0;
+      },
+      [] { MpiSession::abort(1); });
+}
+
+} // namespace
+
+int trainerMain(int argc, char **argv, const TrainingProgram &program) {
+  // Every step allocates the same tensors again: keep freed blocks in the
+  // heap rather than returning them to the system and faulting them back in.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  int ranks = int(program.settings.ranks), tensorRanks = int(std::max<int64_t>(program.settings.tensorRanks, 1));
+  int worldSize = ranks * tensorRanks;
+  LaunchInfo launch;
+  try {
+    launch = detectLaunch();
+  } catch (const Error &e) {
+    printError(argv[0], e.call(), e.reason());
+    return 1;
+  }
+  if (launch.worldSize != worldSize) {
+    std::string compiled = std::to_string(ranks) + " data-parallel rank" + (ranks == 1 ? "" : "s") +
+                           (tensorRanks > 1 ? " x " + std::to_string(tensorRanks) +
+                                                (program.settings.modelAxis == "sp" ? " sequence-parallel ranks"
+                                                                                    : " tensor-parallel ranks")
+                                          : "");
+    // Every rank says it: the launcher may stop the others as soon as one
+    // exits, before rank 0 has written anything.
+    printError(argv[0], launch.rank == 0 ? "launch" : "rank " + std::to_string(launch.rank) + ": launch",
+               "this program was compiled for " + compiled + " and started as " +
+                   std::to_string(launch.worldSize) + " (" +
+                   (worldSize == 1 ? std::string("run it without mpirun, or recompile with --gpus N")
+                                   : "run it with mpirun -np " + std::to_string(worldSize)) +
+                   ")");
+    return 1;
+  }
+  return worldSize == 1 ? trainAlone(argc, argv, program) : trainParallel(argc, argv, program, ranks, tensorRanks);
+}
+
+} // namespace colossal::rt

@@ -1,0 +1,213 @@
+//===- TrainerOptions.cpp ---------------------------------------------------===//
+
+#include "TrainerOptions.h"
+
+#include "colossal/runtime/Error.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+namespace colossal::rt::trainer {
+
+namespace {
+
+const char *kUsage = R"(usage: %s [flags]
+
+Trains %s, compiled by colossal-compile, on the host.
+
+  --steps N            optimizer steps to reach (default %lld; with --resume, the total)
+  --seed S             seed of synthetic data and of the data order (default 0)
+  --feed DIR           one .npy per graph input, named after it, holding the global
+                       batch; a leading extra dimension holds one batch per step
+  --data FILE          token file (u16/u32/.npy) for language models: inputs and
+                       labels are consecutive windows of it
+                       (default: synthetic data, the same for every run with one seed)
+  --weights FILE       initial weights (default: weights.safetensors beside the program)
+  --log FILE           one JSON object per step: step, loss, lr, grad_norm,
+                       loss_scale, tokens_per_s, time, memory (bytes by
+                       category, current and peak) and, on several ranks,
+                       comm (bytes by collective)
+  --save DIR           write a checkpoint of the last step here
+  --dump-gradients DIR write the first step's gradients (averaged over
+                       microbatches and ranks, before clipping) as whole
+                       tensors, DIR/NAME.npy (rank k: DIR/rank-0000k/NAME.npy)
+  --resume DIR         continue from a checkpoint written by --save
+  --optimizer NAME     lamb, adamw, sgd or lars (default %s)
+  --lr X               peak learning rate (default %g)
+  --weight-decay X     decoupled weight decay (default %g)
+  --beta1 X, --beta2 X LAMB/AdamW moment decays (default %g, %g)
+  --eps X              LAMB/AdamW epsilon (default %g; switching --optimizer
+                       resets it to 1e-6 for LAMB, 1e-8 for AdamW)
+  --momentum X         SGD/LARS momentum (default %g)
+  --nesterov           Nesterov momentum for SGD
+  --eta X              LARS trust coefficient (default %g)
+  --clip-grad-norm X   clip the global gradient norm to X (default %g: off)
+  --loss-scale X       initial loss scale of an fp16 program (default %g)
+  --loss-scale-window N  finite steps before the loss scale doubles (default %lld)
+  --warmup-steps N     linear warm-up steps (default %lld)
+  --schedule NAME      constant, cosine, linear or polynomial decay after warm-up
+                       (default %s)
+  --bucket-mb X        data-parallel gradient bucket, MiB: one all-reduce per
+                       bucket (default %g)
+  --prefetch-mb X      ZeRO-3: MiB of weights gathered ahead of the step's reads
+                       (default %g, one layer's; 0: gather each where it is read)
+  --quiet              no progress line
+  --help               this text
+)";
+
+void usage(const char *argv0, const TrainingProgram &p) {
+  const TrainingSettings &s = p.settings;
+  const OptimizerConfig &o = s.optimizer;
+  std::printf(kUsage, argv0, p.model.c_str(), (long long)s.steps, nameOf(o.kind), o.lr, o.weightDecay, o.beta1, o.beta2,
+              o.eps, o.momentum, o.eta, o.clipGradNorm, s.lossScaling.initial, (long long)s.lossScaling.window,
+              (long long)s.warmupSteps, nameOf(s.schedule), double(s.gradientBucketBytes) / double(1 << 20),
+              double(s.prefetchBytes) / double(1 << 20));
+}
+
+double parseNumber(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != 0 || !std::isfinite(v))
+    fail(flag, "expects a number, got '" + text + "'");
+  return v;
+}
+
+int64_t parseCount(const std::string &flag, const std::string &text, int64_t minimum) {
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != 0 || v < minimum)
+    fail(flag, "expects an integer of at least " + std::to_string(minimum) + ", got '" + text + "'");
+  return int64_t(v);
+}
+
+std::string besideExecutable(const char *argv0, const std::string &file) {
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  std::string exe = n > 0 ? std::string(path, size_t(n)) : std::string(argv0);
+  size_t slash = exe.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/" + file;
+}
+
+} // namespace
+
+std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram &program, bool printHelp) {
+  Options o;
+  o.settings = program.settings;
+  o.weights = besideExecutable(argv[0], "weights.safetensors");
+  bool epsGiven = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      if (printHelp)
+        usage(argv[0], program);
+      return std::nullopt;
+    }
+    if (flag == "--quiet" || flag == "--nesterov") {
+      (flag == "--quiet" ? o.quiet : o.settings.optimizer.nesterov) = true;
+      continue;
+    }
+    std::string value;
+    size_t eq = flag.find('=');
+    if (eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    static const char *const kValued[] = {"--steps",        "--seed",
+                                          "--feed",         "--data",
+                                          "--weights",      "--log",
+                                          "--save",         "--resume",
+                                          "--optimizer",    "--lr",
+                                          "--weight-decay", "--clip-grad-norm",
+                                          "--warmup-steps", "--schedule",
+                                          "--eps",          "--beta1",
+                                          "--beta2",        "--momentum",
+                                          "--eta",          "--dump-gradients",
+                                          "--loss-scale",   "--loss-scale-window",
+                                          "--bucket-mb",    "--prefetch-mb"};
+    if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
+      fail(flag, "unknown flag (see --help)");
+    if (eq == std::string::npos) {
+      if (i + 1 >= argc)
+        fail(flag, "expects a value (see --help)");
+      value = argv[++i];
+    }
+    OptimizerConfig &opt = o.settings.optimizer;
+    if (flag == "--steps")
+      o.settings.steps = parseCount(flag, value, 0);
+    else if (flag == "--seed")
+      o.seed = uint64_t(parseCount(flag, value, 0));
+    else if (flag == "--feed")
+      o.feed = value;
+    else if (flag == "--data")
+      o.data = value;
+    else if (flag == "--weights")
+      o.weights = value;
+    else if (flag == "--log")
+      o.log = value;
+    else if (flag == "--save")
+      o.save = value;
+    else if (flag == "--resume")
+      o.resume = value;
+    else if (flag == "--dump-gradients")
+      o.dumpGradients = value;
+    else if (flag == "--optimizer") {
+      std::optional<OptimizerKind> kind = parseOptimizer(value);
+      if (!kind)
+        fail(flag, "unknown optimizer '" + value + "' (lamb, adamw, sgd, lars)");
+      if (*kind != opt.kind && !epsGiven)
+        opt.eps = *kind == OptimizerKind::AdamW ? 1e-8 : 1e-6;
+      opt.kind = *kind;
+    } else if (flag == "--eps") {
+      opt.eps = parseNumber(flag, value);
+      epsGiven = true;
+    } else if (flag == "--beta1")
+      opt.beta1 = parseNumber(flag, value);
+    else if (flag == "--beta2")
+      opt.beta2 = parseNumber(flag, value);
+    else if (flag == "--momentum")
+      opt.momentum = parseNumber(flag, value);
+    else if (flag == "--eta")
+      opt.eta = parseNumber(flag, value);
+    else if (flag == "--lr")
+      opt.lr = parseNumber(flag, value);
+    else if (flag == "--weight-decay")
+      opt.weightDecay = parseNumber(flag, value);
+    else if (flag == "--clip-grad-norm")
+      opt.clipGradNorm = parseNumber(flag, value);
+    else if (flag == "--loss-scale" || flag == "--loss-scale-window") {
+      if (!o.settings.lossScaling.dynamic)
+        fail(flag, "this program does not scale its loss (compile it with --precision fp16)");
+      if (flag == "--loss-scale") {
+        o.settings.lossScaling.initial = parseNumber(flag, value);
+        if (o.settings.lossScaling.initial <= 0)
+          fail(flag, "expects a positive number, got '" + value + "'");
+      } else {
+        o.settings.lossScaling.window = parseCount(flag, value, 1);
+      }
+    } else if (flag == "--bucket-mb") {
+      double mib = parseNumber(flag, value);
+      if (!(mib > 0) || mib * double(1 << 20) > 1e15)
+        fail(flag, "expects a positive number of MiB, got '" + value + "'");
+      o.settings.gradientBucketBytes = std::max<int64_t>(int64_t(mib * double(1 << 20)), int64_t(sizeof(float)));
+    } else if (flag == "--prefetch-mb") {
+      double mib = parseNumber(flag, value);
+      if (!(mib >= 0) || mib * double(1 << 20) > 1e15)
+        fail(flag, "expects a number of MiB, 0 or more, got '" + value + "'");
+      o.settings.prefetchBytes = int64_t(mib * double(1 << 20));
+    } else if (flag == "--warmup-steps")
+      o.settings.warmupSteps = parseCount(flag, value, 0);
+    else if (flag == "--schedule") {
+      std::optional<Decay> decay = parseDecay(value);
+      if (!decay)
+        fail(flag, "unknown schedule '" + value + "' (constant, cosine, linear, polynomial)");
+      o.settings.schedule = *decay;
+    }
+  }
+  if (!o.feed.empty() && !o.data.empty())
+    fail("--feed and --data", "give one source of data");
+  return o;
+}
+
+} // namespace colossal::rt::trainer
