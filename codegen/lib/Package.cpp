@@ -12,7 +12,7 @@
 #include "colossal/support/Json.h"
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/io/Safetensors.h"
-#include "passes/memory/ParameterReads.h"
+#include "passes/memory/RereadParameters.h"
 #include "passes/plan/CostGraphBridge.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

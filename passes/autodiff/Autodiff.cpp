@@ -1,6 +1,7 @@
 //===- Autodiff.cpp - reverse-mode differentiation of @forward ------------===//
 
 #include "Autodiff.h"
+#include "passes/autodiff/Passes.h"
 
 #include "GradientRules.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
@@ -12,6 +13,9 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace colossal::autodiff {
+
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "passes/autodiff/Passes.h.inc"
 
 using namespace mlir;
 using namespace colossal::train;
@@ -154,17 +158,9 @@ FailureOr<func::FuncOp> buildForwardBackward(ModuleOp module, bool lossScaleArgu
 
 namespace {
 
-struct AutodiffPass : public PassWrapper<AutodiffPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutodiffPass)
-  AutodiffPass() = default;
-  AutodiffPass(const AutodiffPass &other) : PassWrapper(other) {}
-  StringRef getArgument() const final { return "train-autodiff"; }
-  StringRef getDescription() const final {
-    return "Adds @forward_backward: the loss and the gradient of every trainable parameter";
-  }
-  Option<bool> lossScaleArgument{*this, "loss-scale-argument",
-                                  llvm::cl::desc("Seed the loss gradient with a last argument, the loss scale"),
-                                  llvm::cl::init(false)};
+struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
+  using AutodiffPassBase::AutodiffPassBase;
+
   void runOnOperation() override {
     if (failed(buildForwardBackward(getOperation(), lossScaleArgument)))
       signalPassFailure();
@@ -172,9 +168,5 @@ struct AutodiffPass : public PassWrapper<AutodiffPass, OperationPass<ModuleOp>> 
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createAutodiffPass() { return std::make_unique<AutodiffPass>(); }
-
-void registerAutodiffPass() { PassRegistration<AutodiffPass>(); }
 
 } // namespace colossal::autodiff

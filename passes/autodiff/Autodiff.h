@@ -30,8 +30,6 @@ namespace colossal::autodiff {
 /// Builds @forward_backward from @forward; diagnostics explain a failure.
 mlir::FailureOr<mlir::func::FuncOp> buildForwardBackward(mlir::ModuleOp module, bool lossScaleArgument = false);
 
-std::unique_ptr<mlir::Pass> createAutodiffPass();
-void registerAutodiffPass();
 
 } // namespace colossal::autodiff
 

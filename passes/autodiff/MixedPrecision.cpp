@@ -1,6 +1,7 @@
 //===- MixedPrecision.cpp - 16-bit compute over float32 master weights ----===//
 
 #include "MixedPrecision.h"
+#include "passes/autodiff/Passes.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
 
@@ -9,6 +10,9 @@
 #include "mlir/IR/Verifier.h"
 
 namespace colossal::autodiff {
+
+#define GEN_PASS_DEF_MIXEDPRECISIONPASS
+#include "passes/autodiff/Passes.h.inc"
 
 using namespace mlir;
 using namespace colossal::train;
@@ -92,15 +96,9 @@ LogicalResult applyMixedPrecision(ModuleOp module, const std::string &precision)
 
 namespace {
 
-struct MixedPrecisionPass : public PassWrapper<MixedPrecisionPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MixedPrecisionPass)
-  MixedPrecisionPass() = default;
-  MixedPrecisionPass(const MixedPrecisionPass &other) : PassWrapper(other) {}
-  StringRef getArgument() const final { return "train-mixed-precision"; }
-  StringRef getDescription() const final {
-    return "Computes @forward in bf16 or fp16 where safe, over float32 master weights";
-  }
-  Option<std::string> precision{*this, "precision", llvm::cl::desc("bf16 or fp16"), llvm::cl::init("bf16")};
+struct MixedPrecisionPass : impl::MixedPrecisionPassBase<MixedPrecisionPass> {
+  using MixedPrecisionPassBase::MixedPrecisionPassBase;
+
   void runOnOperation() override {
     if (failed(applyMixedPrecision(getOperation(), precision)))
       signalPassFailure();
@@ -108,9 +106,5 @@ struct MixedPrecisionPass : public PassWrapper<MixedPrecisionPass, OperationPass
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createMixedPrecisionPass() { return std::make_unique<MixedPrecisionPass>(); }
-
-void registerMixedPrecisionPass() { PassRegistration<MixedPrecisionPass>(); }
 
 } // namespace colossal::autodiff

@@ -30,8 +30,6 @@ namespace colossal::autodiff {
 /// changes nothing). Records it as the module attribute `train.precision`.
 mlir::LogicalResult applyMixedPrecision(mlir::ModuleOp module, const std::string &precision);
 
-std::unique_ptr<mlir::Pass> createMixedPrecisionPass();
-void registerMixedPrecisionPass();
 
 } // namespace colossal::autodiff
 

@@ -1,6 +1,7 @@
 //===- Optimizer.cpp - the optimizer step as an op of the IR --------------===//
 
 #include "Optimizer.h"
+#include "passes/autodiff/Passes.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
 
@@ -11,6 +12,9 @@
 #include <set>
 
 namespace colossal::autodiff {
+
+#define GEN_PASS_DEF_OPTIMIZERPASS
+#include "passes/autodiff/Passes.h.inc"
 
 using namespace mlir;
 using namespace colossal::train;
@@ -113,22 +117,9 @@ LogicalResult buildOptimizerStep(ModuleOp module, const OptimizerOptions &option
 
 namespace {
 
-struct OptimizerPass : public PassWrapper<OptimizerPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(OptimizerPass)
-  OptimizerPass() = default;
-  OptimizerPass(const OptimizerPass &other) : PassWrapper(other) {}
-  StringRef getArgument() const final { return "train-optimizer"; }
-  StringRef getDescription() const final {
-    return "Adds @optimizer_step: one fused optimizer update of every trainable parameter";
-  }
-  Option<std::string> kind{*this, "kind", llvm::cl::desc("lamb, adamw, sgd or lars"), llvm::cl::init("lamb")};
-  Option<double> beta1{*this, "beta1", llvm::cl::init(0.9)};
-  Option<double> beta2{*this, "beta2", llvm::cl::init(0.999)};
-  Option<double> eps{*this, "eps", llvm::cl::desc("negative: the kind's default"), llvm::cl::init(-1.0)};
-  Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(0.01)};
-  Option<double> momentum{*this, "momentum", llvm::cl::init(0.9)};
-  Option<bool> nesterov{*this, "nesterov", llvm::cl::init(false)};
-  Option<double> eta{*this, "eta", llvm::cl::init(1e-3)};
+struct OptimizerPass : impl::OptimizerPassBase<OptimizerPass> {
+  using OptimizerPassBase::OptimizerPassBase;
+
   void runOnOperation() override {
     OptimizerOptions o;
     o.kind = kind, o.beta1 = beta1, o.beta2 = beta2, o.eps = eps, o.weightDecay = weightDecay;
@@ -139,9 +130,5 @@ struct OptimizerPass : public PassWrapper<OptimizerPass, OperationPass<ModuleOp>
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createOptimizerPass() { return std::make_unique<OptimizerPass>(); }
-
-void registerOptimizerPass() { PassRegistration<OptimizerPass>(); }
 
 } // namespace colossal::autodiff

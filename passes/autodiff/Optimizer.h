@@ -44,8 +44,6 @@ struct OptimizerOptions {
 /// @forward_backward, a gradient it lacks, a setting out of range).
 mlir::LogicalResult buildOptimizerStep(mlir::ModuleOp module, const OptimizerOptions &options);
 
-std::unique_ptr<mlir::Pass> createOptimizerPass();
-void registerOptimizerPass();
 
 } // namespace colossal::autodiff
 

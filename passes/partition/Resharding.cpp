@@ -1,8 +1,6 @@
-//===- Resharding.cpp - train.reshard: build it, lower it -----------------===//
+//===- Resharding.cpp - building train.reshard ----------------------------===//
 
 #include "passes/partition/Resharding.h"
-
-#include "colossal/cost/Resharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -46,111 +44,5 @@ bool isSumOverRanks(ReshardOp op, StringRef axis) {
   sum.sums = {axis.str()};
   return from == sum && to == whole;
 }
-
-namespace {
-
-/// The mesh axes of `op`, in its mesh dictionary's order (by name).
-std::vector<std::string> axesOf(ReshardOp op) {
-  std::vector<std::string> axes;
-  for (NamedAttribute entry : op.getMesh())
-    axes.push_back(entry.getName().str());
-  return axes;
-}
-
-cost::TensorSpec specOf(const Layout &layout, const std::vector<std::string> &axes) {
-  auto index = [&](const std::string &axis) { return int(llvm::find(axes, axis) - axes.begin()); };
-  cost::TensorSpec spec;
-  for (const auto &dim : layout.dims) {
-    spec.dims.emplace_back();
-    for (const std::string &axis : dim)
-      spec.dims.back().push_back(index(axis));
-  }
-  // Copies are whole values as far as data goes; only gradients tell them
-  // apart.
-  for (const std::string &axis : layout.sums)
-    spec.partial.push_back(index(axis));
-  return spec;
-}
-
-LogicalResult lower(ReshardOp op) {
-  std::vector<std::string> axes = axesOf(op);
-  std::vector<int> sizes;
-  for (NamedAttribute entry : op.getMesh())
-    sizes.push_back(int(cast<IntegerAttr>(entry.getValue()).getInt()));
-  auto type = cast<RankedTensorType>(op.getInput().getType());
-  cost::ReshardPlan plan = cost::planResharding(specOf(op.getFromLayout(), axes), specOf(op.getToLayout(), axes), sizes,
-                                                double(type.getNumElements()));
-  if (!plan.error.empty())
-    return op.emitError() << "no resharding from '" << op.getFrom() << "' to '" << op.getTo() << "': " << plan.error;
-  OpBuilder builder(op);
-  Location loc = op.getLoc();
-  Value value = op.getInput();
-  llvm::SmallVector<int64_t> shape(type.getShape());
-  for (const cost::ReshardStep &step : plan.steps) {
-    StringAttr axis = builder.getStringAttr(axes[size_t(step.axis)]);
-    int64_t n = sizes[size_t(step.axis)];
-    auto dim = [&](int d) { return builder.getI64IntegerAttr(d); };
-    auto typed = [&] { return RankedTensorType::get(shape, type.getElementType()); };
-    switch (step.kind) {
-    case cost::ReshardKind::Slice:
-      shape[size_t(step.dim)] /= n;
-      value = RankSliceOp::create(builder, loc, typed(), value, axis, dim(step.dim));
-      break;
-    case cost::ReshardKind::AllReduce:
-      value = AllReduceOp::create(builder, loc, typed(), value, axis);
-      break;
-    case cost::ReshardKind::ReduceScatter:
-      shape[size_t(step.dim)] /= n;
-      value = ReduceScatterOp::create(builder, loc, typed(), value, axis, dim(step.dim));
-      break;
-    case cost::ReshardKind::AllGather:
-      shape[size_t(step.dim)] *= n;
-      value = AllGatherOp::create(builder, loc, typed(), value, axis, dim(step.dim));
-      break;
-    case cost::ReshardKind::AllToAll:
-      shape[size_t(step.fromDim)] *= n;
-      shape[size_t(step.dim)] /= n;
-      value = AllToAllOp::create(builder, loc, typed(), value, axis, dim(step.dim), dim(step.fromDim));
-      break;
-    }
-  }
-  if (value.getType() != op.getType())
-    return op.emitError() << "resharding from '" << op.getFrom() << "' to '" << op.getTo() << "' made " << value.getType()
-                          << ", not " << op.getType() << " (an internal error)";
-  op.getResult().replaceAllUsesWith(value);
-  op.erase();
-  return success();
-}
-
-} // namespace
-
-LogicalResult lowerResharding(ModuleOp module) {
-  llvm::SmallVector<ReshardOp> ops;
-  module.walk([&](ReshardOp op) { ops.push_back(op); });
-  for (ReshardOp op : ops)
-    if (failed(lower(op)))
-      return failure();
-  return success();
-}
-
-namespace {
-
-struct LowerReshardingPass : public PassWrapper<LowerReshardingPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerReshardingPass)
-  StringRef getArgument() const final { return "train-lower-resharding"; }
-  StringRef getDescription() const final {
-    return "Replaces every train.reshard with the single-axis collectives of its cheapest plan (the cost model's)";
-  }
-  void runOnOperation() override {
-    if (failed(lowerResharding(getOperation())))
-      signalPassFailure();
-  }
-};
-
-} // namespace
-
-std::unique_ptr<Pass> createLowerReshardingPass() { return std::make_unique<LowerReshardingPass>(); }
-
-void registerLowerReshardingPass() { PassRegistration<LowerReshardingPass>(); }
 
 } // namespace colossal::partition

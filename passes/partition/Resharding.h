@@ -1,4 +1,4 @@
-//===- Resharding.h - train.reshard: build it, lower it -------------*- C++ -*-===//
+//===- Resharding.h - train.reshard: how values lie on the mesh ----*- C++ -*-===//
 //
 // The partitioning passes say how values lie on the mesh and leave the
 // collectives to one place: they insert `train.reshard` ops between layouts
@@ -46,11 +46,7 @@ mlir::Value sumOverRanks(mlir::OpBuilder &builder, mlir::Location loc, mlir::Val
 /// (sumOverRanks).
 bool isCopyToRanks(train::ReshardOp op, llvm::StringRef axis);
 bool isSumOverRanks(train::ReshardOp op, llvm::StringRef axis);
-/// Replaces every train.reshard in `module` with its plan's collectives.
-mlir::LogicalResult lowerResharding(mlir::ModuleOp module);
 
-std::unique_ptr<mlir::Pass> createLowerReshardingPass();
-void registerLowerReshardingPass();
 
 } // namespace colossal::partition
 

@@ -1,6 +1,7 @@
 //===- SequenceAxisParallel.cpp -------------------------------------------===//
 
 #include "passes/partition/SequenceAxisParallel.h"
+#include "passes/partition/Passes.h"
 
 #include "passes/partition/ParameterSlices.h"
 #include "passes/partition/Resharding.h"
@@ -14,6 +15,9 @@
 #include "llvm/ADT/MapVector.h"
 
 namespace colossal::partition {
+
+#define GEN_PASS_DEF_SEQUENCEAXISPARALLELPASS
+#include "passes/partition/Passes.h.inc"
 
 using namespace mlir;
 using namespace colossal::train;
@@ -397,7 +401,6 @@ LogicalResult Partitioner::retype() {
 
 } // namespace
 
-
 const char *nameOf(SequenceAlgorithm algorithm) {
   return algorithm == SequenceAlgorithm::Ring ? "ring" : "all-to-all";
 }
@@ -456,36 +459,33 @@ FailureOr<SequenceAxisSummary> applySequenceAxisParallelism(ModuleOp module, int
 
 namespace {
 
-struct SequenceAxisParallelPass : public PassWrapper<SequenceAxisParallelPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SequenceAxisParallelPass)
-  SequenceAxisParallelPass() = default;
-  SequenceAxisParallelPass(const SequenceAxisParallelPass &other) : PassWrapper(other) {}
-  StringRef getArgument() const final { return "train-sequence-axis-parallel"; }
-  StringRef getDescription() const final {
-    return "Sequence parallelism over mesh axis sp: @forward on each rank's tokens, attention on each rank's heads "
-           "between all-to-alls (algorithm=all-to-all) or on its queries with keys and values passed around the "
-           "ring (algorithm=ring)";
-  }
+struct SequenceAxisParallelPass : impl::SequenceAxisParallelPassBase<SequenceAxisParallelPass> {
+  using SequenceAxisParallelPassBase::SequenceAxisParallelPassBase;
+
   void runOnOperation() override {
     std::optional<SequenceAlgorithm> chosen = parseSequenceAlgorithm(algorithm);
     if (!chosen) {
       getOperation().emitError() << "unknown sequence algorithm '" << algorithm << "' (all-to-all or ring)";
       return signalPassFailure();
     }
-    if (failed(applySequenceAxisParallelism(getOperation(), ranks, *chosen)))
-      signalPassFailure();
+    FailureOr<SequenceAxisSummary> sequence = applySequenceAxisParallelism(getOperation(), ranks, *chosen);
+    if (failed(sequence))
+      return signalPassFailure();
+    if (!report)
+      return;
+    InFlightDiagnostic remark = getOperation().emitRemark();
+    remark << "sp=" << int64_t(ranks) << ",sp_mode=" << nameOf(*chosen) << ": " << sequence->inputs
+           << " inputs split by tokens, " << sequence->splitValues << " activations on each rank's tokens, "
+           << sequence->attentions << " attention layers ";
+    if (*chosen == SequenceAlgorithm::AllToAll)
+      remark << "on each rank's heads (" << sequence->allToAlls << " all-to-alls), ";
+    else
+      remark << "with keys and values passed around the ring, ";
+    remark << sequence->copies << " replicated operands summed over the ranks' tokens, " << sequence->rankSlices
+           << " cut to the rank's tokens, " << sequence->gathers << " masks gathered";
   }
-  Option<int64_t> ranks{*this, "ranks", llvm::cl::desc("Ranks of the sequence axis"), llvm::cl::init(2)};
-  Option<std::string> algorithm{*this, "algorithm", llvm::cl::desc("all-to-all or ring"),
-                                llvm::cl::init("all-to-all")};
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createSequenceAxisParallelPass() {
-  return std::make_unique<SequenceAxisParallelPass>();
-}
-
-void registerSequenceAxisParallelPass() { PassRegistration<SequenceAxisParallelPass>(); }
 
 } // namespace colossal::partition

@@ -75,8 +75,6 @@ struct SequenceAxisSummary {
 mlir::FailureOr<SequenceAxisSummary> applySequenceAxisParallelism(mlir::ModuleOp module, int64_t ranks,
                                                                   SequenceAlgorithm algorithm);
 
-std::unique_ptr<mlir::Pass> createSequenceAxisParallelPass();
-void registerSequenceAxisParallelPass();
 
 } // namespace colossal::partition
 

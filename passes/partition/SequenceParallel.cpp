@@ -1,6 +1,7 @@
 //===- SequenceParallel.cpp -----------------------------------------------===//
 
 #include "passes/partition/SequenceParallel.h"
+#include "passes/partition/Passes.h"
 
 #include "passes/partition/ParameterSlices.h"
 #include "passes/partition/Resharding.h"
@@ -14,6 +15,9 @@
 #include "llvm/ADT/MapVector.h"
 
 namespace colossal::partition {
+
+#define GEN_PASS_DEF_SEQUENCEPARALLELPASS
+#include "passes/partition/Passes.h.inc"
 
 using namespace mlir;
 using namespace colossal::train;
@@ -137,23 +141,22 @@ FailureOr<SequenceParallelSummary> applySequenceParallelism(ModuleOp module) {
 
 namespace {
 
-struct SequenceParallelPass : public PassWrapper<SequenceParallelPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SequenceParallelPass)
-  StringRef getArgument() const final { return "train-sequence-parallel"; }
-  StringRef getDescription() const final {
-    return "Megatron's sequence parallelism: the activations between tensor-parallel blocks on each rank's tokens, "
-           "the blocks' copies and sums resharded to and from the rank's tokens (all-gathers and reduce-scatters)";
-  }
+struct SequenceParallelPass : impl::SequenceParallelPassBase<SequenceParallelPass> {
+  using SequenceParallelPassBase::SequenceParallelPassBase;
+
   void runOnOperation() override {
-    if (failed(applySequenceParallelism(getOperation())))
-      signalPassFailure();
+    FailureOr<SequenceParallelSummary> sequence = applySequenceParallelism(getOperation());
+    if (failed(sequence))
+      return signalPassFailure();
+    if (report)
+      getOperation().emitRemark() << "sp_mode=megatron: " << sequence->splitValues
+                                  << " activations between the blocks on each rank's tokens (" << sequence->gathers
+                                  << " all-gathers at block entries, " << sequence->scatters
+                                  << " reduce-scatters at exits, " << sequence->rankSlices
+                                  << " replicated inputs cut to the rank's tokens)";
   }
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createSequenceParallelPass() { return std::make_unique<SequenceParallelPass>(); }
-
-void registerSequenceParallelPass() { PassRegistration<SequenceParallelPass>(); }
 
 } // namespace colossal::partition

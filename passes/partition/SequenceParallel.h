@@ -51,8 +51,6 @@ struct SequenceParallelSummary {
 /// the tokens do not divide by the ranks.
 mlir::FailureOr<SequenceParallelSummary> applySequenceParallelism(mlir::ModuleOp module);
 
-std::unique_ptr<mlir::Pass> createSequenceParallelPass();
-void registerSequenceParallelPass();
 
 } // namespace colossal::partition
 

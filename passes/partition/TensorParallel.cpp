@@ -1,6 +1,7 @@
 //===- TensorParallel.cpp -------------------------------------------------===//
 
 #include "passes/partition/TensorParallel.h"
+#include "passes/partition/Passes.h"
 
 #include "passes/partition/Resharding.h"
 
@@ -18,6 +19,9 @@
 #include "llvm/ADT/StringMap.h"
 
 namespace colossal::partition {
+
+#define GEN_PASS_DEF_TENSORPARALLELPASS
+#include "passes/partition/Passes.h.inc"
 
 using namespace mlir;
 using namespace colossal::train;
@@ -362,27 +366,29 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
 
 namespace {
 
-struct TensorParallelPass : public PassWrapper<TensorParallelPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TensorParallelPass)
-  TensorParallelPass() = default;
-  TensorParallelPass(const TensorParallelPass &other) : PassWrapper(other) {}
-  explicit TensorParallelPass(int64_t ranks) { this->ranks = ranks; }
-  StringRef getArgument() const final { return "train-tensor-parallel"; }
-  StringRef getDescription() const final {
-    return "Megatron's 1D tensor parallelism: splits @forward's column-then-row pairs of linear layers over the "
-           "ranks of mesh axis tp, with the collectives that keep it exact";
-  }
+struct TensorParallelPass : impl::TensorParallelPassBase<TensorParallelPass> {
+  using TensorParallelPassBase::TensorParallelPassBase;
+
   void runOnOperation() override {
-    if (failed(partitionTensorParallel(getOperation(), ranks)))
-      signalPassFailure();
+    FailureOr<TensorParallelSummary> split = partitionTensorParallel(getOperation(), ranks);
+    if (failed(split))
+      return signalPassFailure();
+    if (!report)
+      return;
+    const VocabularySummary &vocabulary = split->vocabulary;
+    getOperation().emitRemark() << "tp=" << int64_t(ranks) << ": " << split->pairs
+                                << " column-then-row blocks split (MLP and attention), " << vocabulary.tables
+                                << " vocabulary tables split by rows (" << vocabulary.lookups << " lookups, "
+                                << vocabulary.outputLayers << " output layers), " << split->splitParameters
+                                << " parameters sliced; the rest replicated";
+    for (const std::string &padded : vocabulary.padded)
+      getOperation().emitRemark() << "note: tp=" << int64_t(ranks)
+                                  << " pads a vocabulary with rows of zeros: " << padded << " (the weights file and checkpoints hold the padded table)";
+    for (const std::string &whole : vocabulary.whole)
+      getOperation().emitRemark() << "note: tp=" << int64_t(ranks) << " keeps a vocabulary table whole: " << whole;
   }
-  Option<int64_t> ranks{*this, "ranks", llvm::cl::desc("Ranks of the tensor axis"), llvm::cl::init(2)};
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createTensorParallelPass(int64_t ranks) { return std::make_unique<TensorParallelPass>(ranks); }
-
-void registerTensorParallelPass() { PassRegistration<TensorParallelPass>(); }
 
 } // namespace colossal::partition

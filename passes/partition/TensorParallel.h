@@ -62,8 +62,6 @@ mlir::FailureOr<TensorParallelSummary> partitionTensorParallel(mlir::ModuleOp mo
 /// The ranks of the tensor axis the module was partitioned for (1 if none).
 int64_t tensorParallelRanks(mlir::ModuleOp module);
 
-std::unique_ptr<mlir::Pass> createTensorParallelPass(int64_t ranks = 2);
-void registerTensorParallelPass();
 
 } // namespace colossal::partition
 

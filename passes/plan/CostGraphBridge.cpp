@@ -64,7 +64,7 @@ bool isTransposedParameter(Value v) {
 
 /// The operands a contraction's backward pass copies transposed to make
 /// the other operand's gradient (the autodiff rules, after
-/// memory/TransposedOperands.h folds the matrix transposes into products).
+/// memory/FoldTransposes.h folds the matrix transposes into products).
 llvm::SmallVector<int> transposedCopiesForGradients(mlir::Operation *op) {
   llvm::SmallVector<int> copied;
   auto rank = [&](unsigned i) { return llvm::cast<RankedTensorType>(op->getOperand(i).getType()).getRank(); };
@@ -221,7 +221,7 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule, const llvm::Dens
   return facts;
 }
 
-/// Selective recomputation on an imported model (memory/Recompute.h does
+/// Selective recomputation on an imported model (memory/RecomputeLayers.h does
 /// the same to the IR): inside a layer, the contractions keep their results
 /// and every other op runs again in the backward pass, so a saved tensor is
 /// made again when a non-contraction op of the same layer made it and no op
@@ -346,9 +346,9 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     costOp.gradientsInTurn = llvm::isa<train::MulOp>(op);
     // A contraction's operand gradient reads the other operand transposed:
     // a copy only where the product is batched (matrix products read it
-    // transposed in place, memory/TransposedOperands.h) and that operand is
+    // transposed in place, memory/FoldTransposes.h) and that operand is
     // not a weight's transposed view (transposed back it is the weight
-    // itself, memory/ParameterReads.h).
+    // itself, memory/RereadParameters.h).
     for (int i : transposedCopiesForGradients(op))
       if (needsGradient.contains(op->getOperand(1 - i)))
         costOp.transposedForGradient.push_back(i);

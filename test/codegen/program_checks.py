@@ -409,7 +409,7 @@ RECOMPUTE_HEADER = f"{'model':8} {'recompute':16} {'optimizer':9} {'step peak, b
 def check_recompute(model, where, recompute_feed, extra, plain, plain_log, batch, granularity="full"):
     """Recomputation, full or selective: the backward pass re-runs each
     layer's forward ops (all of them, or all but the contractions) from the
-    layer's checkpoints (passes/memory/Recompute.h). The same ops on the
+    layer's checkpoints (passes/memory/RecomputeLayers.h). The same ops on the
     same inputs: the losses equal those of `plain_log` (the same run without
     recomputation) bit for bit, the step's measured peak equals the
     compiler's plan at every step, and on one rank the plan is below the

@@ -7,6 +7,7 @@
 #include "colossal/Execute/HostInterpreter.h"
 #include "colossal/Import/OnnxImporter.h"
 #include "passes/autodiff/Autodiff.h"
+#include "passes/autodiff/Passes.h"
 #include "passes/raise/Passes.h"
 #include "colossal/runtime/io/Npy.h"
 

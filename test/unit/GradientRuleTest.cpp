@@ -11,6 +11,7 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Execute/HostInterpreter.h"
 #include "passes/autodiff/Autodiff.h"
+#include "passes/autodiff/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"

@@ -1,17 +1,10 @@
 //===- colossal-opt.cpp - mlir-opt with the colossal dialects and passes ---===//
 
 #include "colossal/Dialect/Train/TrainDialect.h"
-#include "passes/autodiff/Autodiff.h"
-#include "passes/autodiff/MixedPrecision.h"
-#include "passes/autodiff/Optimizer.h"
-#include "passes/memory/ParameterReads.h"
-#include "passes/memory/Regather.h"
-#include "passes/memory/Recompute.h"
-#include "passes/memory/TransposedOperands.h"
-#include "passes/partition/Resharding.h"
-#include "passes/partition/SequenceAxisParallel.h"
-#include "passes/partition/SequenceParallel.h"
-#include "passes/partition/TensorParallel.h"
+#include "passes/autodiff/Passes.h"
+#include "passes/memory/Passes.h"
+#include "passes/partition/Passes.h"
+#include "passes/pipeline/TrainingPipeline.h"
 #include "passes/plan/Passes.h"
 #include "passes/raise/Passes.h"
 
@@ -28,17 +21,10 @@ int main(int argc, char **argv) {
   colossal::train::registerRaisePasses();
   colossal::train::registerRaisePipeline();
   colossal::plan::registerPlanPasses();
-  colossal::autodiff::registerAutodiffPass();
-  colossal::autodiff::registerMixedPrecisionPass();
-  colossal::autodiff::registerOptimizerPass();
-  colossal::memory::registerRereadParametersPass();
-  colossal::memory::registerRegatherForBackwardPass();
-  colossal::memory::registerRecomputeLayersPass();
-  colossal::memory::registerFoldTransposesPass();
-  colossal::partition::registerTensorParallelPass();
-  colossal::partition::registerLowerReshardingPass();
-  colossal::partition::registerSequenceParallelPass();
-  colossal::partition::registerSequenceAxisParallelPass();
+  colossal::autodiff::registerAutodiffPasses();
+  colossal::memory::registerMemoryPasses();
+  colossal::partition::registerPartitionPasses();
+  colossal::pipeline::registerTrainingPipeline();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "colossal-opt: the colossal-compile pass driver\n", registry));
 }

@@ -51,7 +51,7 @@ struct ProgramSettings {
   bool offloadOptimizer = false;
   /// Recomputation, "none", "selective" or "full": the step re-runs each
   /// layer's forward ops (all, or all but the contractions) in the backward
-  /// pass (passes/memory/Recompute.h has done it to the IR).
+  /// pass (passes/memory/RecomputeLayers.h has done it to the IR).
   std::string recompute = "none";
   /// The data-parallel gradient bucket: the cost model's, so the program
   /// makes the all-reduces the plan predicts.

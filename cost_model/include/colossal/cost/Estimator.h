@@ -122,7 +122,7 @@ struct EstimateOptions {
   SplitLayouts layouts = SplitLayouts::Blocks;
   /// Full recomputation re-runs the layers' forward collectives too
   /// (Megatron-LM); the partitioner's recomputation keeps their results as
-  /// checkpoints instead (passes/memory/Recompute.h), so the program's
+  /// checkpoints instead (passes/memory/RecomputeLayers.h), so the program's
   /// predictions turn this off.
   bool recomputeCollectives = true;
 };

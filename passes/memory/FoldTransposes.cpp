@@ -1,6 +1,7 @@
-//===- TransposedOperands.cpp ---------------------------------------------===//
+//===- FoldTransposes.cpp ---------------------------------------------===//
 
-#include "passes/memory/TransposedOperands.h"
+#include "passes/memory/FoldTransposes.h"
+#include "passes/memory/Passes.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
 
@@ -10,6 +11,9 @@
 #include "llvm/ADT/SmallVector.h"
 
 namespace colossal::memory {
+
+#define GEN_PASS_DEF_FOLDTRANSPOSESPASS
+#include "passes/memory/Passes.h.inc"
 
 using namespace mlir;
 
@@ -132,14 +136,9 @@ FailureOr<int64_t> foldTransposesIntoProducts(ModuleOp module) {
 
 namespace {
 
-struct FoldTransposesPass : public PassWrapper<FoldTransposesPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FoldTransposesPass)
-  StringRef getArgument() const final { return "train-fold-transposes"; }
-  StringRef getDescription() const final {
-    return "Folds matrix transposes around the products of @forward_backward into train.gemm's operand flags "
-           "and train.linear's transpose_weight (a weight gradient made in the weight's layout, a weight read "
-           "transposed in place: no transposed copies)";
-  }
+struct FoldTransposesPass : impl::FoldTransposesPassBase<FoldTransposesPass> {
+  using FoldTransposesPassBase::FoldTransposesPassBase;
+
   void runOnOperation() override {
     if (failed(foldTransposesIntoProducts(getOperation())))
       signalPassFailure();
@@ -147,9 +146,5 @@ struct FoldTransposesPass : public PassWrapper<FoldTransposesPass, OperationPass
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createFoldTransposesPass() { return std::make_unique<FoldTransposesPass>(); }
-
-void registerFoldTransposesPass() { PassRegistration<FoldTransposesPass>(); }
 
 } // namespace colossal::memory

@@ -1,6 +1,7 @@
-//===- ParameterReads.cpp -------------------------------------------------===//
+//===- RereadParameters.cpp -------------------------------------------------===//
 
-#include "passes/memory/ParameterReads.h"
+#include "passes/memory/RereadParameters.h"
+#include "passes/memory/Passes.h"
 #include "passes/memory/StepRegions.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
@@ -15,6 +16,9 @@
 #include <algorithm>
 
 namespace colossal::memory {
+
+#define GEN_PASS_DEF_REREADPARAMETERSPASS
+#include "passes/memory/Passes.h.inc"
 
 using namespace mlir;
 
@@ -185,13 +189,9 @@ llvm::StringSet<> parametersReadByBackward(func::FuncOp forwardBackward) {
 
 namespace {
 
-struct RereadParametersPass : public PassWrapper<RereadParametersPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RereadParametersPass)
-  StringRef getArgument() const final { return "train-reread-parameters"; }
-  StringRef getDescription() const final {
-    return "Gives the backward pass of @forward_backward its own read of each weight the forward also reads "
-           "(ZeRO-3 gathers a weight twice instead of holding it whole across the step)";
-  }
+struct RereadParametersPass : impl::RereadParametersPassBase<RereadParametersPass> {
+  using RereadParametersPassBase::RereadParametersPassBase;
+
   void runOnOperation() override {
     if (failed(rereadParametersForBackward(getOperation())))
       signalPassFailure();
@@ -199,9 +199,5 @@ struct RereadParametersPass : public PassWrapper<RereadParametersPass, Operation
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createRereadParametersPass() { return std::make_unique<RereadParametersPass>(); }
-
-void registerRereadParametersPass() { PassRegistration<RereadParametersPass>(); }
 
 } // namespace colossal::memory

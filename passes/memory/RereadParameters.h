@@ -1,4 +1,4 @@
-//===- ParameterReads.h - when the step reads each weight ----------*- C++ -*-===//
+//===- RereadParameters.h - when the step reads each weight ----------*- C++ -*-===//
 //
 // A `train.param` read is where a program fetches a parameter, and it stays
 // fetched until the last use of that read. Whole weights are cheap when
@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLOSSAL_PASSES_MEMORY_PARAMETERREADS_H
-#define COLOSSAL_PASSES_MEMORY_PARAMETERREADS_H
+#ifndef COLOSSAL_PASSES_MEMORY_REREADPARAMETERS_H
+#define COLOSSAL_PASSES_MEMORY_REREADPARAMETERS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -34,9 +34,7 @@ mlir::LogicalResult rereadParametersForBackward(mlir::ModuleOp module);
 /// backward pass needs, whichever read they come from).
 llvm::StringSet<> parametersReadByBackward(mlir::func::FuncOp forwardBackward);
 
-std::unique_ptr<mlir::Pass> createRereadParametersPass();
-void registerRereadParametersPass();
 
 } // namespace colossal::memory
 
-#endif // COLOSSAL_PASSES_MEMORY_PARAMETERREADS_H
+#endif // COLOSSAL_PASSES_MEMORY_REREADPARAMETERS_H

@@ -1,6 +1,7 @@
-//===- Regather.cpp -------------------------------------------------------===//
+//===- RegatherForBackward.cpp -------------------------------------------------------===//
 
-#include "passes/memory/Regather.h"
+#include "passes/memory/RegatherForBackward.h"
+#include "passes/memory/Passes.h"
 #include "passes/memory/StepRegions.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
@@ -10,6 +11,9 @@
 #include "llvm/ADT/SmallVector.h"
 
 namespace colossal::memory {
+
+#define GEN_PASS_DEF_REGATHERFORBACKWARDPASS
+#include "passes/memory/Passes.h.inc"
 
 using namespace mlir;
 
@@ -49,27 +53,20 @@ FailureOr<int64_t> regatherForBackward(ModuleOp module, llvm::StringRef axis) {
 
 namespace {
 
-struct RegatherForBackwardPass : public PassWrapper<RegatherForBackwardPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RegatherForBackwardPass)
-  RegatherForBackwardPass() = default;
-  RegatherForBackwardPass(const RegatherForBackwardPass &other) : PassWrapper(other) {}
-  StringRef getArgument() const final { return "train-regather-for-backward"; }
-  StringRef getDescription() const final {
-    return "Gives the backward pass of @forward_backward its own all-gather of each gathered sequence shard it "
-           "reads (Megatron sequence parallelism keeps the shard, not the gathered tensor)";
-  }
+struct RegatherForBackwardPass : impl::RegatherForBackwardPassBase<RegatherForBackwardPass> {
+  using RegatherForBackwardPassBase::RegatherForBackwardPassBase;
+
   void runOnOperation() override {
-    if (failed(regatherForBackward(getOperation(), axis)))
-      signalPassFailure();
+    FailureOr<int64_t> regathered = regatherForBackward(getOperation(), axis);
+    if (failed(regathered))
+      return signalPassFailure();
+    if (report)
+      getOperation().emitRemark() << "sp_mode=megatron: " << *regathered
+                                  << " block inputs gathered again for the backward pass (the shards are kept, not "
+                                     "the gathered tensors)";
   }
-  Option<std::string> axis{*this, "axis", llvm::cl::desc("The mesh axis whose gathers are repeated"),
-                           llvm::cl::init("tp")};
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createRegatherForBackwardPass() { return std::make_unique<RegatherForBackwardPass>(); }
-
-void registerRegatherForBackwardPass() { PassRegistration<RegatherForBackwardPass>(); }
 
 } // namespace colossal::memory

@@ -1,4 +1,4 @@
-//===- Regather.h - gathering a sequence shard again for the backward -*- C++ -*-===//
+//===- RegatherForBackward.h - gathering a sequence shard again for the backward -*- C++ -*-===//
 //
 // Under Megatron sequence parallelism a tensor-parallel block's input lives
 // split by tokens and is all-gathered at the block's entry; the block's
@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLOSSAL_PASSES_MEMORY_REGATHER_H
-#define COLOSSAL_PASSES_MEMORY_REGATHER_H
+#ifndef COLOSSAL_PASSES_MEMORY_REGATHERFORBACKWARD_H
+#define COLOSSAL_PASSES_MEMORY_REGATHERFORBACKWARD_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -32,9 +32,7 @@ namespace colossal::memory {
 /// no @forward_backward.
 mlir::FailureOr<int64_t> regatherForBackward(mlir::ModuleOp module, llvm::StringRef axis);
 
-std::unique_ptr<mlir::Pass> createRegatherForBackwardPass();
-void registerRegatherForBackwardPass();
 
 } // namespace colossal::memory
 
-#endif // COLOSSAL_PASSES_MEMORY_REGATHER_H
+#endif // COLOSSAL_PASSES_MEMORY_REGATHERFORBACKWARD_H

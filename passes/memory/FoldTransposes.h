@@ -1,4 +1,4 @@
-//===- TransposedOperands.h - contractions reading operands transposed -*- C++ -*-===//
+//===- FoldTransposes.h - contractions reading operands transposed -*- C++ -*-===//
 //
 // The contraction rule of autodiff writes a weight gradient as
 // `matmul(transpose(x), dy)` and, for a weight read through its transposed
@@ -23,8 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLOSSAL_PASSES_MEMORY_TRANSPOSEDOPERANDS_H
-#define COLOSSAL_PASSES_MEMORY_TRANSPOSEDOPERANDS_H
+#ifndef COLOSSAL_PASSES_MEMORY_FOLDTRANSPOSES_H
+#define COLOSSAL_PASSES_MEMORY_FOLDTRANSPOSES_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -39,9 +39,7 @@ namespace colossal::memory {
 /// diagnostic when the module has no @forward_backward.
 mlir::FailureOr<int64_t> foldTransposesIntoProducts(mlir::ModuleOp module);
 
-std::unique_ptr<mlir::Pass> createFoldTransposesPass();
-void registerFoldTransposesPass();
 
 } // namespace colossal::memory
 
-#endif // COLOSSAL_PASSES_MEMORY_TRANSPOSEDOPERANDS_H
+#endif // COLOSSAL_PASSES_MEMORY_FOLDTRANSPOSES_H

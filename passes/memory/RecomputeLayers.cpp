@@ -1,6 +1,7 @@
-//===- Recompute.cpp ------------------------------------------------------===//
+//===- RecomputeLayers.cpp ------------------------------------------------------===//
 
-#include "passes/memory/Recompute.h"
+#include "passes/memory/RecomputeLayers.h"
+#include "passes/memory/Passes.h"
 #include "passes/memory/StepRegions.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
@@ -16,6 +17,9 @@
 #include <vector>
 
 namespace colossal::memory {
+
+#define GEN_PASS_DEF_RECOMPUTELAYERSPASS
+#include "passes/memory/Passes.h.inc"
 
 using namespace mlir;
 
@@ -154,15 +158,9 @@ FailureOr<RecomputeSummary> recomputeLayers(ModuleOp module, Granularity granula
 
 namespace {
 
-struct RecomputeLayersPass : public PassWrapper<RecomputeLayersPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RecomputeLayersPass)
-  RecomputeLayersPass() = default;
-  RecomputeLayersPass(const RecomputeLayersPass &other) : PassWrapper(other) {}
-  StringRef getArgument() const final { return "train-recompute-layers"; }
-  StringRef getDescription() const final {
-    return "Recomputation: the backward pass of @forward_backward re-runs each layer's forward ops (all of them, or "
-           "all but the contractions) from the layer's checkpoints instead of keeping their results";
-  }
+struct RecomputeLayersPass : impl::RecomputeLayersPassBase<RecomputeLayersPass> {
+  using RecomputeLayersPassBase::RecomputeLayersPassBase;
+
   void runOnOperation() override {
     Granularity granularity = Granularity::Full;
     if (this->granularity == "selective") {
@@ -172,19 +170,17 @@ struct RecomputeLayersPass : public PassWrapper<RecomputeLayersPass, OperationPa
                                  << this->granularity << "'";
       return signalPassFailure();
     }
-    if (failed(recomputeLayers(getOperation(), granularity)))
-      signalPassFailure();
+    FailureOr<RecomputeSummary> recomputed = recomputeLayers(getOperation(), granularity);
+    if (failed(recomputed))
+      return signalPassFailure();
+    if (report)
+      getOperation().emitRemark() << "recompute=" << std::string(this->granularity) << ": "
+                                  << recomputed->layers << " layers, " << recomputed->recomputedOps << " forward ops re-run in the backward pass"
+                                  << (granularity == Granularity::Selective ? " (the contractions' results kept)"
+                                                                            : "");
   }
-  Option<std::string> granularity{*this, "granularity",
-                                  llvm::cl::desc("full: re-run every op of a layer but its checkpoints; selective: "
-                                                 "keep the contractions' results too"),
-                                  llvm::cl::init("full")};
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createRecomputeLayersPass() { return std::make_unique<RecomputeLayersPass>(); }
-
-void registerRecomputeLayersPass() { PassRegistration<RecomputeLayersPass>(); }
 
 } // namespace colossal::memory

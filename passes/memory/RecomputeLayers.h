@@ -1,4 +1,4 @@
-//===- Recompute.h - re-running each layer's forward in the backward -*- C++ -*-===//
+//===- RecomputeLayers.h - re-running each layer's forward in the backward -*- C++ -*-===//
 //
 // Full recomputation (activation checkpointing per layer, Chen et al. 2016;
 // Megatron-LM's "full" granularity): the backward pass of
@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLOSSAL_PASSES_MEMORY_RECOMPUTE_H
-#define COLOSSAL_PASSES_MEMORY_RECOMPUTE_H
+#ifndef COLOSSAL_PASSES_MEMORY_RECOMPUTELAYERS_H
+#define COLOSSAL_PASSES_MEMORY_RECOMPUTELAYERS_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -47,9 +47,7 @@ struct RecomputeSummary {
 mlir::FailureOr<RecomputeSummary> recomputeLayers(mlir::ModuleOp module,
                                                   Granularity granularity = Granularity::Full);
 
-std::unique_ptr<mlir::Pass> createRecomputeLayersPass();
-void registerRecomputeLayersPass();
 
 } // namespace colossal::memory
 
-#endif // COLOSSAL_PASSES_MEMORY_RECOMPUTE_H
+#endif // COLOSSAL_PASSES_MEMORY_RECOMPUTELAYERS_H

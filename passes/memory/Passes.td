@@ -1,0 +1,73 @@
+//===- Passes.td - when the step holds what -----------------*- tablegen -*-===//
+
+#ifndef COLOSSAL_PASSES_MEMORY
+#define COLOSSAL_PASSES_MEMORY
+
+include "mlir/Pass/PassBase.td"
+
+def RecomputeLayersPass : Pass<"train-recompute-layers", "::mlir::ModuleOp"> {
+  let summary = "re-runs each layer's forward ops in the backward pass instead of keeping their results";
+  let description = [{
+    Activation checkpointing per layer (Chen et al. 2016; Megatron-LM's full
+    and selective granularities). The backward pass of @forward_backward keeps
+    each layer's checkpoints (the values that leave the layer) and re-runs the
+    rest of the layer's forward ops just before the layer's backward needs
+    them; `granularity=selective` keeps the contractions' results too. The
+    layers are the repeated blocks the cost model finds in @forward. The
+    re-run ops are the same ops on the same inputs: the gradients are bit for
+    bit those without recomputation.
+  }];
+  let options = [
+    Option<"granularity", "granularity", "std::string", "\"full\"",
+           "full: re-run every op of a layer but its checkpoints; selective: keep the contractions' results too">,
+    Option<"report", "report", "bool", "false", "Emit a remark saying what was recomputed">,
+  ];
+}
+
+def RegatherForBackwardPass : Pass<"train-regather-for-backward", "::mlir::ModuleOp"> {
+  let summary = "gives the backward pass its own all-gather of each gathered sequence shard it reads";
+  let description = [{
+    Under Megatron sequence parallelism a block's input lives split by tokens
+    and is all-gathered at the block's entry. Megatron-LM keeps the shard, not
+    the gathered tensor, and gathers it again in the backward pass
+    (Korthikanti et al. 2022, section 4.2.2); so does this pass, placing the
+    second gather just before its first backward use. The cost model charges
+    the second gather, so the bytes moved are the plan's.
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", "\"tp\"", "The mesh axis whose gathers are repeated">,
+    Option<"report", "report", "bool", "false", "Emit a remark with the number of gathers repeated">,
+  ];
+}
+
+def RereadParametersPass : Pass<"train-reread-parameters", "::mlir::ModuleOp"> {
+  let summary = "gives the backward pass its own read of each weight the forward also reads";
+  let description = [{
+    A `train.param` read stays fetched until the last use of that read; under
+    ZeRO-3 a fetch is an all-gather. The backward pass gets its own read of
+    each weight (and re-runs the weight's views: transposes, reshapes, casts),
+    placed before its first use there, so each weight is whole twice, briefly,
+    instead of across the whole step.
+  }];
+}
+
+def FoldTransposesPass : Pass<"train-fold-transposes", "::mlir::ModuleOp"> {
+  let summary = "folds matrix transposes around products into train.gemm's operand flags";
+  let description = [{
+    On matrices:
+
+    ```
+    matmul(transpose(a), b)      -> gemm(a, b) {trans_a}
+    matmul(a, transpose(b))      -> gemm(a, b) {trans_b}
+    transpose(gemm(a, b))        -> gemm(b, a), both flags flipped
+    transpose(all_reduce(gemm))  -> all_reduce(the product transposed)
+    linear(x, transpose(w), b)   -> linear(x, w, b) {transpose_weight}
+    ```
+
+    so a weight gradient is one product made in the weight's layout, and a
+    weight stored as `nn.Linear` stores it is read in place. Batched (rank > 2)
+    products keep their transposes.
+  }];
+}
+
+#endif // COLOSSAL_PASSES_MEMORY

@@ -1,0 +1,25 @@
+//===- LowerResharding.h - train.reshard to collectives -----------*- C++
+//-*-===//
+//
+// `train-lower-resharding` replaces every `train.reshard` (Resharding.h)
+// with the single-axis collectives of the cost model's resharding plan
+// (cost/Resharding.h): slices, all-reduces, reduce-scatters, all-gathers and
+// all-to-alls, so the bytes the search priced are the bytes the program
+// moves. Run after train-autodiff, which differentiates the reshardings.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_PASSES_PARTITION_LOWERRESHARDING_H
+#define COLOSSAL_PASSES_PARTITION_LOWERRESHARDING_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace colossal::partition {
+
+/// Replaces every train.reshard in `module` with its plan's collectives;
+/// fails naming the op when no plan reaches its target layout.
+mlir::LogicalResult lowerResharding(mlir::ModuleOp module);
+
+} // namespace colossal::partition
+
+#endif // COLOSSAL_PASSES_PARTITION_LOWERRESHARDING_H

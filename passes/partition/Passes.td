@@ -1,0 +1,68 @@
+//===- Passes.td - splitting the step over the mesh ---------*- tablegen -*-===//
+
+#ifndef COLOSSAL_PASSES_PARTITION
+#define COLOSSAL_PASSES_PARTITION
+
+include "mlir/Pass/PassBase.td"
+
+def TensorParallelPass : Pass<"train-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Megatron's 1D tensor parallelism of @forward over mesh axis tp";
+  let description = [{
+    Splits @forward's column-then-row pairs of linear layers (MLP, SwiGLU and
+    attention blocks, attention by heads) over the ranks of mesh axis `tp`
+    (Shoeybi et al. 2019), and its vocabulary tables by rows (embedding
+    lookups, output layers scoring a cross-entropy). A replicated value
+    entering a split region becomes copies over the axis (its gradient is
+    summed); a row-parallel output is summed. Split parameters take their
+    slice's type and record `split_dim` and `splits`. Run before
+    `train-autodiff`; `train-lower-resharding` turns the reshardings into
+    collectives. Fails naming the op when a width does not divide by `ranks`.
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", "2", "Ranks of the tensor axis">,
+    Option<"report", "report", "bool", "false", "Emit a remark saying what was split">,
+  ];
+}
+
+def SequenceParallelPass : Pass<"train-sequence-parallel", "::mlir::ModuleOp"> {
+  let summary = "Megatron's sequence parallelism on the tensor axis";
+  let description = [{
+    On a module split by `train-tensor-parallel` (Korthikanti et al. 2022):
+    outside the split blocks, norms, residual adds, dropout and biases
+    compute on the rank's slice of the tokens. Only the layouts of the tensor
+    split's reshardings change: each block's entry gathers the token split
+    (an all-gather), each exit sum scatters it (a reduce-scatter).
+  }];
+  let options = [
+    Option<"report", "report", "bool", "false", "Emit a remark saying what was split by tokens">,
+  ];
+}
+
+def SequenceAxisParallelPass : Pass<"train-sequence-axis-parallel", "::mlir::ModuleOp"> {
+  let summary = "sequence parallelism over mesh axis sp: all-to-all (Ulysses) or ring attention";
+  let description = [{
+    Every rank of axis `sp` holds the model and its slice of each sequence's
+    tokens. Attention trades the token split for a head split between
+    all-to-alls (`algorithm=all-to-all`, Jacobs et al. 2023) or keeps the
+    rank's queries while key and value blocks pass around the ring
+    (`algorithm=ring`, Li et al. 2021). The loss sums its rows and counted
+    labels over the axis.
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", "2", "Ranks of the sequence axis">,
+    Option<"algorithm", "algorithm", "std::string", "\"all-to-all\"", "all-to-all or ring">,
+    Option<"report", "report", "bool", "false", "Emit a remark saying what was split">,
+  ];
+}
+
+def LowerReshardingPass : Pass<"train-lower-resharding", "::mlir::ModuleOp"> {
+  let summary = "replaces every train.reshard with the collectives of its cheapest plan";
+  let description = [{
+    The partitioning passes say how values lie on the mesh with
+    `train.reshard`; `train-autodiff` differentiates them. This pass turns
+    each into the single-axis collectives the cost model's resharding plan
+    names, so the bytes the search priced are the bytes the program moves.
+  }];
+}
+
+#endif // COLOSSAL_PASSES_PARTITION

@@ -1,0 +1,122 @@
+//===- TrainingPipeline.cpp - the compile as one pass pipeline ------------===//
+
+#include "passes/pipeline/TrainingPipeline.h"
+
+#include "passes/autodiff/Passes.h"
+#include "passes/memory/Passes.h"
+#include "passes/partition/Passes.h"
+#include "passes/raise/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringSwitch.h"
+
+namespace colossal::pipeline {
+
+std::optional<Stage> parseStage(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Stage>>(name)
+      .Case("mlir", Stage::Imported)
+      .Case("raised", Stage::Raised)
+      .Case("partitioned", Stage::Partitioned)
+      .Case("train", Stage::Train)
+      .Default(std::nullopt);
+}
+
+const char *nameOf(Stage stage) {
+  switch (stage) {
+  case Stage::Imported:
+    return "mlir";
+  case Stage::Raised:
+    return "raised";
+  case Stage::Partitioned:
+    return "partitioned";
+  case Stage::Train:
+    return "train";
+  }
+  return "?";
+}
+
+namespace {
+
+void addPartitioning(mlir::OpPassManager &pm,
+                     const TrainingPipelineOptions &options) {
+  if (options.sequenceRanks > 1) {
+    partition::SequenceAxisParallelPassOptions sequence;
+    sequence.ranks = options.sequenceRanks;
+    sequence.algorithm = options.sequenceAlgorithm;
+    sequence.report = options.report;
+    pm.addPass(partition::createSequenceAxisParallelPass(sequence));
+  }
+  if (options.tensorRanks > 1) {
+    partition::TensorParallelPassOptions tensor;
+    tensor.ranks = options.tensorRanks;
+    tensor.report = options.report;
+    pm.addPass(partition::createTensorParallelPass(tensor));
+    if (options.sequenceParallel)
+      pm.addPass(partition::createSequenceParallelPass(
+          partition::SequenceParallelPassOptions{options.report}));
+  }
+}
+
+void addTraining(mlir::OpPassManager &pm,
+                 const TrainingPipelineOptions &options) {
+  pm.addPass(autodiff::createMixedPrecisionPass(
+      autodiff::MixedPrecisionPassOptions{options.precision}));
+  pm.addPass(autodiff::createAutodiffPass(
+      autodiff::AutodiffPassOptions{options.precision == "fp16"}));
+  autodiff::OptimizerPassOptions update;
+  update.kind = options.optimizer, update.beta1 = options.beta1,
+  update.beta2 = options.beta2;
+  update.eps = options.eps, update.weightDecay = options.weightDecay;
+  update.momentum = options.momentum, update.nesterov = options.nesterov;
+  pm.addPass(autodiff::createOptimizerPass(update));
+  // The partitioning said how values lie on the mesh (train.reshard);
+  // differentiated, the reshardings become the collectives the cost model
+  // priced.
+  pm.addPass(partition::createLowerReshardingPass());
+  // Full recomputation first: the re-run layers read weights too, and the
+  // second reads below serve them.
+  if (options.recompute != "none")
+    pm.addPass(memory::createRecomputeLayersPass(
+        memory::RecomputeLayersPassOptions{options.recompute, options.report}));
+  // Megatron-SP keeps each block's input shard and gathers it again for the
+  // weight gradients (after recomputation, whose re-run ops read the
+  // gathered inputs too).
+  if (options.tensorRanks > 1 && options.sequenceParallel)
+    pm.addPass(memory::createRegatherForBackwardPass(
+        memory::RegatherForBackwardPassOptions{"tp", options.report}));
+  // The backward pass reads each weight again rather than holding the
+  // forward's read (and views) across the step; under ZeRO-3 a read is a
+  // gather.
+  pm.addPass(memory::createRereadParametersPass());
+  // Weight gradients made as one product in the weight's layout.
+  pm.addPass(memory::createFoldTransposesPass());
+}
+
+} // namespace
+
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const TrainingPipelineOptions &options,
+                           Stage stopAfter, Stage startAfter) {
+  auto runs = [&](Stage stage) {
+    return startAfter < stage && stage <= stopAfter;
+  };
+  if (runs(Stage::Raised))
+    train::buildRaisePipeline(pm);
+  if (runs(Stage::Partitioned))
+    addPartitioning(pm, options);
+  if (runs(Stage::Train))
+    addTraining(pm, options);
+}
+
+void registerTrainingPipeline() {
+  mlir::PassPipelineRegistration<TrainingPipelineOptions>(
+      "training-pipeline",
+      "colossal-compile's pipeline: raising, the model axis split, "
+      "differentiation, the optimizer step, "
+      "collectives and the memory passes (stop-after=raised|partitioned|train)",
+      [](mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
+        buildTrainingPipeline(pm, options, options.stopAfter);
+      });
+}
+
+} // namespace colossal::pipeline

@@ -1,0 +1,56 @@
+//===- BuildLayout.h - what the program is built for ---------------*- C++
+//-*-===//
+//
+// A strategy (--strategy, a plan file, or the search's choice) says how the
+// step is split; the partitioner runs part of what the planner plans. This
+// resolves the strategy and --gpus/--microbatches/--batch into what the
+// build runs: the data-parallel ranks, the model axis (tensor or sequence,
+// with Megatron-SP), microbatches, ZeRO, offload and recomputation, and
+// refuses, naming it, what the partitioner cannot build or what the flags
+// contradict.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_TOOLS_COLOSSAL_COMPILE_BUILDLAYOUT_H
+#define COLOSSAL_TOOLS_COLOSSAL_COMPILE_BUILDLAYOUT_H
+
+#include "Flags.h"
+#include "passes/partition/SequenceAxisParallel.h"
+#include "passes/pipeline/TrainingPipeline.h"
+
+#include <optional>
+#include <string>
+
+namespace colossal::driver {
+
+struct BuildLayout {
+  /// Data-parallel ranks, microbatches per rank and step.
+  int64_t ranks = 1, microbatches = 1;
+  /// Ranks of the model axis: tensor (`tp`), or sequence (`sp`) when
+  /// `sequenceAxis` is set.
+  int64_t modelRanks = 1;
+  /// Megatron's sequence parallelism on the tensor axis.
+  bool sequenceParallel = false;
+  std::optional<partition::SequenceAlgorithm> sequenceAxis;
+  int64_t zero = 0;
+  bool offloadOptimizer = false;
+  /// "none", "selective" or "full".
+  std::string recompute = "none";
+  /// The batch one rank's microbatch computes (the compiled step's), if
+  /// --batch was given.
+  std::optional<int64_t> stepBatch;
+};
+
+/// The layout of `strategy` (a --strategy text, possibly the search's
+/// choice) or of the plan file of `request`; prints why and returns nullopt
+/// when it cannot be built.
+std::optional<BuildLayout> resolveBuildLayout(const Request &request,
+                                              const std::string &strategy);
+
+/// The pipeline options of `request` built as `layout`.
+void fillPipelineOptions(const Request &request, const BuildLayout &layout,
+                         pipeline::TrainingPipelineOptions &options);
+
+} // namespace colossal::driver
+
+#endif // COLOSSAL_TOOLS_COLOSSAL_COMPILE_BUILDLAYOUT_H
