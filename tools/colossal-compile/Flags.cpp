@@ -37,7 +37,8 @@ cl::opt<Emit> emit(
                    "attention, cross_entropy, ...)"),
         clEnumValN(Emit::Partitioned, "partitioned",
                    "after the model axis split of @forward (tp=N, sp=N, "
-                   "sp_mode=megatron; train-pipeline stop-after=partitioned)"),
+                   "sp_mode=megatron; colossal-opt --training-pipeline with "
+                   "stop-after=partitioned)"),
         clEnumValN(Emit::Train, "train",
                    "with @forward_backward (the loss and every trainable "
                    "parameter's gradient, train-autodiff) and @optimizer_step "
