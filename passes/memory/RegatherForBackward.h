@@ -10,7 +10,7 @@
 // all-gather of each gathered value it reads, placed just before its first
 // use there. The forward gather's result is then freed after its forward
 // uses; the backward gathers the same shard, so the values are bit for bit
-// the same. The cost model charges this second gather (Estimator.cpp), so
+// the same. The cost model charges this second gather (OpCost.cpp), so
 // the bytes the program moves are the plan's.
 //
 //===----------------------------------------------------------------------===//
