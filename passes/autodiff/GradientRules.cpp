@@ -134,24 +134,27 @@ LogicalResult einsumGrad(EinsumOp op, Value grad, SmallVectorImpl<Value> &out, B
   return success();
 }
 
-} // namespace
+/// What every rule reads: the op, its results' gradients (the first as
+/// `dy`), where the operands' gradients go, and the builders.
+struct RuleInputs {
+  Operation *op;
+  ArrayRef<Value> resultGrads;
+  Value dy;
+  SmallVectorImpl<Value> &out;
+  Builder &h;
+  OpBuilder &builder;
+};
 
-Value zerosLike(OpBuilder &builder, Location loc, Type type) {
-  auto t = cast<RankedTensorType>(type);
-  Type e = t.getElementType();
-  Attribute zero = isa<FloatType>(e) ? Attribute(builder.getFloatAttr(e, 0.0)) : builder.getIntegerAttr(e, 0);
-  return ConstantOp::create(builder, loc, cast<ElementsAttr>(DenseElementsAttr::get(t, zero)));
-}
-
-LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVectorImpl<Value> &out,
-                         OpBuilder &builder) {
-  Builder h{builder, op->getLoc()};
-  out.assign(op->getNumOperands(), Value());
-  Value dy = resultGrads.empty() ? Value() : resultGrads[0];
-  auto operandType = [&](unsigned i) { return typeOf(op->getOperand(i)); };
-
-  if (isa<ParamOp, ConstantOp>(op))
-    return success();
+/// Elementwise arithmetic and activations: each operand's gradient, unbroadcast to its shape.
+LogicalResult elementwiseRules(const RuleInputs &in, bool &handled) {
+  Operation *op = in.op;
+  [[maybe_unused]] ArrayRef<Value> resultGrads = in.resultGrads;
+  [[maybe_unused]] Value dy = in.dy;
+  SmallVectorImpl<Value> &out = in.out;
+  [[maybe_unused]] Builder &h = in.h;
+  [[maybe_unused]] OpBuilder &builder = in.builder;
+  [[maybe_unused]] auto operandType = [&](unsigned i) { return typeOf(op->getOperand(i)); };
+  handled = true;
   if (isa<AddOp>(op)) {
     out[0] = h.unbroadcast(dy, operandType(0));
     out[1] = h.unbroadcast(dy, operandType(1));
@@ -183,6 +186,123 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
   }
   // A resharding's gradient moves back between the dual layouts (sums and
   // copies swapped; Layout.h): the general form of the pairs below.
+  if (auto g = dyn_cast<GeluOp>(op)) {
+    out[0] = GeluGradOp::create(builder, op->getLoc(), operandType(0), g.getInput(), dy, g.getApproximateAttr());
+    return success();
+  }
+  if (auto s = dyn_cast<SiluOp>(op)) {
+    out[0] = SiluGradOp::create(builder, op->getLoc(), operandType(0), s.getInput(), dy);
+    return success();
+  }
+  if (isa<SinOp>(op)) {
+    Value c = CosOp::create(builder, op->getLoc(), operandType(0), op->getOperand(0));
+    out[0] = h.mul(dy, c, typeOf(dy));
+    return success();
+  }
+  if (isa<CosOp>(op)) {
+    Value s = SinOp::create(builder, op->getLoc(), operandType(0), op->getOperand(0));
+    out[0] = h.neg(h.mul(dy, s, typeOf(dy)));
+    return success();
+  }
+  if (isa<ExpOp>(op)) {
+    out[0] = h.mul(dy, op->getResult(0), typeOf(dy));
+    return success();
+  }
+  if (isa<TanhOp>(op)) {
+    // dy (1 - tanh^2)
+    Value y = op->getResult(0);
+    Value one = h.constant(typeOf(y), 1.0);
+    out[0] = h.mul(dy, h.sub(one, h.mul(y, y, typeOf(y)), typeOf(y)), typeOf(dy));
+    return success();
+  }
+  if (isa<ReluOp>(op)) {
+    Value x = op->getOperand(0);
+    auto boolType = RankedTensorType::get(typeOf(x).getShape(), builder.getI1Type());
+    Value positive = GreaterOp::create(builder, op->getLoc(), boolType, x, h.constant(typeOf(x), 0.0));
+    out[0] = WhereOp::create(builder, op->getLoc(), typeOf(dy), positive, dy, h.constant(typeOf(dy), 0.0));
+    return success();
+  }
+  if (isa<WhereOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    Value cond = op->getOperand(0), zero = h.constant(t, 0.0);
+    out[1] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, cond, dy, zero), operandType(1));
+    out[2] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, cond, zero, dy), operandType(2));
+    return success();
+  }
+  if (isa<MaxOp, MinOp>(op)) {
+    // The larger (smaller) operand takes the gradient; ties go to the first.
+    RankedTensorType t = typeOf(dy);
+    Value a = op->getOperand(0), b = op->getOperand(1), zero = h.constant(t, 0.0);
+    auto boolType = RankedTensorType::get(t.getShape(), builder.getI1Type());
+    Value secondWins = isa<MaxOp>(op) ? Value(GreaterOp::create(builder, op->getLoc(), boolType, b, a))
+                                      : Value(LessOp::create(builder, op->getLoc(), boolType, b, a));
+    out[0] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, secondWins, zero, dy), operandType(0));
+    out[1] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, secondWins, dy, zero), operandType(1));
+    return success();
+  }
+  if (isa<PowOp>(op)) {
+    // d a^b / da = b a^(b-1); d a^b / db = a^b log a
+    RankedTensorType t = typeOf(dy);
+    Value a = op->getOperand(0), b = op->getOperand(1), y = op->getResult(0);
+    Value bMinusOne = SubOp::create(builder, op->getLoc(), typeOf(b), b, h.constant(typeOf(b), 1.0));
+    Value da = h.mul(h.mul(dy, b, t), PowOp::create(builder, op->getLoc(), t, a, bMinusOne), t);
+    out[0] = h.unbroadcast(da, operandType(0));
+    Value logA = LogOp::create(builder, op->getLoc(), typeOf(a), a);
+    out[1] = h.unbroadcast(h.mul(h.mul(dy, y, t), logA, t), operandType(1));
+    return success();
+  }
+  if (isa<SqrtOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    out[0] = h.div(h.mul(dy, h.constant(t, 0.5), t), op->getResult(0), t);
+    return success();
+  }
+  if (isa<ReciprocalOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    Value y = op->getResult(0);
+    out[0] = h.neg(h.mul(dy, h.mul(y, y, t), t));
+    return success();
+  }
+  if (isa<SigmoidOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    Value y = op->getResult(0);
+    out[0] = h.mul(h.mul(dy, y, t), h.sub(h.constant(t, 1.0), y, t), t);
+    return success();
+  }
+  if (isa<LogOp>(op)) {
+    out[0] = h.div(dy, op->getOperand(0), typeOf(dy));
+    return success();
+  }
+  if (isa<AbsOp>(op)) {
+    RankedTensorType t = typeOf(dy);
+    auto boolType = RankedTensorType::get(t.getShape(), builder.getI1Type());
+    Value negative = LessOp::create(builder, op->getLoc(), boolType, op->getOperand(0), h.constant(t, 0.0));
+    out[0] = WhereOp::create(builder, op->getLoc(), t, negative, h.neg(dy), dy);
+    return success();
+  }
+  if (isa<ErfOp>(op)) {
+    // 2 / sqrt(pi) exp(-x^2)
+    RankedTensorType t = typeOf(dy);
+    Value x = op->getOperand(0);
+    Value e = ExpOp::create(builder, op->getLoc(), t, h.neg(h.mul(x, x, t)));
+    out[0] = h.mul(h.mul(dy, e, t), h.constant(t, 1.1283791670955126), t);
+    return success();
+  }
+  handled = false;
+  return success();
+}
+
+/// Values moved, not computed: reshardings and collectives (their duals), casts, views, slices, concatenations, gathers.
+LogicalResult layoutRules(const RuleInputs &in, bool &handled) {
+  Operation *op = in.op;
+  [[maybe_unused]] ArrayRef<Value> resultGrads = in.resultGrads;
+  [[maybe_unused]] Value dy = in.dy;
+  SmallVectorImpl<Value> &out = in.out;
+  [[maybe_unused]] Builder &h = in.h;
+  [[maybe_unused]] OpBuilder &builder = in.builder;
+  [[maybe_unused]] auto operandType = [&](unsigned i) { return typeOf(op->getOperand(i)); };
+  handled = true;
+  if (isa<ParamOp, ConstantOp>(op))
+    return success();
   if (auto reshard = dyn_cast<ReshardOp>(op)) {
     std::string error;
     std::optional<Layout> from = parseLayout(reshard.getFrom(), operandType(0).getRank(), error);
@@ -252,6 +372,56 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     out[0] = h.transpose(dy, inverse);
     return success();
   }
+  if (auto g = dyn_cast<GatherOp>(op)) {
+    out[0] = GatherGradOp::create(builder, op->getLoc(), operandType(0), g.getIndices(), dy, g.getAxisAttr(),
+                                  g.getMeshAxisAttr());
+    return success();
+  }
+  if (auto s = dyn_cast<SliceOp>(op)) {
+    out[0] = SliceGradOp::create(builder, op->getLoc(), operandType(0), dy, s.getStartsAttr(), s.getLimitsAttr(),
+                                 s.getStepsAttr());
+    return success();
+  }
+  if (auto c = dyn_cast<ConcatOp>(op)) {
+    int64_t axis = int64_t(c.getAxis()), rank = typeOf(dy).getRank(), offset = 0;
+    if (axis < 0)
+      axis += rank;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      RankedTensorType t = operandType(i);
+      SmallVector<int64_t> starts(rank, 0), limits(typeOf(dy).getShape()), steps(rank, 1);
+      starts[axis] = offset;
+      limits[axis] = offset + t.getDimSize(axis);
+      offset += t.getDimSize(axis);
+      out[i] = SliceOp::create(builder, op->getLoc(), t, dy, builder.getDenseI64ArrayAttr(starts),
+                               builder.getDenseI64ArrayAttr(limits), builder.getDenseI64ArrayAttr(steps));
+    }
+    return success();
+  }
+  if (auto s = dyn_cast<SplitOp>(op)) {
+    SmallVector<Value> pieces;
+    for (auto [result, grad] : llvm::zip(op->getResults(), resultGrads))
+      pieces.push_back(grad ? grad : zerosLike(builder, op->getLoc(), result.getType()));
+    out[0] = ConcatOp::create(builder, op->getLoc(), operandType(0), pieces, s.getAxisAttr());
+    return success();
+  }
+  if (auto t = dyn_cast<TriluOp>(op)) {
+    out[0] = TriluOp::create(builder, op->getLoc(), typeOf(dy), dy, t.getUpperAttr(), t.getKAttr());
+    return success();
+  }
+  handled = false;
+  return success();
+}
+
+/// Products: linear layers, matrix products, convolutions, einsum.
+LogicalResult contractionRules(const RuleInputs &in, bool &handled) {
+  Operation *op = in.op;
+  [[maybe_unused]] ArrayRef<Value> resultGrads = in.resultGrads;
+  [[maybe_unused]] Value dy = in.dy;
+  SmallVectorImpl<Value> &out = in.out;
+  [[maybe_unused]] Builder &h = in.h;
+  [[maybe_unused]] OpBuilder &builder = in.builder;
+  [[maybe_unused]] auto operandType = [&](unsigned i) { return typeOf(op->getOperand(i)); };
+  handled = true;
   if (auto l = dyn_cast<LinearOp>(op)) {
     // y[..., n] = x[..., k] w[k, n] + b[n]
     Value x = l.getInput(), w = l.getWeight();
@@ -288,42 +458,52 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     out[1] = db;
     return success();
   }
-  if (auto g = dyn_cast<GeluOp>(op)) {
-    out[0] = GeluGradOp::create(builder, op->getLoc(), operandType(0), g.getInput(), dy, g.getApproximateAttr());
+  if (auto c = dyn_cast<ConvOp>(op)) {
+    auto grad = ConvGradOp::create(builder, op->getLoc(), operandType(0), operandType(1), c.getInput(), c.getWeight(),
+                                   dy, c.getStridesAttr(), c.getPadsAttr(), c.getDilationsAttr(), c.getGroupAttr());
+    out[0] = grad.getInputGrad();
+    out[1] = grad.getWeightGrad();
+    if (c.getBias()) {
+      // Sum over the batch and every spatial dimension.
+      SmallVector<int64_t> axes{0};
+      for (int64_t d = 2; d < typeOf(dy).getRank(); ++d)
+        axes.push_back(d);
+      out[2] = h.reshape(h.reduceSum(dy, axes), typeOf(c.getBias()));
+    }
     return success();
   }
-  if (auto s = dyn_cast<SiluOp>(op)) {
-    out[0] = SiluGradOp::create(builder, op->getLoc(), operandType(0), s.getInput(), dy);
+  if (auto g = dyn_cast<GemmOp>(op)) {
+    // y = alpha op(a) op(b) + beta c
+    RankedTensorType at = operandType(0), yt = typeOf(dy);
+    double alpha = g.getAlpha().convertToDouble(), beta = g.getBeta().convertToDouble();
+    Value scaled = h.mul(dy, h.constant(yt, alpha), yt);
+    Value opB = g.getTransB() ? g.getB() : h.transpose(g.getB(), {1, 0});   // op(b)^T
+    Value opA = g.getTransA() ? g.getA() : h.transpose(g.getA(), {1, 0});   // op(a)^T
+    int64_t m = yt.getDimSize(0), n = yt.getDimSize(1), k = g.getTransA() ? at.getDimSize(0) : at.getDimSize(1);
+    Value dOpA = h.matmul(scaled, opB, withShape(yt, {m, k}));
+    Value dOpB = h.matmul(opA, scaled, withShape(yt, {k, n}));
+    out[0] = g.getTransA() ? h.transpose(dOpA, {1, 0}) : dOpA;
+    out[1] = g.getTransB() ? h.transpose(dOpB, {1, 0}) : dOpB;
+    if (g.getC())
+      out[2] = h.unbroadcast(h.mul(dy, h.constant(yt, beta), yt), typeOf(g.getC()));
     return success();
   }
-  if (isa<SinOp>(op)) {
-    Value c = CosOp::create(builder, op->getLoc(), operandType(0), op->getOperand(0));
-    out[0] = h.mul(dy, c, typeOf(dy));
-    return success();
-  }
-  if (isa<CosOp>(op)) {
-    Value s = SinOp::create(builder, op->getLoc(), operandType(0), op->getOperand(0));
-    out[0] = h.neg(h.mul(dy, s, typeOf(dy)));
-    return success();
-  }
-  if (isa<ExpOp>(op)) {
-    out[0] = h.mul(dy, op->getResult(0), typeOf(dy));
-    return success();
-  }
-  if (isa<TanhOp>(op)) {
-    // dy (1 - tanh^2)
-    Value y = op->getResult(0);
-    Value one = h.constant(typeOf(y), 1.0);
-    out[0] = h.mul(dy, h.sub(one, h.mul(y, y, typeOf(y)), typeOf(y)), typeOf(dy));
-    return success();
-  }
-  if (isa<ReluOp>(op)) {
-    Value x = op->getOperand(0);
-    auto boolType = RankedTensorType::get(typeOf(x).getShape(), builder.getI1Type());
-    Value positive = GreaterOp::create(builder, op->getLoc(), boolType, x, h.constant(typeOf(x), 0.0));
-    out[0] = WhereOp::create(builder, op->getLoc(), typeOf(dy), positive, dy, h.constant(typeOf(dy), 0.0));
-    return success();
-  }
+  if (auto e = dyn_cast<EinsumOp>(op))
+    return einsumGrad(e, dy, out, h);
+  handled = false;
+  return success();
+}
+
+/// Normalisation, attention, the loss, dropout, softmax and reductions.
+LogicalResult networkRules(const RuleInputs &in, bool &handled) {
+  Operation *op = in.op;
+  [[maybe_unused]] ArrayRef<Value> resultGrads = in.resultGrads;
+  [[maybe_unused]] Value dy = in.dy;
+  SmallVectorImpl<Value> &out = in.out;
+  [[maybe_unused]] Builder &h = in.h;
+  [[maybe_unused]] OpBuilder &builder = in.builder;
+  [[maybe_unused]] auto operandType = [&](unsigned i) { return typeOf(op->getOperand(i)); };
+  handled = true;
   if (auto n = dyn_cast<LayerNormOp>(op)) {
     SmallVector<Type> types{operandType(0)};
     if (n.getScale())
@@ -369,38 +549,6 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
                                         c.getClassesAttr(), c.getTokenAxisAttr());
     return success();
   }
-  if (auto g = dyn_cast<GatherOp>(op)) {
-    out[0] = GatherGradOp::create(builder, op->getLoc(), operandType(0), g.getIndices(), dy, g.getAxisAttr(),
-                                  g.getMeshAxisAttr());
-    return success();
-  }
-  if (auto s = dyn_cast<SliceOp>(op)) {
-    out[0] = SliceGradOp::create(builder, op->getLoc(), operandType(0), dy, s.getStartsAttr(), s.getLimitsAttr(),
-                                 s.getStepsAttr());
-    return success();
-  }
-  if (auto c = dyn_cast<ConcatOp>(op)) {
-    int64_t axis = int64_t(c.getAxis()), rank = typeOf(dy).getRank(), offset = 0;
-    if (axis < 0)
-      axis += rank;
-    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      RankedTensorType t = operandType(i);
-      SmallVector<int64_t> starts(rank, 0), limits(typeOf(dy).getShape()), steps(rank, 1);
-      starts[axis] = offset;
-      limits[axis] = offset + t.getDimSize(axis);
-      offset += t.getDimSize(axis);
-      out[i] = SliceOp::create(builder, op->getLoc(), t, dy, builder.getDenseI64ArrayAttr(starts),
-                               builder.getDenseI64ArrayAttr(limits), builder.getDenseI64ArrayAttr(steps));
-    }
-    return success();
-  }
-  if (auto s = dyn_cast<SplitOp>(op)) {
-    SmallVector<Value> pieces;
-    for (auto [result, grad] : llvm::zip(op->getResults(), resultGrads))
-      pieces.push_back(grad ? grad : zerosLike(builder, op->getLoc(), result.getType()));
-    out[0] = ConcatOp::create(builder, op->getLoc(), operandType(0), pieces, s.getAxisAttr());
-    return success();
-  }
   if (auto d = dyn_cast<DropoutOp>(op)) {
     // dy * mask / (1 - ratio), the mask the forward pass drew.
     RankedTensorType t = typeOf(dy);
@@ -421,20 +569,6 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     double count = double(in.getNumElements()) / double(withShape(in, kept).getNumElements());
     Value spread = BroadcastOp::create(builder, op->getLoc(), in, h.reshape(dy, withShape(typeOf(dy), kept)));
     out[0] = h.mul(spread, h.constant(in, 1.0 / count), in);
-    return success();
-  }
-  if (auto c = dyn_cast<ConvOp>(op)) {
-    auto grad = ConvGradOp::create(builder, op->getLoc(), operandType(0), operandType(1), c.getInput(), c.getWeight(),
-                                   dy, c.getStridesAttr(), c.getPadsAttr(), c.getDilationsAttr(), c.getGroupAttr());
-    out[0] = grad.getInputGrad();
-    out[1] = grad.getWeightGrad();
-    if (c.getBias()) {
-      // Sum over the batch and every spatial dimension.
-      SmallVector<int64_t> axes{0};
-      for (int64_t d = 2; d < typeOf(dy).getRank(); ++d)
-        axes.push_back(d);
-      out[2] = h.reshape(h.reduceSum(dy, axes), typeOf(c.getBias()));
-    }
     return success();
   }
   if (auto s = dyn_cast<SoftmaxOp>(op)) {
@@ -460,71 +594,6 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     out[0] = h.sub(dy, h.mul(p, total, t), t);
     return success();
   }
-  if (isa<WhereOp>(op)) {
-    RankedTensorType t = typeOf(dy);
-    Value cond = op->getOperand(0), zero = h.constant(t, 0.0);
-    out[1] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, cond, dy, zero), operandType(1));
-    out[2] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, cond, zero, dy), operandType(2));
-    return success();
-  }
-  if (isa<MaxOp, MinOp>(op)) {
-    // The larger (smaller) operand takes the gradient; ties go to the first.
-    RankedTensorType t = typeOf(dy);
-    Value a = op->getOperand(0), b = op->getOperand(1), zero = h.constant(t, 0.0);
-    auto boolType = RankedTensorType::get(t.getShape(), builder.getI1Type());
-    Value secondWins = isa<MaxOp>(op) ? Value(GreaterOp::create(builder, op->getLoc(), boolType, b, a))
-                                      : Value(LessOp::create(builder, op->getLoc(), boolType, b, a));
-    out[0] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, secondWins, zero, dy), operandType(0));
-    out[1] = h.unbroadcast(WhereOp::create(builder, op->getLoc(), t, secondWins, dy, zero), operandType(1));
-    return success();
-  }
-  if (isa<PowOp>(op)) {
-    // d a^b / da = b a^(b-1); d a^b / db = a^b log a
-    RankedTensorType t = typeOf(dy);
-    Value a = op->getOperand(0), b = op->getOperand(1), y = op->getResult(0);
-    Value bMinusOne = SubOp::create(builder, op->getLoc(), typeOf(b), b, h.constant(typeOf(b), 1.0));
-    Value da = h.mul(h.mul(dy, b, t), PowOp::create(builder, op->getLoc(), t, a, bMinusOne), t);
-    out[0] = h.unbroadcast(da, operandType(0));
-    Value logA = LogOp::create(builder, op->getLoc(), typeOf(a), a);
-    out[1] = h.unbroadcast(h.mul(h.mul(dy, y, t), logA, t), operandType(1));
-    return success();
-  }
-  if (isa<SqrtOp>(op)) {
-    RankedTensorType t = typeOf(dy);
-    out[0] = h.div(h.mul(dy, h.constant(t, 0.5), t), op->getResult(0), t);
-    return success();
-  }
-  if (isa<ReciprocalOp>(op)) {
-    RankedTensorType t = typeOf(dy);
-    Value y = op->getResult(0);
-    out[0] = h.neg(h.mul(dy, h.mul(y, y, t), t));
-    return success();
-  }
-  if (isa<SigmoidOp>(op)) {
-    RankedTensorType t = typeOf(dy);
-    Value y = op->getResult(0);
-    out[0] = h.mul(h.mul(dy, y, t), h.sub(h.constant(t, 1.0), y, t), t);
-    return success();
-  }
-  if (isa<LogOp>(op)) {
-    out[0] = h.div(dy, op->getOperand(0), typeOf(dy));
-    return success();
-  }
-  if (isa<AbsOp>(op)) {
-    RankedTensorType t = typeOf(dy);
-    auto boolType = RankedTensorType::get(t.getShape(), builder.getI1Type());
-    Value negative = LessOp::create(builder, op->getLoc(), boolType, op->getOperand(0), h.constant(t, 0.0));
-    out[0] = WhereOp::create(builder, op->getLoc(), t, negative, h.neg(dy), dy);
-    return success();
-  }
-  if (isa<ErfOp>(op)) {
-    // 2 / sqrt(pi) exp(-x^2)
-    RankedTensorType t = typeOf(dy);
-    Value x = op->getOperand(0);
-    Value e = ExpOp::create(builder, op->getLoc(), t, h.neg(h.mul(x, x, t)));
-    out[0] = h.mul(h.mul(dy, e, t), h.constant(t, 1.1283791670955126), t);
-    return success();
-  }
   if (auto r = dyn_cast<ReduceMaxOp>(op)) {
     // The elements equal to the maximum take the gradient (every one of them
     // on ties).
@@ -538,28 +607,31 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
     out[0] = WhereOp::create(builder, op->getLoc(), in, isMax, spread, h.constant(in, 0.0));
     return success();
   }
-  if (auto g = dyn_cast<GemmOp>(op)) {
-    // y = alpha op(a) op(b) + beta c
-    RankedTensorType at = operandType(0), yt = typeOf(dy);
-    double alpha = g.getAlpha().convertToDouble(), beta = g.getBeta().convertToDouble();
-    Value scaled = h.mul(dy, h.constant(yt, alpha), yt);
-    Value opB = g.getTransB() ? g.getB() : h.transpose(g.getB(), {1, 0});   // op(b)^T
-    Value opA = g.getTransA() ? g.getA() : h.transpose(g.getA(), {1, 0});   // op(a)^T
-    int64_t m = yt.getDimSize(0), n = yt.getDimSize(1), k = g.getTransA() ? at.getDimSize(0) : at.getDimSize(1);
-    Value dOpA = h.matmul(scaled, opB, withShape(yt, {m, k}));
-    Value dOpB = h.matmul(opA, scaled, withShape(yt, {k, n}));
-    out[0] = g.getTransA() ? h.transpose(dOpA, {1, 0}) : dOpA;
-    out[1] = g.getTransB() ? h.transpose(dOpB, {1, 0}) : dOpB;
-    if (g.getC())
-      out[2] = h.unbroadcast(h.mul(dy, h.constant(yt, beta), yt), typeOf(g.getC()));
-    return success();
+  handled = false;
+  return success();
+}
+
+} // namespace
+
+Value zerosLike(OpBuilder &builder, Location loc, Type type) {
+  auto t = cast<RankedTensorType>(type);
+  Type e = t.getElementType();
+  Attribute zero = isa<FloatType>(e) ? Attribute(builder.getFloatAttr(e, 0.0)) : builder.getIntegerAttr(e, 0);
+  return ConstantOp::create(builder, loc, cast<ElementsAttr>(DenseElementsAttr::get(t, zero)));
+}
+
+LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVectorImpl<Value> &out,
+                         OpBuilder &builder) {
+  Builder h{builder, op->getLoc()};
+  out.assign(op->getNumOperands(), Value());
+  Value dy = resultGrads.empty() ? Value() : resultGrads[0];
+  RuleInputs in{op, resultGrads, dy, out, h, builder};
+  for (auto rules : {elementwiseRules, layoutRules, contractionRules, networkRules}) {
+    bool handled = false;
+    LogicalResult result = rules(in, handled);
+    if (handled)
+      return result;
   }
-  if (auto t = dyn_cast<TriluOp>(op)) {
-    out[0] = TriluOp::create(builder, op->getLoc(), typeOf(dy), dy, t.getUpperAttr(), t.getKAttr());
-    return success();
-  }
-  if (auto e = dyn_cast<EinsumOp>(op))
-    return einsumGrad(e, dy, out, h);
   return op->emitError("autodiff: no gradient rule for ") << op->getName();
 }
 
