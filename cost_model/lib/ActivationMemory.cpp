@@ -9,20 +9,17 @@ namespace {
 
 /// How many more ways the producer split an input than the op reads it:
 /// the saving when the op keeps the producer's shard and gathers it again.
-double producerExtraSplit(const Graph &graph, const GraphSharding &sharding,
-                          const Mesh &mesh, const Op &op, const OpSharding &s,
-                          const TensorUse &use) {
+double producerExtraSplit(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh, const Op &op,
+                          const OpSharding &s, const TensorUse &use) {
   const Value &value = graph.values[use.value];
   if (value.producer < 0)
     return 1;
   const Op &producer = graph.ops[value.producer];
   for (const TensorUse &out : producer.outputs)
     if (out.value == use.value) {
-      double here =
-          fullElements(op, use.dims) / localElements(op, s, mesh, use.dims);
+      double here = fullElements(op, use.dims) / localElements(op, s, mesh, use.dims);
       double there =
-          fullElements(producer, out.dims) /
-          localElements(producer, sharding[value.producer], mesh, out.dims);
+          fullElements(producer, out.dims) / localElements(producer, sharding[value.producer], mesh, out.dims);
       return std::max(1.0, there / here);
     }
   return 1;
@@ -65,30 +62,24 @@ bool readsFromOutsideLayer(const Graph &graph, size_t o, size_t i) {
 /// Bytes op `o` keeps for backward on one rank under selective or no
 /// recomputation; a value already in `held` (kept by an earlier op) is not
 /// kept twice.
-double opSavedBytes(const Graph &graph, const GraphSharding &sharding,
-                    const Mesh &mesh, size_t o, Recompute recompute,
-                    bool keepShardedInputs, std::vector<char> &held,
-                    const std::vector<char> *exchanged) {
+double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh, size_t o, Recompute recompute,
+                    bool keepShardedInputs, std::vector<char> &held, const std::vector<char> *exchanged) {
   const Op &op = graph.ops[o];
   double bytes = 0;
   for (const SavedTensor &saved : op.saved) {
     if (recompute == Recompute::Selective && saved.recomputedWhenSelective &&
-        !(exchanged && savedValue(op, saved) >= 0 &&
-          (*exchanged)[size_t(savedValue(op, saved))]))
+        !(exchanged && savedValue(op, saved) >= 0 && (*exchanged)[size_t(savedValue(op, saved))]))
       continue;
     // The step's inputs (the batch) are the trainer's, held whether or not
     // an op reads them again.
     if (int value = savedValue(op, saved);
-        value >= 0 && graph.values[size_t(value)].producer < 0 &&
-        !graph.values[size_t(value)].isParameter)
+        value >= 0 && graph.values[size_t(value)].producer < 0 && !graph.values[size_t(value)].isParameter)
       continue;
     if (!holdOnce(held, savedValue(op, saved)))
       continue;
-    double kept =
-        localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
+    double kept = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
     if (keepShardedInputs && saved.input >= 0)
-      kept /= producerExtraSplit(graph, sharding, mesh, op, sharding[o],
-                                 op.inputs[saved.input]);
+      kept /= producerExtraSplit(graph, sharding, mesh, op, sharding[o], op.inputs[saved.input]);
     bytes += kept;
   }
   return bytes;
@@ -101,13 +92,9 @@ namespace {
 /// Adds to `bytes` (per layer) those a re-run op reads that no op already
 /// keeps, for the ops whose results the backward pass needs (a saved tensor
 /// made again, or another needed re-run op's input).
-void addRecomputationSources(const Graph &graph, const GraphSharding &sharding,
-                             const Mesh &mesh, std::vector<double> &bytes,
-                             std::vector<char> &held,
-                             const std::vector<char> *exchanged) {
-  auto isExchanged = [&](int value) {
-    return exchanged && (*exchanged)[size_t(value)];
-  };
+void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                             std::vector<double> &bytes, std::vector<char> &held, const std::vector<char> *exchanged) {
+  auto isExchanged = [&](int value) { return exchanged && (*exchanged)[size_t(value)]; };
   auto remade = [&](int producer, int layer) {
     return producer >= 0 && graph.ops[size_t(producer)].layer == layer &&
            graph.ops[size_t(producer)].recomputedWhenSelective;
@@ -117,13 +104,11 @@ void addRecomputationSources(const Graph &graph, const GraphSharding &sharding,
   std::vector<char> readByNeeded(graph.values.size(), 0);
   for (const Op &op : graph.ops)
     for (const SavedTensor &saved : op.saved)
-      if (int value = savedValue(op, saved);
-          value >= 0 && saved.recomputedWhenSelective && !isExchanged(value))
+      if (int value = savedValue(op, saved); value >= 0 && saved.recomputedWhenSelective && !isExchanged(value))
         readByNeeded[size_t(value)] = 1;
   for (size_t o = graph.ops.size(); o-- > 0;) {
     const Op &op = graph.ops[o];
-    if (op.layer < 0 || op.layer >= int(bytes.size()) ||
-        !op.recomputedWhenSelective)
+    if (op.layer < 0 || op.layer >= int(bytes.size()) || !op.recomputedWhenSelective)
       continue;
     // A mask or output the op keeps itself is made again by running it.
     bool need = false;
@@ -143,8 +128,7 @@ void addRecomputationSources(const Graph &graph, const GraphSharding &sharding,
       }
       if (value.isParameter || value.producer < 0 || !holdOnce(held, use.value))
         continue;
-      bytes[size_t(op.layer)] +=
-          localElements(op, sharding[o], mesh, use.dims) * bytesOf(value.dtype);
+      bytes[size_t(op.layer)] += localElements(op, sharding[o], mesh, use.dims) * bytesOf(value.dtype);
     }
   }
 }
@@ -157,10 +141,8 @@ void addRecomputationSources(const Graph &graph, const GraphSharding &sharding,
 /// reads it) and frees the result after its last use, so a remade tensor
 /// lives from the backward of its last reader in the forward order down to
 /// that of its first, not for the whole layer.
-std::vector<double> remadeLiveBytes(const Graph &graph,
-                                    const GraphSharding &sharding,
-                                    const Mesh &mesh, Recompute recompute,
-                                    const std::vector<char> &exchanged) {
+std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                                    Recompute recompute, const std::vector<char> &exchanged) {
   std::vector<double> live(graph.ops.size() + 1, 0.0);
   if (recompute == Recompute::None)
     return live;
@@ -173,20 +155,17 @@ std::vector<double> remadeLiveBytes(const Graph &graph,
           producer >= 0 && graph.ops[size_t(producer)].layer != op.layer)
         leaves[size_t(use.value)] = 1;
   auto reruns = [&](const Op &op) {
-    return op.layer >= 0 &&
-           (recompute == Recompute::Full || op.recomputedWhenSelective);
+    return op.layer >= 0 && (recompute == Recompute::Full || op.recomputedWhenSelective);
   };
   auto remade = [&](int value) {
     int producer = graph.values[size_t(value)].producer;
-    return producer >= 0 && !leaves[size_t(value)] &&
-           !exchanged[size_t(value)] && reruns(graph.ops[size_t(producer)]);
+    return producer >= 0 && !leaves[size_t(value)] && !exchanged[size_t(value)] && reruns(graph.ops[size_t(producer)]);
   };
   // Per value: the backward op (by forward index) that first needs it made
   // again, the last that reads it, and its bytes (from a reader that keeps
   // it; -1 when no backward op reads it and it only feeds re-runs).
   const int none = -1;
-  std::vector<int> first(graph.values.size(), none),
-      last(graph.values.size(), none);
+  std::vector<int> first(graph.values.size(), none), last(graph.values.size(), none);
   std::vector<double> bytes(graph.values.size(), -1.0);
   std::vector<double> masks(graph.ops.size(), 0.0);
   // Selective recomputation: where the re-runs last read each kept tensor
@@ -199,25 +178,20 @@ std::vector<double> remadeLiveBytes(const Graph &graph,
     if (op.layer < 0)
       continue;
     for (const SavedTensor &saved : op.saved) {
-      double size = localElements(op, sharding[o], mesh, saved.dims) *
-                    bytesOf(saved.dtype);
+      double size = localElements(op, sharding[o], mesh, saved.dims) * bytesOf(saved.dtype);
       int value = savedValue(op, saved);
-      if (value >= 0 &&
-          !(recompute == Recompute::Selective && saved.recomputedWhenSelective))
+      if (value >= 0 && !(recompute == Recompute::Selective && saved.recomputedWhenSelective))
         keptByBackward[size_t(value)] = 1;
       if (value < 0) {
         // A mask: made again by its own op's re-run, read by its backward.
-        if (reruns(op) &&
-            (recompute == Recompute::Full || saved.recomputedWhenSelective))
+        if (reruns(op) && (recompute == Recompute::Full || saved.recomputedWhenSelective))
           masks[o] += size;
         continue;
       }
       if (!remade(value))
         continue;
       first[size_t(value)] = std::max(first[size_t(value)], int(o));
-      last[size_t(value)] = last[size_t(value)] == none
-                                ? int(o)
-                                : std::min(last[size_t(value)], int(o));
+      last[size_t(value)] = last[size_t(value)] == none ? int(o) : std::min(last[size_t(value)], int(o));
       if (bytes[size_t(value)] < 0)
         bytes[size_t(value)] = size;
     }
@@ -240,15 +214,11 @@ std::vector<double> remadeLiveBytes(const Graph &graph,
         // collective's result): freed once the last of them has read it,
         // unless a backward op keeps it too.
         const Value &source = graph.values[size_t(use.value)];
-        if ((recompute == Recompute::Selective ||
-             exchanged[size_t(use.value)]) &&
-            !source.isParameter && source.producer >= 0 &&
-            !leaves[size_t(use.value)]) {
+        if ((recompute == Recompute::Selective || exchanged[size_t(use.value)]) && !source.isParameter &&
+            source.producer >= 0 && !leaves[size_t(use.value)]) {
           int &read = sourceReadAt[size_t(use.value)];
           read = read == none ? needed : std::min(read, needed);
-          sourceBytes[size_t(use.value)] =
-              localElements(op, sharding[o], mesh, use.dims) *
-              bytesOf(source.dtype);
+          sourceBytes[size_t(use.value)] = localElements(op, sharding[o], mesh, use.dims) * bytesOf(source.dtype);
         }
         continue;
       }
@@ -262,8 +232,7 @@ std::vector<double> remadeLiveBytes(const Graph &graph,
   // forward indices) they are gone.
   std::vector<int> layerStart(size_t(std::max(0, graph.numLayers)), -1);
   for (size_t o = 0; o < graph.ops.size(); ++o)
-    if (int l = graph.ops[o].layer;
-        l >= 0 && l < graph.numLayers && layerStart[size_t(l)] < 0)
+    if (int l = graph.ops[o].layer; l >= 0 && l < graph.numLayers && layerStart[size_t(l)] < 0)
       layerStart[size_t(l)] = int(o);
   std::vector<double> change(graph.ops.size() + 1, 0.0);
   for (size_t v = 0; v < graph.values.size(); ++v) {
@@ -301,28 +270,22 @@ std::vector<double> remadeLiveBytes(const Graph &graph,
 
 /// Per layer, the bytes kept for backward under `recompute` (one pass over
 /// the graph, so evaluating a deep model stays linear in its depth).
-std::vector<double>
-layerActivationBytes(const Graph &graph, const GraphSharding &sharding,
-                     const Mesh &mesh, Recompute recompute,
-                     bool keepShardedInputs,
-                     const std::vector<char> *exchanged = nullptr) {
+std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
+                                         Recompute recompute, bool keepShardedInputs,
+                                         const std::vector<char> *exchanged = nullptr) {
   std::vector<double> bytes(std::max(0, graph.numLayers), 0.0);
   std::vector<char> held(graph.values.size(), 0);
   // An op whose every result leaves its layer (the residual add making the
   // layer's output) is not run again: the output is the next checkpoint.
-  std::vector<char> leaves(
-      recompute == Recompute::Full ? graph.values.size() : 0, 0);
+  std::vector<char> leaves(recompute == Recompute::Full ? graph.values.size() : 0, 0);
   for (size_t o = 0; o < graph.ops.size() && !leaves.empty(); ++o)
     for (const TensorUse &use : graph.ops[o].inputs)
       if (int producer = graph.values[size_t(use.value)].producer;
-          producer >= 0 &&
-          graph.ops[size_t(producer)].layer != graph.ops[o].layer)
+          producer >= 0 && graph.ops[size_t(producer)].layer != graph.ops[o].layer)
         leaves[size_t(use.value)] = 1;
   auto makesCheckpoint = [&](const Op &op) {
-    return !op.outputs.empty() &&
-           std::all_of(
-               op.outputs.begin(), op.outputs.end(),
-               [&](const TensorUse &out) { return leaves[size_t(out.value)]; });
+    return !op.outputs.empty() && std::all_of(op.outputs.begin(), op.outputs.end(),
+                                              [&](const TensorUse &out) { return leaves[size_t(out.value)]; });
   };
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
@@ -336,19 +299,14 @@ layerActivationBytes(const Graph &graph, const GraphSharding &sharding,
       // reads.
       for (size_t i = 0; i < op.inputs.size(); ++i) {
         const Value &value = graph.values[size_t(op.inputs[i].value)];
-        bool exchange = exchanged && (*exchanged)[size_t(op.inputs[i].value)] &&
-                        !makesCheckpoint(op);
-        if ((!readsFromOutsideLayer(graph, o, i) && !exchange) ||
-            !holdOnce(held, op.inputs[i].value))
+        bool exchange = exchanged && (*exchanged)[size_t(op.inputs[i].value)] && !makesCheckpoint(op);
+        if ((!readsFromOutsideLayer(graph, o, i) && !exchange) || !holdOnce(held, op.inputs[i].value))
           continue;
-        bytes[op.layer] +=
-            localElements(op, sharding[o], mesh, op.inputs[i].dims) *
-            bytesOf(value.dtype);
+        bytes[op.layer] += localElements(op, sharding[o], mesh, op.inputs[i].dims) * bytesOf(value.dtype);
       }
       continue;
     }
-    bytes[op.layer] += opSavedBytes(graph, sharding, mesh, o, recompute,
-                                    keepShardedInputs, held, exchanged);
+    bytes[op.layer] += opSavedBytes(graph, sharding, mesh, o, recompute, keepShardedInputs, held, exchanged);
   }
   if (recompute == Recompute::Selective)
     addRecomputationSources(graph, sharding, mesh, bytes, held, exchanged);
@@ -357,11 +315,9 @@ layerActivationBytes(const Graph &graph, const GraphSharding &sharding,
 
 } // namespace
 
-double savedActivationBytes(const Graph &graph, const GraphSharding &sharding,
-                            const Mesh &mesh, Recompute recompute, int layer,
-                            bool keepShardedInputs) {
-  std::vector<double> bytes =
-      layerActivationBytes(graph, sharding, mesh, recompute, keepShardedInputs);
+double savedActivationBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh, Recompute recompute,
+                            int layer, bool keepShardedInputs) {
+  std::vector<double> bytes = layerActivationBytes(graph, sharding, mesh, recompute, keepShardedInputs);
   return layer >= 0 && layer < int(bytes.size()) ? bytes[layer] : 0.0;
 }
 
@@ -385,13 +341,11 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
   // Only recomputation reads them.
   bool recomputes = strategy.recompute != Recompute::None;
   std::vector<char> exchanged(graph.values.size(), 0);
-  if (recomputes && strategy.spMode == SequenceMode::AllToAll && sp >= 0 &&
-      mesh.axes[size_t(sp)].size > 1)
+  if (recomputes && strategy.spMode == SequenceMode::AllToAll && sp >= 0 && mesh.axes[size_t(sp)].size > 1)
     for (const Op &op : graph.ops)
       for (const TensorUse &use : op.inputs)
         if (int producer = graph.values[size_t(use.value)].producer;
-            producer >= 0 &&
-            graph.ops[size_t(producer)].attentionCore != op.attentionCore)
+            producer >= 0 && graph.ops[size_t(producer)].attentionCore != op.attentionCore)
           exchanged[size_t(use.value)] = 1;
   // Likewise the sums that make a layer's pending partial results whole (a
   // row-parallel linear's output under tensor parallelism): the program
@@ -399,20 +353,15 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
   for (const Op &op : graph.ops)
     for (const TensorUse &use : op.inputs)
       if (int producer = graph.values[size_t(use.value)].producer;
-          recomputes && producer >= 0 && op.layer >= 0 &&
-          graph.ops[size_t(producer)].layer == op.layer)
+          recomputes && producer >= 0 && op.layer >= 0 && graph.ops[size_t(producer)].layer == op.layer)
         for (const TensorUse &out : graph.ops[size_t(producer)].outputs)
-          if (out.value == use.value &&
-              pendingSum(graph.ops[size_t(producer)],
-                         sharding[size_t(producer)], mesh, out))
+          if (out.value == use.value && pendingSum(graph.ops[size_t(producer)], sharding[size_t(producer)], mesh, out))
             exchanged[size_t(use.value)] = 1;
-  std::vector<double> kept = layerActivationBytes(
-      graph, sharding, mesh, strategy.recompute, keepSharded, &exchanged);
+  std::vector<double> kept = layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded, &exchanged);
   // What a layer's backward pass has made again while each op's runs: of
   // all its activations under full recomputation, of the cheap ops'
   // results under selective.
-  std::vector<double> remadeLive =
-      remadeLiveBytes(graph, sharding, mesh, strategy.recompute, exchanged);
+  std::vector<double> remadeLive = remadeLiveBytes(graph, sharding, mesh, strategy.recompute, exchanged);
   // While a layer's branches run backward, the gradient of its residual
   // stream (its input's size) waits for theirs to be added to it.
   // Inside a layer's backward pass, what the layer's later ops kept is
@@ -425,14 +374,12 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
     std::vector<double> saved(graph.ops.size(), 0.0);
     for (size_t o = 0; o < graph.ops.size(); ++o)
       if (graph.ops[o].layer >= 0)
-        saved[o] = opSavedBytes(graph, sharding, mesh, o, strategy.recompute,
-                                keepSharded, held, &exchanged);
+        saved[o] = opSavedBytes(graph, sharding, mesh, o, strategy.recompute, keepSharded, held, &exchanged);
     double after = 0;
     for (size_t o = graph.ops.size(); o-- > 0;) {
       if (graph.ops[o].layer < 0)
         continue;
-      if (o + 1 < graph.ops.size() &&
-          graph.ops[o + 1].layer != graph.ops[o].layer)
+      if (o + 1 < graph.ops.size() && graph.ops[o + 1].layer != graph.ops[o].layer)
         after = 0;
       freedInLayer[o] = after;
       after += saved[o];
@@ -441,14 +388,12 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
   std::vector<double> streamGradient(kept.size(), -1.0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
-    if (op.layer < 0 || size_t(op.layer) >= kept.size() ||
-        streamGradient[size_t(op.layer)] >= 0)
+    if (op.layer < 0 || size_t(op.layer) >= kept.size() || streamGradient[size_t(op.layer)] >= 0)
       continue;
     for (size_t i = 0; i < op.inputs.size(); ++i)
       if (readsFromOutsideLayer(graph, o, i)) {
-        streamGradient[size_t(op.layer)] =
-            localElements(op, sharding[o], mesh, op.inputs[i].dims) *
-            bytesOf(graph.values[op.inputs[i].value].dtype) / gridShare;
+        streamGradient[size_t(op.layer)] = localElements(op, sharding[o], mesh, op.inputs[i].dims) *
+                                           bytesOf(graph.values[op.inputs[i].value].dtype) / gridShare;
         break;
       }
   }
@@ -457,8 +402,7 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
   // for the earlier reader's, on a rank holding both.
   std::vector<double> heldWeightGradient(size_t(stages), 0.0);
   {
-    std::vector<int> firstReader(graph.values.size(), -1),
-        lastReader(graph.values.size(), -1);
+    std::vector<int> firstReader(graph.values.size(), -1), lastReader(graph.values.size(), -1);
     std::vector<double> gradientBytes(graph.values.size(), 0.0);
     for (size_t o = 0; o < graph.ops.size(); ++o)
       for (const TensorUse &use : graph.ops[o].inputs) {
@@ -468,15 +412,13 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
         if (firstReader[size_t(use.value)] < 0) {
           firstReader[size_t(use.value)] = int(o);
           gradientBytes[size_t(use.value)] =
-              localElements(graph.ops[o], sharding[o], mesh, use.dims) *
-              bytesOf(value.dtype) / weightShare;
+              localElements(graph.ops[o], sharding[o], mesh, use.dims) * bytesOf(value.dtype) / weightShare;
         }
         lastReader[size_t(use.value)] = int(o);
       }
     for (size_t v = 0; v < graph.values.size(); ++v) {
       int first = firstReader[v], last = lastReader[v];
-      if (first >= 0 && firstLayerOp >= 0 && first < firstLayerOp &&
-          size_t(last) > lastLayerOp &&
+      if (first >= 0 && firstLayerOp >= 0 && first < firstLayerOp && size_t(last) > lastLayerOp &&
           opStage[size_t(first)] == opStage[size_t(last)])
         heldWeightGradient[size_t(opStage[size_t(first)])] += gradientBytes[v];
     }
@@ -490,9 +432,7 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
   return result;
 }
 
-StageActivations stageActivations(const EstimateContext &ctx,
-                                  const LayerMemory &layers,
-                                  WorkingBytes &working) {
+StageActivations stageActivations(const EstimateContext &ctx, const LayerMemory &layers, WorkingBytes &working) {
   const Graph &graph = ctx.graph;
   const Mesh &mesh = ctx.mesh;
   const GraphSharding &sharding = ctx.sharding;
@@ -503,12 +443,10 @@ StageActivations stageActivations(const EstimateContext &ctx,
   const int firstLayerOp = ctx.firstLayerOp;
   const size_t tailStart = ctx.tailStart;
   const std::vector<double> &kept = layers.kept;
-  const std::vector<double> &headWorking = working.headWorking,
-                            &tailWorking = working.tailWorking;
+  const std::vector<double> &headWorking = working.headWorking, &tailWorking = working.tailWorking;
   std::vector<double> &maxOtherWorking = working.maxOtherWorking;
   std::vector<double> stageActivations(stages, 0.0), stageTail(stages, 0.0);
-  std::vector<double> headKept(size_t(stages), 0.0),
-      maxHeadWorking(size_t(ranks), 0.0);
+  std::vector<double> headKept(size_t(stages), 0.0), maxHeadWorking(size_t(ranks), 0.0);
   std::vector<int> layerStage(kept.size(), -1);
   std::vector<char> heldOutsideLayers(graph.values.size(), 0);
   std::vector<double> tailSaved(graph.ops.size(), 0.0);
@@ -518,8 +456,7 @@ StageActivations stageActivations(const EstimateContext &ctx,
       layerStage[op.layer] = opStage[o];
       continue;
     }
-    double saved = opSavedBytes(graph, sharding, mesh, o, Recompute::None,
-                                false, heldOutsideLayers);
+    double saved = opSavedBytes(graph, sharding, mesh, o, Recompute::None, false, heldOutsideLayers);
     stageActivations[opStage[o]] += saved;
     if (o >= tailStart) {
       stageTail[opStage[o]] += saved;
@@ -529,9 +466,8 @@ StageActivations stageActivations(const EstimateContext &ctx,
       // What this op and the ones before it keep (one microbatch's), held
       // when its gradients are made.
       headKept[size_t(opStage[o])] += saved;
-      maxHeadWorking[size_t(opStage[o] % ranks)] =
-          std::max(maxHeadWorking[size_t(opStage[o] % ranks)],
-                   headKept[size_t(opStage[o])] / gridShare + headWorking[o]);
+      maxHeadWorking[size_t(opStage[o] % ranks)] = std::max(maxHeadWorking[size_t(opStage[o] % ranks)],
+                                                            headKept[size_t(opStage[o])] / gridShare + headWorking[o]);
     }
   }
   // The head's backward pass runs from the loss back: when an op's runs,
@@ -544,15 +480,13 @@ StageActivations stageActivations(const EstimateContext &ctx,
         continue;
       int stage = opStage[o], rank = stage % ranks;
       maxOtherWorking[size_t(rank)] =
-          std::max(maxOtherWorking[size_t(rank)],
-                   tailWorking[o] - freedAfter[size_t(stage)]);
+          std::max(maxOtherWorking[size_t(rank)], tailWorking[o] - freedAfter[size_t(stage)]);
       freedAfter[size_t(stage)] += tailSaved[o];
     }
   }
   for (size_t l = 0; l < kept.size(); ++l)
     if (layerStage[l] >= 0)
-      stageActivations[layerStage[l]] +=
-          kept[l] * double(graph.repeatOf(int(l)));
+      stageActivations[layerStage[l]] += kept[l] * double(graph.repeatOf(int(l)));
   StageActivations result;
   result.kept = std::move(stageActivations);
   result.tail = std::move(stageTail);

@@ -18,10 +18,8 @@ namespace colossal::cost {
 
 /// Bytes op `o` keeps for its backward pass (`held`: values some op kept
 /// already, which count once).
-double opSavedBytes(const Graph &graph, const GraphSharding &sharding,
-                    const Mesh &mesh, size_t o, Recompute recompute,
-                    bool keepShardedInputs, std::vector<char> &held,
-                    const std::vector<char> *exchanged = nullptr);
+double opSavedBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh, size_t o, Recompute recompute,
+                    bool keepShardedInputs, std::vector<char> &held, const std::vector<char> *exchanged = nullptr);
 
 /// Whether input `i` of op `o` comes from outside the op's layer.
 bool readsFromOutsideLayer(const Graph &graph, size_t o, size_t i);
@@ -69,9 +67,7 @@ struct StageActivations {
 
 /// Per virtual stage activations; also settles `working.maxOtherWorking`
 /// for the ops after the layers (each frees what the later ones kept).
-StageActivations stageActivations(const EstimateContext &ctx,
-                                  const LayerMemory &layers,
-                                  WorkingBytes &working);
+StageActivations stageActivations(const EstimateContext &ctx, const LayerMemory &layers, WorkingBytes &working);
 
 } // namespace colossal::cost
 

@@ -46,14 +46,11 @@ struct EstimateContext {
   int pp = -1, dp = -1, sp = -1;
 
   /// How many copies of op `o` the graph stands for.
-  double repeatOf(size_t o) const {
-    return double(graph.repeatOf(graph.ops[o].layer));
-  }
+  double repeatOf(size_t o) const { return double(graph.repeatOf(graph.ops[o].layer)); }
 };
 
 /// Adds `times` occurrences of `e` to the per-collective, per-axis totals.
-inline void addComm(std::vector<CommTotal> &totals, const Mesh &mesh,
-                    const CommEvent &e, double times) {
+inline void addComm(std::vector<CommTotal> &totals, const Mesh &mesh, const CommEvent &e, double times) {
   for (CommTotal &t : totals)
     if (t.collective == e.collective && t.axis == mesh.axes[e.axis].name) {
       t.bytes += e.bytes * times;
@@ -61,8 +58,7 @@ inline void addComm(std::vector<CommTotal> &totals, const Mesh &mesh,
       t.calls += int(times);
       return;
     }
-  totals.push_back({e.collective, mesh.axes[e.axis].name, e.bytes * times,
-                    e.seconds * times, int(times)});
+  totals.push_back({e.collective, mesh.axes[e.axis].name, e.bytes * times, e.seconds * times, int(times)});
 }
 
 } // namespace colossal::cost

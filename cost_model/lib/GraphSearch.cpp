@@ -51,6 +51,44 @@ double leastLayerTrainable(const Graph &graph) {
 
 } // namespace
 
+namespace {
+
+/// Whether the fixed parts of the strategy allow a model axis of `tp`
+/// ranks carrying `mode`.
+bool admitsModelAxis(const SearchOptions &o, int tp, SequenceMode mode) {
+  bool ownAxis = mode == SequenceMode::AllToAll || mode == SequenceMode::Ring;
+  return !fixedMismatch(o, "tp", (ownAxis ? 1 : tp) != o.fixed.tp) &&
+         !fixedMismatch(o, "sp", (ownAxis ? tp : 1) != o.fixed.sp) && !fixedMismatch(o, "sp_mode", mode != o.fixed.spMode);
+}
+
+} // namespace
+
+std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Cluster &cluster) {
+  std::vector<ModelAxis> axes;
+  const int n = options.devices;
+  for (int tp = 2; tp <= n && tp <= cluster.gpusPerNode; ++tp)
+    if (n % tp == 0)
+      for (SequenceMode mode : {SequenceMode::None, SequenceMode::Megatron, SequenceMode::AllToAll, SequenceMode::Ring})
+        if (admitsModelAxis(options, tp, mode))
+          axes.push_back({tp, mode});
+  return axes;
+}
+
+int modelAxisIndex(const ModelAxis &axis, const Cluster &cluster) {
+  bool ownAxis = axis.second == SequenceMode::AllToAll || axis.second == SequenceMode::Ring;
+  Strategy s;
+  (ownAxis ? s.sp : s.tp) = axis.first;
+  s.spMode = axis.second;
+  return buildMesh(s, cluster).axisIndex(ownAxis ? "sp" : "tp");
+}
+
+std::vector<size_t> factorStructure(const Graph &graph) {
+  std::vector<size_t> factors;
+  for (const Op &op : graph.ops)
+    factors.push_back(op.factors.size());
+  return factors;
+}
+
 SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &cluster,
                               const SearchOptions &options) {
   auto start = std::chrono::steady_clock::now(), lastProgress = start;
@@ -66,9 +104,9 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
     result.infeasible = reason;
     return result;
   }
-  std::map<int64_t, std::optional<Graph>> graphs;
+  std::map<int64_t, std::optional<SearchGraph>> graphs;
   std::map<int64_t, std::string> graphErrors;
-  auto graphFor = [&](int64_t b) -> const Graph * {
+  auto graphFor = [&](int64_t b) -> const SearchGraph * {
     auto it = graphs.find(b);
     if (it == graphs.end()) {
       std::string error;
@@ -89,18 +127,8 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
   EstimateOptions untraced;
   untraced.recordPipelineTasks = false;
   // The tensor axis's placement depends on the graph (the microbatch) and
-  // the axis alone: solved once per pair; the partitioner's split too.
+  // the axis alone: solved once per pair.
   std::map<std::pair<int64_t, int>, std::optional<GraphSharding>> solved;
-  // Graphs at different microbatch sizes share their factor structure
-  // (GraphScaling.h) except where a size-1 factor drops out: one split per
-  // structure and axis size serves every microbatch size.
-  std::map<std::tuple<std::vector<size_t>, int, SequenceMode>, std::optional<GraphSharding>> partitioned;
-  auto structureOf = [](const Graph &g) {
-    std::vector<size_t> factors;
-    for (const Op &op : g.ops)
-      factors.push_back(op.factors.size());
-    return factors;
-  };
   bool layersMissing = false;
   // Per microbatch size, tensor or sequence split, placement and
   // recomputation: what the evaluated plans measured per layer, which
@@ -129,7 +157,8 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
         int m = int(perReplica / b);
         if (fixedMismatch(o, "microbatches", m != o.fixed.microbatches))
           continue;
-        const Graph *graph = graphFor(b);
+        const SearchGraph *given = graphFor(b);
+        const Graph *graph = given ? &given->graph : nullptr;
         if (!graph) {
           ++result.invalid;
           if (firstInvalid.empty())
@@ -149,7 +178,8 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
         // axis (all-to-all, ring); only the partitioner places the latter
         // three.
         std::vector<SequenceMode> modes{SequenceMode::None};
-        if (tp > 1 && o.partitionerSharding)
+        const std::map<ModelAxis, ModelAxisSplit> &splits = given->partitionerSplits;
+        if (tp > 1 && !splits.empty())
           modes.insert(modes.end(), {SequenceMode::Megatron, SequenceMode::AllToAll, SequenceMode::Ring});
         for (SequenceMode mode : modes) {
           bool ownAxis = mode == SequenceMode::AllToAll || mode == SequenceMode::Ring;
@@ -160,8 +190,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
           s.spMode = mode;
           s.pp = pp;
           s.microbatches = m;
-          if (fixedMismatch(o, "tp", s.tp != o.fixed.tp) || fixedMismatch(o, "sp", s.sp != o.fixed.sp) ||
-              fixedMismatch(o, "sp_mode", mode != o.fixed.spMode))
+          if (!admitsModelAxis(o, tp, mode))
             continue;
           Mesh mesh = buildMesh(s, cluster);
           auto key = std::make_pair(b, tp);
@@ -192,17 +221,11 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
           } else {
             if (mode == SequenceMode::None && solved[key] && !o.partitionerPlacementOnly)
               placements.push_back({&*solved[key], Placement::Solver});
-            if (o.partitionerSharding) {
-              auto split = std::make_tuple(structureOf(*graph), tp, mode);
-              if (!partitioned.count(split)) {
-                std::string error;
-                partitioned[split] =
-                    o.partitionerSharding(*graph, tp, mesh.axisIndex(ownAxis ? "sp" : "tp"), mode, error);
-                if (!partitioned[split] && firstInvalid.empty())
-                  firstInvalid = s.str() + ": " + error;
-              }
-              if (partitioned[split])
-                placements.push_back({&*partitioned[split], Placement::Partitioner});
+            if (auto split = splits.find({tp, mode}); split != splits.end()) {
+              if (!split->second.sharding && firstInvalid.empty())
+                firstInvalid = s.str() + ": " + split->second.error;
+              if (split->second.sharding)
+                placements.push_back({&*split->second.sharding, Placement::Partitioner});
             }
           }
           if (placements.empty()) {

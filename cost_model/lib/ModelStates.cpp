@@ -25,16 +25,14 @@ RankParameters countParameters(const EstimateContext &ctx) {
   // All parameter elements per rank (stored, gathered) and the trainable
   // ones (reduced, updated, with optimizer state).
   RankParameters p;
-  std::vector<double> &params = p.params, &trainableParams = p.trainableParams,
-                      &layerParams = p.layerParams,
+  std::vector<double> &params = p.params, &trainableParams = p.trainableParams, &layerParams = p.layerParams,
                       &trainableTensors = p.trainableTensors;
-  params.assign(ranks, 0), trainableParams.assign(ranks, 0),
-      layerParams.assign(ranks, 0), trainableTensors.assign(ranks, 0);
+  params.assign(ranks, 0), trainableParams.assign(ranks, 0), layerParams.assign(ranks, 0),
+      trainableTensors.assign(ranks, 0);
   // ZeRO-3 cuts every trainable tensor into dp chunks of ceil(n / dp) and
   // gathers it whole (padded) for the forward pass, and again for the
   // backward pass if the backward reads it (ShardedOptimizer.h).
-  std::vector<double> &gatheredForward = p.gatheredForward,
-                      &gatheredBackward = p.gatheredBackward;
+  std::vector<double> &gatheredForward = p.gatheredForward, &gatheredBackward = p.gatheredBackward;
   gatheredForward.assign(ranks, 0), gatheredBackward.assign(ranks, 0);
   // Trainable tensors the tensor axis splits (their norms are completed
   // over it).
@@ -53,8 +51,7 @@ RankParameters countParameters(const EstimateContext &ctx) {
       const Value &value = graph.values[use.value];
       if (!value.isParameter || !seen[rank].insert(use.value).second)
         continue;
-      double n = localElements(graph.ops[o], sharding[o], mesh, use.dims) /
-                 weightShare;
+      double n = localElements(graph.ops[o], sharding[o], mesh, use.dims) / weightShare;
       params[rank] += n * ctx.repeatOf(o);
       if (!value.frozen) {
         trainableParams[rank] += n * ctx.repeatOf(o);
@@ -63,9 +60,8 @@ RankParameters countParameters(const EstimateContext &ctx) {
           bool split = false;
           for (const std::vector<int> &dim : use.dims)
             for (int f : dim)
-              split |= std::find(sharding[o][size_t(f)].begin(),
-                                 sharding[o][size_t(f)].end(),
-                                 tensorAxis) != sharding[o][size_t(f)].end();
+              split |= std::find(sharding[o][size_t(f)].begin(), sharding[o][size_t(f)].end(), tensorAxis) !=
+                       sharding[o][size_t(f)].end();
           tensorSplitTensors[rank] += split ? ctx.repeatOf(o) : 0;
         }
         double padded = std::ceil(n / strategy.dp - 1e-9) * strategy.dp;
@@ -81,17 +77,14 @@ RankParameters countParameters(const EstimateContext &ctx) {
       weightBytes = bytesOf(value.dtype);
       // fp32 master + moments (m and v: 12 bytes for Adam), or the moments
       // alone.
-      optimizerBytes =
-          (weightBytes == 2 ? 4 : 0) + 4.0 * options.optimizerMoments;
+      optimizerBytes = (weightBytes == 2 ? 4 : 0) + 4.0 * options.optimizerMoments;
     }
   }
   return p;
 }
 
-double dataParallelStep(const EstimateContext &ctx, int r,
-                        const RankParameters &p,
-                        const std::vector<StageEstimate> &perStage,
-                        StageEstimate &re, std::vector<CommTotal> &comm) {
+double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters &p,
+                        const std::vector<StageEstimate> &perStage, StageEstimate &re, std::vector<CommTotal> &comm) {
   const Strategy &strategy = ctx.strategy;
   const Cluster &cluster = ctx.cluster;
   const Mesh &mesh = ctx.mesh;
@@ -139,15 +132,12 @@ double dataParallelStep(const EstimateContext &ctx, int r,
     // ZeRO splits the trainable weights as one flat space into equal
     // shards, the last padded (ShardedOptimizer.h): its collectives move
     // whole multiples of the ranks.
-    double padded = strategy.zero == 3
-                        ? gatheredForward[r] * weightBytes
-                        : std::ceil(trainableParams[r] / dpSize - 1e-9) *
-                              dpSize * weightBytes;
+    double padded = strategy.zero == 3 ? gatheredForward[r] * weightBytes
+                                       : std::ceil(trainableParams[r] / dpSize - 1e-9) * dpSize * weightBytes;
     if (strategy.zero <= 1) {
       // One all-reduce per gradient bucket (GradientBuckets.h in the
       // runtime), each paying the collective's latency.
-      double buckets =
-          std::max(1.0, std::ceil(gradBytes / options.bucketBytes - 1e-9));
+      double buckets = std::max(1.0, std::ceil(gradBytes / options.bucketBytes - 1e-9));
       double t = event(Collective::AllReduce, gradBytes / buckets, buckets);
       dpExposed += std::max(0.0, t - overlappable);
     } else {
@@ -159,12 +149,10 @@ double dataParallelStep(const EstimateContext &ctx, int r,
       // Trainable weights gathered before the forward and again before the
       // backward of every microbatch, prefetched a layer ahead (frozen
       // ones are kept whole).
-      double t =
-          event(Collective::AllGather, gatheredForward[r] * weightBytes, m);
+      double t = event(Collective::AllGather, gatheredForward[r] * weightBytes, m);
       if (gatheredBackward[r] > 0)
         t += event(Collective::AllGather, gatheredBackward[r] * weightBytes, m);
-      double hidden =
-          m * (re.computeForward + re.computeBackward) * (layers - 1) / layers;
+      double hidden = m * (re.computeForward + re.computeBackward) * (layers - 1) / layers;
       dpExposed += std::max(0.0, t - hidden);
     } else if (strategy.zero >= 1) {
       // Each rank updated its shard of the trainable weights: gather them.
@@ -174,8 +162,7 @@ double dataParallelStep(const EstimateContext &ctx, int r,
     // tensor) are completed for the gradient norm, and again for LAMB's
     // trust ratios.
     if (strategy.zero >= 1 && options.shardedNormReductions > 0)
-      dpExposed += event(Collective::AllReduce, 8 * trainableTensors[r],
-                         options.shardedNormReductions);
+      dpExposed += event(Collective::AllReduce, 8 * trainableTensors[r], options.shardedNormReductions);
     // The rank holding the loss (the last stage) averages it over the
     // data-parallel ranks for the log: one float.
     if (r == ranks - 1)
@@ -185,38 +172,30 @@ double dataParallelStep(const EstimateContext &ctx, int r,
   // are completed over it as well (two floats per split tensor, per
   // completion), before the optimizer step.
   double tensorNormSeconds = 0;
-  if (tensorAxis >= 0 && tensorSplitTensors[r] > 0 &&
-      options.shardedNormReductions > 0) {
+  if (tensorAxis >= 0 && tensorSplitTensors[r] > 0 && options.shardedNormReductions > 0) {
     double bytes = 8 * tensorSplitTensors[r];
     CommEvent e{Collective::AllReduce, tensorAxis, bytes,
-                collectiveTime(Collective::AllReduce, bytes,
-                               mesh.axes[tensorAxis], cluster)};
+                collectiveTime(Collective::AllReduce, bytes, mesh.axes[tensorAxis], cluster)};
     addComm(comm, mesh, e, options.shardedNormReductions);
     tensorNormSeconds = e.seconds * options.shardedNormReductions;
   }
   re.dataParallelSeconds = dpTotal;
   re.dataParallelExposed = dpExposed;
-  double optimizerParams =
-      strategy.zero >= 1 ? trainableParams[r] / dpSize : trainableParams[r];
+  double optimizerParams = strategy.zero >= 1 ? trainableParams[r] / dpSize : trainableParams[r];
   // The elements of this rank's optimizer shard: ZeRO pads the flat space
   // (stages 1 and 2) or each tensor (stage 3) to a multiple of the ranks,
   // and the first rank's shard is whole.
   double shardElements = trainableParams[r];
   if (strategy.zero >= 1 && dpSize > 1)
-    shardElements = strategy.zero == 3
-                        ? gatheredForward[r] / dpSize
-                        : std::ceil(trainableParams[r] / dpSize - 1e-9);
+    shardElements = strategy.zero == 3 ? gatheredForward[r] / dpSize : std::ceil(trainableParams[r] / dpSize - 1e-9);
   // Read weight, gradient, master, m, v; write weight, master, m, v.
-  double optimizerTraffic =
-      optimizerParams * (2 * weightBytes + 3 * 4 + 3 * 4 + weightBytes);
+  double optimizerTraffic = optimizerParams * (2 * weightBytes + 3 * 4 + 3 * 4 + weightBytes);
   if (strategy.offloadOptimizer) {
     // The shard's gradients go down once complete, its weights come back.
     re.offloadToHost = re.offloadToDevice = shardElements * weightBytes;
     double hostShare = cluster.hostMemoryBandwidth / cluster.gpusPerNode;
-    double transfers =
-        (re.offloadToHost + re.offloadToDevice) / cluster.hostDeviceBandwidth;
-    re.offloadSeconds =
-        (hostShare > 0 ? optimizerTraffic / hostShare : 0) + transfers;
+    double transfers = (re.offloadToHost + re.offloadToDevice) / cluster.hostDeviceBandwidth;
+    re.offloadSeconds = (hostShare > 0 ? optimizerTraffic / hostShare : 0) + transfers;
   } else {
     re.optimizerSeconds = optimizerTraffic / cluster.memoryBandwidth;
   }
@@ -224,10 +203,8 @@ double dataParallelStep(const EstimateContext &ctx, int r,
   return dpExposed + re.optimizerSeconds + re.offloadSeconds;
 }
 
-MemoryBreakdown rankMemory(const EstimateContext &ctx, int r,
-                           const RankParameters &p,
-                           const StageActivations &activations,
-                           const WorkingBytes &working, int peakInFlight) {
+MemoryBreakdown rankMemory(const EstimateContext &ctx, int r, const RankParameters &p,
+                           const StageActivations &activations, const WorkingBytes &working, int peakInFlight) {
   const Strategy &strategy = ctx.strategy;
   const EstimateOptions &options = ctx.options;
   const double gridShare = ctx.gridShare;
@@ -244,17 +221,12 @@ MemoryBreakdown rankMemory(const EstimateContext &ctx, int r,
   double gradBytes = trainableParams[r] * weightBytes;
   double shardElements = trainableParams[r];
   if (strategy.zero >= 1 && dpSize > 1)
-    shardElements = strategy.zero == 3
-                        ? gatheredForward[r] / dpSize
-                        : std::ceil(trainableParams[r] / dpSize - 1e-9);
-  const std::vector<double> &stageActivations = activations.kept,
-                            &stageTail = activations.tail;
+    shardElements = strategy.zero == 3 ? gatheredForward[r] / dpSize : std::ceil(trainableParams[r] / dpSize - 1e-9);
+  const std::vector<double> &stageActivations = activations.kept, &stageTail = activations.tail;
   const std::vector<double> &maxHeadWorking = activations.maxHeadWorking;
-  const std::vector<double> &maxOtherWorking = working.maxOtherWorking,
-                            &maxLayerWorking = working.maxLayerWorking;
+  const std::vector<double> &maxOtherWorking = working.maxOtherWorking, &maxLayerWorking = working.maxLayerWorking;
   MemoryBreakdown mem;
-  ModelStateBytes states = zeroModelStates(
-      trainableParams[r], dpSize, strategy.zero, weightBytes, optimizerBytes);
+  ModelStateBytes states = zeroModelStates(trainableParams[r], dpSize, strategy.zero, weightBytes, optimizerBytes);
   // Frozen weights (buffers such as rotary tables) are kept whole on every
   // rank, even under ZeRO-3, and have no gradient or optimizer state.
   double frozen = params[r] - trainableParams[r];
@@ -270,20 +242,17 @@ MemoryBreakdown rankMemory(const EstimateContext &ctx, int r,
   double perChunk = 0, tail = 0;
   for (int c = 0; c < chunks; ++c)
     if (stageActivations[c * ranks + r] >= perChunk)
-      perChunk = stageActivations[c * ranks + r],
-      tail = stageTail[c * ranks + r];
+      perChunk = stageActivations[c * ranks + r], tail = stageTail[c * ranks + r];
   int inFlight = std::max(1, peakInFlight);
   // The peak: as the backward pass starts (everything kept, the loss's
   // gradients in flight), inside a layer's backward pass (the head's
   // tensors freed, the layer's remade ones held), or before the layers
   // (the other microbatches' tensors and what the first ops keep).
-  mem.activations = std::max(
-      {inFlight * perChunk / gridShare + maxOtherWorking[r],
-       (inFlight * perChunk - tail) / gridShare + maxLayerWorking[r],
-       (double(inFlight - 1) * perChunk / gridShare + maxHeadWorking[r])});
-  mem.communication =
-      (dpSize > 1 ? 2 * std::min(options.bucketBytes, gradBytes) : 0) +
-      (strategy.zero == 3 ? 2 * layerParams[r] * weightBytes : 0);
+  mem.activations = std::max({inFlight * perChunk / gridShare + maxOtherWorking[r],
+                              (inFlight * perChunk - tail) / gridShare + maxLayerWorking[r],
+                              (double(inFlight - 1) * perChunk / gridShare + maxHeadWorking[r])});
+  mem.communication = (dpSize > 1 ? 2 * std::min(options.bucketBytes, gradBytes) : 0) +
+                      (strategy.zero == 3 ? 2 * layerParams[r] * weightBytes : 0);
   mem.workspace = options.workspaceBytes;
   return mem;
 }

@@ -1,5 +1,5 @@
 //===- ModelStates.h - parameters, gradients and optimizer state per rank -*-
-//C++ -*-===//
+// C++ -*-===//
 //
 // What the plan stores per pipeline rank (parameters, gradients, optimizer
 // state; ZeRO's shards; optimizer offload to the host), the data-parallel
@@ -43,17 +43,13 @@ RankParameters countParameters(const EstimateContext &ctx);
 /// Rank `r`'s data-parallel collectives (added to `comm`), optimizer and
 /// offload times into `re`; returns what follows the pipeline's makespan on
 /// that rank (exposed data-parallel time, optimizer, offload).
-double dataParallelStep(const EstimateContext &ctx, int r,
-                        const RankParameters &p,
-                        const std::vector<StageEstimate> &perStage,
-                        StageEstimate &re, std::vector<CommTotal> &comm);
+double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters &p,
+                        const std::vector<StageEstimate> &perStage, StageEstimate &re, std::vector<CommTotal> &comm);
 
 /// Rank `r`'s memory at its peak (`peakInFlight`: the most microbatches
 /// whose activations the pipeline schedule holds at once on it).
-MemoryBreakdown rankMemory(const EstimateContext &ctx, int r,
-                           const RankParameters &p,
-                           const StageActivations &activations,
-                           const WorkingBytes &working, int peakInFlight);
+MemoryBreakdown rankMemory(const EstimateContext &ctx, int r, const RankParameters &p,
+                           const StageActivations &activations, const WorkingBytes &working, int peakInFlight);
 
 } // namespace colossal::cost
 

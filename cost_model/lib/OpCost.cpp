@@ -10,36 +10,27 @@ namespace colossal::cost {
 namespace {
 
 /// The grid algorithm's collectives for one op (TensorGrid.h).
-void addGridCollectives(const Graph &graph, const Op &op,
-                        const Strategy &strategy, const Mesh &mesh,
-                        const Cluster &cluster, int q, int depth,
-                        std::vector<CommEvent> &forward,
-                        std::vector<CommEvent> &backward,
-                        double &forwardSeconds, double &backwardSeconds) {
-  auto emit = [&](const std::vector<GridCollective> &list,
-                  std::vector<CommEvent> &events, double &seconds) {
+void addGridCollectives(const Graph &graph, const Op &op, const Strategy &strategy, const Mesh &mesh,
+                        const Cluster &cluster, int q, int depth, std::vector<CommEvent> &forward,
+                        std::vector<CommEvent> &backward, double &forwardSeconds, double &backwardSeconds) {
+  auto emit = [&](const std::vector<GridCollective> &list, std::vector<CommEvent> &events, double &seconds) {
     for (const GridCollective &c : list) {
       int axis = mesh.axisIndex(c.axis);
       if (axis < 0 || mesh.axes[axis].size == 1)
         continue;
-      double t =
-          collectiveTime(c.collective, c.bytes, mesh.axes[axis], cluster);
+      double t = collectiveTime(c.collective, c.bytes, mesh.axes[axis], cluster);
       for (int i = 0; i < c.calls; ++i)
         events.push_back({c.collective, axis, c.bytes, t});
       seconds += t * c.calls;
     }
   };
-  auto full = [&](const TensorUse &use) {
-    return fullElements(op, use.dims) * bytesOf(graph.values[use.value].dtype);
-  };
+  auto full = [&](const TensorUse &use) { return fullElements(op, use.dims) * bytesOf(graph.values[use.value].dtype); };
   const TensorUse *weight = nullptr;
   for (const TensorUse &use : op.inputs)
     if (graph.values[use.value].isParameter && use.dims.size() == 2)
       weight = &use;
-  if (op.kind == OpKind::MatMul && weight && !op.inputs.empty() &&
-      !op.outputs.empty()) {
-    GridLinear g = gridLinear(strategy.tpMode, q, depth, full(op.inputs[0]),
-                              full(*weight), full(op.outputs[0]));
+  if (op.kind == OpKind::MatMul && weight && !op.inputs.empty() && !op.outputs.empty()) {
+    GridLinear g = gridLinear(strategy.tpMode, q, depth, full(op.inputs[0]), full(*weight), full(op.outputs[0]));
     emit(g.forward, forward, forwardSeconds);
     emit(g.backward, backward, backwardSeconds);
     return;
@@ -52,16 +43,11 @@ void addGridCollectives(const Graph &graph, const Op &op,
     for (const Factor &f : op.factors)
       if (f.kind != FactorKind::Whole)
         rows *= double(f.size);
-    double bytes =
-        rows * 4 /
-        (double(q) * (strategy.tpMode == TensorMode::TwoD ? 1 : depth));
-    int forwardCalls = op.kind == OpKind::Loss ? 3 : 2,
-        backwardCalls = op.kind == OpKind::Loss ? 0 : 2;
-    emit({{Collective::AllReduce, "tp_col", bytes, forwardCalls}}, forward,
-         forwardSeconds);
+    double bytes = rows * 4 / (double(q) * (strategy.tpMode == TensorMode::TwoD ? 1 : depth));
+    int forwardCalls = op.kind == OpKind::Loss ? 3 : 2, backwardCalls = op.kind == OpKind::Loss ? 0 : 2;
+    emit({{Collective::AllReduce, "tp_col", bytes, forwardCalls}}, forward, forwardSeconds);
     if (backwardCalls)
-      emit({{Collective::AllReduce, "tp_col", bytes, backwardCalls}}, backward,
-           backwardSeconds);
+      emit({{Collective::AllReduce, "tp_col", bytes, backwardCalls}}, backward, backwardSeconds);
   }
 }
 
@@ -92,10 +78,9 @@ OpCoster::OpCoster(const EstimateContext &ctx) : ctx(ctx) {
     for (const TensorUse &in : op.inputs)
       if (needsGradient[size_t(in.value)])
         for (const TensorUse &out : op.outputs)
-          needsGradient[size_t(out.value)] =
-              graph.values[size_t(out.value)].dtype != DType::I64 &&
-              graph.values[size_t(out.value)].dtype != DType::I32 &&
-              graph.values[size_t(out.value)].dtype != DType::I8;
+          needsGradient[size_t(out.value)] = graph.values[size_t(out.value)].dtype != DType::I64 &&
+                                             graph.values[size_t(out.value)].dtype != DType::I32 &&
+                                             graph.values[size_t(out.value)].dtype != DType::I8;
   // Ops reading one value in the same layout share its resharding: forward
   // it is resharded once and each reads the result; backward their
   // gradients, laid out alike, are summed locally and resharded once (the
@@ -115,8 +100,7 @@ OpCoster::OpCoster(const EstimateContext &ctx) : ctx(ctx) {
     std::vector<int> next(readerStart.begin(), readerStart.end() - 1);
     for (size_t o = 0; o < graph.ops.size(); ++o)
       for (size_t i = 0; i < graph.ops[o].inputs.size(); ++i)
-        readerList[size_t(next[size_t(graph.ops[o].inputs[i].value)]++)] = {
-            int(o), int(i)};
+        readerList[size_t(next[size_t(graph.ops[o].inputs[i].value)]++)] = {int(o), int(i)};
   }
 }
 
@@ -157,13 +141,11 @@ void OpCoster::computeTime(size_t o, Work &work, OpCost &cost) const {
   fraction = localFraction(op, s, mesh) / gridShare;
   double bytes = 0;
   for (const TensorUse &use : op.inputs)
-    bytes += localElements(op, s, mesh, use.dims) *
-             bytesOf(graph.values[use.value].dtype) /
+    bytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype) /
              (graph.values[use.value].isParameter ? weightShare : gridShare);
   double outputBytes = 0;
   for (const TensorUse &use : op.outputs)
-    outputBytes += localElements(op, s, mesh, use.dims) *
-                   bytesOf(graph.values[use.value].dtype) / gridShare;
+    outputBytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype) / gridShare;
   bytes += outputBytes;
   // The gradients its backward pass makes: the activations' first, then
   // its weights' in the weights' own layout (read through a transposed
@@ -171,19 +153,15 @@ void OpCoster::computeTime(size_t o, Work &work, OpCost &cost) const {
   // held until the trainer takes it. A weight's view makes nothing.
   auto gradientBytesOf = [&](size_t i) {
     const TensorUse &use = op.inputs[i];
-    return localElements(op, s, mesh, use.dims) *
-           bytesOf(graph.values[use.value].dtype) / gridShare;
+    return localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype) / gridShare;
   };
   auto isWeightGradient = [&](size_t i) {
     const Value &value = graph.values[op.inputs[i].value];
-    bool viewed =
-        value.producer >= 0 && graph.ops[size_t(value.producer)].weightView;
-    return (value.isParameter || viewed) &&
-           needsGradient[size_t(op.inputs[i].value)];
+    bool viewed = value.producer >= 0 && graph.ops[size_t(value.producer)].weightView;
+    return (value.isParameter || viewed) && needsGradient[size_t(op.inputs[i].value)];
   };
   auto isActivationGradient = [&](size_t i) {
-    return graph.values[op.inputs[i].value].producer >= 0 && !op.relabels &&
-           !isWeightGradient(i);
+    return graph.values[op.inputs[i].value].producer >= 0 && !op.relabels && !isWeightGradient(i);
   };
   double activationGradients = 0, weightGradients = 0;
   for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -197,43 +175,30 @@ void OpCoster::computeTime(size_t o, Work &work, OpCost &cost) const {
   // from the other operand copied transposed; that operand is freed once
   // copied (its last use), so the copy and the gradient it makes weigh as
   // the larger of the two, not both.
-  if (op.transposedForGradient.size() > 0 && op.inputs.size() >= 2 &&
-      !op.relabels) {
+  if (op.transposedForGradient.size() > 0 && op.inputs.size() >= 2 && !op.relabels) {
     double phase = 0;
     for (int i : op.transposedForGradient) {
       if (i < 0 || i > 1)
         continue;
-      double gradient = isActivationGradient(size_t(1 - i))
-                            ? gradientBytesOf(size_t(1 - i))
-                            : 0;
-      phase = std::max(phase, std::max(gradientBytesOf(size_t(i)), gradient) -
-                                  gradient);
+      double gradient = isActivationGradient(size_t(1 - i)) ? gradientBytesOf(size_t(1 - i)) : 0;
+      phase = std::max(phase, std::max(gradientBytesOf(size_t(i)), gradient) - gradient);
     }
     cost.backwardWorking += phase;
   }
   // A product of two activations frees its second factor, when only it
   // reads it, once the first factor's gradient is made from it: the
   // second factor and its gradient are not held at once.
-  if (op.gradientsInTurn && op.inputs.size() == 2 && isActivationGradient(0) &&
-      isActivationGradient(1) &&
-      readerStart[size_t(op.inputs[1].value) + 1] -
-              readerStart[size_t(op.inputs[1].value)] ==
-          1)
+  if (op.gradientsInTurn && op.inputs.size() == 2 && isActivationGradient(0) && isActivationGradient(1) &&
+      readerStart[size_t(op.inputs[1].value) + 1] - readerStart[size_t(op.inputs[1].value)] == 1)
     cost.backwardWorking -= gradientBytesOf(1);
   if (op.weightView)
     cost.backwardWorking = 0;
-  DType dtype = op.outputs.empty() ? DType::BF16
-                                   : graph.values[op.outputs[0].value].dtype;
-  double forwardFlops = op.forwardFlops * fraction,
-         backwardFlops = op.backwardFlops * fraction;
-  double rate = op.kind == OpKind::MatMul
-                    ? cluster.gemmRate(dtype, forwardFlops)
-                    : cluster.peak(DType::F32);
+  DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
+  double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
+  double rate = op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, forwardFlops) : cluster.peak(DType::F32);
   fwd = roofline(forwardFlops, bytes, rate, cluster.memoryBandwidth);
   bwd = roofline(backwardFlops, 2 * bytes,
-                 op.kind == OpKind::MatMul
-                     ? cluster.gemmRate(dtype, backwardFlops / 2)
-                     : cluster.peak(DType::F32),
+                 op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, backwardFlops / 2) : cluster.peak(DType::F32),
                  cluster.memoryBandwidth);
 }
 
@@ -261,8 +226,7 @@ void OpCoster::reshardInputs(size_t o, Work &work, OpCost &cost) const {
     const Value &value = graph.values[use.value];
     double full = fullElements(op, use.dims) * bytesOf(value.dtype);
     TensorSpec wanted = specOf(op, s, mesh, use, false);
-    bool paysBackward =
-        needsGradient[size_t(use.value)] && firstToRead(o, i, true);
+    bool paysBackward = needsGradient[size_t(use.value)] && firstToRead(o, i, true);
     if (value.isParameter) {
       if (!paysBackward)
         continue;
@@ -274,24 +238,19 @@ void OpCoster::reshardInputs(size_t o, Work &work, OpCost &cost) const {
       // added after the reduce-scatter, to the rank's tokens: its gradient
       // is a partial sum over the tensor axis too.
       int tpAxis = mesh.axisIndex("tp");
-      if (strategy.spMode == SequenceMode::Megatron && tpAxis >= 0 &&
-          mesh.axes[tpAxis].size > 1 && grad.partial.empty())
+      if (strategy.spMode == SequenceMode::Megatron && tpAxis >= 0 && mesh.axes[tpAxis].size > 1 &&
+          grad.partial.empty())
         for (size_t f = 0; f < op.factors.size(); ++f)
-          if (op.factors[f].kind == FactorKind::Reduction &&
-              !indexes(use, int(f)) &&
+          if (op.factors[f].kind == FactorKind::Reduction && !indexes(use, int(f)) &&
               std::find(s[f].begin(), s[f].end(), tpAxis) != s[f].end() &&
-              std::none_of(s.begin(), s.end(),
-                           [&](const std::vector<int> &axes) {
-                             return std::find(axes.begin(), axes.end(),
-                                              tpAxis) != axes.end() &&
-                                    &axes != &s[f];
-                           }))
+              std::none_of(s.begin(), s.end(), [&](const std::vector<int> &axes) {
+                return std::find(axes.begin(), axes.end(), tpAxis) != axes.end() && &axes != &s[f];
+              }))
             grad.partial = {tpAxis};
       TensorSpec storage = wanted;
       int owner = paramOwnerOp[use.value];
       if (owner >= 0)
-        storage = specOf(graph.ops[owner], sharding[owner], mesh,
-                         graph.ops[owner].inputs[paramUse[use.value]], false);
+        storage = specOf(graph.ops[owner], sharding[owner], mesh, graph.ops[owner].inputs[paramUse[use.value]], false);
       bwdComm += reshard(grad, storage, full, mesh, cluster, backwardEvents);
       continue;
     }
@@ -305,23 +264,18 @@ void OpCoster::reshardInputs(size_t o, Work &work, OpCost &cost) const {
         produced = &out;
     TensorSpec have = specOf(producer, ps, mesh, *produced, true);
     std::vector<CommEvent> events;
-    double t = firstToRead(o, i, false)
-                   ? reshard(have, wanted, full, mesh, cluster, events)
-                   : 0.0;
-    bool ring =
-        strategy.spMode == SequenceMode::Ring && op.attentionCore && sp >= 0;
+    double t = firstToRead(o, i, false) ? reshard(have, wanted, full, mesh, cluster, events) : 0.0;
+    bool ring = strategy.spMode == SequenceMode::Ring && op.attentionCore && sp >= 0;
     for (CommEvent &e : events) {
       if (ring && e.axis == sp && e.collective == Collective::AllGather) {
         // Ring attention: the gathered keys and values travel around the
         // ring one chunk per step, overlapped with the attention blocks.
         int n = mesh.axes[sp].size;
         double chunk = e.bytes / n;
-        double step =
-            collectiveTime(Collective::SendRecv, chunk, mesh.axes[sp], cluster);
+        double step = collectiveTime(Collective::SendRecv, chunk, mesh.axes[sp], cluster);
         double ringTime = (n - 1) * step;
         t += std::max(0.0, ringTime - fwd) - e.seconds;
-        e = {Collective::SendRecv, sp, chunk * (n - 1),
-             std::max(0.0, ringTime - fwd)};
+        e = {Collective::SendRecv, sp, chunk * (n - 1), std::max(0.0, ringTime - fwd)};
       }
       forwardEvents.push_back(e);
     }
@@ -331,28 +285,22 @@ void OpCoster::reshardInputs(size_t o, Work &work, OpCost &cost) const {
     TensorSpec back = have;
     back.partial.clear();
     std::vector<CommEvent> bEvents;
-    double bt = paysBackward ? reshard(gradientSpecOf(op, s, mesh, use), back,
-                                       full, mesh, cluster, bEvents)
-                             : 0.0;
+    double bt = paysBackward ? reshard(gradientSpecOf(op, s, mesh, use), back, full, mesh, cluster, bEvents) : 0.0;
     for (CommEvent &e : bEvents) {
       if (ring && e.axis == sp && e.collective == Collective::ReduceScatter) {
         int n = mesh.axes[sp].size;
         double chunk = e.bytes / n;
-        double ringTime = (n - 1) * collectiveTime(Collective::SendRecv, chunk,
-                                                   mesh.axes[sp], cluster);
+        double ringTime = (n - 1) * collectiveTime(Collective::SendRecv, chunk, mesh.axes[sp], cluster);
         bt += std::max(0.0, ringTime - bwd) - e.seconds;
-        e = {Collective::SendRecv, sp, chunk * (n - 1),
-             std::max(0.0, ringTime - bwd)};
+        e = {Collective::SendRecv, sp, chunk * (n - 1), std::max(0.0, ringTime - bwd)};
       }
       backwardEvents.push_back(e);
     }
     bwdComm += bt;
     // A pipeline boundary: activations forward, gradients back.
     if (pp >= 0 && opStage[value.producer] != stage && mesh.axes[pp].size > 1) {
-      double local =
-          localElements(op, s, mesh, use.dims) * bytesOf(value.dtype);
-      double t =
-          collectiveTime(Collective::SendRecv, local, mesh.axes[pp], cluster);
+      double local = localElements(op, s, mesh, use.dims) * bytesOf(value.dtype);
+      double t = collectiveTime(Collective::SendRecv, local, mesh.axes[pp], cluster);
       cost.p2p = std::max(cost.p2p, t);
       forwardEvents.push_back({Collective::SendRecv, pp, local, 0});
       backwardEvents.push_back({Collective::SendRecv, pp, local, 0});
@@ -393,12 +341,9 @@ void OpCoster::axisCollectives(size_t o, Work &work) const {
               if (other.kind != FactorKind::Whole)
                 rows *= double(other.size);
             rows *= fraction * double(ways(s, mesh, int(f)));
-            auto sum = [&](double floats, std::vector<CommEvent> &events,
-                           double &seconds) {
+            auto sum = [&](double floats, std::vector<CommEvent> &events, double &seconds) {
               CommEvent e{Collective::AllReduce, a, rows * 4 * floats,
-                          collectiveTime(Collective::AllReduce,
-                                         rows * 4 * floats, mesh.axes[a],
-                                         cluster)};
+                          collectiveTime(Collective::AllReduce, rows * 4 * floats, mesh.axes[a], cluster)};
               seconds += e.seconds;
               events.push_back(e);
             };
@@ -410,15 +355,12 @@ void OpCoster::axisCollectives(size_t o, Work &work) const {
 
   auto splitOver = [&](int axis, bool whole) {
     for (size_t f = 0; f < op.factors.size(); ++f)
-      if ((op.factors[f].kind == FactorKind::Whole) == whole &&
-          std::find(s[f].begin(), s[f].end(), axis) != s[f].end())
+      if ((op.factors[f].kind == FactorKind::Whole) == whole && std::find(s[f].begin(), s[f].end(), axis) != s[f].end())
         return true;
     return false;
   };
   bool sequenceAxis = sp >= 0 && mesh.axes[sp].size > 1;
-  auto addEvent = [&](Collective c, double bytes,
-                      std::vector<CommEvent> &events, double &seconds,
-                      double hidden = 0) {
+  auto addEvent = [&](Collective c, double bytes, std::vector<CommEvent> &events, double &seconds, double hidden = 0) {
     double t = collectiveTime(c, bytes, mesh.axes[sp], cluster);
     events.push_back({c, sp, bytes, std::max(0.0, t - hidden)});
     seconds += std::max(0.0, t - hidden);
@@ -440,26 +382,20 @@ void OpCoster::axisCollectives(size_t o, Work &work) const {
   // attention blocks; the backward runs that ring again, then P - 1 steps
   // with the blocks' gradient sums, and one step hands each block's
   // gradients home.
-  if (strategy.spMode == SequenceMode::Ring && op.attentionCore &&
-      sequenceAxis && op.inputs.size() >= 3 && splitOver(sp, true)) {
+  if (strategy.spMode == SequenceMode::Ring && op.attentionCore && sequenceAxis && op.inputs.size() >= 3 &&
+      splitOver(sp, true)) {
     auto local = [&](size_t i) {
-      return localElements(op, s, mesh, op.inputs[i].dims) *
-             bytesOf(graph.values[op.inputs[i].value].dtype);
+      return localElements(op, s, mesh, op.inputs[i].dims) * bytesOf(graph.values[op.inputs[i].value].dtype);
     };
-    double kv = local(1) + local(2),
-           blocks = kv + (op.inputs.size() > 3 ? local(3) : 0);
+    double kv = local(1) + local(2), blocks = kv + (op.inputs.size() > 3 ? local(3) : 0);
     int steps = mesh.axes[sp].size - 1;
     for (int k = 0; k < steps; ++k) {
-      addEvent(Collective::SendRecv, blocks, ringForward, ringSeconds,
-               fwd / steps);
-      addEvent(Collective::SendRecv, blocks, backwardEvents, bwdComm,
-               bwd / (2 * steps + 1));
-      addEvent(Collective::SendRecv, blocks + kv, backwardEvents, bwdComm,
-               bwd / (2 * steps + 1));
+      addEvent(Collective::SendRecv, blocks, ringForward, ringSeconds, fwd / steps);
+      addEvent(Collective::SendRecv, blocks, backwardEvents, bwdComm, bwd / (2 * steps + 1));
+      addEvent(Collective::SendRecv, blocks + kv, backwardEvents, bwdComm, bwd / (2 * steps + 1));
     }
     addEvent(Collective::SendRecv, kv, backwardEvents, bwdComm);
-    forwardEvents.insert(forwardEvents.end(), ringForward.begin(),
-                         ringForward.end());
+    forwardEvents.insert(forwardEvents.end(), ringForward.begin(), ringForward.end());
     fwdComm += ringSeconds;
   }
 
@@ -474,8 +410,8 @@ void OpCoster::axisCollectives(size_t o, Work &work) const {
             backwardEvents.push_back(e);
           }
   if (grid)
-    addGridCollectives(graph, op, strategy, mesh, cluster, gridQ, gridDepth,
-                       forwardEvents, backwardEvents, fwdComm, bwdComm);
+    addGridCollectives(graph, op, strategy, mesh, cluster, gridQ, gridDepth, forwardEvents, backwardEvents, fwdComm,
+                       bwdComm);
 }
 
 OpCost OpCoster::cost(size_t o) const {
@@ -498,12 +434,9 @@ OpCost OpCoster::cost(size_t o) const {
   double &ringSeconds = work.ringSeconds;
   double recompute = 0;
   if (op.layer >= 0 && (strategy.recompute == Recompute::Full ||
-                        (strategy.recompute == Recompute::Selective &&
-                         op.recomputedWhenSelective)))
+                        (strategy.recompute == Recompute::Selective && op.recomputedWhenSelective)))
     recompute =
-        fwd + (strategy.recompute == Recompute::Full
-                   ? (options.recomputeCollectives ? fwdComm : ringSeconds)
-                   : 0);
+        fwd + (strategy.recompute == Recompute::Full ? (options.recomputeCollectives ? fwdComm : ringSeconds) : 0);
   cost.forward = fwd;
   cost.backward = bwd + recompute;
   cost.forwardComm = fwdComm;
@@ -513,8 +446,7 @@ OpCost OpCoster::cost(size_t o) const {
       for (const CommEvent &e : forwardEvents)
         if (e.collective != Collective::SendRecv)
           cost.recomputedEvents.push_back(e);
-    cost.recomputedEvents.insert(cost.recomputedEvents.end(),
-                                 ringForward.begin(), ringForward.end());
+    cost.recomputedEvents.insert(cost.recomputedEvents.end(), ringForward.begin(), ringForward.end());
   }
   cost.forwardEvents = std::move(forwardEvents);
   cost.backwardEvents = std::move(backwardEvents);

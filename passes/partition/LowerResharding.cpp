@@ -27,11 +27,8 @@ std::vector<std::string> axesOf(ReshardOp op) {
   return axes;
 }
 
-cost::TensorSpec specOf(const Layout &layout,
-                        const std::vector<std::string> &axes) {
-  auto index = [&](const std::string &axis) {
-    return int(llvm::find(axes, axis) - axes.begin());
-  };
+cost::TensorSpec specOf(const Layout &layout, const std::vector<std::string> &axes) {
+  auto index = [&](const std::string &axis) { return int(llvm::find(axes, axis) - axes.begin()); };
   cost::TensorSpec spec;
   for (const auto &dim : layout.dims) {
     spec.dims.emplace_back();
@@ -51,12 +48,10 @@ LogicalResult lower(ReshardOp op) {
   for (NamedAttribute entry : op.getMesh())
     sizes.push_back(int(cast<IntegerAttr>(entry.getValue()).getInt()));
   auto type = cast<RankedTensorType>(op.getInput().getType());
-  cost::ReshardPlan plan = cost::planResharding(
-      specOf(op.getFromLayout(), axes), specOf(op.getToLayout(), axes), sizes,
-      double(type.getNumElements()));
+  cost::ReshardPlan plan = cost::planResharding(specOf(op.getFromLayout(), axes), specOf(op.getToLayout(), axes), sizes,
+                                                double(type.getNumElements()));
   if (!plan.error.empty())
-    return op.emitError() << "no resharding from '" << op.getFrom() << "' to '"
-                          << op.getTo() << "': " << plan.error;
+    return op.emitError() << "no resharding from '" << op.getFrom() << "' to '" << op.getTo() << "': " << plan.error;
   OpBuilder builder(op);
   Location loc = op.getLoc();
   Value value = op.getInput();
@@ -65,40 +60,33 @@ LogicalResult lower(ReshardOp op) {
     StringAttr axis = builder.getStringAttr(axes[size_t(step.axis)]);
     int64_t n = sizes[size_t(step.axis)];
     auto dim = [&](int d) { return builder.getI64IntegerAttr(d); };
-    auto typed = [&] {
-      return RankedTensorType::get(shape, type.getElementType());
-    };
+    auto typed = [&] { return RankedTensorType::get(shape, type.getElementType()); };
     switch (step.kind) {
     case cost::ReshardKind::Slice:
       shape[size_t(step.dim)] /= n;
-      value = RankSliceOp::create(builder, loc, typed(), value, axis,
-                                  dim(step.dim));
+      value = RankSliceOp::create(builder, loc, typed(), value, axis, dim(step.dim));
       break;
     case cost::ReshardKind::AllReduce:
       value = AllReduceOp::create(builder, loc, typed(), value, axis);
       break;
     case cost::ReshardKind::ReduceScatter:
       shape[size_t(step.dim)] /= n;
-      value = ReduceScatterOp::create(builder, loc, typed(), value, axis,
-                                      dim(step.dim));
+      value = ReduceScatterOp::create(builder, loc, typed(), value, axis, dim(step.dim));
       break;
     case cost::ReshardKind::AllGather:
       shape[size_t(step.dim)] *= n;
-      value = AllGatherOp::create(builder, loc, typed(), value, axis,
-                                  dim(step.dim));
+      value = AllGatherOp::create(builder, loc, typed(), value, axis, dim(step.dim));
       break;
     case cost::ReshardKind::AllToAll:
       shape[size_t(step.fromDim)] *= n;
       shape[size_t(step.dim)] /= n;
-      value = AllToAllOp::create(builder, loc, typed(), value, axis,
-                                 dim(step.dim), dim(step.fromDim));
+      value = AllToAllOp::create(builder, loc, typed(), value, axis, dim(step.dim), dim(step.fromDim));
       break;
     }
   }
   if (value.getType() != op.getType())
-    return op.emitError() << "resharding from '" << op.getFrom() << "' to '"
-                          << op.getTo() << "' made " << value.getType()
-                          << ", not " << op.getType() << " (an internal error)";
+    return op.emitError() << "resharding from '" << op.getFrom() << "' to '" << op.getTo() << "' made "
+                          << value.getType() << ", not " << op.getType() << " (an internal error)";
   op.getResult().replaceAllUsesWith(value);
   op.erase();
   return success();
@@ -117,8 +105,7 @@ LogicalResult lowerResharding(ModuleOp module) {
 
 namespace {
 
-struct LowerReshardingPass
-    : impl::LowerReshardingPassBase<LowerReshardingPass> {
+struct LowerReshardingPass : impl::LowerReshardingPassBase<LowerReshardingPass> {
   using LowerReshardingPassBase::LowerReshardingPassBase;
 
   void runOnOperation() override {

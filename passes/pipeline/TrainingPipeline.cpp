@@ -37,8 +37,7 @@ const char *nameOf(Stage stage) {
 
 namespace {
 
-void addPartitioning(mlir::OpPassManager &pm,
-                     const TrainingPipelineOptions &options) {
+void addPartitioning(mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
   if (options.sequenceRanks > 1) {
     partition::SequenceAxisParallelPassOptions sequence;
     sequence.ranks = options.sequenceRanks;
@@ -52,20 +51,15 @@ void addPartitioning(mlir::OpPassManager &pm,
     tensor.report = options.report;
     pm.addPass(partition::createTensorParallelPass(tensor));
     if (options.sequenceParallel)
-      pm.addPass(partition::createSequenceParallelPass(
-          partition::SequenceParallelPassOptions{options.report}));
+      pm.addPass(partition::createSequenceParallelPass(partition::SequenceParallelPassOptions{options.report}));
   }
 }
 
-void addTraining(mlir::OpPassManager &pm,
-                 const TrainingPipelineOptions &options) {
-  pm.addPass(autodiff::createMixedPrecisionPass(
-      autodiff::MixedPrecisionPassOptions{options.precision}));
-  pm.addPass(autodiff::createAutodiffPass(
-      autodiff::AutodiffPassOptions{options.precision == "fp16"}));
+void addTraining(mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
+  pm.addPass(autodiff::createMixedPrecisionPass(autodiff::MixedPrecisionPassOptions{options.precision}));
+  pm.addPass(autodiff::createAutodiffPass(autodiff::AutodiffPassOptions{options.precision == "fp16"}));
   autodiff::OptimizerPassOptions update;
-  update.kind = options.optimizer, update.beta1 = options.beta1,
-  update.beta2 = options.beta2;
+  update.kind = options.optimizer, update.beta1 = options.beta1, update.beta2 = options.beta2;
   update.eps = options.eps, update.weightDecay = options.weightDecay;
   update.momentum = options.momentum, update.nesterov = options.nesterov;
   pm.addPass(autodiff::createOptimizerPass(update));
@@ -76,14 +70,13 @@ void addTraining(mlir::OpPassManager &pm,
   // Full recomputation first: the re-run layers read weights too, and the
   // second reads below serve them.
   if (options.recompute != "none")
-    pm.addPass(memory::createRecomputeLayersPass(
-        memory::RecomputeLayersPassOptions{options.recompute, options.report}));
+    pm.addPass(
+        memory::createRecomputeLayersPass(memory::RecomputeLayersPassOptions{options.recompute, options.report}));
   // Megatron-SP keeps each block's input shard and gathers it again for the
   // weight gradients (after recomputation, whose re-run ops read the
   // gathered inputs too).
   if (options.tensorRanks > 1 && options.sequenceParallel)
-    pm.addPass(memory::createRegatherForBackwardPass(
-        memory::RegatherForBackwardPassOptions{"tp", options.report}));
+    pm.addPass(memory::createRegatherForBackwardPass(memory::RegatherForBackwardPassOptions{"tp", options.report}));
   // The backward pass reads each weight again rather than holding the
   // forward's read (and views) across the step; under ZeRO-3 a read is a
   // gather.
@@ -94,12 +87,9 @@ void addTraining(mlir::OpPassManager &pm,
 
 } // namespace
 
-void buildTrainingPipeline(mlir::OpPassManager &pm,
-                           const TrainingPipelineOptions &options,
-                           Stage stopAfter, Stage startAfter) {
-  auto runs = [&](Stage stage) {
-    return startAfter < stage && stage <= stopAfter;
-  };
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options, Stage stopAfter,
+                           Stage startAfter) {
+  auto runs = [&](Stage stage) { return startAfter < stage && stage <= stopAfter; };
   if (runs(Stage::Raised))
     train::buildRaisePipeline(pm);
   if (runs(Stage::Partitioned))

@@ -33,14 +33,11 @@ bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
       strategy.spMode = SequenceMode::None;
     }
   }
-  if (strategy.sp > 1 && (strategy.spMode == SequenceMode::AllToAll ||
-                          strategy.spMode == SequenceMode::Ring)) {
-    layout.sequenceAxis = strategy.spMode == SequenceMode::Ring
-                              ? partition::SequenceAlgorithm::Ring
-                              : partition::SequenceAlgorithm::AllToAll;
+  if (strategy.sp > 1 && (strategy.spMode == SequenceMode::AllToAll || strategy.spMode == SequenceMode::Ring)) {
+    layout.sequenceAxis = strategy.spMode == SequenceMode::Ring ? partition::SequenceAlgorithm::Ring
+                                                                : partition::SequenceAlgorithm::AllToAll;
     if (layout.modelRanks > 1) {
-      printError(std::string("--strategy: sp_mode=") +
-                 partition::nameOf(*layout.sequenceAxis) +
+      printError(std::string("--strategy: sp_mode=") + partition::nameOf(*layout.sequenceAxis) +
                  " runs on its own sequence axis, not with tp=N yet (drop tp, "
                  "or use sp_mode=megatron on the "
                  "tensor axis)");
@@ -54,40 +51,34 @@ bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
 }
 
 std::string axisText(const BuildLayout &layout) {
-  return std::string(layout.sequenceAxis ? "sp=" : "tp=") +
-         std::to_string(layout.modelRanks);
+  return std::string(layout.sequenceAxis ? "sp=" : "tp=") + std::to_string(layout.modelRanks);
 }
 
 /// The data-parallel ranks and microbatches: the strategy's where it names
 /// them (a plan always does), else --gpus over the model axis and
 /// --microbatches; a flag that contradicts the strategy is an error.
-bool takeRanks(const Request &request, const cost::Strategy &strategy,
-               const std::set<std::string> &keys, BuildLayout &layout) {
+bool takeRanks(const Request &request, const cost::Strategy &strategy, const std::set<std::string> &keys,
+               BuildLayout &layout) {
   bool fromPlan = !request.planFile.empty();
   const char *source = fromPlan ? "plan" : "strategy";
   if (fromPlan || keys.count("dp")) {
     if (request.gpusGiven && request.gpus != strategy.dp * layout.modelRanks) {
-      printError(
-          "--gpus " + std::to_string(request.gpus) + " but the " + source +
-          " has dp=" + std::to_string(strategy.dp) +
-          (layout.modelRanks > 1 ? " x " + axisText(layout) : std::string()));
+      printError("--gpus " + std::to_string(request.gpus) + " but the " + source + " has dp=" +
+                 std::to_string(strategy.dp) + (layout.modelRanks > 1 ? " x " + axisText(layout) : std::string()));
       return false;
     }
     layout.ranks = strategy.dp;
   } else if (layout.modelRanks > 1) {
     // The GPUs the model axis leaves are data-parallel ranks.
     if (request.gpusGiven && request.gpus % layout.modelRanks != 0) {
-      printError("--gpus " + std::to_string(request.gpus) +
-                 " does not divide into " + axisText(layout));
+      printError("--gpus " + std::to_string(request.gpus) + " does not divide into " + axisText(layout));
       return false;
     }
     layout.ranks = request.gpusGiven ? request.gpus / layout.modelRanks : 1;
   }
   if (fromPlan || keys.count("microbatches")) {
-    if (request.microbatchesGiven &&
-        request.microbatches != strategy.microbatches) {
-      printError("--microbatches " + std::to_string(request.microbatches) +
-                 " but the " + source +
+    if (request.microbatchesGiven && request.microbatches != strategy.microbatches) {
+      printError("--microbatches " + std::to_string(request.microbatches) + " but the " + source +
                  " has microbatches=" + std::to_string(strategy.microbatches));
       return false;
     }
@@ -96,14 +87,12 @@ bool takeRanks(const Request &request, const cost::Strategy &strategy,
   return true;
 }
 
-bool takeStrategy(const Request &request, const std::string &text,
-                  BuildLayout &layout) {
+bool takeStrategy(const Request &request, const std::string &text, BuildLayout &layout) {
   std::string error;
   std::set<std::string> keys;
   bool fromPlan = !request.planFile.empty();
   std::optional<cost::Strategy> strategy =
-      fromPlan ? readExecutablePlan(request.planFile, error)
-               : cost::Strategy::parse(text, error, &keys);
+      fromPlan ? readExecutablePlan(request.planFile, error) : cost::Strategy::parse(text, error, &keys);
   if (strategy && !takeModelAxis(*strategy, layout))
     return false;
   if (strategy && !fromPlan) {
@@ -116,8 +105,7 @@ bool takeStrategy(const Request &request, const std::string &text,
               "recomputation (full or selective) only; "
               "--strategy asks for " +
               lacks;
-      if (strategy->spMode == SequenceMode::Megatron && strategy->tp == 1 &&
-          layout.modelRanks == 1)
+      if (strategy->spMode == SequenceMode::Megatron && strategy->tp == 1 && layout.modelRanks == 1)
         error += " (sp_mode=megatron splits the tokens over the tensor axis: "
                  "add tp=N)";
       strategy.reset();
@@ -131,15 +119,13 @@ bool takeStrategy(const Request &request, const std::string &text,
     return false;
   layout.zero = strategy->zero;
   layout.offloadOptimizer = strategy->offloadOptimizer;
-  layout.recompute = strategy->recompute == cost::Recompute::Full ? "full"
-                     : strategy->recompute == cost::Recompute::Selective
-                         ? "selective"
-                         : "none";
+  layout.recompute = strategy->recompute == cost::Recompute::Full        ? "full"
+                     : strategy->recompute == cost::Recompute::Selective ? "selective"
+                                                                         : "none";
   if (layout.offloadOptimizer && layout.zero == 0 && layout.ranks > 1) {
     // Each rank offloads its ZeRO shard; replicated state would be updated
     // N times on N hosts.
-    printError("--strategy: optimizer offload on " +
-               std::to_string(layout.ranks) +
+    printError("--strategy: optimizer offload on " + std::to_string(layout.ranks) +
                " ranks moves each rank's ZeRO shard of the optimizer to its "
                "host; add zero=1, 2 or 3");
     return false;
@@ -149,20 +135,17 @@ bool takeStrategy(const Request &request, const std::string &text,
 
 } // namespace
 
-std::optional<BuildLayout> resolveBuildLayout(const Request &request,
-                                              const std::string &strategy) {
+std::optional<BuildLayout> resolveBuildLayout(const Request &request, const std::string &strategy) {
   BuildLayout layout;
   layout.ranks = request.gpus;
   layout.microbatches = request.microbatches;
-  if ((!request.planFile.empty() || !strategy.empty()) &&
-      !takeStrategy(request, strategy, layout))
+  if ((!request.planFile.empty() || !strategy.empty()) && !takeStrategy(request, strategy, layout))
     return std::nullopt;
   if (request.batch) {
     int64_t batch = *request.batch;
     if (batch % (layout.microbatches * layout.ranks) != 0) {
-      printError("--batch " + std::to_string(batch) + " does not divide into " +
-                 std::to_string(layout.ranks) + " rank(s) x " +
-                 std::to_string(layout.microbatches) + " microbatch(es)");
+      printError("--batch " + std::to_string(batch) + " does not divide into " + std::to_string(layout.ranks) +
+                 " rank(s) x " + std::to_string(layout.microbatches) + " microbatch(es)");
       return std::nullopt;
     }
     // The step is compiled for one microbatch of one rank; each of the N
@@ -183,10 +166,8 @@ void fillPipelineOptions(const Request &request, const BuildLayout &layout,
   }
   options.precision = request.precision;
   options.optimizer = request.optimizer;
-  options.beta1 = request.beta1, options.beta2 = request.beta2,
-  options.eps = request.eps;
-  options.weightDecay = request.weightDecay,
-  options.momentum = request.momentum;
+  options.beta1 = request.beta1, options.beta2 = request.beta2, options.eps = request.eps;
+  options.weightDecay = request.weightDecay, options.momentum = request.momentum;
   options.nesterov = request.nesterov;
   options.recompute = layout.recompute;
   options.report = !request.quiet;

@@ -44,12 +44,10 @@ struct BuildLayout {
 /// The layout of `strategy` (a --strategy text, possibly the search's
 /// choice) or of the plan file of `request`; prints why and returns nullopt
 /// when it cannot be built.
-std::optional<BuildLayout> resolveBuildLayout(const Request &request,
-                                              const std::string &strategy);
+std::optional<BuildLayout> resolveBuildLayout(const Request &request, const std::string &strategy);
 
 /// The pipeline options of `request` built as `layout`.
-void fillPipelineOptions(const Request &request, const BuildLayout &layout,
-                         pipeline::TrainingPipelineOptions &options);
+void fillPipelineOptions(const Request &request, const BuildLayout &layout, pipeline::TrainingPipelineOptions &options);
 
 } // namespace colossal::driver
 

@@ -18,145 +18,103 @@ namespace {
 
 cl::OptionCategory category("colossal-compile options");
 
-cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
-                               cl::Required, cl::cat(category));
-cl::opt<std::string> outputPath(
-    "o",
-    cl::desc(
-        "The output directory for --emit=exe and source (the executable, its "
-        "weights and manifest); the program file for the other phases "
-        "(default: standard output)"),
-    cl::value_desc("DIR|file"), cl::init("-"), cl::cat(category));
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::Required, cl::cat(category));
+cl::opt<std::string> outputPath("o",
+                                cl::desc("The output directory for --emit=exe and source (the executable, its "
+                                         "weights and manifest); the program file for the other phases "
+                                         "(default: standard output)"),
+                                cl::value_desc("DIR|file"), cl::init("-"), cl::cat(category));
 
-cl::opt<Emit> emit(
-    "emit", cl::desc("What to produce (default: exe with -o, raised without)"),
-    cl::values(
-        clEnumValN(Emit::Mlir, "mlir", "the imported train dialect"),
-        clEnumValN(Emit::Raised, "raised",
-                   "after raising to named ops (gelu, layer_norm, "
-                   "attention, cross_entropy, ...)"),
-        clEnumValN(Emit::Partitioned, "partitioned",
-                   "after the model axis split of @forward (tp=N, sp=N, "
-                   "sp_mode=megatron; colossal-opt --training-pipeline with "
-                   "stop-after=partitioned)"),
-        clEnumValN(Emit::Train, "train",
-                   "with @forward_backward (the loss and every trainable "
-                   "parameter's gradient, train-autodiff) and @optimizer_step "
-                   "(the fused update, train-optimizer)"),
-        clEnumValN(
-            Emit::Plan, "plan",
-            "the searched plan for --gpus N and the global --batch B, as "
-            "JSON (-o FILE or standard output), with a report"),
-        clEnumValN(Emit::Source, "source",
-                   "DIR/train_step.cpp, weights.safetensors and manifest.json, "
-                   "not built"),
-        clEnumValN(Emit::Exe, "exe",
-                   "all of source, and DIR/model_train built")),
-    cl::init(Emit::Raised), cl::cat(category));
+cl::opt<Emit> emit("emit", cl::desc("What to produce (default: exe with -o, raised without)"),
+                   cl::values(clEnumValN(Emit::Mlir, "mlir", "the imported train dialect"),
+                              clEnumValN(Emit::Raised, "raised",
+                                         "after raising to named ops (gelu, layer_norm, "
+                                         "attention, cross_entropy, ...)"),
+                              clEnumValN(Emit::Partitioned, "partitioned",
+                                         "after the model axis split of @forward (tp=N, sp=N, "
+                                         "sp_mode=megatron; colossal-opt --training-pipeline with "
+                                         "stop-after=partitioned)"),
+                              clEnumValN(Emit::Train, "train",
+                                         "with @forward_backward (the loss and every trainable "
+                                         "parameter's gradient, train-autodiff) and @optimizer_step "
+                                         "(the fused update, train-optimizer)"),
+                              clEnumValN(Emit::Plan, "plan",
+                                         "the searched plan for --gpus N and the global --batch B, as "
+                                         "JSON (-o FILE or standard output), with a report"),
+                              clEnumValN(Emit::Source, "source",
+                                         "DIR/train_step.cpp, weights.safetensors and manifest.json, "
+                                         "not built"),
+                              clEnumValN(Emit::Exe, "exe", "all of source, and DIR/model_train built")),
+                   cl::init(Emit::Raised), cl::cat(category));
 
-cl::opt<std::string>
-    target("target",
-           cl::desc("Where the program runs: cpu (host C++; default) or cuda"),
-           cl::init("cpu"), cl::cat(category));
+cl::opt<std::string> target("target", cl::desc("Where the program runs: cpu (host C++; default) or cuda"),
+                            cl::init("cpu"), cl::cat(category));
 cl::opt<int64_t> gpus("gpus",
                       cl::desc("Ranks to train on (default 1); more than one "
                                "trains data parallel under "
                                "mpirun -np N, --batch being the global batch"),
                       cl::init(1), cl::cat(category));
-cl::opt<std::string> precision(
-    "precision",
-    cl::desc(
-        "fp32 (default), bf16 or fp16: matmuls, convolutions and attention "
-        "compute in 16 bits, norms, softmax and the loss in float32, over "
-        "float32 master weights; fp16 scales its loss dynamically"),
-    cl::init("fp32"), cl::cat(category));
-cl::opt<std::string> optimizer("optimizer",
-                               cl::desc("lamb (default), adamw, sgd or lars"),
-                               cl::init("lamb"), cl::cat(category));
-cl::opt<double> lr("lr", cl::desc("Peak learning rate (default 1e-3)"),
-                   cl::init(1e-3), cl::cat(category));
-cl::opt<double> weightDecay("weight-decay",
-                            cl::desc("Decoupled weight decay (default 0.01)"),
-                            cl::init(0.01), cl::cat(category));
-cl::opt<double> beta1("beta1",
-                      cl::desc("LAMB/AdamW first-moment decay (default 0.9)"),
-                      cl::init(0.9), cl::cat(category));
-cl::opt<double>
-    beta2("beta2", cl::desc("LAMB/AdamW second-moment decay (default 0.999)"),
-          cl::init(0.999), cl::cat(category));
-cl::opt<double>
-    eps("eps",
-        cl::desc("LAMB/AdamW epsilon (default 1e-6 for LAMB, 1e-8 for AdamW)"),
-        cl::cat(category));
-cl::opt<double> momentum("momentum",
-                         cl::desc("SGD/LARS momentum (default 0.9)"),
-                         cl::init(0.9), cl::cat(category));
-cl::opt<bool> nesterov("nesterov", cl::desc("Nesterov momentum for SGD"),
-                       cl::cat(category));
-cl::opt<double> clipGradNorm(
-    "clip-grad-norm",
-    cl::desc("Clip the global gradient norm to X (default 0: off)"),
-    cl::init(0.0), cl::cat(category));
-cl::opt<int64_t> warmupSteps("warmup-steps",
-                             cl::desc("Linear warm-up steps (default 0)"),
-                             cl::init(0), cl::cat(category));
+cl::opt<std::string> precision("precision",
+                               cl::desc("fp32 (default), bf16 or fp16: matmuls, convolutions and attention "
+                                        "compute in 16 bits, norms, softmax and the loss in float32, over "
+                                        "float32 master weights; fp16 scales its loss dynamically"),
+                               cl::init("fp32"), cl::cat(category));
+cl::opt<std::string> optimizer("optimizer", cl::desc("lamb (default), adamw, sgd or lars"), cl::init("lamb"),
+                               cl::cat(category));
+cl::opt<double> lr("lr", cl::desc("Peak learning rate (default 1e-3)"), cl::init(1e-3), cl::cat(category));
+cl::opt<double> weightDecay("weight-decay", cl::desc("Decoupled weight decay (default 0.01)"), cl::init(0.01),
+                            cl::cat(category));
+cl::opt<double> beta1("beta1", cl::desc("LAMB/AdamW first-moment decay (default 0.9)"), cl::init(0.9),
+                      cl::cat(category));
+cl::opt<double> beta2("beta2", cl::desc("LAMB/AdamW second-moment decay (default 0.999)"), cl::init(0.999),
+                      cl::cat(category));
+cl::opt<double> eps("eps", cl::desc("LAMB/AdamW epsilon (default 1e-6 for LAMB, 1e-8 for AdamW)"), cl::cat(category));
+cl::opt<double> momentum("momentum", cl::desc("SGD/LARS momentum (default 0.9)"), cl::init(0.9), cl::cat(category));
+cl::opt<bool> nesterov("nesterov", cl::desc("Nesterov momentum for SGD"), cl::cat(category));
+cl::opt<double> clipGradNorm("clip-grad-norm", cl::desc("Clip the global gradient norm to X (default 0: off)"),
+                             cl::init(0.0), cl::cat(category));
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("Linear warm-up steps (default 0)"), cl::init(0),
+                             cl::cat(category));
 cl::opt<std::string> schedule("schedule",
                               cl::desc("After warm-up: constant (default), "
                                        "cosine, linear or polynomial decay"),
                               cl::init("constant"), cl::cat(category));
-cl::opt<int64_t>
-    steps("steps",
-          cl::desc("Default number of steps of the program (default 10)"),
-          cl::init(10), cl::cat(category));
-cl::opt<int64_t> microbatches(
-    "microbatches",
-    cl::desc(
-        "Microbatches per step, gradients accumulated (default 1); --batch is "
-        "the global batch"),
-    cl::init(1), cl::cat(category));
+cl::opt<int64_t> steps("steps", cl::desc("Default number of steps of the program (default 10)"), cl::init(10),
+                       cl::cat(category));
+cl::opt<int64_t> microbatches("microbatches",
+                              cl::desc("Microbatches per step, gradients accumulated (default 1); --batch is "
+                                       "the global batch"),
+                              cl::init(1), cl::cat(category));
 
-cl::opt<int64_t>
-    batch("batch", cl::desc("Bind dynamic dimensions named like 'batch' to N"),
-          cl::value_desc("N"), cl::cat(category));
-cl::opt<int64_t> seq("seq",
-                     cl::desc("Bind dynamic dimensions named like 'seq' to N"),
-                     cl::value_desc("N"), cl::cat(category));
-cl::list<std::string> bind("bind",
-                           cl::desc("Bind the dynamic dimension NAME to VALUE"),
-                           cl::value_desc("NAME=VALUE"), cl::cat(category));
-cl::opt<std::string>
-    trainableFile("trainable",
-                  cl::desc("Exactly these parameters are trainable (file: one "
-                           "name per line); graph inputs "
-                           "named here are shape-only parameters"),
-                  cl::value_desc("file"), cl::cat(category));
-cl::list<std::string> frozen("frozen", cl::desc("Freeze these parameters"),
-                             cl::value_desc("NAME,..."), cl::CommaSeparated,
-                             cl::cat(category));
-cl::opt<std::string> strategyText(
-    "strategy",
-    cl::desc("Fix parts of the plan (dp=4,tp=2,microbatches=2,zero=1,...); "
-             "--emit=plan searches the rest, "
-             "-o DIR builds it if the partitioner can run it (tp=N: the MLP "
-             "and attention blocks and the vocabulary split)"),
-    cl::value_desc("SPEC"), cl::cat(category));
-cl::opt<std::string> planFile(
-    "plan",
-    cl::desc(
-        "A plan written by --emit=plan: re-evaluated with --emit=plan, built "
-        "with -o DIR"),
-    cl::value_desc("FILE"), cl::cat(category));
-cl::opt<std::string> clusterName(
-    "cluster",
-    cl::desc(
-        "The machine plans are for: dgx-a100 (default), dgx-h100, h200-node, "
-        "or a colossal-cluster/1 JSON file"),
-    cl::value_desc("NAME|FILE"), cl::init("dgx-a100"), cl::cat(category));
-cl::opt<bool> summaryOnly("summary-only",
-                          cl::desc("Print the model summary only, to stdout"),
-                          cl::cat(category));
-cl::opt<bool> quiet("quiet", cl::desc("Do not print the model summary"),
-                    cl::cat(category));
+cl::opt<int64_t> batch("batch", cl::desc("Bind dynamic dimensions named like 'batch' to N"), cl::value_desc("N"),
+                       cl::cat(category));
+cl::opt<int64_t> seq("seq", cl::desc("Bind dynamic dimensions named like 'seq' to N"), cl::value_desc("N"),
+                     cl::cat(category));
+cl::list<std::string> bind("bind", cl::desc("Bind the dynamic dimension NAME to VALUE"), cl::value_desc("NAME=VALUE"),
+                           cl::cat(category));
+cl::opt<std::string> trainableFile("trainable",
+                                   cl::desc("Exactly these parameters are trainable (file: one "
+                                            "name per line); graph inputs "
+                                            "named here are shape-only parameters"),
+                                   cl::value_desc("file"), cl::cat(category));
+cl::list<std::string> frozen("frozen", cl::desc("Freeze these parameters"), cl::value_desc("NAME,..."),
+                             cl::CommaSeparated, cl::cat(category));
+cl::opt<std::string> strategyText("strategy",
+                                  cl::desc("Fix parts of the plan (dp=4,tp=2,microbatches=2,zero=1,...); "
+                                           "--emit=plan searches the rest, "
+                                           "-o DIR builds it if the partitioner can run it (tp=N: the MLP "
+                                           "and attention blocks and the vocabulary split)"),
+                                  cl::value_desc("SPEC"), cl::cat(category));
+cl::opt<std::string> planFile("plan",
+                              cl::desc("A plan written by --emit=plan: re-evaluated with --emit=plan, built "
+                                       "with -o DIR"),
+                              cl::value_desc("FILE"), cl::cat(category));
+cl::opt<std::string> clusterName("cluster",
+                                 cl::desc("The machine plans are for: dgx-a100 (default), dgx-h100, h200-node, "
+                                          "or a colossal-cluster/1 JSON file"),
+                                 cl::value_desc("NAME|FILE"), cl::init("dgx-a100"), cl::cat(category));
+cl::opt<bool> summaryOnly("summary-only", cl::desc("Print the model summary only, to stdout"), cl::cat(category));
+cl::opt<bool> quiet("quiet", cl::desc("Do not print the model summary"), cl::cat(category));
 
 } // namespace
 
@@ -166,17 +124,12 @@ void printError(const llvm::Twine &message) {
 
 std::optional<Request> parseCommandLine(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "colossal-compile: ONNX training graphs to distributed training "
-      "programs\n");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "colossal-compile: ONNX training graphs to distributed training "
+                              "programs\n");
 
-  bool toDirectory = emit.getNumOccurrences()
-                         ? (emit == Emit::Source || emit == Emit::Exe)
-                         : outputPath != "-";
-  Emit phase = emit.getNumOccurrences()
-                   ? Emit(emit)
-                   : (toDirectory ? Emit::Exe : Emit::Raised);
+  bool toDirectory = emit.getNumOccurrences() ? (emit == Emit::Source || emit == Emit::Exe) : outputPath != "-";
+  Emit phase = emit.getNumOccurrences() ? Emit(emit) : (toDirectory ? Emit::Exe : Emit::Raised);
   if (toDirectory && outputPath == "-") {
     printError("--emit=exe and --emit=source write a directory: give -o DIR");
     return std::nullopt;
@@ -190,16 +143,14 @@ std::optional<Request> parseCommandLine(int argc, char **argv) {
     return std::nullopt;
   }
   for (const auto &[flag, value, allowed] :
-       {std::tuple<const char *, std::string, const char *>{
-            "--optimizer", optimizer, "lamb,adamw,sgd,lars"},
+       {std::tuple<const char *, std::string, const char *>{"--optimizer", optimizer, "lamb,adamw,sgd,lars"},
         {"--schedule", schedule, "constant,cosine,linear,polynomial"},
         {"--target", target, "cpu,cuda"},
         {"--precision", precision, "fp32,bf16,fp16"}}) {
     llvm::SmallVector<llvm::StringRef> names;
     llvm::StringRef(allowed).split(names, ',');
     if (!llvm::is_contained(names, value)) {
-      printError(std::string(flag) + " " + value + ": expected one of " +
-                 allowed);
+      printError(std::string(flag) + " " + value + ": expected one of " + allowed);
       return std::nullopt;
     }
   }
@@ -226,24 +177,20 @@ std::optional<Request> parseCommandLine(int argc, char **argv) {
   }
   options.frozen.assign(frozen.begin(), frozen.end());
   if (phase == Emit::Plan && !batch.getNumOccurrences() && planFile.empty()) {
-    printError(
-        "--emit=plan needs --batch B, the global batch over all devices");
+    printError("--emit=plan needs --batch B, the global batch over all devices");
     return std::nullopt;
   }
 
   Request r;
   r.emit = phase, r.toDirectory = toDirectory;
   r.inputPath = inputPath, r.outputPath = outputPath;
-  r.target = target, r.precision = precision, r.optimizer = optimizer,
-  r.schedule = schedule;
+  r.target = target, r.precision = precision, r.optimizer = optimizer, r.schedule = schedule;
   r.strategy = strategyText, r.planFile = planFile, r.cluster = clusterName;
   r.gpus = gpus, r.gpusGiven = gpus.getNumOccurrences() > 0;
-  r.microbatches = microbatches,
-  r.microbatchesGiven = microbatches.getNumOccurrences() > 0;
+  r.microbatches = microbatches, r.microbatchesGiven = microbatches.getNumOccurrences() > 0;
   if (batch.getNumOccurrences())
     r.batch = int64_t(batch);
-  r.lr = lr, r.weightDecay = weightDecay, r.beta1 = beta1, r.beta2 = beta2,
-  r.momentum = momentum;
+  r.lr = lr, r.weightDecay = weightDecay, r.beta1 = beta1, r.beta2 = beta2, r.momentum = momentum;
   r.clipGradNorm = clipGradNorm, r.nesterov = nesterov;
   r.eps = eps.getNumOccurrences() ? double(eps) : -1.0;
   r.warmupSteps = warmupSteps, r.steps = steps;

@@ -33,8 +33,7 @@ struct Request {
   bool microbatchesGiven = false;
   /// The global batch, over every rank and microbatch.
   std::optional<int64_t> batch;
-  double lr = 1e-3, weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999,
-         momentum = 0.9, clipGradNorm = 0;
+  double lr = 1e-3, weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999, momentum = 0.9, clipGradNorm = 0;
   /// Negative: the optimizer's default.
   double eps = -1;
   bool nesterov = false;

@@ -491,12 +491,6 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       return fail("--strategy: " + error);
     options.fixed = *fixed;
   }
-  // The partitioner's own split of the tensor axis is a placement too: the
-  // plans with it are the ones -o DIR builds.
-  options.partitionerSharding = [&](const cost::Graph &graph, int ranks, int axis, cost::SequenceMode mode,
-                                    std::string &why) -> std::optional<cost::GraphSharding> {
-    return partitionerSharding(context, models, graph, ranks, axis, mode, why);
-  };
   options.buildable = [](const cost::Strategy &s, cost::Placement placement) {
     return partitionerLacks(s, placement).empty();
   };
@@ -511,8 +505,30 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     if (terminal)
       llvm::errs() << "\rsearching: " << evaluated << " plans evaluated of " << candidates << " candidates";
   };
-  cost::SearchResult result = cost::searchGraphPlans(
-      [&](int64_t b, std::string &why) { return graphFor(b, why); }, *cluster, options);
+  // The partitioner's own split of the model axis is a placement too: the
+  // plans with it are the ones -o DIR builds. Each graph goes to the search
+  // with the splits, made once per factor structure and model axis.
+  std::map<std::pair<std::vector<size_t>, cost::ModelAxis>, cost::ModelAxisSplit> splits;
+  auto searchGraphsFor = [&](const cost::SearchOptions &o) -> cost::GraphAtMicrobatch {
+    return [&, axes = cost::modelAxesToSplit(o, *cluster)](int64_t b,
+                                                           std::string &why) -> std::optional<cost::SearchGraph> {
+      std::optional<cost::Graph> graph = graphFor(b, why);
+      if (!graph)
+        return std::nullopt;
+      cost::SearchGraph given{std::move(*graph), {}};
+      std::vector<size_t> structure = cost::factorStructure(given.graph);
+      for (const cost::ModelAxis &axis : axes) {
+        auto [entry, fresh] = splits.try_emplace({structure, axis});
+        if (fresh)
+          entry->second.sharding = partitionerSharding(context, models, given.graph, axis.first,
+                                                       cost::modelAxisIndex(axis, *cluster), axis.second,
+                                                       entry->second.error);
+        given.partitionerSplits[axis] = entry->second;
+      }
+      return given;
+    };
+  };
+  cost::SearchResult result = cost::searchGraphPlans(searchGraphsFor(options), *cluster, options);
   if (terminal && result.seconds >= 1)
     llvm::errs() << "\r" << std::string(70, ' ') << "\r";
   if (result.best.empty())
@@ -548,10 +564,8 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       restricted.admit = [](const cost::Strategy &s) {
         return partitionerLacks(s, cost::Placement::Partitioner).empty();
       };
-      restricted.partitionerSharding = options.partitionerSharding;
       restricted.partitionerPlacementOnly = true;
-      cost::SearchResult other = cost::searchGraphPlans(
-          [&](int64_t b, std::string &why) { return graphFor(b, why); }, *cluster, restricted);
+      cost::SearchResult other = cost::searchGraphPlans(searchGraphsFor(restricted), *cluster, restricted);
       if (!other.best.empty())
         buildable = std::move(other.best.front());
     }

@@ -50,29 +50,25 @@ Stage lastStage(Emit emit) {
 }
 
 /// Runs the pipeline's stages after `from` up to `to`.
-bool runStages(ModuleOp module,
-               const pipeline::TrainingPipelineOptions &options, Stage from,
-               Stage to, const std::string &inputPath) {
+bool runStages(ModuleOp module, const pipeline::TrainingPipelineOptions &options, Stage from, Stage to,
+               const std::string &inputPath) {
   if (to <= from)
     return true;
   PassManager pm(module.getContext());
   pipeline::buildTrainingPipeline(pm, options, to, from);
   if (succeeded(pm.run(module)))
     return true;
-  printError(std::string("compiling ") + inputPath + " failed in the " +
-             pipeline::nameOf(to) + " stage (see the error above)");
+  printError(std::string("compiling ") + inputPath + " failed in the " + pipeline::nameOf(to) +
+             " stage (see the error above)");
   return false;
 }
 
 std::optional<cost::Graph> forwardGraph(ModuleOp module) {
-  FailureOr<cost::Graph> graph =
-      plan::buildCostGraph(module.lookupSymbol<func::FuncOp>("forward"));
-  return succeeded(graph) ? std::optional<cost::Graph>(std::move(*graph))
-                          : std::nullopt;
+  FailureOr<cost::Graph> graph = plan::buildCostGraph(module.lookupSymbol<func::FuncOp>("forward"));
+  return succeeded(graph) ? std::optional<cost::Graph>(std::move(*graph)) : std::nullopt;
 }
 
-codegen::PackageOptions packageOptions(const Request &r,
-                                       const BuildLayout &layout) {
+codegen::PackageOptions packageOptions(const Request &r, const BuildLayout &layout) {
   codegen::PackageOptions package;
   package.directory = r.outputPath, package.onnxPath = r.inputPath;
   package.target = r.target, package.precision = r.precision;
@@ -81,16 +77,13 @@ codegen::PackageOptions packageOptions(const Request &r,
   s.model = llvm::sys::path::stem(r.inputPath).str();
   s.target = r.target;
   s.lr = r.lr, s.clipGradNorm = r.clipGradNorm, s.warmupSteps = r.warmupSteps;
-  s.schedule = r.schedule, s.steps = r.steps,
-  s.microbatches = layout.microbatches, s.ranks = layout.ranks;
+  s.schedule = r.schedule, s.steps = r.steps, s.microbatches = layout.microbatches, s.ranks = layout.ranks;
   s.tensorRanks = layout.modelRanks, s.zero = layout.zero;
   s.offloadOptimizer = layout.offloadOptimizer, s.recompute = layout.recompute;
   s.sequenceMode = !layout.sequenceAxis
-                       ? (layout.sequenceParallel ? cost::SequenceMode::Megatron
-                                                  : cost::SequenceMode::None)
-                   : *layout.sequenceAxis == partition::SequenceAlgorithm::Ring
-                       ? cost::SequenceMode::Ring
-                       : cost::SequenceMode::AllToAll;
+                       ? (layout.sequenceParallel ? cost::SequenceMode::Megatron : cost::SequenceMode::None)
+                   : *layout.sequenceAxis == partition::SequenceAlgorithm::Ring ? cost::SequenceMode::Ring
+                                                                                : cost::SequenceMode::AllToAll;
   return package;
 }
 
@@ -133,10 +126,8 @@ int main(int argc, char **argv) {
 
   // What the search needs, for --emit=plan and for a build without a plan.
   PlanRequest planning;
-  planning.inputPath = r.inputPath, planning.outputPath = r.outputPath,
-  planning.planPath = r.planFile;
-  planning.strategy = r.strategy, planning.cluster = r.cluster,
-  planning.import = r.import;
+  planning.inputPath = r.inputPath, planning.outputPath = r.outputPath, planning.planPath = r.planFile;
+  planning.strategy = r.strategy, planning.cluster = r.cluster, planning.import = r.import;
   planning.gpus = r.gpus, planning.globalBatch = r.batch.value_or(0);
   planning.quiet = r.quiet, planning.precision = r.precision;
   if (r.emit == Emit::Plan)
@@ -145,8 +136,7 @@ int main(int argc, char **argv) {
   // --gpus N and a global batch are the whole interface: without a plan or
   // strategy, the search picks the best plan the partitioner can run.
   std::string strategy = r.strategy;
-  if (r.toDirectory && r.gpus > 1 && r.planFile.empty() && r.strategy.empty() &&
-      r.batch && !r.microbatchesGiven) {
+  if (r.toDirectory && r.gpus > 1 && r.planFile.empty() && r.strategy.empty() && r.batch && !r.microbatchesGiven) {
     std::optional<cost::Strategy> chosen;
     planning.chosen = &chosen;
     if (runPlanning(context, planning) != 0 || !chosen)
@@ -160,16 +150,14 @@ int main(int argc, char **argv) {
   ImportOptions importOptions = r.import;
   if (layout->stepBatch)
     importOptions.batch = *layout->stepBatch;
-  OwningOpRef<ModuleOp> module =
-      importOnnxFile(context, r.inputPath, importOptions);
+  OwningOpRef<ModuleOp> module = importOnnxFile(context, r.inputPath, importOptions);
   if (!module)
     return 1;
 
   pipeline::TrainingPipelineOptions options;
   fillPipelineOptions(r, *layout, options);
   Stage last = lastStage(r.emit);
-  if (!runStages(*module, options, Stage::Imported,
-                 std::min(last, Stage::Raised), r.inputPath))
+  if (!runStages(*module, options, Stage::Imported, std::min(last, Stage::Raised), r.inputPath))
     return 1;
   // The model's graph before and after the model axis splits it: the
   // package predicts the axis's collectives from the two, and a plan's
@@ -177,15 +165,13 @@ int main(int argc, char **argv) {
   std::optional<cost::Graph> wholeGraph, splitGraph;
   if (last >= Stage::Partitioned && layout->modelRanks > 1)
     wholeGraph = forwardGraph(*module);
-  if (!runStages(*module, options, Stage::Raised,
-                 std::min(last, Stage::Partitioned), r.inputPath))
+  if (!runStages(*module, options, Stage::Raised, std::min(last, Stage::Partitioned), r.inputPath))
     return 1;
   if (wholeGraph) {
     splitGraph = forwardGraph(*module);
     std::string error;
     if (!r.planFile.empty() && splitGraph &&
-        !planMatchesBuiltSplit(r.planFile, *wholeGraph, *splitGraph,
-                               layout->sequenceAxis ? "sp" : "tp",
+        !planMatchesBuiltSplit(r.planFile, *wholeGraph, *splitGraph, layout->sequenceAxis ? "sp" : "tp",
                                layout->modelRanks, error)) {
       printError("--plan " + error);
       return 1;
@@ -208,12 +194,9 @@ int main(int argc, char **argv) {
   package.settings.splitGraph = std::move(splitGraph);
   if (failed(codegen::writePackage(*module, package)))
     return 1;
-  llvm::errs() << "colossal-compile: wrote " << r.outputPath
-               << (package.build ? "/model_train" : "/train_step.cpp") << " ("
-               << r.target << ", " << r.precision << ", " << r.optimizer
-               << "); run "
-               << (package.build ? r.outputPath + "/model_train --help"
-                                 : std::string("with --emit=exe to build"))
+  llvm::errs() << "colossal-compile: wrote " << r.outputPath << (package.build ? "/model_train" : "/train_step.cpp")
+               << " (" << r.target << ", " << r.precision << ", " << r.optimizer << "); run "
+               << (package.build ? r.outputPath + "/model_train --help" : std::string("with --emit=exe to build"))
                << "\n";
   return 0;
 }

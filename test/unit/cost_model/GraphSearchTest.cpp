@@ -11,9 +11,12 @@ using namespace colossal::cost;
 namespace {
 
 /// The builder's graph as an importer would hand it over: no layer marks,
-/// layers found by detection.
-GraphAtMicrobatch importedGpt(int64_t layers, bool detect = true) {
-  return [=](int64_t microbatch, std::string &) -> std::optional<Graph> {
+/// layers found by detection; with `split`, each model axis's split as the
+/// caller's partitioner makes it.
+GraphAtMicrobatch importedGpt(int64_t layers, bool detect = true,
+                              std::function<std::optional<ModelAxisSplit>(const Graph &, ModelAxis)> split = {},
+                              std::vector<ModelAxis> axes = {}) {
+  return [=](int64_t microbatch, std::string &) -> std::optional<SearchGraph> {
     TransformerShape shape;
     shape.layers = layers;
     shape.hidden = 1024;
@@ -27,7 +30,11 @@ GraphAtMicrobatch importedGpt(int64_t layers, bool detect = true) {
     graph.numLayers = 0;
     if (detect)
       detectLayers(graph);
-    return graph;
+    SearchGraph given{graph, {}};
+    for (const ModelAxis &axis : axes)
+      if (std::optional<ModelAxisSplit> made = split(graph, axis))
+        given.partitionerSplits[axis] = *made;
+    return given;
   };
 }
 
@@ -101,23 +108,24 @@ TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
   // Without the partitioner's splits there is no sequence axis to place.
   SearchResult none = searchGraphPlans(importedGpt(2), cluster, options);
   EXPECT_TRUE(none.best.empty());
-  // With them, the search asks for the sequence axis by its mesh index and
-  // mode, and evaluates plans with the split it gets back.
-  std::vector<std::pair<int, SequenceMode>> asked;
-  options.partitionerSharding = [&](const Graph &graph, int ranks, int axis, SequenceMode mode,
-                                    std::string &) -> std::optional<GraphSharding> {
+  // With them, the model axes to split are the sequence axes the fixed
+  // parts allow, each on the mesh axis every plan names "sp"; the search
+  // evaluates plans with the splits it is given.
+  std::vector<ModelAxis> asked = modelAxesToSplit(options, cluster);
+  for (const ModelAxis &axis : asked) {
     Strategy s;
-    s.sp = ranks;
-    s.spMode = mode;
-    s.dp = 8 / ranks;
-    EXPECT_EQ(axis, buildMesh(s, cluster).axisIndex("sp"));
-    asked.push_back({ranks, mode});
+    s.sp = axis.first;
+    s.spMode = axis.second;
+    s.dp = 8 / axis.first;
+    EXPECT_EQ(modelAxisIndex(axis, cluster), buildMesh(s, cluster).axisIndex("sp"));
+  }
+  auto replicated = [](const Graph &graph, ModelAxis) -> std::optional<ModelAxisSplit> {
     GraphSharding sharding;
     for (const Op &op : graph.ops)
       sharding.emplace_back(op.factors.size());
-    return sharding;
+    return ModelAxisSplit{sharding, ""};
   };
-  SearchResult result = searchGraphPlans(importedGpt(2), cluster, options);
+  SearchResult result = searchGraphPlans(importedGpt(2, true, replicated, asked), cluster, options);
   ASSERT_FALSE(result.best.empty()) << result.infeasible;
   for (const SearchCandidate &c : result.best) {
     EXPECT_EQ(c.strategy.spMode, SequenceMode::AllToAll);
@@ -129,6 +137,22 @@ TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
   ASSERT_FALSE(asked.empty());
   for (auto [ranks, mode] : asked)
     EXPECT_EQ(mode, SequenceMode::AllToAll) << ranks;
+}
+
+TEST(GraphSearch, APartitionerRefusalIsTheReasonGiven) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 32;
+  std::string error;
+  options.fixed = *Strategy::parse("sp_mode=ring", error, &options.fixedKeys);
+  auto refuse = [](const Graph &, ModelAxis axis) -> std::optional<ModelAxisSplit> {
+    return ModelAxisSplit{std::nullopt, "the tokens do not divide by " + std::to_string(axis.first)};
+  };
+  SearchResult result =
+      searchGraphPlans(importedGpt(2, true, refuse, modelAxesToSplit(options, cluster)), cluster, options);
+  EXPECT_TRUE(result.best.empty());
+  EXPECT_NE(result.infeasible.find("the tokens do not divide by"), std::string::npos) << result.infeasible;
 }
 
 TEST(GraphSearch, InfeasibleSaysWhatWouldFit) {

@@ -5,8 +5,8 @@
 // axis x pipeline parallelism (the model axis inside a node). The model axis
 // is a 1D tensor axis placed op by op by the sharding solver
 // (ShardingSolver.h, exact under the cost model) or, where the caller gives
-// it, as the partitioner splits the model (SearchOptions::
-// partitionerSharding: the plans `-o DIR` builds), with or without
+// it with the graph, as the partitioner splits the model (SearchGraph::
+// partitionerSplits: the plans `-o DIR` builds), with or without
 // Megatron's sequence parallelism on it; or a sequence axis of its own
 // (all-to-all, ring), as the partitioner splits the tokens;
 // every power-of-two microbatch size up to 16 that divides
@@ -31,12 +31,50 @@
 #include "colossal/cost/Search.h"
 
 #include <functional>
+#include <map>
+#include <utility>
 
 namespace colossal::cost {
 
+/// A model axis the search places: its ranks, and what runs on it (None:
+/// the tensor axis; Megatron: the tensor axis with Megatron's sequence
+/// parallelism; AllToAll, Ring: a sequence axis of its own).
+using ModelAxis = std::pair<int, SequenceMode>;
+
+/// How the partitioner splits a graph over a model axis, read back as a
+/// sharding of the whole graph (AppliedSharding.h), or why it cannot.
+struct ModelAxisSplit {
+  std::optional<GraphSharding> sharding;
+  std::string error;
+};
+
+/// The model's graph at one microbatch size, as the caller imports it, and
+/// the partitioner's splits of it where the caller makes them: data, so the
+/// search knows nothing of the partitioner.
+struct SearchGraph {
+  Graph graph;
+  /// Per model axis of `modelAxesToSplit`; empty: the tensor axis is placed
+  /// by the sharding solver alone.
+  std::map<ModelAxis, ModelAxisSplit> partitionerSplits;
+};
+
 /// The model's graph for `microbatch` samples per microbatch; nullopt with
 /// `error` when it cannot be built at that size.
-using GraphAtMicrobatch = std::function<std::optional<Graph>(int64_t microbatch, std::string &error)>;
+using GraphAtMicrobatch = std::function<std::optional<SearchGraph>(int64_t microbatch, std::string &error)>;
+
+/// The model axes (of more than one rank) the search with `options` places
+/// on `cluster` (the axis inside a node, as the fixed parts allow): what a
+/// caller giving the partitioner's splits splits each graph over.
+std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Cluster &cluster);
+
+/// The index of the model axis's mesh axis ("tp", or "sp" for a sequence
+/// axis of its own) in every plan's mesh.
+int modelAxisIndex(const ModelAxis &axis, const Cluster &cluster);
+
+/// Graphs at different microbatch sizes share their factor structure
+/// (GraphScaling.h) except where a size-1 factor drops out: one split per
+/// structure and model axis serves every graph of that structure.
+std::vector<size_t> factorStructure(const Graph &graph);
 
 SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &cluster,
                               const SearchOptions &options);

@@ -72,16 +72,6 @@ struct SearchOptions {
   std::function<bool(const Strategy &)> admit;
   /// Called about once a second while the search runs.
   std::function<void(int64_t evaluated, int64_t candidates)> progress;
-  /// The imported-model search: the split the partitioner makes of the
-  /// model (as `graph`, at its microbatch) over a model axis of `ranks`
-  /// ranks (mesh axis `axis`), read back from its program
-  /// (AppliedSharding.h): the tensor axis (`mode` None), with Megatron's
-  /// sequence parallelism on it (Megatron), or a sequence axis of its own
-  /// (AllToAll, Ring); nullopt with `error` when it cannot split the model
-  /// that way. Evaluated besides the sharding solver's placement.
-  std::function<std::optional<GraphSharding>(const Graph &graph, int ranks, int axis, SequenceMode mode,
-                                             std::string &error)>
-      partitionerSharding;
   /// Only tensor axes placed as the partitioner splits the model: the plans
   /// `-o DIR` can build.
   bool partitionerPlacementOnly = false;
