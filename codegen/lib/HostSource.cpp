@@ -23,6 +23,7 @@ namespace colossal::codegen {
 
 using namespace mlir;
 using namespace colossal::train;
+using namespace colossal::dist;
 
 namespace {
 

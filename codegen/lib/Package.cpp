@@ -203,7 +203,7 @@ Json modelStatesOf(const cost::Estimate &estimate) {
 }
 
 /// What tensor or sequence parallelism moves over its model axis each step,
-/// read off the IR: every train.all_reduce of @forward_backward once per
+/// read off the IR: every dist.all_reduce of @forward_backward once per
 /// microbatch (the forward's sums and the backward's sums of the copies'
 /// gradients), and the trainer's completions of the per-tensor norms of the
 /// split tensors (two floats per split trainable tensor: one for the
@@ -229,13 +229,13 @@ Json modelAxisOf(ModuleOp module, const ProgramSettings &s) {
   };
   if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward"))
     step.walk([&](Operation *op) {
-      if (auto sum = dyn_cast<train::AllReduceOp>(op))
+      if (auto sum = dyn_cast<dist::AllReduceOp>(op))
         activationBytes += bytesOf(sum.getResult()), ++calls;
-      if (auto gather = dyn_cast<train::AllGatherOp>(op))
+      if (auto gather = dyn_cast<dist::AllGatherOp>(op))
         gatherBytes += bytesOf(gather.getResult()), ++gathers;
-      if (auto scatter = dyn_cast<train::ReduceScatterOp>(op))
+      if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op))
         scatterBytes += bytesOf(scatter.getInput()), ++scatters;
-      if (auto trade = dyn_cast<train::AllToAllOp>(op))
+      if (auto trade = dyn_cast<dist::AllToAllOp>(op))
         tradeBytes += bytesOf(trade.getInput()), ++trades;
       if (isa<train::AttentionOp, train::AttentionGradOp>(op) && op->hasAttr("ring_axis")) {
         int64_t keys = bytesOf(op->getOperand(1)) + bytesOf(op->getOperand(2));

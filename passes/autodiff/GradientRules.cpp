@@ -10,7 +10,7 @@
 #include "GradientRules.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
-#include "colossal/Dialect/Train/Layout.h"
+#include "colossal/Dialect/Dist/Layout.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -21,6 +21,7 @@ namespace colossal::autodiff {
 
 using namespace mlir;
 using namespace colossal::train;
+using namespace colossal::dist;
 
 namespace {
 
@@ -304,13 +305,10 @@ LogicalResult layoutRules(const RuleInputs &in, bool &handled) {
   if (isa<ParamOp, ConstantOp>(op))
     return success();
   if (auto reshard = dyn_cast<ReshardOp>(op)) {
-    std::string error;
-    std::optional<Layout> from = parseLayout(reshard.getFrom(), operandType(0).getRank(), error);
-    std::optional<Layout> to = parseLayout(reshard.getTo(), operandType(0).getRank(), error);
-    if (!from || !to)
-      return op->emitError() << "a resharding with an unreadable layout: " << error;
-    out[0] = ReshardOp::create(builder, op->getLoc(), operandType(0), dy, builder.getStringAttr(to->dual().str()),
-                               builder.getStringAttr(from->dual().str()), reshard.getMesh());
+    MLIRContext *context = op->getContext();
+    out[0] = ReshardOp::create(builder, op->getLoc(), operandType(0), dy,
+                               ShardingAttr::get(context, reshard.getToLayout().dual()),
+                               ShardingAttr::get(context, reshard.getFromLayout().dual()), reshard.getMesh());
     return success();
   }
   // Megatron's conjugate pair: the sum's readers are replicated, so its

@@ -30,7 +30,7 @@ def AutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
     Each op's gradient comes from one rule (GradientRules.cpp); an op on a
     path from a trainable parameter to the loss without a rule is an error
     naming it. A parameter read twice (tied weights) sums the gradients of its
-    reads; `train.reshard` is differentiated into the reshard between the dual
+    reads; `dist.reshard` is differentiated into the reshard between the dual
     layouts. With `loss-scale-argument` the loss gradient is seeded with a
     last argument (fp16's dynamic loss scale) instead of 1.
   }];

@@ -100,7 +100,7 @@ int64_t foldTransposedProducts(Block &body) {
     if (!transposedFrom(t.getResult()))
       continue;
     Value input = t.getInput();
-    auto sum = input.getDefiningOp<train::AllReduceOp>();
+    auto sum = input.getDefiningOp<dist::AllReduceOp>();
     if (sum && sum->hasOneUse())
       input = sum.getInput();
     auto g = input.getDefiningOp<train::GemmOp>();
@@ -109,7 +109,7 @@ int64_t foldTransposedProducts(Block &body) {
     Value product = transposedProduct(g, t.getType());
     if (sum) {
       OpBuilder builder(sum);
-      product = train::AllReduceOp::create(builder, sum.getLoc(), t.getType(), product, sum.getAxisAttr());
+      product = dist::AllReduceOp::create(builder, sum.getLoc(), t.getType(), product, sum.getAxisAttr());
     }
     t.getResult().replaceAllUsesWith(product);
     t->erase();

@@ -26,8 +26,8 @@ FailureOr<int64_t> regatherForBackward(ModuleOp module, llvm::StringRef axis) {
   if (!loss)
     return int64_t(0);
   int64_t added = 0;
-  llvm::SmallVector<train::AllGatherOp> gathers(body.getOps<train::AllGatherOp>());
-  for (train::AllGatherOp gather : gathers) {
+  llvm::SmallVector<dist::AllGatherOp> gathers(body.getOps<dist::AllGatherOp>());
+  for (dist::AllGatherOp gather : gathers) {
     if (!gather->isBeforeInBlock(loss) || gather.getAxis() != axis)
       continue;
     llvm::SmallVector<OpOperand *> backward;

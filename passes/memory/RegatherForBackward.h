@@ -27,7 +27,7 @@
 namespace colossal::memory {
 
 /// Gives the backward pass of @forward_backward its own copy of every
-/// forward `train.all_gather` over mesh axis `axis` that it reads; returns
+/// forward `dist.all_gather` over mesh axis `axis` that it reads; returns
 /// how many gathers were added. Fails with a diagnostic when the module has
 /// no @forward_backward.
 mlir::FailureOr<int64_t> regatherForBackward(mlir::ModuleOp module, llvm::StringRef axis);

@@ -1,4 +1,4 @@
-//===- LowerResharding.cpp - train.reshard to collectives -----------------===//
+//===- LowerResharding.cpp - dist.reshard to collectives -----------------===//
 
 #include "passes/partition/LowerResharding.h"
 #include "passes/partition/Passes.h"
@@ -16,6 +16,7 @@ namespace colossal::partition {
 
 using namespace mlir;
 using namespace colossal::train;
+using namespace colossal::dist;
 
 namespace {
 
@@ -51,7 +52,7 @@ LogicalResult lower(ReshardOp op) {
   cost::ReshardPlan plan = cost::planResharding(specOf(op.getFromLayout(), axes), specOf(op.getToLayout(), axes), sizes,
                                                 double(type.getNumElements()));
   if (!plan.error.empty())
-    return op.emitError() << "no resharding from '" << op.getFrom() << "' to '" << op.getTo() << "': " << plan.error;
+    return op.emitError() << "no resharding from '" << op.getFromLayout().str() << "' to '" << op.getToLayout().str() << "': " << plan.error;
   OpBuilder builder(op);
   Location loc = op.getLoc();
   Value value = op.getInput();
@@ -85,7 +86,7 @@ LogicalResult lower(ReshardOp op) {
     }
   }
   if (value.getType() != op.getType())
-    return op.emitError() << "resharding from '" << op.getFrom() << "' to '" << op.getTo() << "' made "
+    return op.emitError() << "resharding from '" << op.getFromLayout().str() << "' to '" << op.getToLayout().str() << "' made "
                           << value.getType() << ", not " << op.getType() << " (an internal error)";
   op.getResult().replaceAllUsesWith(value);
   op.erase();

@@ -1,7 +1,7 @@
-//===- LowerResharding.h - train.reshard to collectives -----------*- C++
+//===- LowerResharding.h - dist.reshard to collectives -----------*- C++
 //-*-===//
 //
-// `train-lower-resharding` replaces every `train.reshard` (Resharding.h)
+// `train-lower-resharding` replaces every `dist.reshard` (Resharding.h)
 // with the single-axis collectives of the cost model's resharding plan
 // (cost/Resharding.h): slices, all-reduces, reduce-scatters, all-gathers and
 // all-to-alls, so the bytes the search priced are the bytes the program
@@ -16,7 +16,7 @@
 
 namespace colossal::partition {
 
-/// Replaces every train.reshard in `module` with its plan's collectives;
+/// Replaces every dist.reshard in `module` with its plan's collectives;
 /// fails naming the op when no plan reaches its target layout.
 mlir::LogicalResult lowerResharding(mlir::ModuleOp module);
 

@@ -56,10 +56,10 @@ def SequenceAxisParallelPass : Pass<"train-sequence-axis-parallel", "::mlir::Mod
 }
 
 def LowerReshardingPass : Pass<"train-lower-resharding", "::mlir::ModuleOp"> {
-  let summary = "replaces every train.reshard with the collectives of its cheapest plan";
+  let summary = "replaces every dist.reshard with the collectives of its cheapest plan";
   let description = [{
     The partitioning passes say how values lie on the mesh with
-    `train.reshard`; `train-autodiff` differentiates them. This pass turns
+    `dist.reshard`; `train-autodiff` differentiates them. This pass turns
     each into the single-axis collectives the cost model's resharding plan
     names, so the bytes the search priced are the bytes the program moves.
   }];

@@ -1,4 +1,4 @@
-//===- Resharding.cpp - building train.reshard ----------------------------===//
+//===- Resharding.cpp - building dist.reshard ----------------------------===//
 
 #include "passes/partition/Resharding.h"
 
@@ -9,12 +9,13 @@ namespace colossal::partition {
 
 using namespace mlir;
 using namespace colossal::train;
+using namespace colossal::dist;
 
 Value reshard(OpBuilder &builder, Location loc, Value input, RankedTensorType resultType, const Layout &from,
               const Layout &to, StringRef axis, int64_t ranks) {
   NamedAttribute size(builder.getStringAttr(axis), builder.getI64IntegerAttr(ranks));
-  return ReshardOp::create(builder, loc, resultType, input, builder.getStringAttr(from.str()),
-                           builder.getStringAttr(to.str()), builder.getDictionaryAttr({size}));
+  return ReshardOp::create(builder, loc, resultType, input, ShardingAttr::get(builder.getContext(), from),
+                           ShardingAttr::get(builder.getContext(), to), builder.getDictionaryAttr({size}));
 }
 
 Value copyToRanks(OpBuilder &builder, Location loc, Value value, StringRef axis, int64_t ranks) {

@@ -1,8 +1,8 @@
-//===- Resharding.h - train.reshard: how values lie on the mesh ----*- C++ -*-===//
+//===- Resharding.h - dist.reshard: how values lie on the mesh ----*- C++ -*-===//
 //
 // The partitioning passes say how values lie on the mesh and leave the
-// collectives to one place: they insert `train.reshard` ops between layouts
-// (colossal/Dialect/Train/Layout.h), train-autodiff differentiates them
+// collectives to one place: they insert `dist.reshard` ops between layouts
+// (colossal/Dialect/Dist/Layout.h), train-autodiff differentiates them
 // (the reshard between the dual layouts), and train-lower-resharding turns
 // every one into the single-axis collectives the cost model's resharding
 // plan names (cost/Resharding.h), so the bytes the search priced are the
@@ -17,7 +17,7 @@
 #ifndef COLOSSAL_PASSES_PARTITION_RESHARDING_H
 #define COLOSSAL_PASSES_PARTITION_RESHARDING_H
 
-#include "colossal/Dialect/Train/Layout.h"
+#include "colossal/Dialect/Dist/Layout.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -31,7 +31,7 @@ namespace colossal::partition {
 /// `input` (laid out by `from`) as a value of `resultType` laid out by `to`
 /// on a mesh whose axis `axis` has `ranks` ranks.
 mlir::Value reshard(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value input, mlir::RankedTensorType resultType,
-                    const train::Layout &from, const train::Layout &to, llvm::StringRef axis, int64_t ranks);
+                    const dist::Layout &from, const dist::Layout &to, llvm::StringRef axis, int64_t ranks);
 
 /// A replicated value read differently by each rank of `axis` (Megatron's
 /// "f": the identity; its gradient is summed over the axis).
@@ -44,8 +44,8 @@ mlir::Value sumOverRanks(mlir::OpBuilder &builder, mlir::Location loc, mlir::Val
 /// Whether `op` reshards a whole value into copies over `axis` and nothing
 /// else (copyToRanks), or a partial sum over `axis` into a whole value
 /// (sumOverRanks).
-bool isCopyToRanks(train::ReshardOp op, llvm::StringRef axis);
-bool isSumOverRanks(train::ReshardOp op, llvm::StringRef axis);
+bool isCopyToRanks(dist::ReshardOp op, llvm::StringRef axis);
+bool isSumOverRanks(dist::ReshardOp op, llvm::StringRef axis);
 
 
 } // namespace colossal::partition

@@ -21,6 +21,7 @@ namespace colossal::partition {
 
 using namespace mlir;
 using namespace colossal::train;
+using namespace colossal::dist;
 
 namespace {
 

@@ -63,7 +63,7 @@ void addTraining(mlir::OpPassManager &pm, const TrainingPipelineOptions &options
   update.eps = options.eps, update.weightDecay = options.weightDecay;
   update.momentum = options.momentum, update.nesterov = options.nesterov;
   pm.addPass(autodiff::createOptimizerPass(update));
-  // The partitioning said how values lie on the mesh (train.reshard);
+  // The partitioning said how values lie on the mesh (dist.reshard);
   // differentiated, the reshardings become the collectives the cost model
   // priced.
   pm.addPass(partition::createLowerReshardingPass());

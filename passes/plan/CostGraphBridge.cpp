@@ -268,9 +268,9 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     // A copy to the tensor ranks is the identity: a replicated weight read
     // through one (sequence parallelism) is still that weight.
     while (true) {
-      if (auto copy = v.getDefiningOp<train::CopyToRanksOp>())
+      if (auto copy = v.getDefiningOp<dist::CopyToRanksOp>())
         v = copy.getInput();
-      else if (auto copies = v.getDefiningOp<train::ReshardOp>(); copies && copies.movesNothing())
+      else if (auto copies = v.getDefiningOp<dist::ReshardOp>(); copies && copies.movesNothing())
         v = copies.getInput();
       else
         break;
@@ -299,8 +299,8 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     // reshardings are still alike (layers).
     if (Operation *moved = v.getDefiningOp();
         moved && moved->getNumOperands() > 0 &&
-        llvm::isa<train::ReshardOp, train::AllReduceOp, train::AllGatherOp, train::ReduceScatterOp,
-                  train::AllToAllOp, train::RankSliceOp>(moved))
+        llvm::isa<dist::ReshardOp, dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
+                  dist::AllToAllOp, dist::RankSliceOp>(moved))
       if (auto source = valueIndex.find(moved->getOperand(0)); source != valueIndex.end()) {
         const cost::Value &from = graph.values[size_t(source->second)];
         graph.values[size_t(index)].reshardedFrom = from.producer >= 0 ? from.producer : from.reshardedFrom;

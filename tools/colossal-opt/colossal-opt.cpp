@@ -15,7 +15,7 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<colossal::train::TrainDialect, mlir::func::FuncDialect>();
+  registry.insert<colossal::train::TrainDialect, colossal::dist::DistDialect, mlir::func::FuncDialect>();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   colossal::train::registerRaisePasses();

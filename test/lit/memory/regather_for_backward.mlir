@@ -11,7 +11,7 @@
 module {
   train.parameter @w : tensor<8x8xf32> {trainable}
   func.func @forward(%x: tensor<2x2x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
-    %g = train.all_gather %x {axis = "tp", dim = 1 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+    %g = dist.all_gather %x {axis = "tp", dim = 1 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
     %w = train.param @w : tensor<8x8xf32>
     %y = train.linear %g, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
     %l = train.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x4x8xf32>) -> tensor<f32>
@@ -20,18 +20,18 @@ module {
 }
 
 // CHECK-LABEL: func.func @forward_backward
-// CHECK:       %[[G:.*]] = train.all_gather %arg0 {axis = "tp", dim = 1 : i64}
+// CHECK:       %[[G:.*]] = dist.all_gather %arg0 {axis = "tp", dim = 1 : i64}
 // CHECK:       train.linear %[[G]]
 // CHECK:       train.reduce_sum
 // CHECK-NOT:   %[[G]]
-// CHECK:       %[[AGAIN:.*]] = train.all_gather %arg0 {axis = "tp", dim = 1 : i64}
+// CHECK:       %[[AGAIN:.*]] = dist.all_gather %arg0 {axis = "tp", dim = 1 : i64}
 // CHECK-NOT:   %[[G]]
 // CHECK:       train.reshape %[[AGAIN]]
 // CHECK:       return
 
 // KEPT-LABEL: func.func @forward_backward
-// KEPT:       %[[G:.*]] = train.all_gather %arg0
-// KEPT-NOT:   train.all_gather
+// KEPT:       %[[G:.*]] = dist.all_gather %arg0
+// KEPT-NOT:   dist.all_gather
 // KEPT:       train.reshape %[[G]]
 
 // FIRST: error: train-regather-for-backward needs @forward_backward (run train-autodiff first)

@@ -6,28 +6,28 @@
 // gradient on as copies; the entry (copies) gets its gradient summed; a
 // slice's gradient is gathered.
 // GRAD-LABEL: func.func @forward_backward
-// GRAD: train.reshard %{{.*}} {from = "[-, tp]", mesh = {tp = 2 : i64}, to = "[-, -]"} : (tensor<4x4xf32>) -> tensor<4x8xf32>
-// GRAD: train.reshard %{{.*}} {from = "[-, -]", mesh = {tp = 2 : i64}, to = "[-, -] copies(tp)"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-// GRAD: train.reshard %{{.*}} {from = "[-, -] sum(tp)", mesh = {tp = 2 : i64}, to = "[-, -]"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// GRAD: dist.reshard %{{.*}} {from = #dist.sharding<[-, tp]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -]>} : (tensor<4x4xf32>) -> tensor<4x8xf32>
+// GRAD: dist.reshard %{{.*}} {from = #dist.sharding<[-, -]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -] copies(tp)>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// GRAD: dist.reshard %{{.*}} {from = #dist.sharding<[-, -] sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // Lowered: the slice's gradient an all-gather, the sum's nothing, the
 // copies' an all-reduce (Megatron's f and g).
 // LOWERED-LABEL: func.func @forward_backward
-// LOWERED: train.all_reduce %{{.*}} {axis = "tp"} : tensor<4x8xf32>
-// LOWERED: train.rank_slice %{{.*}} {axis = "tp", dim = 1 : i64}
-// LOWERED: train.all_gather %{{.*}} {axis = "tp", dim = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x8xf32>
-// LOWERED: train.all_reduce %{{.*}} {axis = "tp"} : tensor<4x8xf32>
-// LOWERED-NOT: train.reshard
+// LOWERED: dist.all_reduce %{{.*}} {axis = "tp"} : tensor<4x8xf32>
+// LOWERED: dist.rank_slice %{{.*}} {axis = "tp", dim = 1 : i64}
+// LOWERED: dist.all_gather %{{.*}} {axis = "tp", dim = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x8xf32>
+// LOWERED: dist.all_reduce %{{.*}} {axis = "tp"} : tensor<4x8xf32>
+// LOWERED-NOT: dist.reshard
 module {
   train.parameter @e : tensor<4x8xf32> {trainable}
   train.parameter @w : tensor<8x8xf32> {trainable}
   func.func @forward(%x: tensor<4x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
     %e = train.param @e : tensor<4x8xf32>
     %xe = train.add %x, %e : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
-    %in = train.reshard %xe {from = "[-, -]", to = "[-, -] copies(tp)", mesh = {tp = 2 : i64}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %in = dist.reshard %xe {from = #dist.sharding<[-, -]>, to = #dist.sharding<[-, -] copies(tp)>, mesh = {tp = 2 : i64}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
     %w = train.param @w : tensor<8x8xf32>
     %p = train.linear %in, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
-    %s = train.reshard %p {from = "[-, -] sum(tp)", to = "[-, -]", mesh = {tp = 2 : i64}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-    %h = train.reshard %s {from = "[-, -]", to = "[-, tp]", mesh = {tp = 2 : i64}} : (tensor<4x8xf32>) -> tensor<4x4xf32>
+    %s = dist.reshard %p {from = #dist.sharding<[-, -] sum(tp)>, to = #dist.sharding<[-, -]>, mesh = {tp = 2 : i64}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %h = dist.reshard %s {from = #dist.sharding<[-, -]>, to = #dist.sharding<[-, tp]>, mesh = {tp = 2 : i64}} : (tensor<4x8xf32>) -> tensor<4x4xf32>
     %sq = train.mul %h, %h : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
     %loss = train.reduce_mean %sq {axes = array<i64>, keepdims = false} : (tensor<4x4xf32>) -> tensor<f32>
     return %loss : tensor<f32>

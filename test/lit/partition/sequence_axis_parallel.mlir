@@ -9,16 +9,16 @@
 // table and transposed), the position embedding is cut to the rank's
 // tokens, and the loss sums the rank's 4 rows over the axis.
 // CHECK-LABEL: module attributes {train.sequence_parallel = "all-to-all", train.sequence_parallel_ranks = 2 : i64}
-// CHECK: %[[IDS:.*]] = train.reshard %arg0 {from = "[-, -]", mesh = {sp = 2 : i64}, to = "[-, sp]"} : (tensor<2x4xi64>) -> tensor<2x2xi64>
-// CHECK: %[[LABELS:.*]] = train.reshard %arg1 {from = "[-, -]", mesh = {sp = 2 : i64}, to = "[-, sp]"} : (tensor<2x4xi64>) -> tensor<2x2xi64>
-// CHECK: %[[T:.*]] = train.reshard %{{.*}} {from = "[-, -]", mesh = {sp = 2 : i64}, to = "[-, -] copies(sp)"} : (tensor<8x8xf32>) -> tensor<8x8xf32>
-// CHECK: %[[P:.*]] = train.reshard %{{.*}} {from = "[-, -]", mesh = {sp = 2 : i64}, to = "[sp, -]"} : (tensor<4x8xf32>) -> tensor<2x8xf32>
+// CHECK: %[[IDS:.*]] = dist.reshard %arg0 {from = #dist.sharding<[-, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, sp]>} : (tensor<2x4xi64>) -> tensor<2x2xi64>
+// CHECK: %[[LABELS:.*]] = dist.reshard %arg1 {from = #dist.sharding<[-, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, sp]>} : (tensor<2x4xi64>) -> tensor<2x2xi64>
+// CHECK: %[[T:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, -] copies(sp)>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[P:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[sp, -]>} : (tensor<4x8xf32>) -> tensor<2x8xf32>
 // CHECK: %[[TOK:.*]] = train.gather %[[T]], %[[IDS]] {axis = 0 : i64} : (tensor<8x8xf32>, tensor<2x2xi64>) -> tensor<2x2x8xf32>
 // CHECK: train.add %[[TOK]], %[[P]] : (tensor<2x2x8xf32>, tensor<2x8xf32>) -> tensor<2x2x8xf32>
 // CHECK: train.layer_norm {{.*}} -> tensor<2x2x8xf32>
-// CHECK-COUNT-3: train.reshard %{{.*}} {from = "[-, -, sp, -]", mesh = {sp = 2 : i64}, to = "[-, sp, -, -]"} : (tensor<2x2x2x4xf32>) -> tensor<2x1x4x4xf32>
+// CHECK-COUNT-3: dist.reshard %{{.*}} {from = #dist.sharding<[-, -, sp, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, sp, -, -]>} : (tensor<2x2x2x4xf32>) -> tensor<2x1x4x4xf32>
 // CHECK: %[[O:.*]] = train.attention {{.*}} -> tensor<2x1x4x4xf32>
-// CHECK: train.reshard %[[O]] {from = "[-, sp, -, -]", mesh = {sp = 2 : i64}, to = "[-, -, sp, -]"} : (tensor<2x1x4x4xf32>) -> tensor<2x2x2x4xf32>
+// CHECK: dist.reshard %[[O]] {from = #dist.sharding<[-, sp, -, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, -, sp, -]>} : (tensor<2x1x4x4xf32>) -> tensor<2x2x2x4xf32>
 // CHECK: %[[ROWS:.*]] = train.reshape %{{.*}} : (tensor<2x2x8xf32>) -> tensor<4x8xf32>
 // CHECK: %[[L:.*]] = train.reshape %[[LABELS]] : (tensor<2x2xi64>) -> tensor<4xi64>
 // CHECK: train.cross_entropy %[[ROWS]], %[[L]] {token_axis = "sp"} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
@@ -28,11 +28,11 @@
 // labels.
 // GRAD-LABEL: func.func @forward_backward
 // GRAD-DAG: train.cross_entropy_grad {{.*}}token_axis = "sp"
-// GRAD-DAG: train.all_to_all %{{.*}} {axis = "sp", concat_dim = 1 : i64, split_dim = 2 : i64} : (tensor<2x1x4x4xf32>) -> tensor<2x2x2x4xf32>
-// GRAD-DAG: train.all_to_all %{{.*}} {axis = "sp", concat_dim = 2 : i64, split_dim = 1 : i64} : (tensor<2x2x2x4xf32>) -> tensor<2x1x4x4xf32>
-// GRAD-DAG: train.all_gather %{{.*}} {axis = "sp", dim = 0 : i64} : (tensor<2x8xf32>) -> tensor<4x8xf32>
-// GRAD-DAG: train.all_reduce %{{.*}} {axis = "sp"} : tensor<8xf32>
-// GRAD-DAG: train.all_reduce %{{.*}} {axis = "sp"} : tensor<8x8xf32>
+// GRAD-DAG: dist.all_to_all %{{.*}} {axis = "sp", concat_dim = 1 : i64, split_dim = 2 : i64} : (tensor<2x1x4x4xf32>) -> tensor<2x2x2x4xf32>
+// GRAD-DAG: dist.all_to_all %{{.*}} {axis = "sp", concat_dim = 2 : i64, split_dim = 1 : i64} : (tensor<2x2x2x4xf32>) -> tensor<2x1x4x4xf32>
+// GRAD-DAG: dist.all_gather %{{.*}} {axis = "sp", dim = 0 : i64} : (tensor<2x8xf32>) -> tensor<4x8xf32>
+// GRAD-DAG: dist.all_reduce %{{.*}} {axis = "sp"} : tensor<8xf32>
+// GRAD-DAG: dist.all_reduce %{{.*}} {axis = "sp"} : tensor<8x8xf32>
 module {
   train.parameter @wte : tensor<8x8xf32> {trainable}
   train.parameter @wpe : tensor<4x8xf32> {trainable}

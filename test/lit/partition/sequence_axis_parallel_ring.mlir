@@ -6,12 +6,12 @@
 // tokens, attention included (on its queries, the keys and values and the
 // mask's slice passed around the ring); nothing is traded or gathered.
 // CHECK-LABEL: module attributes {train.sequence_parallel = "ring", train.sequence_parallel_ranks = 2 : i64}
-// CHECK: %[[IDS:.*]] = train.rank_slice %arg0 {axis = "sp", dim = 1 : i64} : (tensor<2x4xi64>) -> tensor<2x2xi64>
-// CHECK: %[[KEEP:.*]] = train.rank_slice %arg1 {axis = "sp", dim = 1 : i64} : (tensor<2x4xi64>) -> tensor<2x2xi64>
+// CHECK: %[[IDS:.*]] = dist.rank_slice %arg0 {axis = "sp", dim = 1 : i64} : (tensor<2x4xi64>) -> tensor<2x2xi64>
+// CHECK: %[[KEEP:.*]] = dist.rank_slice %arg1 {axis = "sp", dim = 1 : i64} : (tensor<2x4xi64>) -> tensor<2x2xi64>
 // CHECK: train.reshape %[[KEEP]] : (tensor<2x2xi64>) -> tensor<2x1x1x2xi64>
 // CHECK: %[[MASK:.*]] = train.mul {{.*}} -> tensor<2x1x1x2xf32>
-// CHECK-NOT: train.all_to_all
-// CHECK-NOT: train.all_gather
+// CHECK-NOT: dist.all_to_all
+// CHECK-NOT: dist.all_gather
 // CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[MASK]] {causal = true, ring_axis = "sp", scale = 5.000000e-01 : f32} : (tensor<2x2x2x4xf32>, tensor<2x2x2x4xf32>, tensor<2x2x2x4xf32>, tensor<2x1x1x2xf32>) -> tensor<2x2x2x4xf32>
 // CHECK: train.cross_entropy %{{.*}}, %{{.*}} {token_axis = "sp"} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
 // GRAD-LABEL: func.func @forward_backward

@@ -8,7 +8,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "colossal/Dialect/Train/TrainDialect.h"
-#include "colossal/Dialect/Train/Layout.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -656,71 +655,6 @@ LogicalResult ReshapeOp::verify() {
   if (input.getNumElements() != result.getNumElements())
     return emitOpError() << "reshapes " << input.getNumElements() << " elements into "
                          << result.getNumElements();
-  return success();
-}
-
-static Layout readLayout(ReshardOp op, llvm::StringRef text) {
-  std::string error;
-  std::optional<Layout> layout = parseLayout(text, rankedType(op.getInput()).getRank(), error);
-  return layout ? *layout : Layout{};
-}
-
-Layout ReshardOp::getFromLayout() { return readLayout(*this, getFrom()); }
-Layout ReshardOp::getToLayout() { return readLayout(*this, getTo()); }
-
-bool ReshardOp::movesNothing() {
-  Layout from = getFromLayout(), to = getToLayout();
-  return from.dims == to.dims && from.sums == to.sums;
-}
-
-LogicalResult ReshardOp::verify() {
-  RankedTensorType input = rankedType(getInput()), result = rankedType(getResult());
-  if (input.getElementType() != result.getElementType() || input.getRank() != result.getRank())
-    return emitOpError() << "moves " << input << " into " << result
-                         << ": a resharding keeps the element type and the rank";
-  std::string error;
-  std::optional<Layout> from = parseLayout(getFrom(), input.getRank(), error);
-  if (!from)
-    return emitOpError() << "from = \"" << getFrom() << "\": " << error;
-  std::optional<Layout> to = parseLayout(getTo(), result.getRank(), error);
-  if (!to)
-    return emitOpError() << "to = \"" << getTo() << "\": " << error;
-  auto sizeOf = [&](llvm::StringRef axis) -> int64_t {
-    auto size = llvm::dyn_cast_if_present<IntegerAttr>(getMesh().get(axis));
-    return size ? size.getInt() : 0;
-  };
-  for (const Layout *layout : {&*from, &*to}) {
-    std::vector<std::string> named = layout->sums;
-    named.insert(named.end(), layout->copies.begin(), layout->copies.end());
-    for (const auto &dim : layout->dims)
-      named.insert(named.end(), dim.begin(), dim.end());
-    for (const std::string &axis : named)
-      if (sizeOf(axis) < 1)
-        return emitOpError() << "mesh axis '" << axis << "' has no size in mesh = " << getMesh();
-  }
-  // Neither direction invents a pending sum: the forward's sums come from
-  // the input's, and so do the gradient's (the dual: copies).
-  for (const std::string &axis : to->sums)
-    if (!llvm::is_contained(from->sums, axis))
-      return emitOpError() << "makes the value a partial sum over '" << axis
-                           << "', which it is not in the input (a resharding cannot create one)";
-  for (const std::string &axis : from->copies)
-    if (!llvm::is_contained(to->copies, axis))
-      return emitOpError() << "the input is read as copies over '" << axis
-                           << "' and the result is not: the gradient would have to create a partial sum";
-  // The result is the input's whole value cut by `to`.
-  for (int64_t d = 0; d < input.getRank(); ++d) {
-    int64_t whole = input.getDimSize(d), parts = 1;
-    for (const std::string &axis : from->dims[size_t(d)])
-      whole *= sizeOf(axis);
-    for (const std::string &axis : to->dims[size_t(d)])
-      parts *= sizeOf(axis);
-    if (whole % parts != 0 || result.getDimSize(d) != whole / parts)
-      return emitOpError() << "dimension " << d << " is " << whole << " whole (" << input.getDimSize(d)
-                           << " per rank under the input's layout), so " << parts << " part(s) of it under '"
-                           << getTo() << "' are " << (whole % parts ? "not whole numbers" : std::to_string(whole / parts))
-                           << ", not " << result.getDimSize(d);
-  }
   return success();
 }
 

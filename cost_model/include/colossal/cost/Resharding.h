@@ -15,8 +15,8 @@
 //   all-to-all     the minor-most split `axis` of `fromDim` moves to `dim`
 //   slice          a whole `axis` splits `dim` (local, no communication)
 //
-// These are the partitioner's collectives (train.all_reduce, ...,
-// train.rank_slice), one per step, and the cost model charges the same
+// These are the partitioner's collectives (dist.all_reduce, ...,
+// dist.rank_slice), one per step, and the cost model charges the same
 // steps, so what the search predicts is what the program moves.
 //
 // The plan is the cheapest in bus bytes (each step's size times its

@@ -12,7 +12,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "colossal/Dialect/Train/Layout.h"
+#include "colossal/Dialect/Dist/DistDialect.h"
 #include "colossal/Dialect/Train/ShardingRule.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h.inc"

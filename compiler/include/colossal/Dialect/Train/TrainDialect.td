@@ -30,6 +30,8 @@ def Train_Dialect : Dialect {
     - Each op states how its dimensions may be split across devices through
       the `ShardingRuleOpInterface` (an einsum-like factor rule).
   }];
+  // Partitioned programs move values between ranks with dist ops.
+  let dependentDialects = ["::colossal::dist::DistDialect"];
   let useDefaultAttributePrinterParser = 0;
   let hasConstantMaterializer = 1;
 }

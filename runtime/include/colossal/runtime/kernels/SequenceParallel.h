@@ -27,7 +27,7 @@ namespace host {
 std::vector<Tensor> dropoutOfSlice(const Tensor &x, float ratio, const DropoutKey &key, int64_t dim,
                                    int64_t sliceIndex, int64_t slices);
 
-/// All-to-all's packing (`train.all_to_all`): `x` cut into `parts` equal
+/// All-to-all's packing (`dist.all_to_all`): `x` cut into `parts` equal
 /// slices along `splitDim`, slice j the j-th contiguous block (for rank j).
 Floats blocksAlong(const Tensor &x, int64_t splitDim, int64_t parts);
 

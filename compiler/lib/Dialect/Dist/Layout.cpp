@@ -1,11 +1,11 @@
 //===- Layout.cpp - how a value lies on the mesh ---------------------------===//
 
-#include "colossal/Dialect/Train/Layout.h"
+#include "colossal/Dialect/Dist/Layout.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
-namespace colossal::train {
+namespace colossal::dist {
 
 Layout Layout::dual() const {
   Layout d = *this;
@@ -121,4 +121,4 @@ std::optional<Layout> parseLayout(llvm::StringRef text, int64_t rank, std::strin
   return layout;
 }
 
-} // namespace colossal::train
+} // namespace colossal::dist

@@ -1,4 +1,4 @@
-//===- Layout.h - how a value lies on the mesh (train.reshard) ------*- C++ -*-===//
+//===- Layout.h - how a value lies on the mesh (dist.reshard) ------*- C++ -*-===//
 //
 // A layout says, for one rank's value, how it relates to the whole value:
 // for each dimension the mesh axes splitting it (major first), the axes over
@@ -20,8 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLOSSAL_DIALECT_TRAIN_LAYOUT_H
-#define COLOSSAL_DIALECT_TRAIN_LAYOUT_H
+#ifndef COLOSSAL_DIALECT_DIST_LAYOUT_H
+#define COLOSSAL_DIALECT_DIST_LAYOUT_H
 
 #include "llvm/ADT/StringRef.h"
 
@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-namespace colossal::train {
+namespace colossal::dist {
 
 struct Layout {
   std::vector<std::vector<std::string>> dims;
@@ -52,6 +52,6 @@ Layout wholeLayout(int64_t rank);
 /// and whole otherwise.
 Layout splitLayout(int64_t rank, int64_t dim, llvm::StringRef axis);
 
-} // namespace colossal::train
+} // namespace colossal::dist
 
-#endif // COLOSSAL_DIALECT_TRAIN_LAYOUT_H
+#endif // COLOSSAL_DIALECT_DIST_LAYOUT_H
