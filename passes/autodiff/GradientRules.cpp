@@ -308,7 +308,7 @@ LogicalResult layoutRules(const RuleInputs &in, bool &handled) {
     MLIRContext *context = op->getContext();
     out[0] = ReshardOp::create(builder, op->getLoc(), operandType(0), dy,
                                ShardingAttr::get(context, reshard.getToLayout().dual()),
-                               ShardingAttr::get(context, reshard.getFromLayout().dual()), reshard.getMesh());
+                               ShardingAttr::get(context, reshard.getFromLayout().dual()), reshard.getMeshAttr());
     return success();
   }
   // Megatron's conjugate pair: the sum's readers are replicated, so its

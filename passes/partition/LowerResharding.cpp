@@ -20,14 +20,6 @@ using namespace colossal::dist;
 
 namespace {
 
-/// The mesh axes of `op`, in its mesh dictionary's order (by name).
-std::vector<std::string> axesOf(ReshardOp op) {
-  std::vector<std::string> axes;
-  for (NamedAttribute entry : op.getMesh())
-    axes.push_back(entry.getName().str());
-  return axes;
-}
-
 cost::TensorSpec specOf(const Layout &layout, const std::vector<std::string> &axes) {
   auto index = [&](const std::string &axis) { return int(llvm::find(axes, axis) - axes.begin()); };
   cost::TensorSpec spec;
@@ -44,10 +36,13 @@ cost::TensorSpec specOf(const Layout &layout, const std::vector<std::string> &ax
 }
 
 LogicalResult lower(ReshardOp op) {
-  std::vector<std::string> axes = axesOf(op);
+  // The mesh's axes in its order (the verifier has checked it exists).
+  std::vector<std::string> axes;
   std::vector<int> sizes;
-  for (NamedAttribute entry : op.getMesh())
-    sizes.push_back(int(cast<IntegerAttr>(entry.getValue()).getInt()));
+  for (auto [axis, size] : op.getMeshAxes()) {
+    axes.push_back(axis);
+    sizes.push_back(int(size));
+  }
   auto type = cast<RankedTensorType>(op.getInput().getType());
   cost::ReshardPlan plan = cost::planResharding(specOf(op.getFromLayout(), axes), specOf(op.getToLayout(), axes), sizes,
                                                 double(type.getNumElements()));

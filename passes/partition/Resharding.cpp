@@ -11,11 +11,24 @@ using namespace mlir;
 using namespace colossal::train;
 using namespace colossal::dist;
 
+FlatSymbolRefAttr meshOf(ModuleOp module, StringRef axis, int64_t ranks) {
+  for (MeshOp mesh : module.getOps<MeshOp>())
+    if (mesh.getAxes().size() == 1 && mesh.sizeOf(axis) == ranks)
+      return FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  // Made apart and inserted by the symbol table, which renames it if a
+  // symbol of the module (a parameter called "tp") has its name.
+  OpBuilder builder(module.getContext());
+  auto mesh = MeshOp::create(builder, module.getLoc(), builder.getStringAttr(axis), builder.getStrArrayAttr({axis}),
+                             builder.getDenseI64ArrayAttr({ranks}));
+  SymbolTable(module).insert(mesh, module.getBody()->begin());
+  return FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+}
+
 Value reshard(OpBuilder &builder, Location loc, Value input, RankedTensorType resultType, const Layout &from,
               const Layout &to, StringRef axis, int64_t ranks) {
-  NamedAttribute size(builder.getStringAttr(axis), builder.getI64IntegerAttr(ranks));
+  auto module = builder.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
   return ReshardOp::create(builder, loc, resultType, input, ShardingAttr::get(builder.getContext(), from),
-                           ShardingAttr::get(builder.getContext(), to), builder.getDictionaryAttr({size}));
+                           ShardingAttr::get(builder.getContext(), to), meshOf(module, axis, ranks));
 }
 
 Value copyToRanks(OpBuilder &builder, Location loc, Value value, StringRef axis, int64_t ranks) {

@@ -28,6 +28,10 @@
 
 namespace colossal::partition {
 
+/// The `dist.mesh` of `module` with the one axis `axis` of `ranks` ranks,
+/// declared at the module's start when it has none.
+mlir::FlatSymbolRefAttr meshOf(mlir::ModuleOp module, llvm::StringRef axis, int64_t ranks);
+
 /// `input` (laid out by `from`) as a value of `resultType` laid out by `to`
 /// on a mesh whose axis `axis` has `ranks` ranks.
 mlir::Value reshard(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value input, mlir::RankedTensorType resultType,

@@ -9,16 +9,16 @@
 // table and transposed), the position embedding is cut to the rank's
 // tokens, and the loss sums the rank's 4 rows over the axis.
 // CHECK-LABEL: module attributes {train.sequence_parallel = "all-to-all", train.sequence_parallel_ranks = 2 : i64}
-// CHECK: %[[IDS:.*]] = dist.reshard %arg0 {from = #dist.sharding<[-, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, sp]>} : (tensor<2x4xi64>) -> tensor<2x2xi64>
-// CHECK: %[[LABELS:.*]] = dist.reshard %arg1 {from = #dist.sharding<[-, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, sp]>} : (tensor<2x4xi64>) -> tensor<2x2xi64>
-// CHECK: %[[T:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, -] copies(sp)>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
-// CHECK: %[[P:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[sp, -]>} : (tensor<4x8xf32>) -> tensor<2x8xf32>
+// CHECK: %[[IDS:.*]] = dist.reshard %arg0 {from = #dist.sharding<[-, -]>, mesh = @sp, to = #dist.sharding<[-, sp]>} : (tensor<2x4xi64>) -> tensor<2x2xi64>
+// CHECK: %[[LABELS:.*]] = dist.reshard %arg1 {from = #dist.sharding<[-, -]>, mesh = @sp, to = #dist.sharding<[-, sp]>} : (tensor<2x4xi64>) -> tensor<2x2xi64>
+// CHECK: %[[T:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -]>, mesh = @sp, to = #dist.sharding<[-, -] copies(sp)>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[P:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -]>, mesh = @sp, to = #dist.sharding<[sp, -]>} : (tensor<4x8xf32>) -> tensor<2x8xf32>
 // CHECK: %[[TOK:.*]] = train.gather %[[T]], %[[IDS]] {axis = 0 : i64} : (tensor<8x8xf32>, tensor<2x2xi64>) -> tensor<2x2x8xf32>
 // CHECK: train.add %[[TOK]], %[[P]] : (tensor<2x2x8xf32>, tensor<2x8xf32>) -> tensor<2x2x8xf32>
 // CHECK: train.layer_norm {{.*}} -> tensor<2x2x8xf32>
-// CHECK-COUNT-3: dist.reshard %{{.*}} {from = #dist.sharding<[-, -, sp, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, sp, -, -]>} : (tensor<2x2x2x4xf32>) -> tensor<2x1x4x4xf32>
+// CHECK-COUNT-3: dist.reshard %{{.*}} {from = #dist.sharding<[-, -, sp, -]>, mesh = @sp, to = #dist.sharding<[-, sp, -, -]>} : (tensor<2x2x2x4xf32>) -> tensor<2x1x4x4xf32>
 // CHECK: %[[O:.*]] = train.attention {{.*}} -> tensor<2x1x4x4xf32>
-// CHECK: dist.reshard %[[O]] {from = #dist.sharding<[-, sp, -, -]>, mesh = {sp = 2 : i64}, to = #dist.sharding<[-, -, sp, -]>} : (tensor<2x1x4x4xf32>) -> tensor<2x2x2x4xf32>
+// CHECK: dist.reshard %[[O]] {from = #dist.sharding<[-, sp, -, -]>, mesh = @sp, to = #dist.sharding<[-, -, sp, -]>} : (tensor<2x1x4x4xf32>) -> tensor<2x2x2x4xf32>
 // CHECK: %[[ROWS:.*]] = train.reshape %{{.*}} : (tensor<2x2x8xf32>) -> tensor<4x8xf32>
 // CHECK: %[[L:.*]] = train.reshape %[[LABELS]] : (tensor<2x2xi64>) -> tensor<4xi64>
 // CHECK: train.cross_entropy %[[ROWS]], %[[L]] {token_axis = "sp"} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>

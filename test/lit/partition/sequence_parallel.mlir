@@ -9,19 +9,19 @@
 // after the block run on [2, 2, 8]; the norms' scales and the bias enter
 // through copies, the position embedding is cut to the rank's tokens.
 // CHECK-LABEL: module attributes {train.sequence_parallel = "megatron", train.tensor_parallel = 2 : i64}
-// CHECK: %[[E:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -, -] sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, tp, -]>} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
-// CHECK: %[[P:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[tp, -]>} : (tensor<4x8xf32>) -> tensor<2x8xf32>
+// CHECK: %[[E:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -, -] sum(tp)>, mesh = @tp, to = #dist.sharding<[-, tp, -]>} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
+// CHECK: %[[P:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -]>, mesh = @tp, to = #dist.sharding<[tp, -]>} : (tensor<4x8xf32>) -> tensor<2x8xf32>
 // CHECK: %[[X:.*]] = train.add %[[E]], %[[P]] : (tensor<2x2x8xf32>, tensor<2x8xf32>) -> tensor<2x2x8xf32>
-// CHECK: %[[S:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-] copies(tp)>} : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: %[[S:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-]>, mesh = @tp, to = #dist.sharding<[-] copies(tp)>} : (tensor<8xf32>) -> tensor<8xf32>
 // CHECK: %[[N:.*]] = train.layer_norm %[[X]], %[[S]] {axis = 2 : i64} : (tensor<2x2x8xf32>, tensor<8xf32>) -> tensor<2x2x8xf32>
-// CHECK: %[[G:.*]] = dist.reshard %[[N]] {from = #dist.sharding<[-, tp, -]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -, -] copies(tp)>} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[G:.*]] = dist.reshard %[[N]] {from = #dist.sharding<[-, tp, -]>, mesh = @tp, to = #dist.sharding<[-, -, -] copies(tp)>} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
 // CHECK: train.linear %[[G]], %{{.*}} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
-// CHECK: %[[R:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -, -] sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, tp, -]>} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
-// CHECK: %[[B:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-] copies(tp)>} : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: %[[R:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -, -] sum(tp)>, mesh = @tp, to = #dist.sharding<[-, tp, -]>} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
+// CHECK: %[[B:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-]>, mesh = @tp, to = #dist.sharding<[-] copies(tp)>} : (tensor<8xf32>) -> tensor<8xf32>
 // CHECK: train.add %[[R]], %[[B]] : (tensor<2x2x8xf32>, tensor<8xf32>) -> tensor<2x2x8xf32>
 // CHECK: train.layer_norm {{.*}} -> tensor<2x2x8xf32>
-// CHECK: dist.reshard %{{.*}} {from = #dist.sharding<[-, tp, -]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -, -] copies(tp)>} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
-// CHECK-NOT: dist.reshard {{.*}} sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[{{[-, ]*}}]>}
+// CHECK: dist.reshard %{{.*}} {from = #dist.sharding<[-, tp, -]>, mesh = @tp, to = #dist.sharding<[-, -, -] copies(tp)>} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NOT: dist.reshard {{.*}} sum(tp)>, mesh = @tp, to = #dist.sharding<[{{[-, ]*}}]>}
 // CHECK: train.cross_entropy %{{.*}}, %{{.*}} {mesh_axis = "tp"} : (tensor<8x4xf32>, tensor<8xi64>) -> tensor<f32>
 // The backward pass mirrors them: the exits' gradients gathered, the
 // entries' reduce-scattered, the position embedding's gathered whole, the
@@ -90,7 +90,7 @@ module {
 // whole tensor's mask (mesh_axis, mesh_dim).
 // CHECK-LABEL: module attributes {train.sequence_parallel = "megatron", train.tensor_parallel = 2 : i64}
 // CHECK: train.relu
-// CHECK: %[[R:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -, -] sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, tp, -]>} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
+// CHECK: %[[R:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -, -] sum(tp)>, mesh = @tp, to = #dist.sharding<[-, tp, -]>} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
 // CHECK-NEXT: train.dropout %[[R]] {mesh_axis = "tp", mesh_dim = 1 : i64, ratio = 2.500000e-01 : f32, site = 3 : i64} : (tensor<2x2x8xf32>) -> (tensor<2x2x8xf32>, tensor<2x2x8xi1>)
 module {
   train.parameter @wte : tensor<8x8xf32> {trainable}

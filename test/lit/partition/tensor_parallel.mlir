@@ -13,11 +13,11 @@
 // CHECK: train.parameter @proj_bias : tensor<8xf32> {trainable}
 // CHECK: %[[FC:.*]] = train.param @fc : tensor<16x8xf32>
 // CHECK: %[[FCT:.*]] = train.transpose %[[FC]] {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
-// CHECK: %[[IN:.*]] = dist.reshard %arg0 {from = #dist.sharding<[-, -]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -] copies(tp)>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[IN:.*]] = dist.reshard %arg0 {from = #dist.sharding<[-, -]>, mesh = @tp, to = #dist.sharding<[-, -] copies(tp)>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK: %[[H:.*]] = train.linear %[[IN]], %[[FCT]], %{{.*}} : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
 // CHECK: %[[A:.*]] = train.gelu %[[H]] : (tensor<4x16xf32>) -> tensor<4x16xf32>
 // CHECK: %[[P:.*]] = train.linear %[[A]], %{{.*}} : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
-// CHECK: %[[S:.*]] = dist.reshard %[[P]] {from = #dist.sharding<[-, -] sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[S:.*]] = dist.reshard %[[P]] {from = #dist.sharding<[-, -] sum(tp)>, mesh = @tp, to = #dist.sharding<[-, -]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK: train.add %[[S]], %{{.*}} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
 // The backward pass: the sum's gradient passes through; the copy's is
 // summed over the ranks.
@@ -56,7 +56,7 @@ module {
 // CHECK: train.parameter @down : tensor<8x8xf32> {split_dim = 0 : i64, splits = 2 : i64, trainable}
 // CHECK-COUNT-1: copies(tp)
 // CHECK: train.mul %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
-// CHECK: dist.reshard {{.*}} sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[{{[-, ]*}}]>}
+// CHECK: dist.reshard {{.*}} sum(tp)>, mesh = @tp, to = #dist.sharding<[{{[-, ]*}}]>}
 module {
   train.parameter @gate : tensor<8x16xf32> {trainable}
   train.parameter @up : tensor<8x16xf32> {trainable}
@@ -125,12 +125,12 @@ module {
 // CHECK: train.parameter @o : tensor<4x8xf32> {split_dim = 0 : i64, splits = 2 : i64, trainable}
 // CHECK: train.reshape %{{.*}} : (tensor<2x3x4xf32>) -> tensor<2x3x1x4xf32>
 // CHECK: train.transpose %{{.*}} {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x1x4xf32>) -> tensor<2x1x3x4xf32>
-// CHECK: %[[TABLE:.*]] = dist.reshard %arg1 {from = #dist.sharding<[-, -, -, -]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -, -, -] copies(tp)>} : (tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+// CHECK: %[[TABLE:.*]] = dist.reshard %arg1 {from = #dist.sharding<[-, -, -, -]>, mesh = @tp, to = #dist.sharding<[-, -, -, -] copies(tp)>} : (tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
 // CHECK: train.mul %{{.*}}, %[[TABLE]] : (tensor<2x1x3x4xf32>, tensor<1x1x3x4xf32>) -> tensor<2x1x3x4xf32>
 // CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 5.000000e-01 : f32} : (tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>) -> tensor<2x1x3x4xf32>
 // CHECK: train.reshape %{{.*}} : (tensor<2x3x1x4xf32>) -> tensor<2x3x4xf32>
 // CHECK: train.linear %{{.*}}, %{{.*}} : (tensor<2x3x4xf32>, tensor<4x8xf32>) -> tensor<2x3x8xf32>
-// CHECK: dist.reshard {{.*}} sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[{{[-, ]*}}]>}
+// CHECK: dist.reshard {{.*}} sum(tp)>, mesh = @tp, to = #dist.sharding<[{{[-, ]*}}]>}
 module {
   train.parameter @q : tensor<8x8xf32> {trainable}
   train.parameter @k : tensor<8x8xf32> {trainable}
@@ -174,7 +174,7 @@ module {
 // CHECK: train.slice %[[F]] {limits = array<i64: 2, 3, 8>, starts = array<i64: 0, 0, 4>, steps = array<i64: 1, 1, 1>} : (tensor<2x3x12xf32>) -> tensor<2x3x4xf32>
 // CHECK: train.slice %[[F]] {limits = array<i64: 2, 3, 12>, starts = array<i64: 0, 0, 8>, steps = array<i64: 1, 1, 1>} : (tensor<2x3x12xf32>) -> tensor<2x3x4xf32>
 // CHECK: train.attention {{.*}} -> tensor<2x1x3x4xf32>
-// CHECK: dist.reshard {{.*}} sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[{{[-, ]*}}]>}
+// CHECK: dist.reshard {{.*}} sum(tp)>, mesh = @tp, to = #dist.sharding<[{{[-, ]*}}]>}
 module {
   train.parameter @qkv : tensor<24x8xf32> {trainable}
   train.parameter @qkv_bias : tensor<24xf32> {trainable}

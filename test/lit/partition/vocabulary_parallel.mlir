@@ -13,11 +13,11 @@
 // CHECK: train.parameter @vocab_bias : tensor<16xf32> {split_dim = 0 : i64, splits = 2 : i64, trainable}
 // CHECK: %[[T:.*]] = train.param @wte : tensor<16x8xf32>
 // CHECK: %[[E:.*]] = train.gather %[[T]], %arg0 {axis = 0 : i64, mesh_axis = "tp"} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
-// CHECK: %[[ES:.*]] = dist.reshard %[[E]] {from = #dist.sharding<[-, -, -] sum(tp)>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -, -]>} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[ES:.*]] = dist.reshard %[[E]] {from = #dist.sharding<[-, -, -] sum(tp)>, mesh = @tp, to = #dist.sharding<[-, -, -]>} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
 // CHECK: train.gather %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
 // CHECK: train.add %[[ES]]
 // CHECK: %[[TT:.*]] = train.transpose %[[T]] {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
-// CHECK: %[[IN:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -, -]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[-, -, -] copies(tp)>} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[IN:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[-, -, -]>, mesh = @tp, to = #dist.sharding<[-, -, -] copies(tp)>} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
 // CHECK: %[[L:.*]] = train.linear %[[IN]], %[[TT]] : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
 // CHECK: %[[LB:.*]] = train.add %[[L]], %{{.*}} : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
 // CHECK: %[[R:.*]] = train.reshape %[[LB]] : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
@@ -59,7 +59,7 @@ module {
 // CHECK-LABEL: module attributes {train.tensor_parallel = 2 : i64}
 // CHECK: train.parameter @head : tensor<8x8xf32> {split_dim = 0 : i64, splits = 2 : i64, trainable}
 // CHECK: train.linear {{.*}} -> tensor<4x8xf32>
-// CHECK: %[[S:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[]>, mesh = {tp = 2 : i64}, to = #dist.sharding<[] copies(tp)>} : (tensor<f32>) -> tensor<f32>
+// CHECK: %[[S:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[]>, mesh = @tp, to = #dist.sharding<[] copies(tp)>} : (tensor<f32>) -> tensor<f32>
 // CHECK: train.mul %{{.*}}, %[[S]] : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
 // CHECK: train.cross_entropy %{{.*}}, %arg1 {mesh_axis = "tp"}
 module {

@@ -13,11 +13,38 @@
 
 include "colossal/Dialect/Dist/DistAttrs.td"
 include "colossal/Dialect/Dist/DistDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 class Dist_Op<string mnemonic, list<Trait> traits = []>
     : Op<Dist_Dialect, mnemonic, traits>;
+
+def Dist_MeshOp : Dist_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "a device mesh: named axes and their sizes";
+  let description = [{
+    Declares a mesh the program's reshardings refer to by symbol: its axes,
+    innermost first (`tp` inside a node before `dp` across nodes), and the
+    ranks of each. The partitioning passes declare the axes they split over.
+
+    Example:
+
+    ```mlir
+    dist.mesh @tp {axes = ["tp"], sizes = array<i64: 2>}
+    ```
+
+    Constraints:
+    - as many sizes as axes, each at least 1;
+    - axis names are letters, digits and `_`, each once.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes, DenseI64ArrayAttr:$sizes);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The ranks of `axis`; 0 when the mesh has no such axis.
+    int64_t sizeOf(::llvm::StringRef axis);
+  }];
+}
 
 //===----------------------------------------------------------------------===//
 // Collectives over a mesh axis (inserted by partitioning and lowering)
@@ -144,15 +171,15 @@ def Dist_RankSliceOp : Dist_Op<"rank_slice", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
 }
 
-def Dist_ReshardOp : Dist_Op<"reshard", [Pure]> {
+def Dist_ReshardOp : Dist_Op<"reshard", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a value moved from one layout on the mesh to another";
   let description = [{
     The partitioner's general collective: `input` is one rank's part of a
     value laid out by `from` (a `#dist.sharding`: for each dimension the mesh
     axes splitting it, major first; `sum(...)` the axes of pending partial
     sums; `copies(...)` the axes whose ranks read it each in their own way),
-    and the result its part laid out by `to`. `mesh` gives the size of every
-    axis the layouts name.
+    and the result its part laid out by `to`. `mesh` names the `dist.mesh`
+    that gives the size of every axis the layouts name.
 
     `train-lower-resharding` replaces it with the single-axis collectives
     above (all-reduce, reduce-scatter, all-gather, all-to-all, rank slice),
@@ -168,12 +195,14 @@ def Dist_ReshardOp : Dist_Op<"reshard", [Pure]> {
     Example (Megatron's sequence parallelism at a block's exit):
 
     ```mlir
+    dist.mesh @tp {axes = ["tp"], sizes = array<i64: 2>}
+    ...
     %y = dist.reshard %partial {from = #dist.sharding<[-, -, -] sum(tp)>, to = #dist.sharding<[-, tp, -]>,
-                                mesh = {tp = 2 : i64}}
+                                mesh = @tp}
         : (tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, Dist_ShardingAttr:$from, Dist_ShardingAttr:$to, DictionaryAttr:$mesh);
+  let arguments = (ins AnyRankedTensor:$input, Dist_ShardingAttr:$from, Dist_ShardingAttr:$to, FlatSymbolRefAttr:$mesh);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
   let hasVerifier = 1;
@@ -183,6 +212,9 @@ def Dist_ReshardOp : Dist_Op<"reshard", [Pure]> {
     ::colossal::dist::Layout getToLayout();
     /// Whether the layouts differ in copies only: no data moves.
     bool movesNothing();
+    /// The mesh's axes and sizes, in its order (the verifier has checked
+    /// that it exists).
+    ::std::vector<::std::pair<::std::string, int64_t>> getMeshAxes();
   }];
 }
 
