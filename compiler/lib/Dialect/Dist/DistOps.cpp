@@ -4,9 +4,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
-#include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
 using namespace colossal::dist;
@@ -82,8 +82,9 @@ LogicalResult ReshardOp::verifySymbolUses(SymbolTableCollection &symbols) {
     if (whole % parts != 0 || result.getDimSize(d) != whole / parts)
       return emitOpError() << "dimension " << d << " is " << whole << " whole (" << input.getDimSize(d)
                            << " per rank under the input's layout), so " << parts << " part(s) of it under '"
-                           << to.str() << "' are " << (whole % parts ? "not whole numbers" : std::to_string(whole / parts))
-                           << ", not " << result.getDimSize(d);
+                           << to.str() << "' are "
+                           << (whole % parts ? "not whole numbers" : std::to_string(whole / parts)) << ", not "
+                           << result.getDimSize(d);
   }
   return success();
 }

@@ -89,8 +89,7 @@ std::optional<Layout> parseLayout(llvm::StringRef text, int64_t rank, std::strin
     }
   }
   if (int64_t(layout.dims.size()) != rank) {
-    error = "the layout has " + std::to_string(layout.dims.size()) + " dimension(s), the value " +
-            std::to_string(rank);
+    error = "the layout has " + std::to_string(layout.dims.size()) + " dimension(s), the value " + std::to_string(rank);
     return std::nullopt;
   }
   rest = after.trim();
