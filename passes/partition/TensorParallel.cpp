@@ -222,6 +222,10 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
     return summary;
   if (tensorParallelRanks(module) != 1)
     return module.emitError() << "the module is already partitioned for tensor parallelism";
+  if (auto sequence = module->getAttrOfType<IntegerAttr>("train.sequence_parallel_ranks"))
+    return module.emitError() << "the module is already split over a sequence axis of " << sequence.getInt()
+                              << " ranks; a tensor axis beside it is not built yet (sp_mode=megatron puts the "
+                                 "sequence split on the tensor axis)";
   // A parameter read twice cannot be split for one use alone.
   llvm::StringMap<int> reads;
   module.walk([&](ParamOp read) { ++reads[read.getName()]; });
