@@ -589,6 +589,8 @@ LogicalResult importDropout(NodeContext &ctx) {
     const HostTensor *c = ctx.requireConstant(1, "ratio");
     if (!c)
       return failure();
+    if (c->numElements() != 1)
+      return ctx.fail(llvm::formatv("ratio has {0} elements; it is a scalar", c->numElements()));
     ratio = c->asDouble(0);
   }
   bool training = false;
@@ -596,6 +598,8 @@ LogicalResult importDropout(NodeContext &ctx) {
     const HostTensor *c = ctx.requireConstant(2, "training_mode");
     if (!c)
       return failure();
+    if (c->numElements() != 1)
+      return ctx.fail(llvm::formatv("training_mode has {0} elements; it is a scalar", c->numElements()));
     training = c->asInt(0) != 0;
   }
   if (!(ratio >= 0 && ratio < 1))
