@@ -961,6 +961,8 @@ LogicalResult importTrilu(NodeContext &ctx) {
     const HostTensor *c = ctx.requireConstant(1, "k");
     if (!c)
       return failure();
+    if (c->numElements() != 1)
+      return ctx.fail(llvm::formatv("k has {0} elements; it is a scalar", c->numElements()));
     k = c->asInt(0);
   }
   bool upper = ctx.attrInt("upper", 1);
