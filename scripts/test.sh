@@ -34,8 +34,9 @@ CC=clang-22 CXX=clang++-22 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=
 cmake --build build-asan -j "$jobs"
 # LLVM's allocator poisons the slabs it starts when built with ASan;
 # Debian's libMLIR, built without it, never unpoisons what it hands out of
-# a slab our code started (compiler/lib/CMakeLists.txt keeps the dialect
-# attributes' storage out of ASan for this; the option covers the rest).
+# a slab our code started. compiler/lib/CMakeLists.txt keeps the one place
+# that did so (the dist attributes' storage) out of ASan; the option guards
+# any other inline allocation from libMLIR's allocators.
 ASAN_OPTIONS="allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
 

@@ -135,26 +135,28 @@ LogicalResult einsumGrad(EinsumOp op, Value grad, SmallVectorImpl<Value> &out, B
   return success();
 }
 
-/// What every rule reads: the op, its results' gradients (the first as
-/// `dy`), where the operands' gradients go, and the builders.
-struct RuleInputs {
+/// One op's gradient rules, by family: what every rule reads (the op, its
+/// results' gradients, the first as `dy`, where the operands' gradients go,
+/// the builders) and one method per family, which sets `handled` when it
+/// has the op's rule.
+struct GradientRuleSet {
   Operation *op;
   ArrayRef<Value> resultGrads;
   Value dy;
   SmallVectorImpl<Value> &out;
   Builder &h;
   OpBuilder &builder;
+
+  RankedTensorType operandType(unsigned i) const { return typeOf(op->getOperand(i)); }
+
+  LogicalResult elementwiseRules(bool &handled);
+  LogicalResult layoutRules(bool &handled);
+  LogicalResult contractionRules(bool &handled);
+  LogicalResult networkRules(bool &handled);
 };
 
 /// Elementwise arithmetic and activations: each operand's gradient, unbroadcast to its shape.
-LogicalResult elementwiseRules(const RuleInputs &in, bool &handled) {
-  Operation *op = in.op;
-  [[maybe_unused]] ArrayRef<Value> resultGrads = in.resultGrads;
-  [[maybe_unused]] Value dy = in.dy;
-  SmallVectorImpl<Value> &out = in.out;
-  [[maybe_unused]] Builder &h = in.h;
-  [[maybe_unused]] OpBuilder &builder = in.builder;
-  [[maybe_unused]] auto operandType = [&](unsigned i) { return typeOf(op->getOperand(i)); };
+LogicalResult GradientRuleSet::elementwiseRules(bool &handled) {
   handled = true;
   if (isa<AddOp>(op)) {
     out[0] = h.unbroadcast(dy, operandType(0));
@@ -293,14 +295,7 @@ LogicalResult elementwiseRules(const RuleInputs &in, bool &handled) {
 }
 
 /// Values moved, not computed: reshardings and collectives (their duals), casts, views, slices, concatenations, gathers.
-LogicalResult layoutRules(const RuleInputs &in, bool &handled) {
-  Operation *op = in.op;
-  [[maybe_unused]] ArrayRef<Value> resultGrads = in.resultGrads;
-  [[maybe_unused]] Value dy = in.dy;
-  SmallVectorImpl<Value> &out = in.out;
-  [[maybe_unused]] Builder &h = in.h;
-  [[maybe_unused]] OpBuilder &builder = in.builder;
-  [[maybe_unused]] auto operandType = [&](unsigned i) { return typeOf(op->getOperand(i)); };
+LogicalResult GradientRuleSet::layoutRules(bool &handled) {
   handled = true;
   if (isa<ParamOp, ConstantOp>(op))
     return success();
@@ -411,14 +406,7 @@ LogicalResult layoutRules(const RuleInputs &in, bool &handled) {
 }
 
 /// Products: linear layers, matrix products, convolutions, einsum.
-LogicalResult contractionRules(const RuleInputs &in, bool &handled) {
-  Operation *op = in.op;
-  [[maybe_unused]] ArrayRef<Value> resultGrads = in.resultGrads;
-  [[maybe_unused]] Value dy = in.dy;
-  SmallVectorImpl<Value> &out = in.out;
-  [[maybe_unused]] Builder &h = in.h;
-  [[maybe_unused]] OpBuilder &builder = in.builder;
-  [[maybe_unused]] auto operandType = [&](unsigned i) { return typeOf(op->getOperand(i)); };
+LogicalResult GradientRuleSet::contractionRules(bool &handled) {
   handled = true;
   if (auto l = dyn_cast<LinearOp>(op)) {
     // y[..., n] = x[..., k] w[k, n] + b[n]
@@ -493,14 +481,7 @@ LogicalResult contractionRules(const RuleInputs &in, bool &handled) {
 }
 
 /// Normalisation, attention, the loss, dropout, softmax and reductions.
-LogicalResult networkRules(const RuleInputs &in, bool &handled) {
-  Operation *op = in.op;
-  [[maybe_unused]] ArrayRef<Value> resultGrads = in.resultGrads;
-  [[maybe_unused]] Value dy = in.dy;
-  SmallVectorImpl<Value> &out = in.out;
-  [[maybe_unused]] Builder &h = in.h;
-  [[maybe_unused]] OpBuilder &builder = in.builder;
-  [[maybe_unused]] auto operandType = [&](unsigned i) { return typeOf(op->getOperand(i)); };
+LogicalResult GradientRuleSet::networkRules(bool &handled) {
   handled = true;
   if (auto n = dyn_cast<LayerNormOp>(op)) {
     SmallVector<Type> types{operandType(0)};
@@ -623,10 +604,11 @@ LogicalResult gradientOf(Operation *op, ArrayRef<Value> resultGrads, SmallVector
   Builder h{builder, op->getLoc()};
   out.assign(op->getNumOperands(), Value());
   Value dy = resultGrads.empty() ? Value() : resultGrads[0];
-  RuleInputs in{op, resultGrads, dy, out, h, builder};
-  for (auto rules : {elementwiseRules, layoutRules, contractionRules, networkRules}) {
+  GradientRuleSet rules{op, resultGrads, dy, out, h, builder};
+  for (auto family : {&GradientRuleSet::elementwiseRules, &GradientRuleSet::layoutRules,
+                      &GradientRuleSet::contractionRules, &GradientRuleSet::networkRules}) {
     bool handled = false;
-    LogicalResult result = rules(in, handled);
+    LogicalResult result = (rules.*family)(handled);
     if (handled)
       return result;
   }

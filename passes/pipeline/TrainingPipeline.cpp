@@ -8,18 +8,8 @@
 #include "passes/raise/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/ADT/StringSwitch.h"
 
 namespace colossal::pipeline {
-
-std::optional<Stage> parseStage(llvm::StringRef name) {
-  return llvm::StringSwitch<std::optional<Stage>>(name)
-      .Case("mlir", Stage::Imported)
-      .Case("raised", Stage::Raised)
-      .Case("partitioned", Stage::Partitioned)
-      .Case("train", Stage::Train)
-      .Default(std::nullopt);
-}
 
 const char *nameOf(Stage stage) {
   switch (stage) {

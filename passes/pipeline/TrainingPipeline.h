@@ -34,7 +34,6 @@ namespace colossal::pipeline {
 /// after (--emit=mlir|raised|partitioned|train).
 enum class Stage { Imported, Raised, Partitioned, Train };
 
-std::optional<Stage> parseStage(llvm::StringRef name);
 const char *nameOf(Stage stage);
 
 struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptions> {

@@ -47,10 +47,6 @@ std::vector<std::string> namesOf(ArrayAttr attr) {
   return names;
 }
 
-bool isAxisName(llvm::StringRef name) {
-  return !name.empty() && llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
-}
-
 /// An axis name, and axes joined by `separator` (`*` within a dimension, `,`
 /// in sum(...) and copies(...)).
 ParseResult parseAxes(AsmParser &parser, std::vector<std::string> &axes, bool starSeparated) {
@@ -88,7 +84,7 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   auto check = [&](ArrayAttr names) -> LogicalResult {
     for (Attribute a : names) {
       auto name = llvm::dyn_cast<StringAttr>(a);
-      if (!name || !isAxisName(name.getValue()))
+      if (!name || !isMeshAxisName(name.getValue()))
         return emitError() << "a sharding names mesh axes (letters, digits, '_'), not " << a;
       if (llvm::is_contained(seen, name.getValue()))
         return emitError() << "mesh axis '" << name.getValue() << "' appears twice in the sharding";

@@ -102,7 +102,7 @@ LogicalResult MeshOp::verify() {
   std::vector<llvm::StringRef> seen;
   for (auto [name, size] : llvm::zip(getAxes(), getSizes())) {
     llvm::StringRef axis = llvm::cast<StringAttr>(name).getValue();
-    if (axis.empty() || !llvm::all_of(axis, [](char c) { return llvm::isAlnum(c) || c == '_'; }))
+    if (!isMeshAxisName(axis))
       return emitOpError() << "axis '" << axis << "' is not a mesh axis name (letters, digits, '_')";
     if (llvm::is_contained(seen, axis))
       return emitOpError() << "axis '" << axis << "' appears twice";

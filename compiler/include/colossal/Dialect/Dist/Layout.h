@@ -7,7 +7,7 @@
 // own part from them). An axis named nowhere holds the value whole, read the
 // same way everywhere.
 //
-// Written as `[-, tp, sp*tp] sum(dp) copies(tp)`: a rank-3 value whose first
+// Written (`#dist.sharding<...>`) as `[-, tp, sp*tp] sum(dp) copies(tp)`: a rank-3 value whose first
 // dimension is whole, whose second is split over `tp`, whose third is split
 // over `sp` then `tp` within it; `sum(...)` and `copies(...)` are optional.
 //
@@ -43,8 +43,8 @@ struct Layout {
   std::string str() const;
 };
 
-/// Parses a layout of a value of rank `rank`; on failure `error` says why.
-std::optional<Layout> parseLayout(llvm::StringRef text, int64_t rank, std::string &error);
+/// Whether `name` can name a mesh axis (letters, digits, '_').
+bool isMeshAxisName(llvm::StringRef name);
 
 /// A whole value's layout (every dimension whole, no sums or copies).
 Layout wholeLayout(int64_t rank);
