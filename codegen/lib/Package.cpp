@@ -9,11 +9,12 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
 #include "colossal/cost/Estimator.h"
-#include "colossal/support/Json.h"
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/io/Safetensors.h"
+#include "colossal/support/Json.h"
 #include "passes/memory/RereadParameters.h"
 #include "passes/plan/CostGraphBridge.h"
+#include "passes/plan/ModulePlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -104,6 +105,24 @@ LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const
   return success();
 }
 
+/// The settings the module's plan (dist.plan) makes: the ranks of each axis,
+/// the model axis's algorithm, microbatches, ZeRO, offload and
+/// recomputation.
+LogicalResult readPlan(ModuleOp module, ProgramSettings &s) {
+  dist::PlanAttr plan = dist::PlanAttr::on(module);
+  if (!plan)
+    return module.emitError() << "the module has no dist.plan (run dist-apply-plan)";
+  if (plan.getPp() > 1)
+    return module.emitError() << "the plan has pp=" << plan.getPp() << ": pipelines are planned, not built";
+  bool ownAxis = plan.getSequence() == "all-to-all" || plan.getSequence() == "ring";
+  s.ranks = plan.getDp(), s.microbatches = plan.getMicrobatches();
+  s.tensorRanks = ownAxis ? plan.getSp() : plan.getTp();
+  s.sequenceMode = plan::strategyOf(plan).spMode;
+  s.zero = plan.getZero(), s.offloadOptimizer = plan.getOffload() == "optimizer";
+  s.recompute = plan.getRecompute().str();
+  return success();
+}
+
 /// The cost model's estimate of this program's strategy with `optimizer`:
 /// what the program's counters and memory tracker must report, the plan that
 /// a user can check against the run.
@@ -121,14 +140,18 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
       if (value.isParameter)
         value.readByBackward = readByBackward.contains(value.name);
   }
+  // The data axis alone first; the model axis's collectives come from the
+  // split the partitioner made (below).
+  dist::PlanAttr plan = dist::PlanAttr::on(module);
   std::string error;
-  std::optional<cost::Strategy> strategy = cost::Strategy::parse(
-      "dp=" + std::to_string(s.ranks) + ",microbatches=" + std::to_string(s.microbatches) +
-          ",zero=" + std::to_string(s.ranks > 1 ? s.zero : 0) + (s.offloadOptimizer ? ",offload=optimizer" : "") +
-          ",recompute=" + s.recompute,
-      error);
-  // The bytes do not depend on the machine; any preset evaluates them.
-  std::optional<cost::Cluster> cluster = cost::Cluster::preset("dgx-a100", 1 + int(s.ranks - 1) / 8);
+  std::optional<cost::Cluster> cluster = plan::clusterOf(plan, error);
+  if (!cluster)
+    return module.emitWarning() << "no prediction: " << error;
+  cost::Strategy planned = plan::strategyOf(plan);
+  cost::Strategy dataAxis = planned;
+  dataAxis.tp = dataAxis.sp = 1, dataAxis.spMode = cost::SequenceMode::None;
+  if (s.ranks == 1)
+    dataAxis.zero = 0;
   // The program completes per-tensor norms across ZeRO shards once for the
   // gradient norm, and once more for LAMB's trust ratios; SGD and LARS keep
   // one moment per weight.
@@ -136,8 +159,7 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   options.bucketBytes = double(s.gradientBucketBytes);
   options.shardedNormReductions = optimizer == "lamb" ? 2 : 1;
   options.optimizerMoments = optimizer == "lamb" || optimizer == "adamw" ? 2 : 1;
-  std::optional<cost::Estimate> estimate =
-      strategy && cluster ? cost::estimate(*graph, *strategy, *cluster, error, nullptr, options) : std::nullopt;
+  std::optional<cost::Estimate> estimate = cost::estimate(*graph, dataAxis, *cluster, error, nullptr, options);
   if (!estimate)
     return module.emitWarning() << "no prediction: the cost model cannot evaluate dp=" << s.ranks << ": " << error;
   if (s.unsplitGraph && s.splitGraph) {
@@ -146,9 +168,8 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
     // derive its collectives, which the program's counters must show.
     bool ownAxis = s.sequenceMode == cost::SequenceMode::AllToAll || s.sequenceMode == cost::SequenceMode::Ring;
     std::string axis = ownAxis ? "sp" : "tp";
-    cost::Strategy split = *strategy;
-    (ownAxis ? split.sp : split.tp) = int(s.tensorRanks);
-    split.spMode = s.sequenceMode;
+    cost::Strategy split = dataAxis;
+    split.tp = planned.tp, split.sp = planned.sp, split.spMode = planned.spMode;
     cost::Mesh mesh = cost::buildMesh(split, *cluster);
     std::optional<cost::GraphSharding> sharding =
         cost::appliedAxisSharding(*s.unsplitGraph, *s.splitGraph, mesh.axisIndex(axis), s.tensorRanks, error);
@@ -462,6 +483,8 @@ FailureOr<int64_t> prefetchBytesOf(ModuleOp module) {
 
 LogicalResult writePackage(ModuleOp module, const PackageOptions &given) {
   PackageOptions options = given;
+  if (failed(readPlan(module, options.settings)))
+    return failure();
   if (options.settings.zero == 3 && options.settings.ranks > 1) {
     FailureOr<int64_t> bytes = prefetchBytesOf(module);
     if (failed(bytes))

@@ -7,7 +7,7 @@
 
 namespace colossal::cost {
 
-static const char *nameOf(TensorMode m) {
+const char *nameOf(TensorMode m) {
   switch (m) {
   case TensorMode::OneD: return "1d";
   case TensorMode::TwoD: return "2d";
@@ -25,7 +25,7 @@ const char *nameOf(SequenceMode m) {
   }
   return "?";
 }
-static const char *nameOf(Schedule s) {
+const char *nameOf(Schedule s) {
   switch (s) {
   case Schedule::GPipe: return "gpipe";
   case Schedule::OneFOneB: return "1f1b";
@@ -33,7 +33,7 @@ static const char *nameOf(Schedule s) {
   }
   return "?";
 }
-static const char *nameOf(Recompute r) {
+const char *nameOf(Recompute r) {
   switch (r) {
   case Recompute::None: return "none";
   case Recompute::Selective: return "selective";

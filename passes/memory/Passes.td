@@ -15,11 +15,13 @@ def RecomputeLayersPass : Pass<"train-recompute-layers", "::mlir::ModuleOp"> {
     them; `granularity=selective` keeps the contractions' results too. The
     layers are the repeated blocks the cost model finds in @forward. The
     re-run ops are the same ops on the same inputs: the gradients are bit for
-    bit those without recomputation.
+    bit those without recomputation. On a module with a `dist.plan`, the
+    plan's `recompute` (nothing to do at `none`).
   }];
   let options = [
-    Option<"granularity", "granularity", "std::string", "\"full\"",
-           "full: re-run every op of a layer but its checkpoints; selective: keep the contractions' results too">,
+    Option<"granularity", "granularity", "std::string", "\"\"",
+           "full: re-run every op of a layer but its checkpoints; selective: keep the contractions' results too "
+           "(empty: the plan's, else full)">,
     Option<"report", "report", "bool", "false", "Emit a remark saying what was recomputed">,
   ];
 }
@@ -32,7 +34,9 @@ def RegatherForBackwardPass : Pass<"train-regather-for-backward", "::mlir::Modul
     the gathered tensor, and gathers it again in the backward pass
     (Korthikanti et al. 2022, section 4.2.2); so does this pass, placing the
     second gather just before its first backward use. The cost model charges
-    the second gather, so the bytes moved are the plan's.
+    the second gather, so the bytes moved are the plan's. On a module with a
+    `dist.plan`, runs when the plan asks for `sequence = "megatron"` with
+    `tp` above 1.
   }];
   let options = [
     Option<"axis", "axis", "std::string", "\"tp\"", "The mesh axis whose gathers are repeated">,

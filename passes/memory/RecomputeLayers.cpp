@@ -4,6 +4,7 @@
 #include "passes/memory/Passes.h"
 #include "passes/memory/StepRegions.h"
 
+#include "colossal/Dialect/Dist/PlannedSetting.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "passes/plan/CostGraphBridge.h"
 
@@ -162,6 +163,15 @@ struct RecomputeLayersPass : impl::RecomputeLayersPassBase<RecomputeLayersPass> 
   using RecomputeLayersPassBase::RecomputeLayersPassBase;
 
   void runOnOperation() override {
+    FailureOr<std::optional<std::string>> planned = dist::plannedSetting<std::string>(
+        getOperation(), getArgument(), "granularity",
+        this->granularity.empty() ? std::nullopt : std::optional<std::string>(this->granularity),
+        [](dist::PlanAttr plan) { return plan.getRecompute().str(); });
+    if (failed(planned))
+      return signalPassFailure();
+    this->granularity = planned->value_or("full");
+    if (this->granularity == "none")
+      return;
     Granularity granularity = Granularity::Full;
     if (this->granularity == "selective") {
       granularity = Granularity::Selective;

@@ -4,6 +4,7 @@
 #include "passes/memory/Passes.h"
 #include "passes/memory/StepRegions.h"
 
+#include "colossal/Dialect/Dist/PlannedSetting.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -57,6 +58,9 @@ struct RegatherForBackwardPass : impl::RegatherForBackwardPassBase<RegatherForBa
   using RegatherForBackwardPassBase::RegatherForBackwardPassBase;
 
   void runOnOperation() override {
+    if (dist::PlanAttr plan = dist::PlanAttr::on(getOperation());
+        plan && (plan.getSequence() != "megatron" || plan.getTp() == 1))
+      return;
     FailureOr<int64_t> regathered = regatherForBackward(getOperation(), axis);
     if (failed(regathered))
       return signalPassFailure();

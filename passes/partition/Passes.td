@@ -17,9 +17,10 @@ def TensorParallelPass : Pass<"train-tensor-parallel", "::mlir::ModuleOp"> {
     slice's type and record `split_dim` and `splits`. Run before
     `train-autodiff`; `train-lower-resharding` turns the reshardings into
     collectives. Fails naming the op when a width does not divide by `ranks`.
+    On a module with a `dist.plan`, the plan's `tp` (nothing to do at 1).
   }];
   let options = [
-    Option<"ranks", "ranks", "int64_t", "2", "Ranks of the tensor axis">,
+    Option<"ranks", "ranks", "int64_t", "0", "Ranks of the tensor axis (0: the module's dist.plan's tp)">,
     Option<"report", "report", "bool", "false", "Emit a remark saying what was split">,
   ];
 }
@@ -31,7 +32,9 @@ def SequenceParallelPass : Pass<"train-sequence-parallel", "::mlir::ModuleOp"> {
     outside the split blocks, norms, residual adds, dropout and biases
     compute on the rank's slice of the tokens. Only the layouts of the tensor
     split's reshardings change: each block's entry gathers the token split
-    (an all-gather), each exit sum scatters it (a reduce-scatter).
+    (an all-gather), each exit sum scatters it (a reduce-scatter). On a
+    module with a `dist.plan`, runs when the plan asks for
+    `sequence = "megatron"` with `tp` above 1.
   }];
   let options = [
     Option<"report", "report", "bool", "false", "Emit a remark saying what was split by tokens">,
@@ -46,11 +49,13 @@ def SequenceAxisParallelPass : Pass<"train-sequence-axis-parallel", "::mlir::Mod
     all-to-alls (`algorithm=all-to-all`, Jacobs et al. 2023) or keeps the
     rank's queries while key and value blocks pass around the ring
     (`algorithm=ring`, Li et al. 2021). The loss sums its rows and counted
-    labels over the axis.
+    labels over the axis. On a module with a `dist.plan`, the plan's `sp` and
+    `sequence` (nothing to do unless all-to-all or ring with `sp` above 1).
   }];
   let options = [
-    Option<"ranks", "ranks", "int64_t", "2", "Ranks of the sequence axis">,
-    Option<"algorithm", "algorithm", "std::string", "\"all-to-all\"", "all-to-all or ring">,
+    Option<"ranks", "ranks", "int64_t", "0", "Ranks of the sequence axis (0: the module's dist.plan's sp)">,
+    Option<"algorithm", "algorithm", "std::string", "\"\"",
+           "all-to-all or ring (empty: the plan's, else all-to-all)">,
     Option<"report", "report", "bool", "false", "Emit a remark saying what was split">,
   ];
 }

@@ -8,6 +8,7 @@
 #include "passes/partition/TensorParallel.h"
 #include "passes/partition/TokenSplit.h"
 
+#include "colossal/Dialect/Dist/PlannedSetting.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -464,6 +465,32 @@ struct SequenceAxisParallelPass : impl::SequenceAxisParallelPassBase<SequenceAxi
   using SequenceAxisParallelPassBase::SequenceAxisParallelPassBase;
 
   void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto ownAxis = [](dist::PlanAttr plan) {
+      return plan.getSequence() == "all-to-all" || plan.getSequence() == "ring";
+    };
+    FailureOr<std::optional<int64_t>> plannedRanks = dist::plannedSetting<int64_t>(
+        module, getArgument(), "ranks", ranks ? std::optional<int64_t>(ranks) : std::nullopt,
+        [&](dist::PlanAttr plan) { return ownAxis(plan) ? plan.getSp() : int64_t(1); });
+    if (failed(plannedRanks))
+      return signalPassFailure();
+    std::optional<std::string> givenAlgorithm;
+    if (!algorithm.empty())
+      givenAlgorithm = algorithm;
+    FailureOr<std::optional<std::string>> plannedAlgorithm =
+        dist::plannedSetting<std::string>(module, getArgument(), "algorithm", givenAlgorithm, [&](dist::PlanAttr plan) {
+          return ownAxis(plan) ? plan.getSequence().str() : givenAlgorithm.value_or("all-to-all");
+        });
+    if (failed(plannedAlgorithm))
+      return signalPassFailure();
+    if (!*plannedRanks) {
+      module.emitError() << getArgument() << ": no ranks: give ranks=N or apply a plan first (dist-apply-plan)";
+      return signalPassFailure();
+    }
+    ranks = **plannedRanks;
+    algorithm = plannedAlgorithm->value_or("all-to-all");
+    if (ranks == 1)
+      return;
     std::optional<SequenceAlgorithm> chosen = parseSequenceAlgorithm(algorithm);
     if (!chosen) {
       getOperation().emitError() << "unknown sequence algorithm '" << algorithm << "' (all-to-all or ring)";

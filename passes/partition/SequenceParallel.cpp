@@ -8,6 +8,7 @@
 #include "passes/partition/TensorParallel.h"
 #include "passes/partition/TokenSplit.h"
 
+#include "colossal/Dialect/Dist/PlannedSetting.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -146,6 +147,9 @@ struct SequenceParallelPass : impl::SequenceParallelPassBase<SequenceParallelPas
   using SequenceParallelPassBase::SequenceParallelPassBase;
 
   void runOnOperation() override {
+    if (dist::PlanAttr plan = dist::PlanAttr::on(getOperation());
+        plan && (plan.getSequence() != "megatron" || plan.getTp() == 1))
+      return;
     FailureOr<SequenceParallelSummary> sequence = applySequenceParallelism(getOperation());
     if (failed(sequence))
       return signalPassFailure();

@@ -8,6 +8,7 @@
 #include "passes/partition/ParameterSlices.h"
 #include "passes/partition/VocabularyParallel.h"
 
+#include "colossal/Dialect/Dist/PlannedSetting.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -374,7 +375,25 @@ struct TensorParallelPass : impl::TensorParallelPassBase<TensorParallelPass> {
   using TensorParallelPassBase::TensorParallelPassBase;
 
   void runOnOperation() override {
-    FailureOr<TensorParallelSummary> split = partitionTensorParallel(getOperation(), ranks);
+    ModuleOp module = getOperation();
+    if (dist::PlanAttr plan = dist::PlanAttr::on(module); plan && plan.getTp() > 1 && plan.getTpMode() != "1d") {
+      module.emitError() << getArgument() << ": the plan's tp_mode=" << plan.getTpMode()
+                         << " is planned, not built (1D tensor parallelism is)";
+      return signalPassFailure();
+    }
+    FailureOr<std::optional<int64_t>> planned = dist::plannedSetting<int64_t>(
+        module, getArgument(), "ranks", ranks ? std::optional<int64_t>(ranks) : std::nullopt,
+        [](dist::PlanAttr plan) { return plan.getTp(); });
+    if (failed(planned))
+      return signalPassFailure();
+    if (!*planned) {
+      module.emitError() << getArgument() << ": no ranks: give ranks=N or apply a plan first (dist-apply-plan)";
+      return signalPassFailure();
+    }
+    ranks = **planned;
+    if (ranks == 1)
+      return;
+    FailureOr<TensorParallelSummary> split = partitionTensorParallel(module, ranks);
     if (failed(split))
       return signalPassFailure();
     if (!report)

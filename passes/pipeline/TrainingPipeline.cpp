@@ -5,6 +5,7 @@
 #include "passes/autodiff/Passes.h"
 #include "passes/memory/Passes.h"
 #include "passes/partition/Passes.h"
+#include "passes/plan/Passes.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -28,21 +29,16 @@ const char *nameOf(Stage stage) {
 namespace {
 
 void addPartitioning(mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
-  if (options.sequenceRanks > 1) {
-    partition::SequenceAxisParallelPassOptions sequence;
-    sequence.ranks = options.sequenceRanks;
-    sequence.algorithm = options.sequenceAlgorithm;
-    sequence.report = options.report;
-    pm.addPass(partition::createSequenceAxisParallelPass(sequence));
-  }
-  if (options.tensorRanks > 1) {
-    partition::TensorParallelPassOptions tensor;
-    tensor.ranks = options.tensorRanks;
-    tensor.report = options.report;
-    pm.addPass(partition::createTensorParallelPass(tensor));
-    if (options.sequenceParallel)
-      pm.addPass(partition::createSequenceParallelPass(partition::SequenceParallelPassOptions{options.report}));
-  }
+  pm.addPass(plan::createDistApplyPlan(plan::DistApplyPlanOptions{options.strategy, options.cluster}));
+  // Each split reads its axis from the plan; one the plan does not ask for
+  // leaves the module as it is.
+  partition::SequenceAxisParallelPassOptions sequence;
+  sequence.report = options.report;
+  pm.addPass(partition::createSequenceAxisParallelPass(sequence));
+  partition::TensorParallelPassOptions tensor;
+  tensor.report = options.report;
+  pm.addPass(partition::createTensorParallelPass(tensor));
+  pm.addPass(partition::createSequenceParallelPass(partition::SequenceParallelPassOptions{options.report}));
 }
 
 void addTraining(mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
@@ -57,16 +53,15 @@ void addTraining(mlir::OpPassManager &pm, const TrainingPipelineOptions &options
   // differentiated, the reshardings become the collectives the cost model
   // priced.
   pm.addPass(partition::createLowerReshardingPass());
-  // Full recomputation first: the re-run layers read weights too, and the
-  // second reads below serve them.
-  if (options.recompute != "none")
-    pm.addPass(
-        memory::createRecomputeLayersPass(memory::RecomputeLayersPassOptions{options.recompute, options.report}));
+  // Recomputation (as the plan asks) first: the re-run layers read weights
+  // too, and the second reads below serve them.
+  memory::RecomputeLayersPassOptions recompute;
+  recompute.report = options.report;
+  pm.addPass(memory::createRecomputeLayersPass(recompute));
   // Megatron-SP keeps each block's input shard and gathers it again for the
   // weight gradients (after recomputation, whose re-run ops read the
   // gathered inputs too).
-  if (options.tensorRanks > 1 && options.sequenceParallel)
-    pm.addPass(memory::createRegatherForBackwardPass(memory::RegatherForBackwardPassOptions{"tp", options.report}));
+  pm.addPass(memory::createRegatherForBackwardPass(memory::RegatherForBackwardPassOptions{"tp", options.report}));
   // The backward pass reads each weight again rather than holding the
   // forward's read (and views) across the step; under ZeRO-3 a read is a
   // gather.
@@ -91,8 +86,8 @@ void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOption
 void registerTrainingPipeline() {
   mlir::PassPipelineRegistration<TrainingPipelineOptions>(
       "training-pipeline",
-      "colossal-compile's pipeline: raising, the model axis split, "
-      "differentiation, the optimizer step, "
+      "colossal-compile's pipeline: raising, the plan and the splits it asks "
+      "for, differentiation, the optimizer step, "
       "collectives and the memory passes (stop-after=raised|partitioned|train)",
       [](mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
         buildTrainingPipeline(pm, options, options.stopAfter);

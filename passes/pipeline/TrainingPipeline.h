@@ -4,17 +4,21 @@
 // What colossal-compile does to an imported module, in order, as passes:
 //
 //   raised       train-raise (named ops: gelu, norms, attention, linear, ...)
-//   partitioned  the model axis split of @forward: train-sequence-axis-parallel
-//                (sp=N) or train-tensor-parallel (tp=N), then
-//                train-sequence-parallel (Megatron-SP on the tensor axis)
+//   partitioned  dist-apply-plan (the plan on the module as dist.plan), then
+//                the model axis split of @forward the plan asks for:
+//                train-sequence-axis-parallel (sp=N), train-tensor-parallel
+//                (tp=N), train-sequence-parallel (Megatron-SP on the tensor
+//                axis)
 //   train        train-mixed-precision, train-autodiff, train-optimizer,
 //                train-lower-resharding, then the memory passes:
 //                train-recompute-layers, train-regather-for-backward (with
 //                Megatron-SP), train-reread-parameters, train-fold-transposes
 //
-// `colossal-opt --training-pipeline='tensor-ranks=2 sequence-parallel=true'`
-// reproduces `colossal-compile --emit=train --strategy tp=2,sp_mode=megatron`
-// on the same imported module; `stop-after=partitioned` reproduces
+// The splitting and memory passes read their settings from the plan and do
+// nothing where it asks for nothing. `colossal-opt
+// --training-pipeline='strategy=dp=2,tp=2,sp_mode=megatron'` reproduces
+// `colossal-compile --emit=train --gpus 4 --strategy tp=2,sp_mode=megatron` on
+// the same imported module; `stop-after=partitioned` reproduces
 // `--emit=partitioned`.
 //
 //===----------------------------------------------------------------------===//
@@ -37,18 +41,14 @@ enum class Stage { Imported, Raised, Partitioned, Train };
 const char *nameOf(Stage stage);
 
 struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptions> {
-  // The model axis (one of the two).
-  Option<int64_t> tensorRanks{*this, "tensor-ranks", llvm::cl::desc("Ranks of the tensor axis (1: no split)"),
-                              llvm::cl::init(1)};
-  Option<bool> sequenceParallel{*this, "sequence-parallel",
-                                llvm::cl::desc("Megatron's sequence parallelism on the tensor axis"),
-                                llvm::cl::init(false)};
-  Option<int64_t> sequenceRanks{*this, "sequence-ranks",
-                                llvm::cl::desc("Ranks of the sequence axis of its own (1: no split)"),
-                                llvm::cl::init(1)};
-  Option<std::string> sequenceAlgorithm{*this, "sequence-algorithm",
-                                        llvm::cl::desc("all-to-all or ring, on the sequence axis"),
-                                        llvm::cl::init("all-to-all")};
+  // The plan (dist-apply-plan writes it on the module; the passes read it).
+  Option<std::string> strategy{*this, "strategy",
+                               llvm::cl::desc("The plan: dp=2,tp=2,sp_mode=megatron,zero=1,recompute=selective,... "
+                                              "(empty: one rank)"),
+                               llvm::cl::init("")};
+  Option<std::string> cluster{*this, "cluster",
+                              llvm::cl::desc("The machine the plan is priced for: a preset or a cluster file"),
+                              llvm::cl::init("dgx-a100")};
   // Numerics and the update.
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32, bf16 or fp16"), llvm::cl::init("fp32")};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("lamb, adamw, sgd or lars"), llvm::cl::init("lamb")};
@@ -58,8 +58,6 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(0.01)};
   Option<double> momentum{*this, "momentum", llvm::cl::init(0.9)};
   Option<bool> nesterov{*this, "nesterov", llvm::cl::init(false)};
-  // Memory.
-  Option<std::string> recompute{*this, "recompute", llvm::cl::desc("none, selective or full"), llvm::cl::init("none")};
   // The pipeline.
   Option<Stage> stopAfter{*this, "stop-after", llvm::cl::desc("The last stage run"),
                           llvm::cl::values(clEnumValN(Stage::Raised, "raised", "named ops"),
@@ -71,8 +69,6 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
 };
 
 /// Adds the stages after `startAfter` up to and including `stopAfter`.
-/// Stages whose settings ask for nothing (tensor-ranks=1, recompute=none)
-/// add no passes.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options, Stage stopAfter,
                            Stage startAfter = Stage::Imported);
 

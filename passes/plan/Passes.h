@@ -3,6 +3,7 @@
 #ifndef COLOSSAL_PASSES_PLAN_PASSES_H
 #define COLOSSAL_PASSES_PLAN_PASSES_H
 
+#include "colossal/Dialect/Dist/DistDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -155,21 +155,32 @@ std::optional<BuildLayout> resolveBuildLayout(const Request &request, const std:
   return layout;
 }
 
+cost::Strategy strategyOf(const BuildLayout &layout) {
+  cost::Strategy s;
+  s.dp = int(layout.ranks), s.microbatches = int(layout.microbatches);
+  if (layout.sequenceAxis) {
+    s.sp = int(layout.modelRanks);
+    s.spMode = *layout.sequenceAxis == partition::SequenceAlgorithm::Ring ? SequenceMode::Ring : SequenceMode::AllToAll;
+  } else {
+    s.tp = int(layout.modelRanks);
+    s.spMode = layout.sequenceParallel ? SequenceMode::Megatron : SequenceMode::None;
+  }
+  s.zero = int(layout.zero), s.offloadOptimizer = layout.offloadOptimizer;
+  s.recompute = layout.recompute == "full"        ? cost::Recompute::Full
+                : layout.recompute == "selective" ? cost::Recompute::Selective
+                                                  : cost::Recompute::None;
+  return s;
+}
+
 void fillPipelineOptions(const Request &request, const BuildLayout &layout,
                          pipeline::TrainingPipelineOptions &options) {
-  if (layout.sequenceAxis) {
-    options.sequenceRanks = layout.modelRanks;
-    options.sequenceAlgorithm = partition::nameOf(*layout.sequenceAxis);
-  } else {
-    options.tensorRanks = layout.modelRanks;
-    options.sequenceParallel = layout.sequenceParallel;
-  }
+  options.strategy = strategyOf(layout).str();
+  options.cluster = request.cluster;
   options.precision = request.precision;
   options.optimizer = request.optimizer;
   options.beta1 = request.beta1, options.beta2 = request.beta2, options.eps = request.eps;
   options.weightDecay = request.weightDecay, options.momentum = request.momentum;
   options.nesterov = request.nesterov;
-  options.recompute = layout.recompute;
   options.report = !request.quiet;
 }
 

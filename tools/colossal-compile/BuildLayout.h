@@ -15,6 +15,7 @@
 #define COLOSSAL_TOOLS_COLOSSAL_COMPILE_BUILDLAYOUT_H
 
 #include "Flags.h"
+#include "colossal/cost/Plan.h"
 #include "passes/partition/SequenceAxisParallel.h"
 #include "passes/pipeline/TrainingPipeline.h"
 
@@ -45,6 +46,9 @@ struct BuildLayout {
 /// choice) or of the plan file of `request`; prints why and returns nullopt
 /// when it cannot be built.
 std::optional<BuildLayout> resolveBuildLayout(const Request &request, const std::string &strategy);
+
+/// The plan the build runs (written on the module by dist-apply-plan).
+cost::Strategy strategyOf(const BuildLayout &layout);
 
 /// The pipeline options of `request` built as `layout`.
 void fillPipelineOptions(const Request &request, const BuildLayout &layout, pipeline::TrainingPipelineOptions &options);

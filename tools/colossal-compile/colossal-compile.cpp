@@ -68,7 +68,9 @@ std::optional<cost::Graph> forwardGraph(ModuleOp module) {
   return succeeded(graph) ? std::optional<cost::Graph>(std::move(*graph)) : std::nullopt;
 }
 
-codegen::PackageOptions packageOptions(const Request &r, const BuildLayout &layout) {
+/// What the package needs beyond the module (whose dist.plan says how the
+/// step is split).
+codegen::PackageOptions packageOptions(const Request &r) {
   codegen::PackageOptions package;
   package.directory = r.outputPath, package.onnxPath = r.inputPath;
   package.target = r.target, package.precision = r.precision;
@@ -77,13 +79,7 @@ codegen::PackageOptions packageOptions(const Request &r, const BuildLayout &layo
   s.model = llvm::sys::path::stem(r.inputPath).str();
   s.target = r.target;
   s.lr = r.lr, s.clipGradNorm = r.clipGradNorm, s.warmupSteps = r.warmupSteps;
-  s.schedule = r.schedule, s.steps = r.steps, s.microbatches = layout.microbatches, s.ranks = layout.ranks;
-  s.tensorRanks = layout.modelRanks, s.zero = layout.zero;
-  s.offloadOptimizer = layout.offloadOptimizer, s.recompute = layout.recompute;
-  s.sequenceMode = !layout.sequenceAxis
-                       ? (layout.sequenceParallel ? cost::SequenceMode::Megatron : cost::SequenceMode::None)
-                   : *layout.sequenceAxis == partition::SequenceAlgorithm::Ring ? cost::SequenceMode::Ring
-                                                                                : cost::SequenceMode::AllToAll;
+  s.schedule = r.schedule, s.steps = r.steps;
   return package;
 }
 
@@ -189,7 +185,7 @@ int main(int argc, char **argv) {
   if (!r.toDirectory)
     return printModule(*module, r.outputPath);
 
-  codegen::PackageOptions package = packageOptions(r, *layout);
+  codegen::PackageOptions package = packageOptions(r);
   package.settings.unsplitGraph = std::move(wholeGraph);
   package.settings.splitGraph = std::move(splitGraph);
   if (failed(codegen::writePackage(*module, package)))

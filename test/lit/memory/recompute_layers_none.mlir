@@ -1,4 +1,6 @@
 // RUN: not colossal-opt %s -train-autodiff -train-recompute-layers 2>&1 | FileCheck %s
+// RUN: colossal-opt %s --dist-apply-plan -train-autodiff -train-recompute-layers | FileCheck %s --check-prefix=PLANNED
+// RUN: not colossal-opt %s --dist-apply-plan=strategy=recompute=full -train-autodiff -train-recompute-layers 2>&1 | FileCheck %s
 
 // A model without repeated layers has nothing to recompute by layer: it
 // says so instead of silently keeping everything.
@@ -13,3 +15,6 @@ module {
 }
 
 // CHECK: error: recomputation re-runs repeated layers, and no two consecutive blocks of @forward are identical
+
+// A module whose plan asks for no recomputation is left as it is.
+// PLANNED: func.func @forward_backward

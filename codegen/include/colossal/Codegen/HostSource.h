@@ -37,6 +37,7 @@ struct ProgramSettings {
   int64_t warmupSteps = 0;
   std::string schedule = "constant";
   int64_t steps = 10;
+  // The plan: writePackage reads these from the module's dist.plan.
   int64_t microbatches = 1;
   /// Data-parallel ranks.
   int64_t ranks = 1;

@@ -35,6 +35,11 @@ const char *nameOf(SequenceMode mode);
 
 enum class Schedule { GPipe, OneFOneB, Interleaved };
 enum class Recompute { None, Selective, Full };
+/// The strategy string's names ("1d", "2.5d"; "gpipe", "1f1b",
+/// "interleaved"; "none", "selective", "full").
+const char *nameOf(TensorMode mode);
+const char *nameOf(Schedule schedule);
+const char *nameOf(Recompute recompute);
 
 struct Strategy {
   int dp = 1, pp = 1, tp = 1, sp = 1;
