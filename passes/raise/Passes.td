@@ -130,7 +130,10 @@ def RaiseCrossEntropy : Pass<"train-raise-cross-entropy", "mlir::func::FuncOp"> 
   let summary = "raises LogSoftmax + NLL and SoftmaxCrossEntropyLoss to train.cross_entropy";
   let description = [{
     Both forms of the classification loss become the fused op the kernels and
-    vocabulary-parallel partitioning use. Class weights are not raised.
+    vocabulary-parallel partitioning use, including PyTorch's
+    `F.nll_loss(F.log_softmax(x, -1).view(-1, C), y.view(-1))` (a
+    log-softmax over the last axis flattened to rows of C classes). Class
+    weights are not raised.
 
     Before:
     ```mlir

@@ -28,16 +28,38 @@ struct LogSoftmaxNllPattern : OpRewritePattern<NegativeLogLikelihoodLossOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(NegativeLogLikelihoodLossOp op,
                                 PatternRewriter &rewriter) const override {
-    auto logSoftmax = defining<LogSoftmaxOp>(op.getLogProbs());
-    if (op.getWeights() || !logSoftmax)
+    if (op.getWeights())
       return failure();
-    int64_t rank = llvm::cast<RankedTensorType>(logSoftmax.getType()).getRank();
-    if (normalizeAxis(int64_t(logSoftmax.getAxis()), rank) != 1)
+    Value scores = logitsOf(op.getLogProbs(), rewriter, op.getLoc());
+    if (!scores)
       return failure();
-    rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), logSoftmax.getInput(),
-                                                op.getLabels(), op.getReductionAttr(),
+    rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), scores, op.getLabels(), op.getReductionAttr(),
                                                 op.getIgnoreIndexAttr(), StringAttr(), IntegerAttr(), StringAttr());
     return success();
+  }
+
+private:
+  /// The logits whose log-softmax over axis 1 `logProbs` is, or null.
+  /// Besides `log_softmax(x, axis=1)`, PyTorch's usual
+  /// `F.nll_loss(F.log_softmax(x, -1).view(-1, C), labels.view(-1))`:
+  /// a log-softmax over the last axis flattened to rows of the same C
+  /// classes, which is the log-softmax of the flattened logits.
+  static Value logitsOf(Value logProbs, PatternRewriter &rewriter, Location loc) {
+    if (auto logSoftmax = defining<LogSoftmaxOp>(logProbs)) {
+      int64_t rank = llvm::cast<RankedTensorType>(logSoftmax.getType()).getRank();
+      return normalizeAxis(int64_t(logSoftmax.getAxis()), rank) == 1 ? logSoftmax.getInput() : Value();
+    }
+    auto reshape = defining<ReshapeOp>(logProbs);
+    auto logSoftmax = reshape ? defining<LogSoftmaxOp>(reshape.getInput()) : LogSoftmaxOp();
+    if (!logSoftmax)
+      return {};
+    auto from = llvm::cast<RankedTensorType>(logSoftmax.getType());
+    auto to = llvm::cast<RankedTensorType>(reshape.getType());
+    if (to.getRank() != 2 || !from.hasStaticShape() || !to.hasStaticShape() ||
+        normalizeAxis(int64_t(logSoftmax.getAxis()), from.getRank()) != from.getRank() - 1 ||
+        to.getDimSize(1) != from.getShape().back())
+      return {};
+    return rewriter.create<ReshapeOp>(loc, to, logSoftmax.getInput());
   }
 };
 

@@ -24,3 +24,28 @@ func.func @weighted_stays(%s: tensor<16x32xf32>, %l: tensor<16xi64>, %w: tensor<
   %0 = train.softmax_cross_entropy_loss %s, %l, %w : (tensor<16x32xf32>, tensor<16xi64>, tensor<32xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// PyTorch's F.nll_loss(F.log_softmax(x, -1).view(-1, C), y.view(-1)): the
+// logits are flattened instead, and the loss fused.
+// CHECK-LABEL: func.func @flattened_log_softmax_nll
+// CHECK-SAME: (%[[S:.*]]: tensor<2x8x32xf32>, %[[L:.*]]: tensor<16xi64>)
+func.func @flattened_log_softmax_nll(%s: tensor<2x8x32xf32>, %l: tensor<16xi64>) -> tensor<f32> {
+  // CHECK: %[[FLAT:.*]] = train.reshape %[[S]] : (tensor<2x8x32xf32>) -> tensor<16x32xf32>
+  // CHECK: train.cross_entropy %[[FLAT]], %[[L]] {ignore_index = -100 : i64}
+  // CHECK-NOT: train.nll_loss
+  %lp = train.log_softmax %s {axis = -1 : i64} : (tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  %flat = train.reshape %lp : (tensor<2x8x32xf32>) -> tensor<16x32xf32>
+  %0 = train.nll_loss %flat, %l {ignore_index = -100 : i64} : (tensor<16x32xf32>, tensor<16xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// A flattening that mixes the classes with other positions is not a
+// log-softmax over rows: the loss stays.
+// CHECK-LABEL: func.func @mixed_flattening_stays
+func.func @mixed_flattening_stays(%s: tensor<2x8x32xf32>, %l: tensor<32xi64>) -> tensor<f32> {
+  // CHECK: train.nll_loss
+  %lp = train.log_softmax %s {axis = -1 : i64} : (tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  %flat = train.reshape %lp : (tensor<2x8x32xf32>) -> tensor<32x16xf32>
+  %0 = train.nll_loss %flat, %l : (tensor<32x16xf32>, tensor<32xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
