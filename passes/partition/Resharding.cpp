@@ -2,6 +2,8 @@
 
 #include "passes/partition/Resharding.h"
 
+#include "passes/plan/ModulePlan.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -11,6 +13,26 @@ using namespace mlir;
 using namespace colossal::train;
 using namespace colossal::dist;
 
+namespace {
+
+/// Where the module's plan places `axis`: ranks of one group per node, on
+/// the plan's cluster (null without a plan, or when the plan's axis is not
+/// this one's size).
+DenseI64ArrayAttr placementOf(ModuleOp module, StringRef axis, int64_t ranks) {
+  PlanAttr plan = PlanAttr::on(module);
+  std::string error;
+  std::optional<cost::Cluster> cluster = plan ? plan::clusterOf(plan, error) : std::nullopt;
+  if (!cluster)
+    return {};
+  cost::Mesh mesh = cost::buildMesh(plan::strategyOf(plan), *cluster);
+  const cost::MeshAxis *placed = mesh.axis(axis.str());
+  if (!placed || placed->size != ranks)
+    return {};
+  return DenseI64ArrayAttr::get(module.getContext(), {int64_t(placed->perNode)});
+}
+
+} // namespace
+
 FlatSymbolRefAttr meshOf(ModuleOp module, StringRef axis, int64_t ranks) {
   for (MeshOp mesh : module.getOps<MeshOp>())
     if (mesh.getAxes().size() == 1 && mesh.sizeOf(axis) == ranks)
@@ -19,7 +41,7 @@ FlatSymbolRefAttr meshOf(ModuleOp module, StringRef axis, int64_t ranks) {
   // symbol of the module (a parameter called "tp") has its name.
   OpBuilder builder(module.getContext());
   auto mesh = MeshOp::create(builder, module.getLoc(), builder.getStringAttr(axis), builder.getStrArrayAttr({axis}),
-                             builder.getDenseI64ArrayAttr({ranks}));
+                             builder.getDenseI64ArrayAttr({ranks}), placementOf(module, axis, ranks));
   SymbolTable(module).insert(mesh, module.getBody()->begin());
   return FlatSymbolRefAttr::get(mesh.getSymNameAttr());
 }

@@ -110,5 +110,14 @@ LogicalResult MeshOp::verify() {
     if (size < 1)
       return emitOpError() << "axis '" << axis << "' has " << size << " ranks";
   }
+  std::optional<ArrayRef<int64_t>> perNode = getPerNode();
+  if (!perNode)
+    return success();
+  if (perNode->size() != getSizes().size())
+    return emitOpError() << "has " << getAxes().size() << " axes and " << perNode->size() << " per_node entries";
+  for (auto [name, size, onNode] : llvm::zip(getAxes(), getSizes(), *perNode))
+    if (onNode < 1 || size % onNode != 0)
+      return emitOpError() << "axis '" << llvm::cast<StringAttr>(name).getValue() << "' of " << size
+                           << " ranks cannot have " << onNode << " of a group on one node";
   return success();
 }

@@ -24,20 +24,25 @@ def Dist_MeshOp : Dist_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let summary = "a device mesh: named axes and their sizes";
   let description = [{
     Declares a mesh the program's reshardings refer to by symbol: its axes,
-    innermost first (`tp` inside a node before `dp` across nodes), and the
-    ranks of each. The partitioning passes declare the axes they split over.
+    innermost first (`tp` inside a node before `dp` across nodes), the ranks
+    of each and, on a planned module, where they sit: `per_node`, for each
+    axis, how many ranks of one group share a node (the size when the group
+    is inside a node, 1 when each member is on another), from the plan's
+    cluster. The partitioning passes declare the axes they split over.
 
     Example:
 
     ```mlir
-    dist.mesh @tp {axes = ["tp"], sizes = array<i64: 2>}
+    dist.mesh @tp {axes = ["tp"], sizes = array<i64: 2>, per_node = array<i64: 2>}
     ```
 
     Constraints:
     - as many sizes as axes, each at least 1;
-    - axis names are letters, digits and `_`, each once.
+    - axis names are letters, digits and `_`, each once;
+    - `per_node`, when present, has an entry per axis that divides its size.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes, DenseI64ArrayAttr:$sizes);
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes, DenseI64ArrayAttr:$sizes,
+                       OptionalAttr<DenseI64ArrayAttr>:$per_node);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
