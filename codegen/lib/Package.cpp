@@ -502,16 +502,28 @@ LogicalResult writePackage(ModuleOp module, const PackageOptions &given) {
     return module.emitError() << "-o " << dir << ": exists and is not a directory";
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return module.emitError() << "cannot create " << dir << ": " << ec.message();
+  TimingScope unused;
+  TimingScope &timing = options.timing ? *options.timing : unused;
   std::string source;
   llvm::raw_string_ostream os(source);
   StepMemoryPlan memory;
-  if (failed(emitHostSource(module, options.settings, os, &memory)))
+  TimingScope sourceTimer = timing.nest("source");
+  if (failed(emitHostSource(module, options.settings, os, &memory)) ||
+      failed(writeText(module, dir + "/train_step.cpp", source)))
     return failure();
-  if (failed(writeText(module, dir + "/train_step.cpp", source)) ||
-      failed(writeWeights(module, options, dir + "/weights.safetensors")) ||
-      failed(writeText(module, dir + "/manifest.json", manifestOf(module, options, memory).dump() + "\n")))
+  sourceTimer.stop();
+  TimingScope weightsTimer = timing.nest("weights");
+  if (failed(writeWeights(module, options, dir + "/weights.safetensors")))
     return failure();
-  if (options.build && failed(buildExecutable(module, dir, cuda)))
+  weightsTimer.stop();
+  TimingScope manifestTimer = timing.nest("manifest (predictions)");
+  if (failed(writeText(module, dir + "/manifest.json", manifestOf(module, options, memory).dump() + "\n")))
+    return failure();
+  manifestTimer.stop();
+  if (!options.build)
+    return success();
+  TimingScope buildTimer = timing.nest("build");
+  if (failed(buildExecutable(module, dir, cuda)))
     return failure();
   return success();
 }

@@ -115,6 +115,10 @@ cl::opt<std::string> clusterName("cluster",
                                  cl::value_desc("NAME|FILE"), cl::init("dgx-a100"), cl::cat(category));
 cl::opt<bool> summaryOnly("summary-only", cl::desc("Print the model summary only, to stdout"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print the model summary"), cl::cat(category));
+cl::opt<bool> timePhases("time-phases",
+                         cl::desc("Print the time of each phase (import, planning, each pass, source, weights, "
+                                  "build) to the standard error stream at the end"),
+                         cl::cat(category));
 
 } // namespace
 
@@ -195,7 +199,7 @@ std::optional<Request> parseCommandLine(int argc, char **argv) {
   r.eps = eps.getNumOccurrences() ? double(eps) : -1.0;
   r.warmupSteps = warmupSteps, r.steps = steps;
   r.import = options;
-  r.summaryOnly = summaryOnly, r.quiet = quiet;
+  r.summaryOnly = summaryOnly, r.quiet = quiet, r.timePhases = timePhases;
   return r;
 }
 

@@ -42,6 +42,8 @@ struct Request {
   /// per rank and microbatch).
   ImportOptions import;
   bool summaryOnly = false, quiet = false;
+  /// Print each phase's time (and each pass's) at the end.
+  bool timePhases = false;
 };
 
 /// Parses and checks argv; on a bad flag prints why and returns nullopt.

@@ -24,6 +24,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -49,13 +50,16 @@ Stage lastStage(Emit emit) {
   }
 }
 
-/// Runs the pipeline's stages after `from` up to `to`.
+/// Runs the pipeline's stages after `from` up to `to`, each pass timed
+/// under `timing`.
 bool runStages(ModuleOp module, const pipeline::TrainingPipelineOptions &options, Stage from, Stage to,
-               const std::string &inputPath) {
+               const std::string &inputPath, TimingScope &timing) {
   if (to <= from)
     return true;
   PassManager pm(module.getContext());
   pipeline::buildTrainingPipeline(pm, options, to, from);
+  TimingScope stages = timing.nest(pipeline::nameOf(to));
+  pm.enableTiming(stages);
   if (succeeded(pm.run(module)))
     return true;
   printError(std::string("compiling ") + inputPath + " failed in the " + pipeline::nameOf(to) +
@@ -120,6 +124,11 @@ int main(int argc, char **argv) {
     return success();
   });
 
+  // --time-phases: the report is printed when the manager goes out of scope.
+  DefaultTimingManager timingManager;
+  timingManager.setEnabled(r.timePhases);
+  TimingScope timing = timingManager.getRootScope();
+
   // What the search needs, for --emit=plan and for a build without a plan.
   PlanRequest planning;
   planning.inputPath = r.inputPath, planning.outputPath = r.outputPath, planning.planPath = r.planFile;
@@ -135,8 +144,10 @@ int main(int argc, char **argv) {
   if (r.toDirectory && r.gpus > 1 && r.planFile.empty() && r.strategy.empty() && r.batch && !r.microbatchesGiven) {
     std::optional<cost::Strategy> chosen;
     planning.chosen = &chosen;
+    TimingScope search = timing.nest("plan search");
     if (runPlanning(context, planning) != 0 || !chosen)
       return 1;
+    search.stop();
     strategy = chosen->str();
   }
   std::optional<BuildLayout> layout = resolveBuildLayout(r, strategy);
@@ -146,14 +157,16 @@ int main(int argc, char **argv) {
   ImportOptions importOptions = r.import;
   if (layout->stepBatch)
     importOptions.batch = *layout->stepBatch;
+  TimingScope importing = timing.nest("import");
   OwningOpRef<ModuleOp> module = importOnnxFile(context, r.inputPath, importOptions);
   if (!module)
     return 1;
+  importing.stop();
 
   pipeline::TrainingPipelineOptions options;
   fillPipelineOptions(r, *layout, options);
   Stage last = lastStage(r.emit);
-  if (!runStages(*module, options, Stage::Imported, std::min(last, Stage::Raised), r.inputPath))
+  if (!runStages(*module, options, Stage::Imported, std::min(last, Stage::Raised), r.inputPath, timing))
     return 1;
   // The model's graph before and after the model axis splits it: the
   // package predicts the axis's collectives from the two, and a plan's
@@ -161,7 +174,7 @@ int main(int argc, char **argv) {
   std::optional<cost::Graph> wholeGraph, splitGraph;
   if (last >= Stage::Partitioned && layout->modelRanks > 1)
     wholeGraph = forwardGraph(*module);
-  if (!runStages(*module, options, Stage::Raised, std::min(last, Stage::Partitioned), r.inputPath))
+  if (!runStages(*module, options, Stage::Raised, std::min(last, Stage::Partitioned), r.inputPath, timing))
     return 1;
   if (wholeGraph) {
     splitGraph = forwardGraph(*module);
@@ -173,7 +186,7 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  if (!runStages(*module, options, Stage::Partitioned, last, r.inputPath))
+  if (!runStages(*module, options, Stage::Partitioned, last, r.inputPath, timing))
     return 1;
 
   if (r.summaryOnly) {
@@ -186,6 +199,7 @@ int main(int argc, char **argv) {
     return printModule(*module, r.outputPath);
 
   codegen::PackageOptions package = packageOptions(r);
+  package.timing = &timing;
   package.settings.unsplitGraph = std::move(wholeGraph);
   package.settings.splitGraph = std::move(splitGraph);
   if (failed(codegen::writePackage(*module, package)))

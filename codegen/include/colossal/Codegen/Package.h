@@ -16,6 +16,7 @@
 #include "colossal/Codegen/HostSource.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/Timing.h"
 
 #include <string>
 
@@ -29,6 +30,8 @@ struct PackageOptions {
   /// Stop after writing the source, the weights and the manifest.
   bool build = true;
   ProgramSettings settings;
+  /// Where the source, weights and build times go (--time-phases), if set.
+  mlir::TimingScope *timing = nullptr;
 };
 
 /// Writes the directory and builds the executable; errors go through the
