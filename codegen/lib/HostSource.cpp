@@ -65,7 +65,8 @@ enum class Kind { Float, Integer };
 
 class Emitter {
 public:
-  Emitter(func::FuncOp step, llvm::raw_ostream &os, bool device) : step_(step), os_(os), device_(device) {}
+  Emitter(func::FuncOp step, llvm::raw_ostream &os, bool device, std::vector<ExternalConstant> *external)
+      : step_(step), os_(os), device_(device), external_(external) {}
 
   LogicalResult emitStep(const std::map<std::string, size_t> &parameterIndex,
                          const std::vector<std::string> &trainableOrder);
@@ -214,6 +215,8 @@ private:
   int counter_ = 0;
   /// The CUDA target: values live on the device.
   bool device_ = false;
+  /// Where constants too large for the source go (null: all inline).
+  std::vector<ExternalConstant> *external_ = nullptr;
 };
 
 LogicalResult Emitter::emitConstant(ConstantOp op) {
@@ -225,6 +228,17 @@ LogicalResult Emitter::emitConstant(ConstantOp op) {
     return failure();
   int64_t n = dense.getNumElements();
   std::string values;
+  if (external_ && !dense.isSplat() && n > kInlineConstantElements) {
+    // Beside the program, not a literal the C++ compiler has to parse.
+    std::string name = "constant" + std::to_string(external_->size());
+    external_->push_back(ExternalConstant{name, dense});
+    std::string count = std::to_string(n);
+    return define(op, op.getResult(),
+                  *kind == Kind::Float ? "Tensor::ofFloats(" + shape(op.getResult()) +
+                                             ", colossal::rt::programFloats(\"" + name + "\", " + count + "))"
+                                       : "Tensor::ofInts(" + shape(op.getResult()) + ", colossal::rt::programInts(\"" +
+                                             name + "\", " + count + "))");
+  }
   if (*kind == Kind::Float) {
     if (dense.isSplat()) {
       values = "std::vector<float>(" + std::to_string(n) + ", " +
@@ -645,7 +659,7 @@ int64_t integerRange(Value input, int64_t tensorRanks) {
 } // namespace
 
 LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os,
-                             StepMemoryPlan *memory) {
+                             StepMemoryPlan *memory, std::vector<ExternalConstant> *external) {
   auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!step || !forward)
@@ -673,11 +687,13 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "// rounded to their type after each op). Built against the runtime's public\n"
      << "// headers; main() hands the step to the runtime's trainer.\n\n"
      << "#include \"colossal/runtime/kernels/HostTensor.h\"\n"
+     << "#include \"colossal/runtime/io/ProgramFiles.h\"\n"
      << "#include \"colossal/runtime/train/StepMemory.h\"\n"
      << "#include \"colossal/runtime/train/Trainer.h\"\n"
-     << (device ? "" : "#include \"colossal/runtime/kernels/SequenceParallel.h\"\n"
-                       "#include \"colossal/runtime/kernels/RingAttention.h\"\n"
-                       "#include \"colossal/runtime/kernels/VocabularyParallel.h\"\n");
+     << (device ? ""
+                : "#include \"colossal/runtime/kernels/SequenceParallel.h\"\n"
+                  "#include \"colossal/runtime/kernels/RingAttention.h\"\n"
+                  "#include \"colossal/runtime/kernels/VocabularyParallel.h\"\n");
   if (device)
     os << "#include \"colossal/runtime/kernels/CudaDevice.h\"\n#include \"colossal/runtime/comm/DeviceCollectives.h\"\n"
        << "#include \"colossal/runtime/kernels/DeviceTensor.h\"\n"
@@ -685,7 +701,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   os << "\n#include <limits>\n#include <optional>\n#include <utility>\n#include <vector>\n\n"
      << "namespace {\n\nusing HostTensor = colossal::rt::host::Tensor;\n"
      << "using namespace colossal::rt::" << (device ? "device" : "host") << ";\n\n";
-  Emitter emitter(step, os, device);
+  Emitter emitter(step, os, device, external);
   if (failed(emitter.emitStep(parameterIndex, trainableOrder)))
     return failure();
   if (memory)

@@ -23,6 +23,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <deque>
 #include <optional>
 
 namespace colossal::codegen {
@@ -99,6 +100,42 @@ LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const
   }
   try {
     rt::writeSafetensors(path, views, {{"source", options.onnxPath}});
+  } catch (const rt::Error &e) {
+    return module.emitError() << e.what();
+  }
+  return success();
+}
+
+/// The constants the source reads by name (none: no file, and any stale one
+/// removed so it cannot be mistaken for this program's).
+LogicalResult writeConstants(ModuleOp module, const std::vector<ExternalConstant> &constants, const std::string &path) {
+  if (constants.empty()) {
+    llvm::sys::fs::remove(path);
+    return success();
+  }
+  std::deque<std::vector<float>> floats;
+  std::deque<std::vector<int64_t>> ints;
+  std::vector<rt::TensorView> views;
+  for (const ExternalConstant &c : constants) {
+    rt::TensorView view;
+    view.name = c.name;
+    view.shape = {c.value.getNumElements()};
+    if (llvm::isa<FloatType>(c.value.getElementType())) {
+      std::vector<float> &values = floats.emplace_back();
+      for (APFloat v : c.value.getValues<APFloat>())
+        values.push_back(float(v.convertToDouble()));
+      view.dtype = rt::DType::F32, view.data = values.data(), view.bytes = int64_t(values.size() * sizeof(float));
+    } else {
+      bool boolean = c.value.getElementType().isInteger(1);
+      std::vector<int64_t> &values = ints.emplace_back();
+      for (APInt v : c.value.getValues<APInt>())
+        values.push_back(boolean ? int64_t(v.getBoolValue()) : v.getSExtValue());
+      view.dtype = rt::DType::I64, view.data = values.data(), view.bytes = int64_t(values.size() * sizeof(int64_t));
+    }
+    views.push_back(view);
+  }
+  try {
+    rt::writeSafetensors(path, views);
   } catch (const rt::Error &e) {
     return module.emitError() << e.what();
   }
@@ -507,9 +544,11 @@ LogicalResult writePackage(ModuleOp module, const PackageOptions &given) {
   std::string source;
   llvm::raw_string_ostream os(source);
   StepMemoryPlan memory;
+  std::vector<ExternalConstant> constants;
   TimingScope sourceTimer = timing.nest("source");
-  if (failed(emitHostSource(module, options.settings, os, &memory)) ||
-      failed(writeText(module, dir + "/train_step.cpp", source)))
+  if (failed(emitHostSource(module, options.settings, os, &memory, &constants)) ||
+      failed(writeText(module, dir + "/train_step.cpp", source)) ||
+      failed(writeConstants(module, constants, dir + "/constants.safetensors")))
     return failure();
   sourceTimer.stop();
   TimingScope weightsTimer = timing.nest("weights");

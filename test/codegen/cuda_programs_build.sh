@@ -8,7 +8,8 @@
 # gathered as the step reads them), one over four with ZeRO-1; one offloads
 # the optimizer, one recomputes every layer, and one draws dropout masks from
 # the step's randomness; five split the model over two GPUs (tensor
-# parallelism, Megatron sequence parallelism, all-to-all and ring attention).
+# parallelism, Megatron sequence parallelism, all-to-all and ring attention);
+# one reads its large constants from beside the program.
 # The device run is tools/gpu-check.sh's job.
 #
 #   cuda_programs_build.sh COLOSSAL_COMPILE FIXTURES WORKDIR
@@ -18,11 +19,14 @@ rm -rf "$work" && mkdir -p "$work"
 status=0
 for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2 gpt2:fp32:zero3 \
              llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_mlp:fp32 \
-             gpt2:fp32:tp2 bert:fp32:tp2 gpt2:fp32:megatron llama:fp32:ulysses gpt2:fp32:ring; do
+             gpt2:fp32:tp2 bert:fp32:tp2 gpt2:fp32:megatron llama:fp32:ulysses gpt2:fp32:ring \
+             special/large_constants:fp32; do
   IFS=: read -r model precision strategy <<< "$build"
   dir=$work/${model//\//-}-$precision${strategy:+-$strategy}
-  # The MLP's file fixes its batch at 4.
-  extra=(--precision "$precision" --batch "$([ "$model" = mlp ] && echo 4 || echo 2)")
+  # The MLP's file fixes its batch at 4, large_constants' (constants read
+  # from beside the program) at 32.
+  case $model in mlp) batch=4 ;; special/large_constants) batch=32 ;; *) batch=2 ;; esac
+  extra=(--precision "$precision" --batch "$batch")
   # Data parallel with ZeRO over two GPUs (four for stage 1): the batch is global.
   case $strategy in
     zero1) extra+=(--gpus 4 --strategy zero=1 --batch 4) ;;

@@ -9,21 +9,25 @@ full batch's trajectory; a run resumed from a checkpoint ends bit for bit
 where an uninterrupted one does; full recomputation and optimizer offload
 change no bit of the losses; bf16 and fp16 stay within 10 unit roundoffs of
 the float32 trajectory, with fp16's dynamic loss scaling; bad input is a
-clear error and a nonzero exit. emitted_parallel_programs.py covers several
-ranks.
+clear error and a nonzero exit; constants too large for the source are read
+from beside the program and train as a plain-Python evaluation of the graph.
+emitted_parallel_programs.py covers several ranks.
 
   emitted_programs.py COMPILER FIXTURES WORKDIR MPIRUN
 """
 import json
 import os
 import shutil
+import subprocess
+import math
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
     check, check_refusals, compile_model, train, losses, worst_relative, worst_weight_error,
     check_model_states, check_step_peak, batch_data, check_gradients, check_replicas, check_offload, check_recompute,
-    finish, FIXTURES, WORK,
+    finish, COMPILER, FIXTURES, WORK,
     MODELS, shard, optimizer_flags, safetensors, OFFLOAD_HEADER, RECOMPUTE_HEADER)
 
 # 1. Trajectories against PyTorch.
@@ -255,5 +259,59 @@ cases = [
 shutil.copy(f"{FIXTURES}/mlp/feed/labels.npy", f"{bad}/input_ids.npy")
 cases.append(("feed of the wrong shape", train(gpt2, "--feed", bad), "has shape [4]; graph input 'input_ids' takes [2, 8]"))
 check_refusals(cases)
+
+# 6. Constants too large for the source (a 40 x 24 float matrix and a 32 x 24
+# boolean mask) are read from constants.safetensors beside the program: the
+# source holds no literal of them, the program trains as plain Python computes
+# the graph (SGD, 3 steps), from another directory too, and without the
+# file it stops naming it.
+large = f"{WORK}/large-constants"
+built = subprocess.run([COMPILER, f"{FIXTURES}/special/large_constants.onnx", "-o", large, "--quiet", "--batch", "32"],
+                       capture_output=True, text=True)
+check(built.returncode == 0, f"large_constants: colossal-compile failed: {built.stderr[-2000:]}")
+if built.returncode == 0:
+    source = open(f"{large}/train_step.cpp").read()
+    check(max(len(line) for line in source.splitlines()) < 1000 and "programFloats" in source,
+          "large_constants: the constants were written into the source")
+    # The fixture's values (make_special_models.py), recomputed here.
+    rows, features, width = 32, 40, 24
+    w = [[0.2 * math.cos(0.29 * (i * width + j)) for j in range(width)] for i in range(features)]
+    kernel = [[0.2 * math.sin(0.37 * (i * width + j) + 0.1) for j in range(width)] for i in range(features)]
+    keep = [[(7 * r + 3 * j) % 10 < 7 for j in range(width)] for r in range(rows)]
+    x = [[math.sin(1.3 * r + 0.7 * c) for c in range(features)] for r in range(rows)]
+    os.makedirs(f"{WORK}/large-feed")
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, features)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(f"{WORK}/large-feed/x.npy", "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack(f"<{rows * features}f", *[v for row in x for v in row]))
+    x = [list(struct.unpack(f"<{features}f", struct.pack(f"<{features}f", *row))) for row in x]
+
+    def matmul(a, b):
+        return [[sum(a[r][i] * b[i][j] for i in range(len(b))) for j in range(len(b[0]))] for r in range(len(a))]
+
+    k = matmul(x, kernel)
+    want = []
+    for _ in range(3):
+        h = matmul(x, w)
+        z = [[h[r][j] * k[r][j] if keep[r][j] else 0.0 for j in range(width)] for r in range(rows)]
+        want.append(sum(v * v for row in z for v in row) / (rows * width))
+        dh = [[2 * z[r][j] * k[r][j] / (rows * width) for j in range(width)] for r in range(rows)]
+        w = [[w[i][j] - 0.1 * sum(x[r][i] * dh[r][j] for r in range(rows)) for j in range(width)]
+             for i in range(features)]
+    moved = f"{WORK}/large-constants-moved"
+    shutil.copytree(large, moved)
+    for program in (large, moved):
+        log = f"{program}.log"
+        run = train(program, "--feed", f"{WORK}/large-feed", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0",
+                    "--weight-decay", "0", "--steps", "3", "--log", log)
+        check(run.returncode == 0, f"large_constants: model_train failed: {run.stderr[-2000:]}")
+        if run.returncode == 0:
+            error = worst_relative(losses(log), want)
+            print(f"large_constants ({os.path.basename(program)}): worst relative loss error vs plain Python {error:.2e}")
+            check(error <= 1e-5, f"large_constants: losses differ from plain Python's by {error:.2e} relative")
+    os.remove(f"{moved}/constants.safetensors")
+    check_refusals([("a program without its constants file", train(moved, "--feed", f"{WORK}/large-feed"),
+                     "constants.safetensors")])
 
 finish()

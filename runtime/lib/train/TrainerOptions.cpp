@@ -3,6 +3,7 @@
 #include "TrainerOptions.h"
 
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/io/ProgramFiles.h"
 
 #include <cmath>
 #include <cstdio>
@@ -82,20 +83,12 @@ int64_t parseCount(const std::string &flag, const std::string &text, int64_t min
   return int64_t(v);
 }
 
-std::string besideExecutable(const char *argv0, const std::string &file) {
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  std::string exe = n > 0 ? std::string(path, size_t(n)) : std::string(argv0);
-  size_t slash = exe.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/" + file;
-}
-
 } // namespace
 
 std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram &program, bool printHelp) {
   Options o;
   o.settings = program.settings;
-  o.weights = besideExecutable(argv[0], "weights.safetensors");
+  o.weights = besideProgram("weights.safetensors", argv[0]);
   bool epsGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];

@@ -81,10 +81,24 @@ struct StepMemoryPlan {
   int64_t valueBytes = 0;
 };
 
+/// Constants of more values than this are not written into the source
+/// (the C++ compiler would parse them as literals) but beside the program.
+constexpr int64_t kInlineConstantElements = 512;
+
+/// A constant the step reads by name from constants.safetensors beside the
+/// program (runtime/io/ProgramFiles.h): float32, or int64 for integers and
+/// booleans.
+struct ExternalConstant {
+  std::string name;
+  mlir::DenseElementsAttr value;
+};
+
 /// Writes the program; on failure emits an error at the op that cannot be
-/// lowered (its name, location and why) and returns failure.
+/// lowered (its name, location and why) and returns failure. With
+/// `external`, constants of more than kInlineConstantElements values go
+/// there instead of into the source.
 mlir::LogicalResult emitHostSource(mlir::ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os,
-                                   StepMemoryPlan *memory = nullptr);
+                                   StepMemoryPlan *memory = nullptr, std::vector<ExternalConstant> *external = nullptr);
 
 } // namespace colossal::codegen
 

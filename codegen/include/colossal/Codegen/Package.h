@@ -3,6 +3,7 @@
 // `colossal-compile -o DIR` writes:
 //   DIR/train_step.cpp        the emitted program (HostSource.h)
 //   DIR/weights.safetensors   the initial weights from the ONNX file
+//   DIR/constants.safetensors constants too large for the source, if any
 //   DIR/manifest.json         the model, target, precision, inputs,
 //                             parameters and every training setting
 //   DIR/model_train           the executable, built by the system C++
