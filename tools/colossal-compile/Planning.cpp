@@ -60,13 +60,13 @@ std::optional<support::Json> readJson(const std::string &path, std::string &erro
   return json;
 }
 
-/// The model imported with its batch dimension bound to `microbatch`, and
-/// raised; null with `error` when that fails.
 /// The model imported and raised at each microbatch size the search asks
 /// for, once: the cost graphs read them, and the partitioner splits copies.
+/// The file is read and parsed once for all of them.
 class RaisedModels {
 public:
-  RaisedModels(mlir::MLIRContext &context, const PlanRequest &request) : context_(context), request_(request) {}
+  RaisedModels(mlir::MLIRContext &context, const PlanRequest &request, const OnnxFile &file)
+      : context_(context), request_(request), file_(file) {}
 
   /// The raised module at `microbatch` samples, or null with `error`.
   mlir::ModuleOp at(int64_t microbatch, std::string &error) {
@@ -82,7 +82,7 @@ private:
   mlir::OwningOpRef<mlir::ModuleOp> importRaised(int64_t microbatch, std::string &error) {
     ImportOptions options = request_.import;
     options.batch = microbatch;
-    mlir::OwningOpRef<mlir::ModuleOp> module = importOnnxFile(context_, request_.inputPath, options);
+    mlir::OwningOpRef<mlir::ModuleOp> module = importOnnxFile(context_, file_, options);
     if (!module) {
       error = "importing " + request_.inputPath + " failed (see the error above)";
       return nullptr;
@@ -98,6 +98,7 @@ private:
 
   mlir::MLIRContext &context_;
   const PlanRequest &request_;
+  const OnnxFile &file_;
   std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> modules_;
   std::map<int64_t, std::string> errors_;
 };
@@ -384,7 +385,11 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   // dimension is bound at all (two samples must do more work than one) and
   // which factors are the batch: every other size is derived from them
   // rather than imported again.
-  RaisedModels models(context, request);
+  // The file is read and parsed once (its weights included, when inline).
+  std::shared_ptr<const OnnxFile> file = OnnxFile::read(context, request.inputPath);
+  if (!file)
+    return 1;
+  RaisedModels models(context, request, *file);
   std::map<int64_t, std::optional<cost::Graph>> graphs;
   std::map<int64_t, std::string> graphErrors;
   auto imported = [&](int64_t b) -> std::optional<cost::Graph> & {
@@ -402,7 +407,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   };
   // A file exported without a dynamic batch axis trains on its own batch:
   // that is the only microbatch size a plan may have.
-  std::optional<FixedBatch> fixedBatch = fixedBatchOfFile(request.inputPath, request.import);
+  std::optional<FixedBatch> fixedBatch = fixedBatchOf(*file, request.import);
   auto graphFor = [&](int64_t b, std::string &why) -> std::optional<cost::Graph> {
     if (fixedBatch && b != fixedBatch->size) {
       why = "the model file fixes the batch at " + std::to_string(fixedBatch->size) + " (graph input '" +

@@ -540,23 +540,60 @@ std::optional<FixedBatch> fixedBatchOfFile(const std::string &path, const Import
   return import::fixedBatchOf(model, options);
 }
 
-OwningOpRef<ModuleOp> importOnnxFile(MLIRContext &context, const std::string &path,
-                                     const ImportOptions &options) {
+struct OnnxFile::Parsed {
+  onnx::ModelProto model;
+};
+
+OnnxFile::OnnxFile() = default;
+OnnxFile::~OnnxFile() = default;
+
+std::shared_ptr<const OnnxFile> OnnxFile::read(MLIRContext &context, const std::string &path) {
   Location loc = FileLineColLoc::get(&context, path, 0, 0);
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     emitError(loc) << path << ": is a directory, not an ONNX file";
-    return {};
+    return nullptr;
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     emitError(loc) << path << ": cannot open the file (" << std::strerror(errno) << ")";
-    return {};
+    return nullptr;
   }
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // One read of the whole file into memory left uninitialised (a stream
+  // iterator copies byte by byte; a zeroed string writes it twice).
+  in.seekg(0, std::ios::end);
+  size_t size = size_t(std::max<std::streamoff>(0, in.tellg()));
+  in.seekg(0, std::ios::beg);
+  std::unique_ptr<char[]> bytes(new char[std::max<size_t>(size, 1)]);
+  if (!in.read(bytes.get(), std::streamsize(size))) {
+    emitError(loc) << path << ": cannot read the file (" << std::strerror(errno) << ")";
+    return nullptr;
+  }
+  std::shared_ptr<OnnxFile> file(new OnnxFile());
+  file->parsed_ = std::make_unique<Parsed>();
+  std::string error;
+  if (!import::parseModel(bytes.get(), size, file->parsed_->model, error)) {
+    emitError(loc) << path << ": " << error;
+    return nullptr;
+  }
+  file->path_ = path;
   std::string baseDir = std::filesystem::path(path).parent_path().string();
-  return importOnnxBytes(context, bytes.data(), bytes.size(), path, baseDir.empty() ? "." : baseDir,
-                         options);
+  file->baseDir_ = baseDir.empty() ? "." : baseDir;
+  return file;
+}
+
+std::optional<FixedBatch> fixedBatchOf(const OnnxFile &file, const ImportOptions &options) {
+  return import::fixedBatchOf(file.parsed_->model, options);
+}
+
+OwningOpRef<ModuleOp> importOnnxFile(MLIRContext &context, const OnnxFile &file, const ImportOptions &options) {
+  import::GraphImporter importer(context, file.parsed_->model, file.path_, file.baseDir_, options);
+  return importer.run();
+}
+
+OwningOpRef<ModuleOp> importOnnxFile(MLIRContext &context, const std::string &path, const ImportOptions &options) {
+  std::shared_ptr<const OnnxFile> file = OnnxFile::read(context, path);
+  return file ? importOnnxFile(context, *file, options) : OwningOpRef<ModuleOp>();
 }
 
 std::optional<std::vector<std::string>> readNameList(const std::string &path, std::string &error) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,33 @@ mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &context,
                                                  const std::string &path,
                                                  const ImportOptions &options);
 
+/// An ONNX file read and parsed once, to import several times (the plan
+/// search imports the model at each microbatch size it tries; parsing a
+/// file with its weights inline is most of an import's time).
+class OnnxFile {
+public:
+  /// Reads and parses `path`; on failure emits an error naming the file
+  /// through `context` and returns null.
+  static std::shared_ptr<const OnnxFile> read(mlir::MLIRContext &context, const std::string &path);
+  ~OnnxFile();
+  OnnxFile(const OnnxFile &) = delete;
+  OnnxFile &operator=(const OnnxFile &) = delete;
+
+  const std::string &path() const { return path_; }
+
+private:
+  friend mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &, const OnnxFile &, const ImportOptions &);
+  friend std::optional<struct FixedBatch> fixedBatchOf(const OnnxFile &, const ImportOptions &);
+  struct Parsed;
+  OnnxFile();
+  std::unique_ptr<Parsed> parsed_;
+  std::string path_, baseDir_;
+};
+
+/// Imports a parsed file; diagnostics as for the overload that reads it.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &context, const OnnxFile &file,
+                                                 const ImportOptions &options);
+
 /// The batch a model file fixes (exported without a dynamic batch axis):
 /// its size and the data input that shows it, e.g. 'input_ids' [4, 128].
 struct FixedBatch {
@@ -74,6 +102,9 @@ struct FixedBatch {
 /// dynamic, when its inputs do not show one, or when the file cannot be
 /// read (importing it reports why).
 std::optional<FixedBatch> fixedBatchOfFile(const std::string &path, const ImportOptions &options);
+
+/// The same, of a file already parsed.
+std::optional<FixedBatch> fixedBatchOf(const OnnxFile &file, const ImportOptions &options);
 
 /// Imports an ONNX model from bytes already in memory (the fuzzer's entry);
 /// `displayName` names it in diagnostics, `baseDir` resolves external data.
