@@ -469,9 +469,8 @@ struct SequenceAxisParallelPass : impl::SequenceAxisParallelPassBase<SequenceAxi
     auto ownAxis = [](dist::PlanAttr plan) {
       return plan.getSequence() == "all-to-all" || plan.getSequence() == "ring";
     };
-    FailureOr<std::optional<int64_t>> plannedRanks = dist::plannedSetting<int64_t>(
-        module, getArgument(), "ranks", ranks ? std::optional<int64_t>(ranks) : std::nullopt,
-        [&](dist::PlanAttr plan) { return ownAxis(plan) ? plan.getSp() : int64_t(1); });
+    FailureOr<int64_t> plannedRanks = dist::plannedRanks(
+        module, getArgument(), ranks, [&](dist::PlanAttr plan) { return ownAxis(plan) ? plan.getSp() : int64_t(1); });
     if (failed(plannedRanks))
       return signalPassFailure();
     std::optional<std::string> givenAlgorithm;
@@ -483,11 +482,7 @@ struct SequenceAxisParallelPass : impl::SequenceAxisParallelPassBase<SequenceAxi
         });
     if (failed(plannedAlgorithm))
       return signalPassFailure();
-    if (!*plannedRanks) {
-      module.emitError() << getArgument() << ": no ranks: give ranks=N or apply a plan first (dist-apply-plan)";
-      return signalPassFailure();
-    }
-    ranks = **plannedRanks;
+    ranks = *plannedRanks;
     algorithm = plannedAlgorithm->value_or("all-to-all");
     if (ranks == 1)
       return;

@@ -381,16 +381,11 @@ struct TensorParallelPass : impl::TensorParallelPassBase<TensorParallelPass> {
                          << " is planned, not built (1D tensor parallelism is)";
       return signalPassFailure();
     }
-    FailureOr<std::optional<int64_t>> planned = dist::plannedSetting<int64_t>(
-        module, getArgument(), "ranks", ranks ? std::optional<int64_t>(ranks) : std::nullopt,
-        [](dist::PlanAttr plan) { return plan.getTp(); });
+    FailureOr<int64_t> planned =
+        dist::plannedRanks(module, getArgument(), ranks, [](dist::PlanAttr plan) { return plan.getTp(); });
     if (failed(planned))
       return signalPassFailure();
-    if (!*planned) {
-      module.emitError() << getArgument() << ": no ranks: give ranks=N or apply a plan first (dist-apply-plan)";
-      return signalPassFailure();
-    }
-    ranks = **planned;
+    ranks = *planned;
     if (ranks == 1)
       return;
     FailureOr<TensorParallelSummary> split = partitionTensorParallel(module, ranks);

@@ -34,6 +34,21 @@ mlir::FailureOr<std::optional<T>> plannedSetting(mlir::Operation *module, llvm::
   return std::optional<T>(planned);
 }
 
+/// The ranks of a splitting pass's axis: the plan's (`fromPlan`), else the
+/// pass's `ranks` option (0: not given); neither is an error.
+inline mlir::FailureOr<int64_t> plannedRanks(mlir::Operation *module, llvm::StringRef pass, int64_t given,
+                                             llvm::function_ref<int64_t(PlanAttr)> fromPlan) {
+  mlir::FailureOr<std::optional<int64_t>> ranks =
+      plannedSetting<int64_t>(module, pass, "ranks", given ? std::optional<int64_t>(given) : std::nullopt, fromPlan);
+  if (failed(ranks))
+    return mlir::failure();
+  if (!*ranks) {
+    module->emitError() << pass << ": no ranks: give ranks=N or apply a plan first (dist-apply-plan)";
+    return mlir::failure();
+  }
+  return **ranks;
+}
+
 } // namespace colossal::dist
 
 #endif // COLOSSAL_DIALECT_DIST_PLANNEDSETTING_H
