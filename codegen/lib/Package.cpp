@@ -151,9 +151,8 @@ LogicalResult readPlan(ModuleOp module, ProgramSettings &s) {
     return module.emitError() << "the module has no dist.plan (run dist-apply-plan)";
   if (plan.getPp() > 1)
     return module.emitError() << "the plan has pp=" << plan.getPp() << ": pipelines are planned, not built";
-  bool ownAxis = plan.getSequence() == "all-to-all" || plan.getSequence() == "ring";
   s.ranks = plan.getDp(), s.microbatches = plan.getMicrobatches();
-  s.tensorRanks = ownAxis ? plan.getSp() : plan.getTp();
+  s.tensorRanks = plan.hasSequenceAxis() ? plan.getSp() : plan.getTp();
   s.sequenceMode = plan::strategyOf(plan).spMode;
   s.zero = plan.getZero(), s.offloadOptimizer = plan.getOffload() == "optimizer";
   s.recompute = plan.getRecompute().str();

@@ -58,8 +58,7 @@ struct RegatherForBackwardPass : impl::RegatherForBackwardPassBase<RegatherForBa
   using RegatherForBackwardPassBase::RegatherForBackwardPassBase;
 
   void runOnOperation() override {
-    if (dist::PlanAttr plan = dist::PlanAttr::on(getOperation());
-        plan && (plan.getSequence() != "megatron" || plan.getTp() == 1))
+    if (dist::PlanAttr plan = dist::PlanAttr::on(getOperation()); plan && !plan.hasMegatronSequence())
       return;
     FailureOr<int64_t> regathered = regatherForBackward(getOperation(), axis);
     if (failed(regathered))

@@ -466,11 +466,9 @@ struct SequenceAxisParallelPass : impl::SequenceAxisParallelPassBase<SequenceAxi
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto ownAxis = [](dist::PlanAttr plan) {
-      return plan.getSequence() == "all-to-all" || plan.getSequence() == "ring";
-    };
-    FailureOr<int64_t> plannedRanks = dist::plannedRanks(
-        module, getArgument(), ranks, [&](dist::PlanAttr plan) { return ownAxis(plan) ? plan.getSp() : int64_t(1); });
+    FailureOr<int64_t> plannedRanks = dist::plannedRanks(module, getArgument(), ranks, [&](dist::PlanAttr plan) {
+      return plan.hasSequenceAxis() ? plan.getSp() : int64_t(1);
+    });
     if (failed(plannedRanks))
       return signalPassFailure();
     std::optional<std::string> givenAlgorithm;
@@ -478,7 +476,7 @@ struct SequenceAxisParallelPass : impl::SequenceAxisParallelPassBase<SequenceAxi
       givenAlgorithm = algorithm;
     FailureOr<std::optional<std::string>> plannedAlgorithm =
         dist::plannedSetting<std::string>(module, getArgument(), "algorithm", givenAlgorithm, [&](dist::PlanAttr plan) {
-          return ownAxis(plan) ? plan.getSequence().str() : givenAlgorithm.value_or("all-to-all");
+          return plan.hasSequenceAxis() ? plan.getSequence().str() : givenAlgorithm.value_or("all-to-all");
         });
     if (failed(plannedAlgorithm))
       return signalPassFailure();

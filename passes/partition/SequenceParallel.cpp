@@ -147,8 +147,7 @@ struct SequenceParallelPass : impl::SequenceParallelPassBase<SequenceParallelPas
   using SequenceParallelPassBase::SequenceParallelPassBase;
 
   void runOnOperation() override {
-    if (dist::PlanAttr plan = dist::PlanAttr::on(getOperation());
-        plan && (plan.getSequence() != "megatron" || plan.getTp() == 1))
+    if (dist::PlanAttr plan = dist::PlanAttr::on(getOperation()); plan && !plan.hasMegatronSequence())
       return;
     FailureOr<SequenceParallelSummary> sequence = applySequenceParallelism(getOperation());
     if (failed(sequence))

@@ -10,6 +10,7 @@
 #include "passes/partition/SequenceParallel.h"
 #include "passes/partition/TensorParallel.h"
 #include "passes/plan/CostGraphBridge.h"
+#include "passes/plan/ModulePlan.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -373,11 +374,10 @@ support::Json planJson(const std::string &model, const std::string &precision, i
 int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   std::string error;
   std::string model = llvm::sys::path::filename(request.inputPath).str();
-  std::optional<cost::Cluster> probe = cost::Cluster::load(request.cluster, 1, error);
-  if (!probe)
+  std::optional<int> nodes = plan::nodesFor(request.cluster, request.gpus, error);
+  if (!nodes)
     return fail(error);
-  int nodes = std::max<int>(probe->nodes, int((request.gpus + probe->gpusPerNode - 1) / probe->gpusPerNode));
-  std::optional<cost::Cluster> cluster = cost::Cluster::load(request.cluster, nodes, error);
+  std::optional<cost::Cluster> cluster = cost::Cluster::load(request.cluster, *nodes, error);
   if (!cluster)
     return fail(error);
 

@@ -86,6 +86,10 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
   let extraClassDeclaration = [{
     /// The ranks the plan runs on.
     int64_t getRanks() const { return getDp() * getTp() * getSp() * getPp(); }
+    /// Sequence parallelism on an axis of its own (all-to-all or ring).
+    bool hasSequenceAxis() const { return getSequence() == "all-to-all" || getSequence() == "ring"; }
+    /// Megatron's sequence parallelism, riding on a tensor axis.
+    bool hasMegatronSequence() const { return getSequence() == "megatron" && getTp() > 1; }
     /// The module attribute's name.
     static constexpr ::llvm::StringLiteral kAttrName = "dist.plan";
     /// The plan on `module`, or null when none was applied.
