@@ -457,7 +457,7 @@ LogicalResult buildExecutable(ModuleOp module, const std::string &dir, bool cuda
     // The step is host code calling the runtime's device ops, whose kernels
     // the runtime's build compiled for this build's architectures; nvcc
     // compiles it with the host compiler and links the CUDA libraries.
-    args = {kNvcc, "-O2", "-std=c++17"};
+    args = {kNvcc, "-O1", "-std=c++17"};
   } else {
     // The step is a sequence of calls into the runtime, whose kernels were
     // compiled once with full optimization; -O2 spent most of a program's
