@@ -212,6 +212,7 @@ def run_case(directory, logs, case, results):
         if records:
             entry["memory"] = records[-1].get("memory")
             entry["device_memory"] = records[-1].get("device_memory")
+            entry["planned_activations"] = records[-1].get("planned_activations")
             entry["elapsed_seconds"] = [r["time"] for r in records]
         if error:
             entry.update(ok=False, error=error)
@@ -240,6 +241,7 @@ def bench(directory, logs):
     result = {"program": BENCH, "batch": batch, "seq": seq, "parameters": params, "error": error,
               "flops_per_token": 6 * params + 12 * layers * seq * hidden,
               "flops_formula": "6 N + 12 L s h (N parameters, embeddings included)", "records": records}
+    result["kernels"] = kernel_profile(program, ["--steps", "1", "--optimizer", "adamw"], logs)
     if records and len(records) >= 3:
         # The log's "time" is seconds since the run began: a step's time is
         # the difference; the first step (cuBLAS and allocator warm-up) is left out.
@@ -249,6 +251,53 @@ def bench(directory, logs):
                       mfu_bf16_dense_989=batch * seq * result["flops_per_token"] / step / 989e12)
     print(f"bench {BENCH}: {json.dumps({k: v for k, v in result.items() if k != 'records'})}", flush=True)
     return result
+
+
+def kernel_name(signature):
+    """A kernel's short name from its demangled signature: the last scope's,
+    or for a library's generic wrapper (cutlass::Kernel2<...>) its argument's."""
+    import re
+    text = signature.replace("(anonymous namespace)", "anon").replace("<unnamed>", "anon")
+    text = re.sub(r"^void ", "", re.sub(r"\(.*", "", text)).strip()
+    wrapped = re.match(r"^[\w:]*::Kernel\d*<([\w]+)", text)
+    if wrapped:
+        return wrapped.group(1)
+    while re.search(r"<[^<>]*>", text):
+        text = re.sub(r"<[^<>]*>", "", text)
+    return text.split("::")[-1]
+
+
+def kernel_profile(program, args, logs):
+    """Each kernel's device time over one step, by kernel, from Nsight
+    Compute's gpu__time_duration (the kernels run one at a time under it)."""
+    import csv
+    import glob
+    import io
+    import re
+    ncu = shutil.which("ncu") or next(iter(sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu") +
+                                                 glob.glob("/usr/local/cuda/bin/ncu"))), None)
+    if not ncu:
+        return {"error": "ncu not found"}
+    command = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--print-units",
+               "base", os.path.join(program, "model_train"), "--quiet", *args]
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        return {"error": "ncu timed out after 180 s"}
+    open(os.path.join(logs, "ncu.csv"), "w").write(run.stdout)
+    rows = [r for r in csv.DictReader(io.StringIO(run.stdout[run.stdout.find('"ID"'):]))
+            if r.get("Metric Name") == "gpu__time_duration.sum"]
+    scale = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+    by_kernel = {}
+    for r in rows:
+        name = kernel_name(r["Kernel Name"])
+        seconds = float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1e-9)
+        total, count = by_kernel.get(name, (0.0, 0))
+        by_kernel[name] = (total + seconds, count + 1)
+    table = sorted(({"kernel": k, "seconds": t, "launches": c} for k, (t, c) in by_kernel.items()),
+                   key=lambda e: -e["seconds"])
+    return {"exit": run.returncode, "launches": len(rows), "kernel_seconds": sum(e["seconds"] for e in table),
+            "by_kernel": table, "stderr": run.stderr[-1500:] if run.returncode else ""}
 
 
 def _count(shape):

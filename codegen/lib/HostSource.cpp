@@ -698,7 +698,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
     os << "#include \"colossal/runtime/kernels/CudaDevice.h\"\n#include \"colossal/runtime/comm/DeviceCollectives.h\"\n"
        << "#include \"colossal/runtime/kernels/DeviceTensor.h\"\n"
        << "#include \"colossal/runtime/Error.h\"\n#include \"colossal/runtime/comm/Launch.h\"\n\n#include <cstdio>\n";
-  os << "\n#include <limits>\n#include <optional>\n#include <utility>\n#include <vector>\n\n"
+  os << "\n#include <limits>\n#include <optional>\n#include <string>\n#include <utility>\n#include <vector>\n\n"
      << "namespace {\n\nusing HostTensor = colossal::rt::host::Tensor;\n"
      << "using namespace colossal::rt::" << (device ? "device" : "host") << ";\n\n";
   Emitter emitter(step, os, device, external);
@@ -767,8 +767,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.microbatches = " << settings.microbatches << ";\n"
      << "  s.ranks = " << settings.ranks << ";\n"
      << "  s.tensorRanks = " << settings.tensorRanks << ";\n"
-     << (ownSequenceAxis ? "  s.modelAxis = \"sp\";\n" : "")
-     << "  s.zero = " << settings.zero << ";\n"
+     << (ownSequenceAxis ? "  s.modelAxis = \"sp\";\n" : "") << "  s.zero = " << settings.zero << ";\n"
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"
      << "  s.prefetchBytes = " << settings.prefetchBytes << ";\n"
@@ -776,9 +775,14 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  p.step = trainStep;\n"
      << "  return p;\n}\n\n} // namespace\n\n"
      << (device ? "int main(int argc, char **argv) {\n"
+                  "  // --help needs no GPU.\n"
+                  "  bool help = false;\n"
+                  "  for (int i = 1; i < argc; ++i)\n"
+                  "    help = help || std::string(argv[i]) == \"--help\" || std::string(argv[i]) == \"-h\";\n"
                   "  try {\n"
                   "    // One GPU per rank: the local rank picks it.\n"
-                  "    colossal::rt::cuda::initializeCudaDevice(colossal::rt::detectLaunch().localRank);\n"
+                  "    if (!help)\n"
+                  "      colossal::rt::cuda::initializeCudaDevice(colossal::rt::detectLaunch().localRank);\n"
                   "  } catch (const colossal::rt::Error &e) {\n"
                   "    std::fprintf(stderr, \"%s: error: %s: %s\\n\", argv[0], e.call().c_str(), e.reason().c_str());\n"
                   "    return 1;\n"

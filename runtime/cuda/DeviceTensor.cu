@@ -9,13 +9,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "Reduce.cuh"
+#include "StreamScratch.h"
 #include "colossal/runtime/kernels/DeviceTensor.h"
 #include "colossal/runtime/kernels/Kernels.h"
 #include "colossal/runtime/kernels/Philox.h"
 #include "colossal/runtime/kernels/TensorIndexing.h"
 #include "colossal/runtime/kernels/TensorOpShapes.h"
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -215,7 +217,7 @@ __global__ void roundKernel(const float *x, float *out, bool bfloat, int64_t n) 
 }
 
 /// One thread per output element; `kept` maps it into the input, `reduced`
-/// walks the reduced elements from there.
+/// walks the reduced elements from there. For few reduced elements.
 __global__ void reduceKernel(const float *x, float *out, int64_t n, Strided kept, Strided reduced, int64_t count,
                              int kind) {
   GRID_STRIDE(i, n) {
@@ -225,6 +227,55 @@ __global__ void reduceKernel(const float *x, float *out, int64_t n, Strided kept
       double v = x[base + reduced.at(r)];
       acc = kind == 2 ? fmax(acc, v) : acc + v;
     }
+    out[i] = float(kind == 1 ? acc / double(count) : acc);
+  }
+}
+
+__device__ __forceinline__ double combine(double acc, double v, int kind) { return kind == 2 ? fmax(acc, v) : acc + v; }
+
+/// One chunk of rows of a long reduction (ColumnSplit) for a block of
+/// outputs, into `partial` ([splits, n]). Where adjacent outputs are adjacent
+/// in memory (a bias gradient), lanes take outputs and row groups split the
+/// chunk; otherwise (a row's sum) each warp takes one output and its lanes
+/// split the chunk. Either way every partial sum has a fixed order.
+__global__ void reducePartialKernel(const float *x, double *partial, int64_t n, Strided kept, Strided reduced,
+                                    int64_t count, int64_t chunk, int kind, bool lanesTakeOutputs) {
+  using cuda::ColumnSplit;
+  __shared__ double sums[ColumnSplit::kRowGroups][ColumnSplit::kLanes];
+  const int lane = threadIdx.x, group = threadIdx.y;
+  int64_t i, first, step;
+  if (lanesTakeOutputs)
+    i = int64_t(blockIdx.x) * ColumnSplit::kLanes + lane, first = group, step = ColumnSplit::kRowGroups;
+  else
+    i = int64_t(blockIdx.x) * ColumnSplit::kRowGroups + group, first = lane, step = ColumnSplit::kLanes;
+  int64_t begin = int64_t(blockIdx.y) * chunk, end = min(count, begin + chunk);
+  double acc = kind == 2 ? -INFINITY : 0.0;
+  if (i < n) {
+    int64_t base = kept.at(i);
+    for (int64_t r = begin + first; r < end; r += step)
+      acc = combine(acc, x[base + reduced.at(r)], kind);
+  }
+  sums[group][lane] = acc;
+  __syncthreads();
+  if (i >= n)
+    return;
+  if (lanesTakeOutputs && group == 0) {
+    for (int k = 1; k < ColumnSplit::kRowGroups; ++k)
+      acc = combine(acc, sums[k][lane], kind);
+    partial[int64_t(blockIdx.y) * n + i] = acc;
+  } else if (!lanesTakeOutputs && lane == 0) {
+    for (int k = 1; k < ColumnSplit::kLanes; ++k)
+      acc = combine(acc, sums[group][k], kind);
+    partial[int64_t(blockIdx.y) * n + i] = acc;
+  }
+}
+
+__global__ void reduceFinishKernel(const double *partial, float *out, int64_t n, int64_t splits, int64_t count,
+                                   int kind) {
+  GRID_STRIDE(i, n) {
+    double acc = kind == 2 ? -INFINITY : 0.0;
+    for (int64_t k = 0; k < splits; ++k)
+      acc = combine(acc, partial[k * n + i], kind);
     out[i] = float(kind == 1 ? acc / double(count) : acc);
   }
 }
@@ -447,7 +498,9 @@ Tensor Tensor::zeros(Shape shape, bool integer) {
   Tensor t;
   t.shape = std::move(shape);
   t.integer = integer;
-  size_t bytes = size_t(std::max<int64_t>(1, ix::product(t.shape))) * 8;
+  // Integers are int64, floats float32 (storageBytes): a float tensor is
+  // half an integer one's size.
+  size_t bytes = size_t(std::max<int64_t>(1, ix::product(t.shape))) * (integer ? 8 : 4);
   // Charged to the scope's category (the step's values are activations).
   MemoryCategory category = MemoryScope::category();
   void *p = allocateDeviceTracked(int64_t(bytes), category);
@@ -576,9 +629,19 @@ Tensor roundTo(const Tensor &x, DType storage) {
 }
 
 Tensor roundTo(Tensor &&x, DType storage) {
-  // A new device tensor; `x`'s is freed with its last handle.
+  // A value the caller gives up and no other handle shares is rounded in
+  // place, as on the host: no second tensor of its size.
   Tensor taken = std::move(x);
-  return roundTo(static_cast<const Tensor &>(taken), storage);
+  if (taken.data.use_count() != 1)
+    return roundTo(static_cast<const Tensor &>(taken), storage);
+  requireFloat(taken, "roundTo");
+  if (storage != DType::BF16 && storage != DType::F16)
+    fail("roundTo", std::string("rounds to bf16 or f16, not ") + nameOf(storage));
+  int64_t n = taken.elements();
+  if (n)
+    roundKernel<<<cuda::gridFor(n), 256>>>(taken.floats(), taken.floats(), storage == DType::BF16, n);
+  launched("roundTo");
+  return taken;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1054,9 +1117,23 @@ Tensor reduce(ReduceKind kind, const Tensor &x, const Shape &axes, const Shape &
   }
   Tensor r = Tensor::zeros(out);
   int64_t n = r.elements(), count = ix::product(redDims);
-  if (n)
-    reduceKernel<<<cuda::gridFor(n), 256>>>(x.floats(), r.floats(), n, strided(keptDims, keptStrides, 0, "reduce"),
-                                            strided(redDims, redStrides, 0, "reduce"), count, int(kind));
+  Strided kept = strided(keptDims, keptStrides, 0, "reduce"), walk = strided(redDims, redStrides, 0, "reduce");
+  // Few outputs over many elements (a bias gradient sums every token) would
+  // leave most of the device idle with one thread per output.
+  if (n && count >= 256 && n < 64 * 1024) {
+    using cuda::ColumnSplit;
+    bool lanesTakeOutputs = !keptStrides.empty() && keptStrides.back() == 1;
+    int64_t perBlock = lanesTakeOutputs ? ColumnSplit::kLanes : ColumnSplit::kRowGroups;
+    ColumnSplit split((n + perBlock - 1) / perBlock, count);
+    cuda::StreamScratch partial(split.splits * n * int64_t(sizeof(double)), nullptr, "reduce");
+    dim3 grid(unsigned(split.blocks), unsigned(split.splits)), block(ColumnSplit::kLanes, ColumnSplit::kRowGroups);
+    reducePartialKernel<<<grid, block>>>(x.floats(), partial.as<double>(), n, kept, walk, count, split.chunk, int(kind),
+                                         lanesTakeOutputs);
+    launched("reduce (partial)");
+    reduceFinishKernel<<<cuda::gridFor(n), 256>>>(partial.as<double>(), r.floats(), n, split.splits, count, int(kind));
+  } else if (n) {
+    reduceKernel<<<cuda::gridFor(n), 256>>>(x.floats(), r.floats(), n, kept, walk, count, int(kind));
+  }
   launched("reduce");
   return r;
 }

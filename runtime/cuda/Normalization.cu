@@ -1,13 +1,15 @@
 //===- Normalization.cu - device softmax, layer norm and RMS norm ---------===//
 //
 // One block per row for the row statistics (two passes over the row, fp32
-// block reductions); the gamma/beta gradients use one thread per column that
-// walks the rows, so their summation order is fixed (deterministic).
+// block reductions); the gamma/beta gradients are column reductions
+// (ColumnSplit: blocks of 32 columns x 8 row groups over chunks of rows, the
+// chunks added in order), so their summation order is fixed (deterministic).
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
 #include "Reduce.cuh"
+#include "StreamScratch.h"
 #include "colossal/runtime/kernels/Kernels.h"
 
 namespace colossal::rt::cuda {
@@ -92,20 +94,61 @@ __global__ void layerNormBackwardKernel(const float *dy, const float *x, const f
   }
 }
 
-__global__ void normParameterGradKernel(const float *dy, const float *x, const float *mean, const float *rstd,
-                                        float *dgamma, float *dbeta, int64_t rows, int64_t cols) {
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x) {
-    float g = 0, b = 0;
-    for (int64_t r = 0; r < rows; ++r) {
+/// One row chunk's dgamma and dbeta for 32 columns: `partial` is
+/// [splits, 2, cols].
+__global__ void normParameterPartialKernel(const float *dy, const float *x, const float *mean, const float *rstd,
+                                           float *partial, int64_t rows, int64_t cols, int64_t chunk) {
+  __shared__ float gammaSums[ColumnSplit::kRowGroups][ColumnSplit::kLanes];
+  __shared__ float betaSums[ColumnSplit::kRowGroups][ColumnSplit::kLanes];
+  int64_t c = int64_t(blockIdx.x) * ColumnSplit::kLanes + threadIdx.x;
+  int64_t begin = int64_t(blockIdx.y) * chunk, end = min(rows, begin + chunk);
+  float g = 0, b = 0;
+  if (c < cols)
+    for (int64_t r = begin + threadIdx.y; r < end; r += ColumnSplit::kRowGroups) {
       float d = dy[r * cols + c];
       g += d * (x[r * cols + c] - (mean ? mean[r] : 0.0f)) * rstd[r];
       b += d;
+    }
+  gammaSums[threadIdx.y][threadIdx.x] = g;
+  betaSums[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols)
+    return;
+  for (int k = 1; k < ColumnSplit::kRowGroups; ++k) {
+    g += gammaSums[k][threadIdx.x];
+    b += betaSums[k][threadIdx.x];
+  }
+  partial[2 * int64_t(blockIdx.y) * cols + c] = g;
+  partial[(2 * int64_t(blockIdx.y) + 1) * cols + c] = b;
+}
+
+__global__ void normParameterFinishKernel(const float *partial, float *dgamma, float *dbeta, int64_t splits,
+                                          int64_t cols) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x) {
+    float g = 0, b = 0;
+    for (int64_t k = 0; k < splits; ++k) {
+      g += partial[2 * k * cols + c];
+      b += partial[(2 * k + 1) * cols + c];
     }
     if (dgamma)
       dgamma[c] = g;
     if (dbeta)
       dbeta[c] = b;
   }
+}
+
+void normParameterGrad(cudaStream_t st, const float *dy, const float *x, const float *mean, const float *rstd,
+                       float *dgamma, float *dbeta, int64_t rows, int64_t cols, const char *op) {
+  if (cols == 0)
+    return;
+  ColumnSplit split((cols + ColumnSplit::kLanes - 1) / ColumnSplit::kLanes, rows);
+  StreamScratch partial(split.splits * 2 * cols * int64_t(sizeof(float)), st, op);
+  dim3 grid(unsigned(split.blocks), unsigned(split.splits));
+  dim3 block(ColumnSplit::kLanes, ColumnSplit::kRowGroups);
+  normParameterPartialKernel<<<grid, block, 0, st>>>(dy, x, mean, rstd, partial.as<float>(), rows, cols, split.chunk);
+  checkLaunch(op);
+  normParameterFinishKernel<<<gridFor(cols), 256, 0, st>>>(partial.as<float>(), dgamma, dbeta, split.splits, cols);
+  checkLaunch(op);
 }
 
 cudaStream_t on(Stream s) { return asStream(s.handle); }
@@ -145,9 +188,8 @@ void layerNormBackward(Stream s, const float *dy, const float *x, const float *g
   layerNormBackwardKernel<<<unsigned(rows), kThreads, 0, on(s)>>>(dy, x, gamma, mean, rstd, dx, cols);
   checkLaunch("layerNormBackward");
   if ((gamma && dgamma) || dbeta) {
-    normParameterGradKernel<<<gridFor(cols), 256, 0, on(s)>>>(dy, x, mean, rstd, gamma ? dgamma : nullptr, dbeta,
-                                                              rows, cols);
-    checkLaunch("layerNormBackward (parameters)");
+    normParameterGrad(on(s), dy, x, mean, rstd, gamma ? dgamma : nullptr, dbeta, rows, cols,
+                      "layerNormBackward (parameters)");
   }
 }
 
@@ -169,8 +211,7 @@ void rmsNormBackward(Stream s, const float *dy, const float *x, const float *gam
   layerNormBackwardKernel<<<unsigned(rows), kThreads, 0, on(s)>>>(dy, x, gamma, nullptr, rstd, dx, cols);
   checkLaunch("rmsNormBackward");
   if (gamma && dgamma) {
-    normParameterGradKernel<<<gridFor(cols), 256, 0, on(s)>>>(dy, x, nullptr, rstd, dgamma, nullptr, rows, cols);
-    checkLaunch("rmsNormBackward (parameters)");
+    normParameterGrad(on(s), dy, x, nullptr, rstd, dgamma, nullptr, rows, cols, "rmsNormBackward (parameters)");
   }
 }
 

@@ -56,6 +56,9 @@ for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:f
   rc=$?
   if [ $rc -eq 1 ] && grep -q "error:" "$dir.out"; then
     echo "$build: built; without a GPU it refuses to start: $(head -1 "$dir.out")"
+    # --help needs no GPU.
+    "$dir/model_train" --help > "$dir.help" 2>&1 && grep -q -- "--steps" "$dir.help" ||
+      { echo "FAIL: $build: --help without a GPU: $(head -3 "$dir.help")"; status=1; }
   else
     echo "FAIL: $build: without a GPU, expected exit 1 with an error, got $rc: $(cat "$dir.out")"; status=1
   fi

@@ -12,8 +12,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "colossal/cost/Cluster.h"
-#include "colossal/runtime/kernels/CudaDevice.h"
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/kernels/CudaDevice.h"
+#include "colossal/runtime/kernels/DeviceTensor.h"
+#include "colossal/runtime/kernels/HostTensor.h"
 #include "colossal/runtime/kernels/Kernels.h"
 #include "colossal/runtime/kernels/Optimizers.h"
 
@@ -198,6 +200,46 @@ void checkKernels(Stream s) {
   auto asFloat = [](const std::vector<uint16_t> &v) { return std::vector<float>(v.begin(), v.end()); };
   compareExact("cast f32->bf16 (exact bits)", asFloat(dbf.host()), asFloat(hostBf));
   compareExact("cast f32->f16 (exact bits)", asFloat(dhalf.host()), asFloat(hostHalf));
+}
+
+/// Long reductions at a GPT-2 step's sizes (8192 tokens x 768): the norms'
+/// parameter gradients and the generic reduce split the tokens over blocks
+/// and add the chunks in order (Reduce.cuh's ColumnSplit).
+void checkLongReductions(Stream s) {
+  const int64_t rows = 8192, cols = 768;
+  auto x = randomVector(size_t(rows * cols), 21, -3, 3), dy = randomVector(x.size(), 22);
+  auto gamma = randomVector(size_t(cols), 23, 0.5, 1.5), beta = randomVector(size_t(cols), 24);
+  const size_t n = static_cast<size_t>(rows), c = static_cast<size_t>(cols);
+  std::vector<float> out(x.size()), grad(x.size()), mean(n), rstd(n), dg(c), db(c);
+  cpu::layerNormForward(hostStream, x.data(), gamma.data(), beta.data(), out.data(), mean.data(), rstd.data(), rows,
+                        cols, 1e-5f);
+  cpu::layerNormBackward(hostStream, dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), grad.data(),
+                         dg.data(), db.data(), rows, cols);
+  DeviceVector<float> dx(x), ddy(dy), dgamma(gamma), dmean(mean), drstd(rstd), dgrad(x.size()), ddg(c), ddb(c);
+  cuda::layerNormBackward(s, ddy.data, dx.data, dgamma.data, dmean.data, drstd.data, dgrad.data, ddg.data, ddb.data,
+                          rows, cols);
+  compare("layer_norm dgamma, 8192 rows", ddg.host(), dg, 1e-3, 1e-3);
+  compare("layer_norm dbeta, 8192 rows", ddb.host(), db, 1e-3, 1e-3);
+  cpu::rmsNormBackward(hostStream, dy.data(), x.data(), gamma.data(), rstd.data(), grad.data(), dg.data(), rows, cols);
+  cuda::rmsNormBackward(s, ddy.data, dx.data, dgamma.data, drstd.data, dgrad.data, ddg.data, rows, cols);
+  compare("rms_norm dgamma, 8192 rows", ddg.host(), dg, 1e-3, 1e-3);
+
+  host::Tensor hx = host::Tensor::ofFloats({rows, cols}, x);
+  device::Tensor tx = device::upload(hx);
+  struct Case {
+    const char *name;
+    host::ReduceKind kind;
+    host::Shape axes, out;
+  } cases[] = {{"reduce sum over tokens", host::ReduceKind::Sum, {0}, {cols}},
+               {"reduce max over tokens", host::ReduceKind::Max, {0}, {cols}},
+               {"reduce mean over features", host::ReduceKind::Mean, {1}, {rows}},
+               {"reduce sum of everything", host::ReduceKind::Sum, {}, {}}};
+  for (const Case &c : cases) {
+    host::Tensor got = device::download(device::reduce(c.kind, tx, c.axes, c.out));
+    host::Tensor want = host::reduce(c.kind, hx, c.axes, c.out);
+    compare(c.name, std::vector<float>(got.floats.begin(), got.floats.end()),
+            std::vector<float>(want.floats.begin(), want.floats.end()), 1e-4, 1e-3);
+  }
 }
 
 void checkAttention(Stream s) {
@@ -388,6 +430,7 @@ int main(int argc, char **argv) {
                     device.computeMinor, device.multiprocessors, double(device.memoryBytes) / (1 << 30));
         Stream s = cuda::createStream();
         checkKernels(s);
+        checkLongReductions(s);
         checkAttention(s);
         checkGemm(s);
         checkOptimizers(s);

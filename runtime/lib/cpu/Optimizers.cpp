@@ -8,6 +8,8 @@
 
 #include "colossal/runtime/kernels/Optimizers.h"
 
+#include "ParallelElements.h"
+
 #include <cmath>
 
 namespace colossal::rt::cpu {
@@ -32,10 +34,9 @@ void adamwStep(Stream, const OptimizerTensor *tensors, int64_t count, const Adam
   float stepSize = float(double(s.lr) / bias1);
   float bias2Sqrt = float(std::sqrt(bias2));
   float oneMinusBeta1 = float(1.0 - double(s.beta1)), oneMinusBeta2 = float(1.0 - double(s.beta2));
-  for (int64_t t = 0; t < count; ++t) {
-    const OptimizerTensor &x = tensors[t];
+  forEachElementRange(tensors, count, [&](const OptimizerTensor &x, int64_t begin, int64_t end) {
     float decay = x.decay ? float(1.0 - double(s.lr) * double(s.weightDecay)) : 1.0f;
-    for (int64_t i = 0; i < x.n; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       float g = gradScale == 1.0f ? x.grad[i] : x.grad[i] * gradScale;
       float w = x.param[i] * decay;
       float m = x.m[i] * s.beta1;
@@ -47,7 +48,7 @@ void adamwStep(Stream, const OptimizerTensor *tensors, int64_t count, const Adam
       x.m[i] = m;
       x.v[i] = v;
     }
-  }
+  });
 }
 
 void lambStage1(Stream, const OptimizerTensor *tensors, int64_t count, const AdamSettings &s, float gradScale,
@@ -77,22 +78,21 @@ void lambStage1(Stream, const OptimizerTensor *tensors, int64_t count, const Ada
 }
 
 void lambStage2(Stream, const OptimizerTensor *tensors, int64_t count, float lr, const float *squares) {
-  for (int64_t t = 0; t < count; ++t) {
-    const OptimizerTensor &x = tensors[t];
+  forEachElementRange(tensors, count, [&](const OptimizerTensor &x, int64_t begin, int64_t end) {
+    int64_t t = &x - tensors;
     float wNorm = std::sqrt(squares[2 * t]), uNorm = std::sqrt(squares[2 * t + 1]);
     float ratio = wNorm > 0 && uNorm > 0 ? wNorm / uNorm : 1.0f;
     float stepScale = lr * ratio;
-    for (int64_t i = 0; i < x.n; ++i)
+    for (int64_t i = begin; i < end; ++i)
       x.param[i] -= stepScale * x.update[i];
-  }
+  });
 }
 
 void sgdStep(Stream, const OptimizerTensor *tensors, int64_t count, const SgdSettings &s, float gradScale) {
   float oneMinusDampening = float(1.0 - double(s.dampening));
-  for (int64_t t = 0; t < count; ++t) {
-    const OptimizerTensor &x = tensors[t];
+  forEachElementRange(tensors, count, [&](const OptimizerTensor &x, int64_t begin, int64_t end) {
     float wd = x.decay ? s.weightDecay : 0.0f;
-    for (int64_t i = 0; i < x.n; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       float d = gradScale == 1.0f ? x.grad[i] : x.grad[i] * gradScale;
       if (wd != 0)
         d = d + wd * x.param[i];
@@ -103,13 +103,13 @@ void sgdStep(Stream, const OptimizerTensor *tensors, int64_t count, const SgdSet
       }
       x.param[i] = x.param[i] + -s.lr * d;
     }
-  }
+  });
 }
 
 void larsStep(Stream, const OptimizerTensor *tensors, int64_t count, const LarsSettings &s, float gradScale,
               const float *squares) {
-  for (int64_t t = 0; t < count; ++t) {
-    const OptimizerTensor &x = tensors[t];
+  forEachElementRange(tensors, count, [&](const OptimizerTensor &x, int64_t begin, int64_t end) {
+    int64_t t = &x - tensors;
     float wd = x.decay ? s.weightDecay : 0.0f;
     float localLr = 1.0f;
     if (x.trustRatio) {
@@ -118,13 +118,13 @@ void larsStep(Stream, const OptimizerTensor *tensors, int64_t count, const LarsS
         localLr = s.eta * wNorm / (gNorm + wd * wNorm);
     }
     float scale = s.lr * localLr;
-    for (int64_t i = 0; i < x.n; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       float g = gradScale == 1.0f ? x.grad[i] : x.grad[i] * gradScale;
       float velocity = x.m[i] * s.momentum + scale * (g + wd * x.param[i]);
       x.m[i] = velocity;
       x.param[i] -= velocity;
     }
-  }
+  });
 }
 
 } // namespace colossal::rt::cpu

@@ -85,6 +85,13 @@ struct RankGroups {
   Communicator &world;
 };
 
+/// Seconds to the microsecond, for the log's time breakdown.
+std::string formatSeconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6f", seconds);
+  return text;
+}
+
 /// The step's activations as its plan holds them (StepMemory.h), in the
 /// space the step runs in.
 std::string plannedActivations() {
@@ -209,8 +216,17 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     if (s.sharded)
       s.sharded->beginStep();
     float loss = 0;
+    // Where the step's wall time goes, for the log: reading the data, the
+    // emitted step (on the CUDA target its uploads, kernels and downloads),
+    // and the optimizer; the rest is the gradients' reduction and bookkeeping.
+    double dataSeconds = 0, computeSeconds = 0;
+    auto since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
     for (int64_t m = 0; m < microbatches; ++m) {
+      auto dataBegin = std::chrono::steady_clock::now();
       std::vector<Tensor> inputs = p.data->microbatch(step - 1, m), grads;
+      dataSeconds += since(dataBegin);
       Tensor microLoss;
       StepRandomness random{o.seed, uint64_t(step), int64_t(dp.rank()) * microbatches + m};
       // ZeRO-2 and 3 reduce-scatter instead; ZeRO-3 gathers during the step
@@ -223,7 +239,9 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
         // What the step allocates is its values (kernels charge their
         // scratch as workspace, collectives their buffers as communication).
         MemoryScope scope(MemoryCategory::Activations);
+        auto computeBegin = std::chrono::steady_clock::now();
         program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported, collectives);
+        computeSeconds += since(computeBegin);
       }
       if (gathered) {
         gathered->prefetcher().finishCall();
@@ -274,6 +292,7 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     // Every rank computes the same norm (after the gradients' reduction), so
     // every rank skips the same steps.
     bool skip = o.settings.lossScaling.dynamic && std::isfinite(loss) && !std::isfinite(gradNorm);
+    double optimizerSeconds = 0;
     if (skip) {
       // fp16 gradients overflowed: no update, a smaller scale next step.
       s.lossScale *= o.settings.lossScaling.backoff;
@@ -288,10 +307,12 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       // scale divides exactly.
       float gradScale = unscale * (clip > 0 && gradNorm > clip ? float(clip / gradNorm) : 1.0f);
       ++s.updates;
+      auto optimizerBegin = std::chrono::steady_clock::now();
       if (s.sharded)
         s.sharded->step(lr, s.updates, gradScale);
       else
         optimizerStep(o.settings.optimizer, lr, s.updates, s.tensors, gradScale, completeSplit);
+      optimizerSeconds = since(optimizerBegin);
       if (o.settings.lossScaling.dynamic && ++s.finiteSteps >= o.settings.lossScaling.window) {
         s.lossScale *= o.settings.lossScaling.growth;
         s.finiteSteps = 0;
@@ -308,6 +329,9 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     double stepSeconds = std::chrono::duration<double>(now - stepBegin).count();
     record.tokensPerSecond = stepSeconds > 0 ? double(p.data->tokensPerStep()) / stepSeconds : 0;
     record.time = std::chrono::duration<double>(now - begin).count();
+    record.extra.push_back({"seconds", "{\"data\": " + formatSeconds(dataSeconds) +
+                                           ", \"step\": " + formatSeconds(computeSeconds) +
+                                           ", \"optimizer\": " + formatSeconds(optimizerSeconds) + "}"});
     if (counters)
       record.extra.push_back({"comm", comm});
     if (dp.size() > 1 && !scatterEachMicrobatch)

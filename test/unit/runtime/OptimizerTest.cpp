@@ -177,3 +177,48 @@ TEST(OptimizerTest, SgdMomentumNesterovAndLars) {
 }
 
 } // namespace
+
+// Millions of parameters update on several threads (ParallelElements.h):
+// the same bits as the same elements updated 100,000 at a time, each call
+// too small for a second thread.
+TEST(OptimizerTest, ThreadedElementwiseStepsEqualSmallSequentialOnes) {
+  const int64_t n = int64_t(3) << 20, piece = 100000;
+  std::vector<float> grad = randomVector(size_t(n), 7), start = randomVector(size_t(n), 8);
+  for (const char *name : {"adamw", "sgd", "lars", "lamb stage 2"}) {
+    std::vector<float> w[2] = {start, start}, m[2] = {grad, grad}, v[2] = {grad, grad};
+    for (float &x : v[0])
+      x = x * x;
+    v[1] = v[0];
+    std::vector<float> squares = {12.0f, 3.0f};
+    AdamSettings a;
+    a.lr = 0.01f, a.weightDecay = 0.1f, a.step = 3;
+    SgdSettings sgd;
+    sgd.lr = 0.1f, sgd.momentum = 0.9f, sgd.weightDecay = 0.01f, sgd.step = 2;
+    LarsSettings lars;
+    lars.lr = 0.1f, lars.weightDecay = 0.01f;
+    auto run = [&](int copy, int64_t begin, int64_t end) {
+      OptimizerTensor t{w[copy].data() + begin,
+                        const_cast<float *>(grad.data()) + begin,
+                        m[copy].data() + begin,
+                        v[copy].data() + begin,
+                        const_cast<float *>(grad.data()) + begin,
+                        end - begin,
+                        true,
+                        true};
+      std::string which = name;
+      if (which == "adamw")
+        cpu::adamwStep(host, &t, 1, a, 0.5f);
+      else if (which == "sgd")
+        cpu::sgdStep(host, &t, 1, sgd, 0.5f);
+      else if (which == "lars")
+        cpu::larsStep(host, &t, 1, lars, 0.5f, squares.data());
+      else
+        cpu::lambStage2(host, &t, 1, 0.01f, squares.data());
+    };
+    run(0, 0, n);
+    for (int64_t begin = 0; begin < n; begin += piece)
+      run(1, begin, std::min(n, begin + piece));
+    EXPECT_EQ(w[0], w[1]) << name;
+    EXPECT_EQ(m[0], m[1]) << name;
+  }
+}
