@@ -54,7 +54,10 @@ CASES = [
     ("dropout-mlp", "special/dropout_mlp", "fp32", 2, [], "", ("adamw",)),
     ("large-constants", "special/large_constants", "fp32", 32, [], "", ("sgd",)),
 ]
-BENCH = "gpt2-124m-bf16"
+# GPT-2 124M in bf16 at two microbatch sizes: (program, batch).
+BENCH_PROGRAMS = [("gpt2-124m-bf16", 8), ("gpt2-124m-bf16-b32", 32)]
+# (program, optimizer, steps); the first run's kernels are timed too.
+BENCH_RUNS = [("gpt2-124m-bf16", "adamw", 6), ("gpt2-124m-bf16", "lamb", 4), ("gpt2-124m-bf16-b32", "adamw", 4)]
 # COLOSSAL_TARGET=cpu builds the host programs instead: the runner's own check
 # on a machine without a GPU.
 TARGET = os.environ.get("COLOSSAL_TARGET", "cuda")
@@ -113,10 +116,10 @@ def build(directory, gpt2_124m):
         compile_case(compiler, os.path.join(directory, name), model, precision, batch, flags, TARGET)
         if not reference:
             compile_case(compiler, os.path.join(directory, name + "-host"), model, precision, batch, flags, "cpu")
-    if gpt2_124m:
-        print(f"building {BENCH}", flush=True)
-        out = os.path.join(directory, BENCH)
-        compile_case(compiler, out, "", "bf16", 8, [], "cuda", extra=(gpt2_124m,))
+    for name, batch in BENCH_PROGRAMS if gpt2_124m else []:
+        print(f"building {name}", flush=True)
+        out = os.path.join(directory, name)
+        compile_case(compiler, out, "", "bf16", batch, [], "cuda", extra=(gpt2_124m,))
         # The weights (500 MB) are drawn again on the GPU machine: keep their header.
         weights = os.path.join(out, "weights.safetensors")
         with open(weights, "rb") as f:
@@ -228,20 +231,30 @@ def run_case(directory, logs, case, results):
 
 
 def bench(directory, logs):
-    program = os.path.join(directory, BENCH)
-    if not os.path.isdir(program):
-        return None
-    draw_weights(program)
+    results = []
+    for index, (name, optimizer, steps) in enumerate(BENCH_RUNS):
+        program = os.path.join(directory, name)
+        if not os.path.isdir(program):
+            continue
+        if not os.path.exists(os.path.join(program, "weights.safetensors")):
+            draw_weights(program)
+        results.append(bench_run(program, name, optimizer, steps, logs, profile=index == 0))
+    return results or None
+
+
+def bench_run(program, name, optimizer, steps, logs, profile):
     manifest = json.load(open(os.path.join(program, "manifest.json")))
     params = sum(_count(p["shape"]) for p in manifest["parameters"])
     batch, seq = manifest["inputs"][0]["shape"]
     layers, hidden = 12, 768
-    records, error = train(program, ["--steps", "6", "--optimizer", "adamw", "--lr", "6e-4", "--weight-decay", "0.1"],
-                           f"{logs}/{BENCH}.jsonl", timeout=240)
-    result = {"program": BENCH, "batch": batch, "seq": seq, "parameters": params, "error": error,
-              "flops_per_token": 6 * params + 12 * layers * seq * hidden,
+    hyper = ["--lr", "6e-4", "--weight-decay", "0.1"] if optimizer == "adamw" else ["--lr", "1e-3"]
+    records, error = train(program, ["--steps", str(steps), "--optimizer", optimizer, *hyper],
+                           f"{logs}/{name}-{optimizer}.jsonl", timeout=240)
+    result = {"program": name, "optimizer": optimizer, "batch": batch, "seq": seq, "parameters": params,
+              "error": error, "flops_per_token": 6 * params + 12 * layers * seq * hidden,
               "flops_formula": "6 N + 12 L s h (N parameters, embeddings included)", "records": records}
-    result["kernels"] = kernel_profile(program, ["--steps", "1", "--optimizer", "adamw"], logs)
+    if profile:
+        result["kernels"] = kernel_profile(program, ["--steps", "1", "--optimizer", optimizer], logs)
     if records and len(records) >= 3:
         # The log's "time" is seconds since the run began: a step's time is
         # the difference; the first step (cuBLAS and allocator warm-up) is left out.
@@ -249,7 +262,10 @@ def bench(directory, logs):
         step = steady[len(steady) // 2]
         result.update(step_seconds_median=step, tokens_per_second=batch * seq / step,
                       mfu_bf16_dense_989=batch * seq * result["flops_per_token"] / step / 989e12)
-    print(f"bench {BENCH}: {json.dumps({k: v for k, v in result.items() if k != 'records'})}", flush=True)
+    summary = {k: v for k, v in result.items() if k not in ("records", "kernels")}
+    print(f"bench {name} {optimizer}: {json.dumps(summary)}", flush=True)
+    if records:
+        print(f"  last step's seconds: {records[-1].get('seconds')}", flush=True)
     return result
 
 

@@ -15,7 +15,7 @@
 namespace colossal::rt::cpu {
 
 void tensorSquares(Stream, const OptimizerTensor *tensors, int64_t count, float gradScale, float *squares) {
-  for (int64_t t = 0; t < count; ++t) {
+  forEachTensor(tensors, count, [&](int64_t t) {
     const OptimizerTensor &x = tensors[t];
     double w = 0, g = 0;
     for (int64_t i = 0; i < x.n; ++i) {
@@ -25,7 +25,7 @@ void tensorSquares(Stream, const OptimizerTensor *tensors, int64_t count, float 
     }
     squares[2 * t] = float(w);
     squares[2 * t + 1] = float(g);
-  }
+  });
 }
 
 void adamwStep(Stream, const OptimizerTensor *tensors, int64_t count, const AdamSettings &s, float gradScale) {
@@ -56,7 +56,7 @@ void lambStage1(Stream, const OptimizerTensor *tensors, int64_t count, const Ada
   float bias1 = float(1.0 - std::pow(double(s.beta1), double(s.step)));
   float bias2 = float(1.0 - std::pow(double(s.beta2), double(s.step)));
   float oneMinusBeta1 = float(1.0 - double(s.beta1)), oneMinusBeta2 = float(1.0 - double(s.beta2));
-  for (int64_t t = 0; t < count; ++t) {
+  forEachTensor(tensors, count, [&](int64_t t) {
     const OptimizerTensor &x = tensors[t];
     double wSquares = 0, uSquares = 0;
     for (int64_t i = 0; i < x.n; ++i) {
@@ -74,7 +74,7 @@ void lambStage1(Stream, const OptimizerTensor *tensors, int64_t count, const Ada
     }
     squares[2 * t] = float(wSquares);
     squares[2 * t + 1] = float(uSquares);
-  }
+  });
 }
 
 void lambStage2(Stream, const OptimizerTensor *tensors, int64_t count, float lr, const float *squares) {

@@ -29,6 +29,20 @@ int threadsFor(int64_t elements) {
 
 } // namespace
 
+namespace {
+
+/// Runs work() on `threads` threads, the caller's one of them.
+void onThreads(int threads, const std::function<void()> &work) {
+  std::vector<std::thread> pool;
+  for (int k = 1; k < threads; ++k)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &thread : pool)
+    thread.join();
+}
+
+} // namespace
+
 void forEachElementRange(const OptimizerTensor *tensors, int64_t count,
                          const std::function<void(const OptimizerTensor &, int64_t, int64_t)> &body) {
   int64_t total = 0;
@@ -48,16 +62,31 @@ void forEachElementRange(const OptimizerTensor *tensors, int64_t count,
     for (int64_t begin = 0; begin < tensors[t].n; begin += kRange)
       ranges.push_back({t, begin, std::min(tensors[t].n, begin + kRange)});
   std::atomic<size_t> next{0};
-  auto work = [&] {
+  onThreads(threads, [&] {
     for (size_t r = next++; r < ranges.size(); r = next++)
       body(tensors[ranges[r].tensor], ranges[r].begin, ranges[r].end);
-  };
-  std::vector<std::thread> pool;
-  for (int k = 1; k < threads; ++k)
-    pool.emplace_back(work);
-  work();
-  for (std::thread &thread : pool)
-    thread.join();
+  });
+}
+
+void forEachTensor(const OptimizerTensor *tensors, int64_t count, const std::function<void(int64_t)> &body) {
+  int64_t total = 0;
+  for (int64_t t = 0; t < count; ++t)
+    total += tensors[t].n;
+  int threads = int(std::min<int64_t>(threadsFor(total), count));
+  if (threads <= 1) {
+    for (int64_t t = 0; t < count; ++t)
+      body(t);
+    return;
+  }
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  for (int64_t t = 0; t < count; ++t)
+    order[size_t(t)] = t;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return tensors[a].n > tensors[b].n; });
+  std::atomic<size_t> next{0};
+  onThreads(threads, [&] {
+    for (size_t k = next++; k < order.size(); k = next++)
+      body(order[k]);
+  });
 }
 
 } // namespace colossal::rt::cpu

@@ -1,9 +1,11 @@
 //===- ParallelElements.h - elementwise updates on several threads -*- C++ -*-===//
 //
-// The host optimizers' elementwise updates over millions of parameters (a
-// GPT-2 124M step, an offloaded optimizer shard) spread over the cores this
-// rank may use. Each element is computed alone, so the result is the same
-// bits for any number of threads; small steps stay on the calling thread.
+// The host optimizers' work over millions of parameters (a GPT-2 124M step,
+// an offloaded optimizer shard) spread over the cores this rank may use, in
+// ways that give the same bits for any number of threads: elementwise
+// updates by element ranges, each element computed alone; per-tensor sums
+// (norms) a whole tensor to a thread, each summed in its own order. Small
+// steps stay on the calling thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,9 @@ namespace colossal::rt::cpu {
 /// once.
 void forEachElementRange(const OptimizerTensor *tensors, int64_t count,
                          const std::function<void(const OptimizerTensor &, int64_t, int64_t)> &body);
+
+/// Calls body(t) once for every tensor index, the largest tensors first.
+void forEachTensor(const OptimizerTensor *tensors, int64_t count, const std::function<void(int64_t)> &body);
 
 } // namespace colossal::rt::cpu
 

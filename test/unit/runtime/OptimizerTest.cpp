@@ -222,3 +222,41 @@ TEST(OptimizerTest, ThreadedElementwiseStepsEqualSmallSequentialOnes) {
     EXPECT_EQ(m[0], m[1]) << name;
   }
 }
+
+// Per-tensor sums (norms, LAMB's first stage) take a whole tensor to a
+// thread: the same bits as each tensor alone.
+TEST(OptimizerTest, ThreadedPerTensorSumsEqualOneTensorAtATime) {
+  const int tensors = 12;
+  const int64_t n = 300000;
+  std::vector<std::vector<float>> w, g, m[2], v[2], u[2];
+  for (int t = 0; t < tensors; ++t) {
+    w.push_back(randomVector(size_t(n - t), 30 + t));
+    g.push_back(randomVector(size_t(n - t), 60 + t));
+    for (int copy = 0; copy < 2; ++copy) {
+      m[copy].push_back(g.back()), v[copy].push_back(std::vector<float>(size_t(n - t), 0.5f));
+      u[copy].push_back(std::vector<float>(size_t(n - t)));
+    }
+  }
+  auto tensor = [&](int copy, int t) {
+    return OptimizerTensor{w[t].data(),       g[t].data(), m[copy][t].data(), v[copy][t].data(),
+                           u[copy][t].data(), n - t,       t % 2 == 0,        true};
+  };
+  AdamSettings a;
+  a.lr = 0.01f, a.weightDecay = 0.1f, a.step = 2;
+  std::vector<OptimizerTensor> all;
+  for (int t = 0; t < tensors; ++t)
+    all.push_back(tensor(0, t));
+  std::vector<float> squares(2 * tensors), lamb(2 * tensors), alone(2), lambAlone(2);
+  cpu::tensorSquares(host, all.data(), tensors, 0.5f, squares.data());
+  cpu::lambStage1(host, all.data(), tensors, a, 0.5f, lamb.data());
+  for (int t = 0; t < tensors; ++t) {
+    OptimizerTensor one = tensor(1, t);
+    cpu::tensorSquares(host, &one, 1, 0.5f, alone.data());
+    cpu::lambStage1(host, &one, 1, a, 0.5f, lambAlone.data());
+    EXPECT_EQ(alone[0], squares[2 * t]) << t;
+    EXPECT_EQ(alone[1], squares[2 * t + 1]) << t;
+    EXPECT_EQ(lambAlone[0], lamb[2 * t]) << t;
+    EXPECT_EQ(lambAlone[1], lamb[2 * t + 1]) << t;
+    EXPECT_EQ(u[0][t], u[1][t]) << t;
+  }
+}
