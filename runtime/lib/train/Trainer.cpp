@@ -447,6 +447,13 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
   // heap rather than returning them to the system and faulting them back in.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // --help needs no launcher: a program compiled for N ranks explains itself
+  // when started alone.
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      trainer::printUsage(argv[0], program);
+      return 0;
+    }
   int ranks = int(program.settings.ranks), tensorRanks = int(std::max<int64_t>(program.settings.tensorRanks, 1));
   int worldSize = ranks * tensorRanks;
   LaunchInfo launch;

@@ -58,15 +58,6 @@ Trains %s, compiled by colossal-compile, on the host.
   --help               this text
 )";
 
-void usage(const char *argv0, const TrainingProgram &p) {
-  const TrainingSettings &s = p.settings;
-  const OptimizerConfig &o = s.optimizer;
-  std::printf(kUsage, argv0, p.model.c_str(), (long long)s.steps, nameOf(o.kind), o.lr, o.weightDecay, o.beta1, o.beta2,
-              o.eps, o.momentum, o.eta, o.clipGradNorm, s.lossScaling.initial, (long long)s.lossScaling.window,
-              (long long)s.warmupSteps, nameOf(s.schedule), double(s.gradientBucketBytes) / double(1 << 20),
-              double(s.prefetchBytes) / double(1 << 20));
-}
-
 double parseNumber(const std::string &flag, const std::string &text) {
   char *end = nullptr;
   double v = std::strtod(text.c_str(), &end);
@@ -85,6 +76,15 @@ int64_t parseCount(const std::string &flag, const std::string &text, int64_t min
 
 } // namespace
 
+void printUsage(const char *argv0, const TrainingProgram &p) {
+  const TrainingSettings &s = p.settings;
+  const OptimizerConfig &o = s.optimizer;
+  std::printf(kUsage, argv0, p.model.c_str(), (long long)s.steps, nameOf(o.kind), o.lr, o.weightDecay, o.beta1, o.beta2,
+              o.eps, o.momentum, o.eta, o.clipGradNorm, s.lossScaling.initial, (long long)s.lossScaling.window,
+              (long long)s.warmupSteps, nameOf(s.schedule), double(s.gradientBucketBytes) / double(1 << 20),
+              double(s.prefetchBytes) / double(1 << 20));
+}
+
 std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram &program, bool printHelp) {
   Options o;
   o.settings = program.settings;
@@ -94,7 +94,7 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
     std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       if (printHelp)
-        usage(argv[0], program);
+        printUsage(argv[0], program);
       return std::nullopt;
     }
     if (flag == "--quiet" || flag == "--nesterov") {

@@ -28,6 +28,9 @@ struct Options {
   bool quiet = false;
 };
 
+/// The flags and the program's defaults, on stdout.
+void printUsage(const char *argv0, const TrainingProgram &program);
+
 /// Parses argv over the program's settings; nullopt after --help (printed
 /// when `printHelp`). A bad flag is an Error naming it.
 std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram &program, bool printHelp = true);
