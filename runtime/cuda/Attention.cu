@@ -16,8 +16,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
-#include "colossal/runtime/Memory.h"
 #include "Reduce.cuh"
+#include "StreamScratch.h"
 #include "colossal/runtime/kernels/Kernels.h"
 
 namespace colossal::rt::cuda {
@@ -265,11 +265,8 @@ void attentionBackward(Stream stream, const AttentionShape &a, const float *q, c
   int64_t rows = a.batchHeads * a.queries;
   if (rows == 0 && a.keys * a.batchHeads == 0)
     return;
-  float *delta = nullptr;
-  int64_t deltaBytes = (rows > 0 ? rows : 1) * int64_t(sizeof(float));
-  check(cudaMallocAsync(&delta, size_t(deltaBytes), st), "cudaMallocAsync (attention)");
-  // Stream-ordered scratch, charged while it is held.
-  MemoryTracker::global().allocated(MemorySpace::Device, MemoryCategory::Workspace, deltaBytes);
+  StreamScratch deltaScratch(rows * int64_t(sizeof(float)), st, "cudaMallocAsync (attention)");
+  float *delta = deltaScratch.as<float>();
   if (rows > 0) {
     rowDotKernel<<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, st>>>(dO, o, delta, rows, a.headDim);
     checkLaunch("attentionBackward (row dot)");
@@ -282,8 +279,6 @@ void attentionBackward(Stream stream, const AttentionShape &a, const float *q, c
     keyValueGradKernel<<<keyGrid, kWarps * 32, 0, st>>>(s, q, k, v, dO, lse, delta, dk, dv);
     checkLaunch("attentionBackward (dk, dv)");
   }
-  check(cudaFreeAsync(delta, st), "cudaFreeAsync (attention)");
-  MemoryTracker::global().freed(MemorySpace::Device, MemoryCategory::Workspace, deltaBytes);
 }
 
 } // namespace colossal::rt::cuda

@@ -617,14 +617,24 @@ int64_t storageBytes(const Tensor &t) { return t.data ? t.elements() * (t.intege
 
 void release(Tensor &t) { t = Tensor(); }
 
-Tensor roundTo(const Tensor &x, DType storage) {
+namespace {
+
+/// Writes x rounded to `storage` into out (which may be x itself).
+void roundInto(const Tensor &x, Tensor &out, DType storage) {
   requireFloat(x, "roundTo");
   if (storage != DType::BF16 && storage != DType::F16)
     fail("roundTo", std::string("rounds to bf16 or f16, not ") + nameOf(storage));
-  Tensor out = Tensor::zeros(x.shape);
-  int64_t n = out.elements();
-  roundKernel<<<cuda::gridFor(n), 256>>>(x.floats(), out.floats(), storage == DType::BF16, n);
+  int64_t n = x.elements();
+  if (n)
+    roundKernel<<<cuda::gridFor(n), 256>>>(x.floats(), out.floats(), storage == DType::BF16, n);
   launched("roundTo");
+}
+
+} // namespace
+
+Tensor roundTo(const Tensor &x, DType storage) {
+  Tensor out = Tensor::zeros(x.shape);
+  roundInto(x, out, storage);
   return out;
 }
 
@@ -634,13 +644,7 @@ Tensor roundTo(Tensor &&x, DType storage) {
   Tensor taken = std::move(x);
   if (taken.data.use_count() != 1)
     return roundTo(static_cast<const Tensor &>(taken), storage);
-  requireFloat(taken, "roundTo");
-  if (storage != DType::BF16 && storage != DType::F16)
-    fail("roundTo", std::string("rounds to bf16 or f16, not ") + nameOf(storage));
-  int64_t n = taken.elements();
-  if (n)
-    roundKernel<<<cuda::gridFor(n), 256>>>(taken.floats(), taken.floats(), storage == DType::BF16, n);
-  launched("roundTo");
+  roundInto(taken, taken, storage);
   return taken;
 }
 

@@ -10,8 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
-#include "colossal/runtime/Memory.h"
 #include "Reduce.cuh"
+#include "StreamScratch.h"
 #include "colossal/runtime/kernels/Optimizers.h"
 
 #include <cmath>
@@ -195,13 +195,10 @@ void applyWithSquares(Stream stream, const OptimizerTensor *tensors, int64_t cou
   cudaStream_t st = asStream(stream.handle);
   std::vector<int> base;
   int64_t chunks = chunksOf(tensors, count, base);
-  float *partials = nullptr;
-  int *deviceBase = nullptr;
-  int64_t scratchBytes = int64_t(size_t(2 * chunks + 2) * sizeof(float) + base.size() * sizeof(int));
-  check(cudaMallocAsync(&partials, size_t(2 * chunks + 2) * sizeof(float), st), "cudaMallocAsync (partials)");
-  check(cudaMallocAsync(&deviceBase, base.size() * sizeof(int), st), "cudaMallocAsync (chunk table)");
-  // Stream-ordered scratch, charged while it is held.
-  MemoryTracker::global().allocated(MemorySpace::Device, MemoryCategory::Workspace, scratchBytes);
+  StreamScratch partialScratch(int64_t(size_t(2 * chunks + 2) * sizeof(float)), st, "cudaMallocAsync (partials)");
+  StreamScratch baseScratch(int64_t(base.size() * sizeof(int)), st, "cudaMallocAsync (chunk table)");
+  float *partials = partialScratch.as<float>();
+  int *deviceBase = baseScratch.as<int>();
   check(cudaMemcpyAsync(deviceBase, base.data(), base.size() * sizeof(int), cudaMemcpyHostToDevice, st),
         "cudaMemcpyAsync (chunk table)");
   apply<op>(stream, tensors, count, settings, partials, nullptr);
@@ -209,9 +206,6 @@ void applyWithSquares(Stream stream, const OptimizerTensor *tensors, int64_t cou
     finishSquaresKernel<<<unsigned((count + 255) / 256), 256, 0, st>>>(partials, deviceBase, count, squares);
     checkLaunch("multi-tensor squares");
   }
-  check(cudaFreeAsync(partials, st), "cudaFreeAsync (partials)");
-  check(cudaFreeAsync(deviceBase, st), "cudaFreeAsync (chunk table)");
-  MemoryTracker::global().freed(MemorySpace::Device, MemoryCategory::Workspace, scratchBytes);
 }
 
 Settings adamSettings(const AdamSettings &a, float gradScale) {

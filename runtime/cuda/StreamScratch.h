@@ -16,9 +16,8 @@ namespace colossal::rt::cuda {
 
 class StreamScratch {
 public:
-  StreamScratch(int64_t bytes, cudaStream_t stream, const char *op)
-      : bytes_(bytes > 0 ? bytes : 1), stream_(stream), op_(op) {
-    check(cudaMallocAsync(&data_, size_t(bytes_), stream_), op_);
+  StreamScratch(int64_t bytes, cudaStream_t stream, const char *op) : bytes_(bytes > 0 ? bytes : 1), stream_(stream) {
+    check(cudaMallocAsync(&data_, size_t(bytes_), stream_), op);
     MemoryTracker::global().allocated(MemorySpace::Device, MemoryCategory::Workspace, bytes_);
   }
   ~StreamScratch() {
@@ -34,7 +33,6 @@ private:
   void *data_ = nullptr;
   int64_t bytes_;
   cudaStream_t stream_;
-  const char *op_;
 };
 
 } // namespace colossal::rt::cuda
