@@ -739,7 +739,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
        << ", {/*decay=*/" << (conventions.decay ? "true" : "false") << ", /*trustRatio=*/"
        << (conventions.trustRatio ? "true" : "false") << "}, /*splitDim=*/"
        << (p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1)) << ", /*splitGroups=*/"
-       << int64_t(p.getSplitGroups()) << "});\n";
+       << int64_t(p.getSplitGroups()) << ", /*padding=*/" << int64_t(p.getPadding()) << "});\n";
   }
   // train.optimizer_update lowers to the runtime's fused optimizer: these are
   // its settings (defaults a flag may override), the masks above its

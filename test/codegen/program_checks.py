@@ -53,16 +53,22 @@ def compile_model(model, out, *extra, batch=None):
     return subprocess.run(args + list(extra), capture_output=True, text=True)
 
 
-def train(program, *args, ranks=0):
+def train(program, *args, ranks=0, extra_env=None, file_size_kb=None):
+    """Runs a program (under mpirun for `ranks` > 0); `file_size_kb` limits
+    the size of each file the program writes (a full disk), its ranks then
+    talking over TCP (shared-memory transport files are larger)."""
     launcher = [MPIRUN, *MPI_FLAGS, "-np", str(ranks)] if ranks else []
-    env = dict(os.environ)
+    command = [f"{program}/model_train", "--quiet", *args]
+    if file_size_kb:
+        command = ["bash", "-c", f'ulimit -f {file_size_kb}; exec "$@"', "limited", *command]
+        launcher += ["--mca", "btl", "self,tcp"] if ranks else []
+    env = dict(os.environ, **(extra_env or {}))
     if ranks:
         # OpenMPI's unloaded plugins keep allocations LeakSanitizer cannot
         # name; single-process runs keep leak checking.
         env.update(OPENBLAS_NUM_THREADS="1", OMPI_MCA_mpi_yield_when_idle="1", COLOSSAL_COLLECTIVE_TIMEOUT="120",
                    ASAN_OPTIONS="detect_leaks=0")
-    return subprocess.run(launcher + [f"{program}/model_train", "--quiet", *args], capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run(launcher + command, capture_output=True, text=True, timeout=300, env=env)
 
 
 def npy_floats(path):

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +23,17 @@ std::string parentOf(const std::string &path) {
     return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
 }
+
+/// A renamed or created entry survives a crash once its directory is synced.
+void syncDirectory(const std::string &path) {
+  int dir = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+int removeEntry(const char *path, const struct stat *, int, struct FTW *) { return ::remove(path) == 0 ? 0 : -1; }
 } // namespace
 
 void writeFileAtomically(const std::string &path, const std::vector<std::pair<const void *, int64_t>> &pieces) {
@@ -55,11 +68,7 @@ void writeFileAtomically(const std::string &path, const std::vector<std::pair<co
     ::unlink(temporary.c_str());
     fail("write " + path, "renaming into place: " + reason);
   }
-  int dir = ::open(parentOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
+  syncDirectory(parentOf(path));
 }
 
 std::vector<unsigned char> readWholeFile(const std::string &path) {
@@ -99,6 +108,42 @@ void makeDirectories(const std::string &path) {
   struct stat info;
   if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
     fail("mkdir " + path, "exists and is not a directory");
+}
+
+void removeTree(const std::string &path) {
+  struct stat info;
+  if (::lstat(path.c_str(), &info) != 0)
+    return;
+  // Depth first, not following links: a link is removed, not its target.
+  if (::nftw(path.c_str(), removeEntry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    fail("remove " + path, why());
+}
+
+void publishDirectory(const std::string &staged, const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    if (::rename(staged.c_str(), path.c_str()) != 0)
+      fail("publish " + path, "renaming " + staged + " into place: " + why());
+  } else if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
+    // `staged` now holds the old directory.
+    syncDirectory(parentOf(path));
+    removeTree(staged);
+  } else {
+    // Without an atomic exchange the old directory is moved aside first: a
+    // crash between the two renames leaves it under `.old`, whole.
+    std::string old = path + ".old";
+    removeTree(old);
+    if (::rename(path.c_str(), old.c_str()) != 0)
+      fail("publish " + path, "moving the previous one aside: " + why());
+    if (::rename(staged.c_str(), path.c_str()) != 0) {
+      std::string reason = why();
+      ::rename(old.c_str(), path.c_str());
+      fail("publish " + path, "renaming " + staged + " into place: " + reason);
+    }
+    syncDirectory(parentOf(path));
+    removeTree(old);
+  }
+  syncDirectory(parentOf(path));
 }
 
 } // namespace colossal::rt

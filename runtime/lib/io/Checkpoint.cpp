@@ -6,7 +6,14 @@
 #include "colossal/runtime/io/AtomicFile.h"
 #include "colossal/runtime/Error.h"
 
+#include <algorithm>
+#include <cctype>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <unistd.h>
 
 namespace colossal::rt {
 
@@ -63,6 +70,87 @@ struct Failure {
   }
 };
 
+std::vector<int64_t> shapeOf(const Json *value, const std::string &what) {
+  if (!value || !value->isArray())
+    fail(what, "index.json: a shape is not a list");
+  std::vector<int64_t> shape;
+  for (const Json &d : value->asArray()) {
+    if (!d.isNumber() || d.asNumber() < 0)
+      fail(what, "index.json: a shape holds something other than a size");
+    shape.push_back(int64_t(d.asNumber()));
+  }
+  return shape;
+}
+
+int64_t numberOr(const Json &object, const char *key, int64_t otherwise) {
+  const Json *value = object.find(key);
+  return value && value->isNumber() ? int64_t(value->asNumber()) : otherwise;
+}
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// The shape without the padding rows: what the model itself holds.
+std::vector<int64_t> unpadded(std::vector<int64_t> shape, int64_t padding, int64_t dim) {
+  if (padding > 0 && dim >= 0 && size_t(dim) < shape.size())
+    shape[size_t(dim)] -= padding;
+  return shape;
+}
+
+/// Calls `run(globalOffset, shardOffset, count)` (in elements) for each
+/// contiguous run of a shard of shape `shape` placed at `offsets` of a tensor
+/// of shape `global`, a grouped dimension's parts spread over its groups.
+template <typename Run>
+void forEachShardRun(const std::vector<int64_t> &global, const std::vector<int64_t> &shape,
+                     const std::vector<int64_t> &offsets, int64_t groups, int64_t groupDim, Run run) {
+  size_t rank = shape.size();
+  if (rank == 0) {
+    run(int64_t(0), int64_t(0), int64_t(1));
+    return;
+  }
+  if (elementsOf(shape) == 0)
+    return;
+  auto globalIndex = [&](size_t d, int64_t c) {
+    if (groups > 1 && int64_t(d) == groupDim) {
+      int64_t part = shape[d] / groups;
+      return offsets[d] + c / part * (global[d] / groups) + c % part;
+    }
+    return offsets[d] + c;
+  };
+  int64_t last = shape[rank - 1];
+  int64_t length = groups > 1 && groupDim == int64_t(rank - 1) ? last / groups : last;
+  std::vector<int64_t> c(rank, 0);
+  for (int64_t shardRow = 0;; shardRow += last) {
+    for (int64_t begin = 0; begin < last; begin += length) {
+      c[rank - 1] = begin;
+      int64_t at = 0;
+      for (size_t d = 0; d < rank; ++d)
+        at = at * global[d] + globalIndex(d, c[d]);
+      run(at, shardRow + begin, length);
+    }
+    int d = int(rank) - 2;
+    for (; d >= 0; --d) {
+      if (++c[size_t(d)] < shape[size_t(d)])
+        break;
+      c[size_t(d)] = 0;
+    }
+    if (d < 0)
+      return;
+  }
+}
+
+/// A test of what a killed rank leaves: COLOSSAL_FAULT_KILL_IN_SAVE=R makes
+/// rank R die (SIGKILL) once its file of a save is written.
+void dieHereIfAsked(int rank) {
+  const char *victim = std::getenv("COLOSSAL_FAULT_KILL_IN_SAVE");
+  if (victim && *victim && std::atoi(victim) == rank)
+    std::raise(SIGKILL);
+}
+
 void agreeOnFailure(Communicator &world, const std::string &what, const Failure &mine) {
   std::vector<std::string> errors = allGatherStrings(world, mine.reason);
   if (!mine.reason.empty())
@@ -80,14 +168,39 @@ std::string checkpointFileName(int rank, int worldSize) {
   return name;
 }
 
-void saveCheckpoint(const std::string &directory, Communicator &world, int64_t step, const std::vector<Shard> &shards,
-                    const std::map<std::string, std::string> &info) {
+/// One tensor of the index: its dtype, global shape and padding, and where
+/// each rank's part of it lies.
+struct IndexedTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t padding = 0, paddingDim = -1;
+  struct Part {
+    int rank = 0;
+    std::vector<int64_t> offsets, shape;
+    int64_t groups = 1, groupDim = -1;
+  };
+  std::vector<Part> parts;
+};
+
+void onEveryRankOrNone(Communicator &world, const std::string &what, const std::function<void()> &body) {
+  Failure error;
+  try {
+    body();
+  } catch (...) {
+    error.capture(what);
+  }
+  agreeOnFailure(world, what, error);
+}
+
+namespace {
+
+void saveStaged(const std::string &directory, const std::string &staged, Communicator &world, int64_t step,
+                const std::vector<Shard> &shards, const std::map<std::string, std::string> &info) {
   std::string what = "save checkpoint " + directory;
   std::string file = checkpointFileName(world.rank(), world.size());
   std::string description;
-  Failure error;
-  try {
-    makeDirectories(directory);
+  onEveryRankOrNone(world, what, [&] {
+    makeDirectories(staged);
     std::vector<TensorView> views;
     Json::Object tensors;
     for (const Shard &s : shards) {
@@ -98,6 +211,10 @@ void saveCheckpoint(const std::string &directory, Communicator &world, int64_t s
                       s.view.shape[size_t(s.groupDim)] % s.groups || s.globalShape[size_t(s.groupDim)] % s.groups))
         fail(what, "shard " + s.view.name + ": " + std::to_string(s.groups) + " groups along dimension " +
                        std::to_string(s.groupDim) + " do not divide it");
+      if (s.padding < 0 || (s.padding > 0 && (s.paddingDim < 0 || size_t(s.paddingDim) >= s.globalShape.size() ||
+                                              s.padding > s.globalShape[size_t(s.paddingDim)])))
+        fail(what, "shard " + s.view.name + ": padding of " + std::to_string(s.padding) + " along dimension " +
+                       std::to_string(s.paddingDim) + " does not fit " + shapeString(s.globalShape));
       for (size_t d = 0; d < s.offsets.size(); ++d) {
         // A grouped dimension: each part inside its group.
         int64_t parts = grouped && int64_t(d) == s.groupDim ? s.groups : 1;
@@ -112,75 +229,158 @@ void saveCheckpoint(const std::string &directory, Communicator &world, int64_t s
                          {"offsets", shapeJson(s.offsets)}};
       if (grouped)
         entry["groups"] = Json(s.groups), entry["group_dim"] = Json(s.groupDim);
+      if (s.padding > 0)
+        entry["padding"] = Json(s.padding), entry["padding_dim"] = Json(s.paddingDim);
       tensors[s.view.name] = Json(std::move(entry));
     }
-    WrittenFile written = writeSafetensors(directory + "/" + file, views,
+    WrittenFile written = writeSafetensors(staged + "/" + file, views,
                                            {{"format", kFormat},
                                             {"step", std::to_string(step)},
                                             {"rank", std::to_string(world.rank())},
                                             {"world_size", std::to_string(world.size())}});
+    dieHereIfAsked(world.rank());
     description = Json(Json::Object{{"file", file},
                                     {"bytes", Json(written.bytes)},
                                     {"crc32", hex(written.crc)},
                                     {"tensors", Json(tensors)}})
                       .dump(0);
-  } catch (...) {
-    error.capture(what);
-  }
-  agreeOnFailure(world, what, error);
+  });
 
   std::vector<std::string> descriptions = allGatherStrings(world, description);
-  if (world.rank() == 0) {
-    try {
-      Json::Array files;
-      Json::Object tensors;
-      for (size_t r = 0; r < descriptions.size(); ++r) {
-        std::string parseError;
-        std::optional<Json> d = Json::parse(descriptions[r], parseError);
-        if (!d)
-          fail(what, "rank " + std::to_string(r) + " sent an unreadable description: " + parseError);
-        files.push_back(Json(Json::Object{{"rank", Json(int64_t(r))},
-                                          {"file", *d->find("file")},
-                                          {"bytes", *d->find("bytes")},
-                                          {"crc32", *d->find("crc32")}}));
-        for (const auto &[name, t] : d->find("tensors")->asObject()) {
-          Json &entry = tensors[name];
-          if (entry.isNull())
-            entry = Json(Json::Object{{"dtype", *t.find("dtype")},
-                                      {"global_shape", *t.find("global_shape")},
-                                      {"shards", Json(Json::Array{})}});
-          Json::Object shard{{"rank", Json(int64_t(r))}, {"offsets", *t.find("offsets")}, {"shape", *t.find("shape")}};
-          for (const char *key : {"groups", "group_dim"})
+  onEveryRankOrNone(world, what, [&] {
+    if (world.rank() != 0)
+      return;
+    Json::Array files;
+    Json::Object tensors;
+    for (size_t r = 0; r < descriptions.size(); ++r) {
+      std::string parseError;
+      std::optional<Json> d = Json::parse(descriptions[r], parseError);
+      if (!d)
+        fail(what, "rank " + std::to_string(r) + " sent an unreadable description: " + parseError);
+      files.push_back(Json(Json::Object{{"rank", Json(int64_t(r))},
+                                        {"file", *d->find("file")},
+                                        {"bytes", *d->find("bytes")},
+                                        {"crc32", *d->find("crc32")}}));
+      for (const auto &[name, t] : d->find("tensors")->asObject()) {
+        Json &entry = tensors[name];
+        if (entry.isNull()) {
+          Json::Object fresh{
+              {"dtype", *t.find("dtype")}, {"global_shape", *t.find("global_shape")}, {"shards", Json(Json::Array{})}};
+          for (const char *key : {"padding", "padding_dim"})
             if (const Json *value = t.find(key))
-              shard[key] = *value;
-          entry.asObject()["shards"].asArray().push_back(Json(std::move(shard)));
+              fresh[key] = *value;
+          entry = Json(std::move(fresh));
         }
+        Json::Object shard{{"rank", Json(int64_t(r))}, {"offsets", *t.find("offsets")}, {"shape", *t.find("shape")}};
+        for (const char *key : {"groups", "group_dim"})
+          if (const Json *value = t.find(key))
+            shard[key] = *value;
+        entry.asObject()["shards"].asArray().push_back(Json(std::move(shard)));
       }
-      Json::Object infoJson;
-      for (const auto &[key, value] : info)
-        infoJson[key] = Json(value);
-      std::string index = Json(Json::Object{{"format", kFormat},
-                                            {"step", Json(step)},
-                                            {"world_size", Json(int64_t(world.size()))},
-                                            {"info", Json(infoJson)},
-                                            {"files", Json(files)},
-                                            {"tensors", Json(tensors)}})
-                              .dump(2) +
-                          "\n";
-      writeFileAtomically(directory + "/index.json", {{index.data(), int64_t(index.size())}});
-    } catch (...) {
-      error.capture(what);
     }
+    Json::Object infoJson;
+    for (const auto &[key, value] : info)
+      infoJson[key] = Json(value);
+    std::string index = Json(Json::Object{{"format", kFormat},
+                                          {"step", Json(step)},
+                                          {"world_size", Json(int64_t(world.size()))},
+                                          {"info", Json(infoJson)},
+                                          {"files", Json(files)},
+                                          {"tensors", Json(tensors)}})
+                            .dump(2) +
+                        "\n";
+    writeFileAtomically(staged + "/index.json", {{index.data(), int64_t(index.size())}});
+    // The commit point: the whole checkpoint appears at `directory` at once.
+    publishDirectory(staged, directory);
+  });
+}
+
+std::string stepDirectoryName(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+/// The folder's complete checkpoints (those with an index), oldest first.
+std::vector<std::string> checkpointsIn(const std::string &folder) {
+  std::vector<std::string> names;
+  if (DIR *d = ::opendir(folder.c_str())) {
+    while (dirent *e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos &&
+          ::access((folder + "/" + name + "/index.json").c_str(), R_OK) == 0)
+        names.push_back(name);
+    }
+    ::closedir(d);
   }
-  agreeOnFailure(world, what, error);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+} // namespace
+
+void saveCheckpoint(const std::string &directory, Communicator &world, int64_t step, const std::vector<Shard> &shards,
+                    const std::map<std::string, std::string> &info) {
+  // Staged beside the final directory (same file system, so publishing it is
+  // a rename); a stale stage of a killed save is cleared first, and a failed
+  // save's after it.
+  std::string staged = directory + ".saving";
+  onEveryRankOrNone(world, "save checkpoint " + directory, [&] {
+    if (world.rank() == 0)
+      removeTree(staged);
+  });
+  try {
+    saveStaged(directory, staged, world, step, shards, info);
+  } catch (...) {
+    if (world.rank() == 0) {
+      try {
+        removeTree(staged);
+      } catch (...) {
+        // The save's own failure is the one to report.
+      }
+    }
+    throw;
+  }
+}
+
+void saveCheckpointInFolder(const std::string &folder, Communicator &world, int64_t step,
+                            const std::vector<Shard> &shards, const std::map<std::string, std::string> &info,
+                            int64_t keep) {
+  std::string name = stepDirectoryName(step);
+  saveCheckpoint(folder + "/" + name, world, step, shards, info);
+  onEveryRankOrNone(world, "save checkpoint " + folder, [&] {
+    if (world.rank() != 0)
+      return;
+    std::string latest = name + "\n";
+    writeFileAtomically(folder + "/latest", {{latest.data(), int64_t(latest.size())}});
+    std::vector<std::string> all = checkpointsIn(folder);
+    for (size_t i = 0; keep > 0 && i + size_t(keep) < all.size(); ++i)
+      if (all[i] != name)
+        removeTree(folder + "/" + all[i]);
+  });
 }
 
 LoadedCheckpoint LoadedCheckpoint::load(const std::string &directory, Communicator &world) {
   std::string what = "load checkpoint " + directory;
   LoadedCheckpoint checkpoint;
-  Failure error;
-  try {
-    std::vector<unsigned char> bytes = readWholeFile(directory + "/index.json");
+  auto tensors = std::make_shared<std::map<std::string, IndexedTensor>>();
+  onEveryRankOrNone(world, what, [&] {
+    // A folder of checkpoints: the one `latest` names.
+    checkpoint.directory_ = directory;
+    if (::access((directory + "/index.json").c_str(), F_OK) != 0 &&
+        ::access((directory + "/latest").c_str(), F_OK) == 0) {
+      std::vector<unsigned char> latest = readWholeFile(directory + "/latest");
+      std::string name(latest.begin(), latest.end());
+      while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back())))
+        name.pop_back();
+      if (name.empty() || name.find('/') != std::string::npos)
+        fail(what, "latest does not name a checkpoint of the folder");
+      checkpoint.directory_ = directory + "/" + name;
+    }
+    if (::access((checkpoint.directory_ + "/index.json").c_str(), F_OK) != 0)
+      fail(what, checkpoint.directory_ + " has no index.json: not a checkpoint (nor a folder of them with `latest`), "
+                                         "or a save that did not finish");
+    std::vector<unsigned char> bytes = readWholeFile(checkpoint.directory_ + "/index.json");
     std::string parseError;
     std::optional<Json> index = Json::parse(std::string(bytes.begin(), bytes.end()), parseError);
     if (!index || !index->isObject())
@@ -191,36 +391,158 @@ LoadedCheckpoint LoadedCheckpoint::load(const std::string &directory, Communicat
     const Json *worldSize = index->find("world_size");
     const Json *step = index->find("step");
     const Json *files = index->find("files");
-    if (!worldSize || !worldSize->isNumber() || !step || !step->isNumber() || !files || !files->isArray())
-      fail(what, "index.json lacks world_size, step or files");
-    if (int(worldSize->asNumber()) != world.size())
-      fail(what, "written by " + std::to_string(int(worldSize->asNumber())) + " ranks, but this job has " +
-                     std::to_string(world.size()) + " (loading onto another rank count is not supported yet)");
+    const Json *entries = index->find("tensors");
+    if (!worldSize || !worldSize->isNumber() || !step || !step->isNumber() || !files || !files->isArray() || !entries ||
+        !entries->isObject())
+      fail(what, "index.json lacks world_size, step, files or tensors");
     checkpoint.step_ = int64_t(step->asNumber());
+    checkpoint.worldSize_ = int(worldSize->asNumber());
     if (const Json *info = index->find("info"); info && info->isObject())
       for (const auto &[key, value] : info->asObject())
         if (value.isString())
           checkpoint.info_[key] = value.asString();
-    const Json *mine = nullptr;
-    for (const Json &f : files->asArray())
-      if (f.isObject() && f.find("rank") && f.find("rank")->isNumber() &&
-          int(f.find("rank")->asNumber()) == world.rank())
-        mine = &f;
-    if (!mine || !mine->find("file") || !mine->find("crc32") || !mine->find("bytes"))
-      fail(what, "index.json names no file for rank " + std::to_string(world.rank()));
-    std::string file = directory + "/" + mine->find("file")->asString();
-    checkpoint.file_ = std::make_unique<SafetensorsFile>(SafetensorsFile::read(file));
-    if (hex(checkpoint.file_->fileCrc()) != mine->find("crc32")->asString())
-      fail(what, file + " does not match index.json (checksum " + hex(checkpoint.file_->fileCrc()) +
-                     ", index says " + mine->find("crc32")->asString() + "): corrupt, or from another save");
-    auto savedStep = checkpoint.file_->metadata().find("step");
-    if (savedStep == checkpoint.file_->metadata().end() || savedStep->second != std::to_string(checkpoint.step_))
-      fail(what, file + " was saved at another step than index.json records");
-  } catch (...) {
-    error.capture(what);
-  }
-  agreeOnFailure(world, what, error);
+    for (const Json &f : files->asArray()) {
+      const Json *rank = f.isObject() ? f.find("rank") : nullptr;
+      const Json *name = f.isObject() ? f.find("file") : nullptr;
+      const Json *crc = f.isObject() ? f.find("crc32") : nullptr;
+      if (!rank || !rank->isNumber() || !name || !name->isString() || !crc || !crc->isString() ||
+          name->asString().find('/') != std::string::npos)
+        fail(what, "index.json: a file entry lacks its rank, name or CRC");
+      checkpoint.fileNames_[int(rank->asNumber())] = {name->asString(), crc->asString()};
+    }
+    for (const auto &[name, entry] : entries->asObject()) {
+      IndexedTensor t;
+      const Json *dtype = entry.find("dtype");
+      std::optional<DType> parsed = dtype && dtype->isString() ? parseSafetensorsName(dtype->asString()) : std::nullopt;
+      if (!parsed)
+        fail(what, "index.json: tensor '" + name + "' has no known dtype");
+      t.dtype = *parsed;
+      t.shape = shapeOf(entry.find("global_shape"), what);
+      t.padding = numberOr(entry, "padding", 0), t.paddingDim = numberOr(entry, "padding_dim", -1);
+      const Json *shards = entry.find("shards");
+      if (!shards || !shards->isArray())
+        fail(what, "index.json: tensor '" + name + "' lists no shards");
+      for (const Json &s : shards->asArray()) {
+        IndexedTensor::Part part;
+        part.rank = int(numberOr(s, "rank", -1));
+        part.offsets = shapeOf(s.find("offsets"), what), part.shape = shapeOf(s.find("shape"), what);
+        part.groups = numberOr(s, "groups", 1), part.groupDim = numberOr(s, "group_dim", -1);
+        if (!checkpoint.fileNames_.count(part.rank) || part.offsets.size() != t.shape.size() ||
+            part.shape.size() != t.shape.size())
+          fail(what, "index.json: a shard of '" + name + "' names no file or does not fit its tensor");
+        for (size_t d = 0; d < t.shape.size(); ++d) {
+          bool grouped = part.groups > 1 && int64_t(d) == part.groupDim;
+          int64_t parts = grouped ? part.groups : 1;
+          if (grouped && (part.shape[d] % parts || t.shape[d] % parts))
+            fail(what, "index.json: a shard of '" + name + "' is grouped unevenly");
+          if (part.offsets[d] + part.shape[d] / parts > t.shape[d] / parts)
+            fail(what, "index.json: a shard of '" + name + "' lies outside " + shapeString(t.shape));
+        }
+        t.parts.push_back(std::move(part));
+      }
+      (*tensors)[name] = std::move(t);
+    }
+    checkpoint.tensors_ = tensors;
+    // Under the writer's rank count each rank reads its own file first: a
+    // corrupt one is found (and named) by its own rank at once.
+    if (checkpoint.worldSize_ == world.size() && checkpoint.fileNames_.count(world.rank()))
+      checkpoint.file(world.rank());
+  });
   return checkpoint;
+}
+
+const SafetensorsFile &LoadedCheckpoint::file(int rank) const {
+  auto cached = files_.find(rank);
+  if (cached != files_.end())
+    return cached->second;
+  std::string what = "load checkpoint " + directory_;
+  auto named = fileNames_.find(rank);
+  if (named == fileNames_.end())
+    fail(what, "index.json names no file for rank " + std::to_string(rank));
+  std::string path = directory_ + "/" + named->second.first;
+  SafetensorsFile file = SafetensorsFile::read(path);
+  if (hex(file.fileCrc()) != named->second.second)
+    fail(what, path + " does not match index.json (checksum " + hex(file.fileCrc()) + ", index says " +
+                   named->second.second + "): corrupt, or from another save");
+  auto savedStep = file.metadata().find("step");
+  if (savedStep == file.metadata().end() || savedStep->second != std::to_string(step_))
+    fail(what, path + " was saved at another step than index.json records");
+  return files_.emplace(rank, std::move(file)).first->second;
+}
+
+void LoadedCheckpoint::readWhole(Communicator &world, const std::vector<WholeTensorRequest> &requests,
+                                 const std::function<void(size_t, const std::vector<unsigned char> &)> &use) const {
+  std::string what = "load checkpoint " + directory_;
+  onEveryRankOrNone(world, what, [&] {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const WholeTensorRequest &want = requests[i];
+      auto found = tensors_->find(want.name);
+      if (found == tensors_->end())
+        fail(what, "holds no tensor '" + want.name + "': a checkpoint of another model or program?");
+      const IndexedTensor &t = found->second;
+      if (t.dtype != want.dtype)
+        fail(what, "tensor '" + want.name + "' is " + nameOf(t.dtype) + ", this program's is " + nameOf(want.dtype));
+      std::vector<int64_t> saved = unpadded(t.shape, t.padding, t.paddingDim);
+      if (saved != unpadded(want.shape, want.padding, want.paddingDim))
+        fail(what, "tensor '" + want.name + "' is " + shapeString(saved) + " in the checkpoint, " +
+                       shapeString(unpadded(want.shape, want.padding, want.paddingDim)) +
+                       " in this program: a checkpoint of another model?");
+      int64_t width = bytesOf(t.dtype), elements = elementsOf(t.shape);
+      std::vector<unsigned char> whole(size_t(elements * width));
+      std::vector<char> covered(size_t(elements), 0);
+      int64_t missing = elements;
+      for (const IndexedTensor::Part &part : t.parts) {
+        // Data-parallel ranks hold copies: a part already placed is not read again.
+        bool needed = false;
+        forEachShardRun(t.shape, part.shape, part.offsets, part.groups, part.groupDim,
+                        [&](int64_t at, int64_t, int64_t n) {
+                          for (int64_t k = 0; k < n && !needed; ++k)
+                            needed = !covered[size_t(at + k)];
+                        });
+        if (!needed)
+          continue;
+        const TensorView &view = file(part.rank).require(want.name, t.dtype, part.shape);
+        const auto *from = static_cast<const unsigned char *>(view.data);
+        forEachShardRun(t.shape, part.shape, part.offsets, part.groups, part.groupDim,
+                        [&](int64_t at, int64_t offset, int64_t n) {
+                          std::memcpy(whole.data() + at * width, from + offset * width, size_t(n * width));
+                          for (int64_t k = 0; k < n; ++k)
+                            missing -= !covered[size_t(at + k)], covered[size_t(at + k)] = 1;
+                        });
+      }
+      if (missing)
+        fail(what, "tensor '" + want.name + "': the shards index.json lists leave " + std::to_string(missing) +
+                       " of its " + std::to_string(elements) + " elements uncovered");
+      if (t.shape == want.shape) {
+        use(i, whole);
+        continue;
+      }
+      // Another padding: the model's rows copied, the program's padding zeros.
+      std::vector<unsigned char> shaped(size_t(elementsOf(want.shape) * width), 0);
+      std::vector<int64_t> box = saved;
+      if (!box.empty() && elementsOf(box) > 0) {
+        size_t rank = box.size();
+        std::vector<int64_t> c(rank, 0);
+        for (;;) {
+          int64_t from = 0, to = 0;
+          for (size_t d = 0; d < rank; ++d)
+            from = from * t.shape[d] + c[d], to = to * want.shape[d] + c[d];
+          std::memcpy(shaped.data() + to * width, whole.data() + from * width, size_t(box[rank - 1] * width));
+          int d = int(rank) - 2;
+          for (; d >= 0; --d) {
+            if (++c[size_t(d)] < box[size_t(d)])
+              break;
+            c[size_t(d)] = 0;
+          }
+          if (d < 0)
+            break;
+        }
+      } else if (box.empty()) {
+        shaped = whole;
+      }
+      use(i, shaped);
+    }
+  });
 }
 
 } // namespace colossal::rt

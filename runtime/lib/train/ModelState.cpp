@@ -2,7 +2,11 @@
 
 #include "ModelState.h"
 
+#include "ParameterSources.h"
+
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/comm/SingleRankCommunicator.h"
+#include "colossal/runtime/io/AtomicFile.h"
 #include "colossal/runtime/io/Checkpoint.h"
 #include "colossal/runtime/io/Safetensors.h"
 #include "colossal/runtime/train/TensorSlices.h"
@@ -26,12 +30,24 @@ State loadWeights(const TrainingProgram &program, const std::string &path, int64
     bool integer = view->dtype == DType::I64;
     // A tensor-parallel rank keeps its slice of the file's whole tensor.
     SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
-    const TensorView &t = file.require(p.name, integer ? DType::I64 : DType::F32, slice.whole);
+    // A padded vocabulary may come unpadded (weights --export wrote): its
+    // padding rows are zeros.
+    std::vector<float> padded;
+    if (p.padding > 0 && tensorRanks > 1 && !integer && view->shape != slice.whole) {
+      Shape model = slice.whole;
+      model[size_t(p.splitDim)] -= p.padding;
+      const TensorView &t = file.require(p.name, DType::F32, model);
+      padded.assign(size_t(elementsOf(slice.whole)), 0.0f);
+      SliceOf rows{slice.whole, Shape(model.size(), 0)};
+      placeSlice(static_cast<const float *>(t.data), rows, model, padded.data());
+    }
+    const TensorView &t = padded.empty() ? file.require(p.name, integer ? DType::I64 : DType::F32, slice.whole) : *view;
     Tensor value = Tensor::zeros(p.shape, integer);
     if (integer)
       cutSlice(static_cast<const int64_t *>(t.data), slice, p.shape, value.ints.data());
     else
-      cutSlice(static_cast<const float *>(t.data), slice, p.shape, value.floats.data());
+      cutSlice(padded.empty() ? static_cast<const float *>(t.data) : padded.data(), slice, p.shape,
+               value.floats.data());
     if (p.trainable && integer)
       fail(path, "trainable parameter '" + p.name + "' is not floating-point");
     s.parameters.push_back(std::move(value));
@@ -76,14 +92,18 @@ std::string formatExact(double value) {
 
 } // namespace
 
-void saveState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o, State &s,
-               int64_t step, int64_t tensorRank, int64_t tensorRanks) {
+namespace {
+
+/// Collective: the rank's weights (and with `moments` its optimizer state)
+/// as a checkpoint at `dir`, in a folder of them when `folder`.
+void writeState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o, State &s,
+                int64_t step, int64_t tensorRank, int64_t tensorRanks, bool moments, bool folder) {
   // Under ZeRO the moments are gathered: the checkpoint is the same whatever
   // the sharding, so a run may resume with another.
   // What is gathered for the file is a communication buffer.
   MemoryScope scope(MemoryCategory::Communication);
   std::vector<Floats> gatheredM, gatheredV;
-  if (s.sharded)
+  if (s.sharded && moments)
     s.sharded->gatherMoments(gatheredM, gatheredV);
   const std::vector<Floats> &moments1 = s.sharded ? gatheredM : s.m;
   const std::vector<Floats> &moments2 = s.sharded ? gatheredV : s.v;
@@ -101,7 +121,8 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
   std::vector<Shard> shards;
   auto add = [&](TensorView view, const ProgramParameter &p) {
     SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
-    shards.push_back(Shard{view, slice.whole, slice.offsets, slice.groups, slice.dim});
+    int64_t padding = tensorRanks > 1 ? p.padding : 0;
+    shards.push_back(Shard{view, slice.whole, slice.offsets, slice.groups, slice.dim, padding, p.splitDim});
   };
   for (size_t i = 0; i < program.parameters.size(); ++i) {
     const ProgramParameter &p = program.parameters[i];
@@ -111,24 +132,67 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
     else
       add(viewOf(p.name, p.shape, *floats[i]), p);
   }
-  for (size_t t = 0; t < s.trainable.size(); ++t) {
+  for (size_t t = 0; moments && t < s.trainable.size(); ++t) {
     const ProgramParameter &p = program.parameters[s.trainable[t]];
     add(viewOf("optimizer.m:" + p.name, p.shape, moments1[t]), p);
     if (momentsOf(o.settings.optimizer.kind) == 2)
       add(viewOf("optimizer.v:" + p.name, p.shape, moments2[t]), p);
   }
-  saveCheckpoint(dir, world, step, shards,
-                 {{"model", program.model},
-                  {"optimizer", nameOf(o.settings.optimizer.kind)},
-                  {"seed", std::to_string(o.seed)},
-                  {"microbatches", std::to_string(o.settings.microbatches)},
-                  {"updates", std::to_string(s.updates)},
-                  {"loss_scale", formatExact(s.lossScale)},
-                  {"loss_scale_finite_steps", std::to_string(s.finiteSteps)}});
+  std::map<std::string, std::string> info{{"model", program.model},
+                                          {"optimizer", nameOf(o.settings.optimizer.kind)},
+                                          {"seed", std::to_string(o.seed)},
+                                          {"microbatches", std::to_string(o.settings.microbatches)},
+                                          {"updates", std::to_string(s.updates)},
+                                          {"loss_scale", formatExact(s.lossScale)},
+                                          {"loss_scale_finite_steps", std::to_string(s.finiteSteps)}};
+  if (folder)
+    saveCheckpointInFolder(dir, world, step, shards, info, o.keep);
+  else
+    saveCheckpoint(dir, world, step, shards, info);
+}
+
+} // namespace
+
+void saveState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o, State &s,
+               int64_t step, int64_t tensorRank, int64_t tensorRanks) {
+  writeState(world, dir, program, o, s, step, tensorRank, tensorRanks, /*moments=*/true,
+             /*folder=*/o.saveEvery > 0);
+}
+
+void exportWeights(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
+                   State &s, int64_t step, int64_t tensorRank, int64_t tensorRanks) {
+  // The ranks' slices go through a checkpoint (which puts them back
+  // together); rank 0 writes them whole, padding removed, as one file.
+  std::string shards = dir + "/.shards";
+  writeState(world, shards, program, o, s, step, tensorRank, tensorRanks, /*moments=*/false, /*folder=*/false);
+  onEveryRankOrNone(world, "--export " + dir, [&] {
+    if (world.rank() != 0)
+      return;
+    SingleRankCommunicator alone("export");
+    LoadedCheckpoint checkpoint = LoadedCheckpoint::load(shards, alone);
+    std::vector<WholeTensorRequest> requests;
+    for (const ProgramParameter &p : program.parameters) {
+      SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
+      Shape shape = slice.whole;
+      if (tensorRanks > 1 && p.padding > 0)
+        shape[size_t(p.splitDim)] -= p.padding;
+      bool integer = s.parameters[&p - program.parameters.data()].integer;
+      requests.push_back({p.name, integer ? DType::I64 : DType::F32, shape});
+    }
+    std::vector<std::vector<unsigned char>> data(requests.size());
+    checkpoint.readWhole(alone, requests, [&](size_t i, const std::vector<unsigned char> &whole) { data[i] = whole; });
+    std::vector<TensorView> views;
+    for (size_t i = 0; i < requests.size(); ++i)
+      views.push_back(
+          {requests[i].name, requests[i].dtype, requests[i].shape, data[i].data(), int64_t(data[i].size())});
+    writeSafetensors(dir + "/model.safetensors", views,
+                     {{"format", "colossal-export/1"}, {"model", program.model}, {"step", std::to_string(step)}});
+    removeTree(shards);
+  });
 }
 
 int64_t resumeState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
-                    State &s) {
+                    State &s, int64_t tensorRank, int64_t tensorRanks) {
   LoadedCheckpoint checkpoint = LoadedCheckpoint::load(dir, world);
   auto info = [&](const std::string &key) {
     auto it = checkpoint.info().find(key);
@@ -143,25 +207,35 @@ int64_t resumeState(Communicator &world, const std::string &dir, const TrainingP
   if (info("seed") != std::to_string(o.seed))
     fail("--resume " + dir, "the checkpoint's data order has seed " + info("seed") + ", this run " +
                                 std::to_string(o.seed) + " (give --seed " + info("seed") + ")");
-  const SafetensorsFile &file = checkpoint.shard();
-  auto restore = [&](const std::string &name, const Shape &shape, Floats &into) {
-    const TensorView &t = file.require(name, DType::F32, shape);
-    std::memcpy(into.data(), t.data, size_t(t.bytes));
+  // Each tensor whole as the checkpoint's ranks left it, whatever their
+  // number and split; this rank keeps its slice.
+  std::vector<WholeTensorRequest> requests;
+  std::vector<std::pair<size_t, Floats *>> targets; // parameter index, and where the values go
+  auto request = [&](const std::string &name, size_t parameter, Floats *into) {
+    const ProgramParameter &p = program.parameters[parameter];
+    SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
+    bool integer = s.parameters[parameter].integer;
+    requests.push_back(
+        {name, integer ? DType::I64 : DType::F32, slice.whole, tensorRanks > 1 ? p.padding : 0, p.splitDim});
+    targets.push_back({parameter, into});
   };
-  for (size_t i = 0; i < program.parameters.size(); ++i) {
-    const ProgramParameter &p = program.parameters[i];
-    Tensor &t = s.parameters[i];
-    if (t.integer)
-      std::memcpy(t.ints.data(), file.require(p.name, DType::I64, p.shape).data, t.ints.size() * sizeof(int64_t));
-    else
-      restore(p.name, p.shape, t.floats);
-  }
+  for (size_t i = 0; i < program.parameters.size(); ++i)
+    request(program.parameters[i].name, i, s.parameters[i].integer ? nullptr : &s.parameters[i].floats);
   for (size_t t = 0; t < s.trainable.size(); ++t) {
-    const ProgramParameter &p = program.parameters[s.trainable[t]];
-    restore("optimizer.m:" + p.name, p.shape, s.m[t]);
+    const std::string &name = program.parameters[s.trainable[t]].name;
+    request("optimizer.m:" + name, s.trainable[t], &s.m[t]);
     if (momentsOf(o.settings.optimizer.kind) == 2)
-      restore("optimizer.v:" + p.name, p.shape, s.v[t]);
+      request("optimizer.v:" + name, s.trainable[t], &s.v[t]);
   }
+  checkpoint.readWhole(world, requests, [&](size_t r, const std::vector<unsigned char> &whole) {
+    auto [parameter, into] = targets[r];
+    const ProgramParameter &p = program.parameters[parameter];
+    SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
+    if (!into)
+      cutSlice(reinterpret_cast<const int64_t *>(whole.data()), slice, p.shape, s.parameters[parameter].ints.data());
+    else
+      cutSlice(reinterpret_cast<const float *>(whole.data()), slice, p.shape, into->data());
+  });
   // Checkpoints of programs without loss scaling applied every step.
   s.updates = info("updates").empty() ? checkpoint.step() : std::stoll(info("updates"));
   if (o.settings.lossScaling.dynamic && !info("loss_scale").empty()) {

@@ -62,13 +62,19 @@ State loadWeights(const TrainingProgram &program, const std::string &path, int64
 void prepareOptimizer(const TrainingProgram &program, const OptimizerConfig &config, State &s);
 /// Collective over every rank: each writes its weights and optimizer state
 /// (replicated over the data axis, its slices of the tensor-parallel ones)
-/// as its own shard file.
+/// as its own shard file; with --save-every, into a folder of checkpoints.
 void saveState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o, State &s,
                int64_t step, int64_t tensorRank = 0, int64_t tensorRanks = 1);
+/// Collective: the trained weights as DIR/model.safetensors, whole, under
+/// the ONNX initializers' names and shapes (padding removed), written by
+/// rank 0: what PyTorch's load_state_dict and --weights take.
+void exportWeights(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
+                   State &s, int64_t step, int64_t tensorRank = 0, int64_t tensorRanks = 1);
 /// Continues from a checkpoint of this model, optimizer and seed (refused
-/// otherwise, naming which); returns its step.
+/// otherwise, naming which), written under any plan and number of ranks:
+/// rank `tensorRank` of `tensorRanks` keeps its slices. Returns its step.
 int64_t resumeState(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
-                    State &s);
+                    State &s, int64_t tensorRank = 0, int64_t tensorRanks = 1);
 
 } // namespace colossal::rt::trainer
 

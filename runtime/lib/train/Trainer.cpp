@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <malloc.h>
 #include <memory>
@@ -147,7 +148,7 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     };
   bool lead = groups.world.rank() == 0;
   s.lossScale = o.settings.lossScaling.dynamic ? o.settings.lossScaling.initial : 1.0;
-  int64_t start = o.resume.empty() ? 0 : resumeState(groups.world, o.resume, program, o, s);
+  int64_t start = o.resume.empty() ? 0 : resumeState(groups.world, o.resume, program, o, s, tensorRank, tensorRanks);
   if (start > o.settings.steps)
     fail("--steps", "the checkpoint is at step " + std::to_string(start) + ", past --steps " +
                         std::to_string(o.settings.steps));
@@ -364,10 +365,15 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     progress.update(record);
     if (dump)
       dump->write(o.dumpGradients, program, s.trainable, s.sharded.get(), tp, groups.world.rank());
+    // The last step's checkpoint is written after the loop.
+    if (o.saveEvery > 0 && step % o.saveEvery == 0 && step < o.settings.steps)
+      saveState(groups.world, o.save, program, o, s, step, tensorRank, tensorRanks);
   }
   progress.finish();
   if (!o.save.empty())
     saveState(groups.world, o.save, program, o, s, std::max(start, o.settings.steps), tensorRank, tensorRanks);
+  if (!o.exportDir.empty())
+    exportWeights(groups.world, o.exportDir, program, o, s, std::max(start, o.settings.steps), tensorRank, tensorRanks);
 }
 
 void printError(const char *argv0, const std::string &call, const std::string &reason) {
@@ -447,6 +453,9 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
   // heap rather than returning them to the system and faulting them back in.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // A file-size limit reached while saving is a failed write (EFBIG), which
+  // the save reports on every rank, not a signal that kills one rank.
+  std::signal(SIGXFSZ, SIG_IGN);
   // --help needs no launcher: a program compiled for N ranks explains itself
   // when started alone.
   for (int i = 1; i < argc; ++i)

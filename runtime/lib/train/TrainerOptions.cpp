@@ -30,11 +30,20 @@ Trains %s, compiled by colossal-compile, on the host.
                        loss_scale, tokens_per_s, time, memory (bytes by
                        category, current and peak) and, on several ranks,
                        comm (bytes by collective)
-  --save DIR           write a checkpoint of the last step here
+  --save DIR           write a checkpoint of the last step here (staged, then
+                       published whole: a failed save leaves the previous one)
+  --save-every N       also every N steps: DIR becomes a folder of checkpoints,
+                       DIR/step-00000010, DIR/latest naming the newest
+  --keep N             with --save-every, keep only the newest N (default all)
   --dump-gradients DIR write the first step's gradients (averaged over
                        microbatches and ranks, before clipping) as whole
                        tensors, DIR/NAME.npy (rank k: DIR/rank-0000k/NAME.npy)
-  --resume DIR         continue from a checkpoint written by --save
+  --export DIR         write the trained weights as DIR/model.safetensors: whole
+                       tensors under the ONNX initializers' (PyTorch's) names and
+                       shapes, vocabulary padding removed; --weights takes it
+  --resume DIR         continue from a checkpoint written by --save (or the newest
+                       of a folder of them), under this program's plan and
+                       rank count whatever the writer's
   --optimizer NAME     lamb, adamw, sgd or lars (default %s)
   --lr X               peak learning rate (default %g)
   --weight-decay X     decoupled weight decay (default %g)
@@ -118,7 +127,9 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
                                           "--beta2",        "--momentum",
                                           "--eta",          "--dump-gradients",
                                           "--loss-scale",   "--loss-scale-window",
-                                          "--bucket-mb",    "--prefetch-mb"};
+                                          "--bucket-mb",    "--prefetch-mb",
+                                          "--save-every",   "--keep",
+                                          "--export"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail(flag, "unknown flag (see --help)");
     if (eq == std::string::npos) {
@@ -143,6 +154,12 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
       o.save = value;
     else if (flag == "--resume")
       o.resume = value;
+    else if (flag == "--export")
+      o.exportDir = value;
+    else if (flag == "--save-every")
+      o.saveEvery = parseCount(flag, value, 1);
+    else if (flag == "--keep")
+      o.keep = parseCount(flag, value, 1);
     else if (flag == "--dump-gradients")
       o.dumpGradients = value;
     else if (flag == "--optimizer") {
@@ -200,6 +217,10 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
   }
   if (!o.feed.empty() && !o.data.empty())
     fail("--feed and --data", "give one source of data");
+  if ((o.saveEvery > 0 || o.keep > 0) && o.save.empty())
+    fail(o.saveEvery > 0 ? "--save-every" : "--keep", "needs --save DIR");
+  if (o.keep > 0 && o.saveEvery == 0)
+    fail("--keep", "keeps the newest of a folder of checkpoints: give --save-every N too");
   return o;
 }
 

@@ -24,7 +24,9 @@ using host::Tensor;
 struct Options {
   TrainingSettings settings;
   uint64_t seed = 0;
-  std::string feed, data, log, save, resume, weights, dumpGradients;
+  std::string feed, data, log, save, resume, weights, dumpGradients, exportDir;
+  /// --save-every N (0: only the last step) and --keep N (0: every one).
+  int64_t saveEvery = 0, keep = 0;
   bool quiet = false;
 };
 

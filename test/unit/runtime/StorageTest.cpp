@@ -95,7 +95,26 @@ TEST(CheckpointTest, SaveLoadAndRefuseCorruptOrMismatched) {
   LoadedCheckpoint loaded = LoadedCheckpoint::load(dir.path + "/ckpt", world);
   EXPECT_EQ(loaded.step(), 42);
   EXPECT_EQ(loaded.info().at("optimizer"), "lamb");
-  EXPECT_EQ(std::memcmp(loaded.shard().require("layer.w", DType::F32, {2, 3}).data, w.data(), 24), 0);
+  std::vector<unsigned char> read;
+  loaded.readWhole(world, {{"layer.w", DType::F32, {2, 3}}},
+                   [&](size_t, const std::vector<unsigned char> &b) { read = b; });
+  ASSERT_EQ(read.size(), 24u);
+  EXPECT_EQ(std::memcmp(read.data(), w.data(), 24), 0);
+  expectErrorContains(
+      [&] {
+        loaded.readWhole(world, {{"layer.b", DType::F32, {3}}}, [](size_t, const std::vector<unsigned char> &) {});
+      },
+      "holds no tensor 'layer.b'");
+  expectErrorContains(
+      [&] {
+        loaded.readWhole(world, {{"layer.w", DType::F32, {3, 3}}}, [](size_t, const std::vector<unsigned char> &) {});
+      },
+      "tensor 'layer.w' is [2, 3] in the checkpoint, [3, 3] in this program");
+  expectErrorContains(
+      [&] {
+        loaded.readWhole(world, {{"layer.w", DType::I64, {2, 3}}}, [](size_t, const std::vector<unsigned char> &) {});
+      },
+      "tensor 'layer.w' is f32, this program's is i64");
 
   // The index records global shapes and shard offsets for resharding.
   std::vector<unsigned char> index = readWholeFile(dir.path + "/ckpt/index.json");

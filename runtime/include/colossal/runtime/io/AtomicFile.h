@@ -26,6 +26,14 @@ std::vector<unsigned char> readWholeFile(const std::string &path);
 /// Creates `path` and its parents when missing.
 void makeDirectories(const std::string &path);
 
+/// Deletes `path` and everything under it; nothing when it does not exist.
+void removeTree(const std::string &path);
+
+/// Puts the complete directory `staged` at `path` in one step: an existing
+/// `path` is exchanged atomically where the file system can (Linux's
+/// RENAME_EXCHANGE), else moved aside first; the old one is then deleted.
+void publishDirectory(const std::string &staged, const std::string &path);
+
 } // namespace colossal::rt
 
 #endif // COLOSSAL_RUNTIME_ATOMICFILE_H

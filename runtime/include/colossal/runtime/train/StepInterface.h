@@ -48,6 +48,9 @@ struct ProgramParameter {
   /// A grouped split (a fused QKV projection): the dimension is this many
   /// equal groups, and the rank keeps its slice of each, side by side.
   int64_t splitGroups = 1;
+  /// The whole tensor's last `padding` rows along `splitDim` are zeros the
+  /// split added (a vocabulary the tensor ranks do not divide).
+  int64_t padding = 0;
 };
 
 /// Dynamic loss scaling for fp16 gradients (the rules of PyTorch's
