@@ -553,6 +553,16 @@ LogicalResult writePackage(ModuleOp module, const PackageOptions &given) {
   TimingScope weightsTimer = timing.nest("weights");
   if (failed(writeWeights(module, options, dir + "/weights.safetensors")))
     return failure();
+  // The graph without its weights, for `model_train --export` to put the
+  // trained ones back into; a model it cannot hold exports weights only.
+  {
+    std::vector<std::string> names;
+    for (train::ParameterOp p : module.getOps<train::ParameterOp>())
+      names.push_back(p.getSymName().str());
+    std::string unused;
+    if (!writeGraphWithoutWeights(options.onnxPath, names, dir + "/graph.onnx", unused))
+      llvm::sys::fs::remove(dir + "/graph.onnx");
+  }
   weightsTimer.stop();
   TimingScope manifestTimer = timing.nest("manifest (predictions)");
   if (failed(writeText(module, dir + "/manifest.json", manifestOf(module, options, memory).dump() + "\n")))

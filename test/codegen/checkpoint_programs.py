@@ -10,6 +10,10 @@ parallelism (a fused QKV projection split in groups), all-to-all sequence
 parallelism, optimizer offload, and a vocabulary padded for 2 tensor ranks
 continued by one rank that holds it unpadded.
 
+Weights out: --export writes the weights whole under the PyTorch module's
+parameter names (PyTorch's loss on them is the program's) and the ONNX model
+with them, which compiles again and trains on.
+
 Safe saves: --save-every and --keep keep the newest checkpoints and a
 `latest` pointer; a rank killed in the middle of a save, and a save that
 reaches a file-size limit (the disk full), leave the previous checkpoint
@@ -134,7 +138,8 @@ check(latest.returncode == 0 and [json.loads(line)["step"] for line in open(f"{W
 
 
 # 2b. Weights out: --export after 5 steps writes whole tensors under the
-# ONNX initializers' names, which are the PyTorch module's parameter names;
+# ONNX initializers' names, which are the PyTorch module's parameter names,
+# and the ONNX model with them as its initializers;
 # PyTorch's loss on them must be the program's loss at step 6 (1e-5), from
 # a tensor-parallel run too. The padded vocabulary comes out unpadded, and
 # --weights takes the file back (a fresh optimizer: the first loss is step 6's).
@@ -160,6 +165,20 @@ for plan in ("one", "tp2", "dp2-zero3"):
     back = run("one", "--steps", "1", "--weights", f"{out}/model.safetensors", "--log", f"{WORK}/{plan}-back.log")
     check(back.returncode == 0 and relative(losses(f"{WORK}/{plan}-back.log"), whole[plan][5:6]) <= 1e-5,
           f"{plan}: --weights on the exported file does not start at step 6's loss: {back.stderr[-1500:]}")
+# The exported ONNX model (the graph with the trained initializers) imports
+# and trains on from step 6's loss.
+reimported = subprocess.run([COMPILER, f"{WORK}/tp2-export/model.onnx", "--quiet", "--batch", str(BATCH), "--seq",
+                             "8", "--trainable", f"{FIXTURES}/{MODEL}/trainable.txt", "-o", f"{WORK}/reimported"],
+                            capture_output=True, text=True)
+check(reimported.returncode == 0, f"the exported model.onnx does not compile: {reimported.stderr[-1500:]}")
+if reimported.returncode == 0:
+    onward = train(f"{WORK}/reimported", *flags, "--steps", "3", "--log", f"{WORK}/reimported.log")
+    onward_losses = losses(f"{WORK}/reimported.log") if onward.returncode == 0 else []
+    error = relative(onward_losses[:1], whole["tp2"][5:6])
+    print(f"the exported model.onnx, compiled again, trains on: losses {onward_losses} (the first {error:.2e} from "
+          f"step 6's)")
+    check(len(onward_losses) == 3 and error <= 1e-5 and onward_losses[2] < onward_losses[0],
+          f"the exported model.onnx does not train on from step 6: {onward_losses} {onward.stderr[-1500:]}")
 padded_export = train(f"{WORK}/padded-tp2", "--steps", "5", "--export", f"{WORK}/padded-export", ranks=2)
 check(padded_export.returncode == 0, f"padded-tp2 --export: {padded_export.stderr[-1500:]}")
 if padded_export.returncode == 0:

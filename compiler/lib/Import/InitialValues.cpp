@@ -60,4 +60,46 @@ std::optional<std::map<std::string, InitialValue>> readInitialValues(const std::
   return values;
 }
 
+bool writeGraphWithoutWeights(const std::string &path, const std::vector<std::string> &names,
+                              const std::string &outPath, std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": cannot open the file";
+    return false;
+  }
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  onnx::ModelProto model;
+  if (!import::parseModel(bytes.data(), bytes.size(), model, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  std::set<std::string> weights(names.begin(), names.end());
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+  for (const onnx::TensorProto &init : model.graph().initializer()) {
+    bool external = init.data_location() == onnx::TensorProto::EXTERNAL;
+    if (!weights.count(init.name())) {
+      // The graph is written elsewhere: a constant's external file would not
+      // be found from there.
+      if (external) {
+        error = path + ": constant '" + init.name() + "' is stored in an external file";
+        return false;
+      }
+      *kept.Add() = init;
+      continue;
+    }
+    // The trained weights are written back as float32 or int64.
+    if (init.data_type() != onnx::TensorProto::FLOAT && init.data_type() != onnx::TensorProto::INT64) {
+      error = path + ": weight '" + init.name() + "' is not float32 or int64";
+      return false;
+    }
+  }
+  model.mutable_graph()->mutable_initializer()->Swap(&kept);
+  std::ofstream out(outPath, std::ios::binary | std::ios::trunc);
+  if (!out || !model.SerializeToOstream(&out) || !out.flush()) {
+    error = outPath + ": cannot write the file";
+    return false;
+  }
+  return true;
+}
+
 } // namespace colossal

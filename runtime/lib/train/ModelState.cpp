@@ -8,6 +8,8 @@
 #include "colossal/runtime/comm/SingleRankCommunicator.h"
 #include "colossal/runtime/io/AtomicFile.h"
 #include "colossal/runtime/io/Checkpoint.h"
+#include "colossal/runtime/io/OnnxWeights.h"
+#include "colossal/runtime/io/ProgramFiles.h"
 #include "colossal/runtime/io/Safetensors.h"
 #include "colossal/runtime/train/TensorSlices.h"
 
@@ -187,6 +189,15 @@ void exportWeights(Communicator &world, const std::string &dir, const TrainingPr
           {requests[i].name, requests[i].dtype, requests[i].shape, data[i].data(), int64_t(data[i].size())});
     writeSafetensors(dir + "/model.safetensors", views,
                      {{"format", "colossal-export/1"}, {"model", program.model}, {"step", std::to_string(step)}});
+    // The model itself with these weights, where the compiler left its graph.
+    std::string graph = besideProgram("graph.onnx");
+    if (::access(graph.c_str(), R_OK) == 0)
+      writeOnnxWithWeights(graph, views, dir + "/model.onnx");
+    else
+      std::fprintf(stderr,
+                   "--export: no graph.onnx beside the program (its model keeps constants in external "
+                   "files or weights of another type): wrote %s/model.safetensors only\n",
+                   dir.c_str());
     removeTree(shards);
   });
 }

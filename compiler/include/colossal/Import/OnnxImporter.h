@@ -57,6 +57,14 @@ std::optional<std::map<std::string, InitialValue>> readInitialValues(const std::
                                                                      const std::vector<std::string> &names,
                                                                      std::string &error);
 
+/// Writes the model at `path` without the initializers `names` (the
+/// weights) to `outPath`: the graph a trained program's weights are put back
+/// into (`model_train --export`). False, with `error`, for a model whose
+/// other constants live in external files or whose weights are not float32
+/// or int64.
+bool writeGraphWithoutWeights(const std::string &path, const std::vector<std::string> &names,
+                              const std::string &outPath, std::string &error);
+
 /// Imports the ONNX file at `path`. On failure, diagnostics naming the file,
 /// the node and the reason have been emitted through the context's handler.
 mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext &context,
