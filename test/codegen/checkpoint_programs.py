@@ -264,6 +264,14 @@ def rewrite(source, target, edit):
     json.dump(index, open(f"{target}/index.json", "w"), indent=2)
 
 
+# A directory that is not a checkpoint is never replaced by one.
+foreign = f"{WORK}/not-a-checkpoint"
+os.makedirs(foreign, exist_ok=True)
+open(f"{foreign}/notes.txt", "w").write("keep me")
+check_refusals([("--save into a directory of other files", run("one", "--steps", "1", "--save", foreign),
+                 "holds other files than a checkpoint; give a new directory")])
+check(open(f"{foreign}/notes.txt").read() == "keep me", "a refused save touched the directory's files")
+
 one_at5 = f"{WORK}/one-at5"
 rewrite(one_at5, f"{WORK}/no-wpe", lambda name, shape, data: None if name == "optimizer.v:wpe.weight" else (shape, data))
 rewrite(one_at5, f"{WORK}/short-wpe",

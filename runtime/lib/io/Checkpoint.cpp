@@ -319,6 +319,27 @@ std::vector<std::string> checkpointsIn(const std::string &folder) {
 
 } // namespace
 
+bool canHoldCheckpoint(const std::string &path, bool folder) {
+  DIR *d = ::opendir(path.c_str());
+  if (!d)
+    return ::access(path.c_str(), F_OK) != 0;
+  bool ours = true;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..")
+      continue;
+    if (folder) {
+      ours = ours && (name.rfind("step-", 0) == 0 || name.rfind("latest", 0) == 0);
+      continue;
+    }
+    bool index = name.rfind("index.json", 0) == 0;
+    bool shard = name.rfind("rank-", 0) == 0 && name.find(".safetensors") != std::string::npos;
+    ours = ours && (index || shard);
+  }
+  ::closedir(d);
+  return ours;
+}
+
 void saveCheckpoint(const std::string &directory, Communicator &world, int64_t step, const std::vector<Shard> &shards,
                     const std::map<std::string, std::string> &info) {
   // Staged beside the final directory (same file system, so publishing it is
@@ -326,8 +347,14 @@ void saveCheckpoint(const std::string &directory, Communicator &world, int64_t s
   // save's after it.
   std::string staged = directory + ".saving";
   onEveryRankOrNone(world, "save checkpoint " + directory, [&] {
-    if (world.rank() == 0)
-      removeTree(staged);
+    if (world.rank() != 0)
+      return;
+    // Publishing replaces `directory`: only an earlier checkpoint or an
+    // empty directory may be there.
+    if (!canHoldCheckpoint(directory, /*folder=*/false))
+      fail("save checkpoint " + directory,
+           "it exists and holds other files than a checkpoint; give --save a new directory or an earlier checkpoint's");
+    removeTree(staged);
   });
   try {
     saveStaged(directory, staged, world, step, shards, info);

@@ -27,6 +27,7 @@
 #include "colossal/runtime/comm/MpiCommunicator.h"
 #include "colossal/runtime/comm/ProcessGroups.h"
 #include "colossal/runtime/comm/SingleRankCommunicator.h"
+#include "colossal/runtime/io/Checkpoint.h"
 #include "colossal/runtime/io/StepLog.h"
 #include "colossal/runtime/train/GradientBuckets.h"
 #include "colossal/runtime/train/GradientDump.h"
@@ -60,6 +61,11 @@ Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int
     fail(program.model, "optimizer offload moves each rank's ZeRO shard of the optimizer to the host, and this "
                         "program has no ZeRO stage over its " + std::to_string(ranks) +
                         " ranks (recompile with --strategy zero=1,offload=optimizer)");
+  // Found before training, not at the save after it.
+  if (!o.save.empty() && !canHoldCheckpoint(o.save, o.saveEvery > 0))
+    fail("--save " + o.save, std::string("it exists and holds other files than ") +
+                                 (o.saveEvery > 0 ? "checkpoints" : "a checkpoint") +
+                                 "; give a new directory or an earlier save's");
   Prepared p{o, loadWeights(program, o.weights, tensorRank, tensorRanks), nullptr};
   prepareOptimizer(program, o.settings.optimizer, p.state);
   if (p.state.trainable.empty())

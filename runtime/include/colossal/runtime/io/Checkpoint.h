@@ -57,6 +57,11 @@ void saveCheckpointInFolder(const std::string &folder, Communicator &world, int6
                             const std::vector<Shard> &shards, const std::map<std::string, std::string> &info,
                             int64_t keep);
 
+/// Whether a save may publish a checkpoint at `path` (or, with `folder`, a
+/// folder of them): it is missing, empty, or holds only a checkpoint's files
+/// (a folder's step-* and latest). A save never replaces anything else.
+bool canHoldCheckpoint(const std::string &path, bool folder);
+
 /// A tensor as a loading program wants it: whole, in its own global shape
 /// (with its own padding, zero-filled).
 struct WholeTensorRequest {
