@@ -9,8 +9,8 @@ runtime's counters; one all-reduce per gradient bucket, small buckets
 included), and the model states each rank holds (parameters, gradients,
 optimizer state) are within 5% of the plan's memory per rank. ZeRO stages
 1, 2 and 3, optimizer offload and recomputation under ZeRO-3 do the same,
-shards that do not divide are padded as the plan counts, runs resume bit for
-bit, and ZeRO checkpoints are the replicated format other programs continue.
+shards that do not divide are padded as the plan counts, and runs resume bit
+for bit.
 
   emitted_parallel_programs.py COMPILER FIXTURES WORKDIR MPIRUN
 """
@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
-    check, check_refusals, compile_model, train, weight_error, losses, worst_relative, worst_weight_error,
+    check, check_refusals, compile_model, train, losses, worst_relative, worst_weight_error,
     check_model_states, check_step_peak, check_prefetch, check_counters, check_overlap, gradient_buckets,
     batch_data, check_gradients, check_replicas, runtime_name, check_offload, check_recompute, finish, FIXTURES,
     WORK, shard, optimizer_flags, safetensors,
@@ -238,8 +238,8 @@ if inline.returncode == 0:
     print(f"ZeRO-3 prefetch: the same bits and collectives as gathering at each read; "
           f"{grown} B more communication buffers at the peak (budget {budget} B, one layer's weights)")
 
-# A ZeRO run resumes bit for bit, and its checkpoint (moments gathered) is
-# the replicated format: the plain data-parallel program continues it.
+# A ZeRO run resumes bit for bit. (Its checkpoint holds the moments
+# gathered; checkpoint_programs.py resumes it under other plans.)
 zero2, flags = f"{WORK}/gpt2-zero2-x2", ["--feed", batch_data("gpt2", 4)[0]]
 whole = train(zero2, *flags, "--steps", "6", "--save", f"{WORK}/zck-whole", ranks=2)
 first = train(zero2, *flags, "--steps", "3", "--save", f"{WORK}/zck-half", ranks=2)
@@ -250,30 +250,7 @@ for r in range(2):
     name = f"rank-{r:05d}-of-00002.safetensors"
     same = open(f"{WORK}/zck-whole/{name}", "rb").read() == open(f"{WORK}/zck-resumed/{name}", "rb").read()
     check(same, f"ZeRO-2: the resumed run's checkpoint {name} differs from the uninterrupted run's")
-plain_program = f"{WORK}/gpt2-dp2-b4"
-built = compile_model("gpt2", plain_program, "--gpus", "2", batch=4)
-check(built.returncode == 0, f"gpt2 --gpus 2 --batch 4: {built.stderr[-2000:]}")
-plain = train(plain_program, *flags, "--steps", "6", "--resume", f"{WORK}/zck-half", "--save", f"{WORK}/zck-plain",
-              ranks=2)
-check(plain.returncode == 0, f"a replicated program resuming a ZeRO checkpoint failed: {plain.stderr[-1500:]}")
-if plain.returncode == 0:
-    a = safetensors(f"{WORK}/zck-plain/rank-00000-of-00002.safetensors")
-    b = safetensors(f"{WORK}/zck-whole/rank-00000-of-00002.safetensors")
-    error, key = weight_error(a, b, batch_data("gpt2", 4)[2])
-    check(error <= 1e-5, f"the replicated program continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
-    print(f"ZeRO-2 resume: bit for bit; the replicated data-parallel program continuing its checkpoint ends "
-          f"within {error:.2e} ({key})")
-# ZeRO-3 takes the same checkpoint (each rank keeps its chunks of it) and
-# writes whole weights again (gathered).
-sharded3 = train(f"{WORK}/gpt2-zero3-x2", *flags, "--steps", "6", "--resume", f"{WORK}/zck-half", "--save",
-                 f"{WORK}/zck-zero3", ranks=2)
-check(sharded3.returncode == 0, f"ZeRO-3 resuming a ZeRO-2 checkpoint failed: {sharded3.stderr[-1500:]}")
-if sharded3.returncode == 0:
-    a = safetensors(f"{WORK}/zck-zero3/rank-00001-of-00002.safetensors")
-    b = safetensors(f"{WORK}/zck-whole/rank-00001-of-00002.safetensors")
-    error, key = weight_error(a, b, batch_data("gpt2", 4)[2])
-    check(error <= 1e-5, f"ZeRO-3 continuing a ZeRO-2 checkpoint ends {error:.2e} away ({key})")
-    print(f"ZeRO-3 continuing the ZeRO-2 checkpoint: its gathered checkpoint ends within {error:.2e} ({key})")
+print("ZeRO-2 resume: bit for bit (other plans continuing ZeRO checkpoints: ctest emitted-checkpoints)")
 
 # 3. Tensor parallelism (Megatron's split of the MLP blocks, of attention
 # by heads, and of the vocabulary: embedding rows, output-layer columns and

@@ -2,22 +2,24 @@
 
 #include "Reference.h"
 
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/comm/SingleRankCommunicator.h"
 #include "colossal/runtime/io/AtomicFile.h"
 #include "colossal/runtime/io/Checkpoint.h"
 #include "colossal/runtime/io/Crc32.h"
-#include "colossal/runtime/Error.h"
 #include "colossal/runtime/io/Npy.h"
-#include "colossal/runtime/train/Offload.h"
-#include "colossal/runtime/train/ShardedOptimizer.h"
-#include "colossal/runtime/comm/SingleRankCommunicator.h"
+#include "colossal/runtime/io/OnnxWeights.h"
 #include "colossal/runtime/io/StepLog.h"
 #include "colossal/runtime/io/TokenData.h"
+#include "colossal/runtime/train/Offload.h"
+#include "colossal/runtime/train/ShardedOptimizer.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <set>
+#include <unistd.h>
 
 using namespace colossal::rt;
 using namespace colossal::rt::test;
@@ -131,6 +133,52 @@ TEST(CheckpointTest, SaveLoadAndRefuseCorruptOrMismatched) {
         saveCheckpoint(dir.path + "/bad", world, 1, {{{"x", DType::F32, {2, 3}, w.data(), 24}, {2, 2}, {0, 0}}});
       },
       "exceeds the global shape");
+}
+
+TEST(CheckpointTest, ReplacesOnlyACheckpointAndKeepsAFolderOfThem) {
+  TempDir dir;
+  SingleRankCommunicator world;
+  std::vector<float> w{1, 2, 3};
+  std::vector<Shard> shards{{{"w", DType::F32, {3}, w.data(), 12}, {3}, {0}}};
+  for (int64_t step : {1, 2, 3})
+    saveCheckpointInFolder(dir.path + "/series", world, step, shards, {}, /*keep=*/2);
+  EXPECT_TRUE(canHoldCheckpoint(dir.path + "/series", true));
+  EXPECT_NE(::access((dir.path + "/series/step-00000002/index.json").c_str(), F_OK), -1);
+  EXPECT_EQ(::access((dir.path + "/series/step-00000001").c_str(), F_OK), -1); // only the newest 2 kept
+  EXPECT_EQ(LoadedCheckpoint::load(dir.path + "/series", world).step(), 3);    // latest
+  // A save over an earlier checkpoint replaces it whole; over other files, never.
+  saveCheckpoint(dir.path + "/one", world, 5, shards);
+  saveCheckpoint(dir.path + "/one", world, 6, shards);
+  EXPECT_EQ(LoadedCheckpoint::load(dir.path + "/one", world).step(), 6);
+  makeDirectories(dir.path + "/mine");
+  writeFileAtomically(dir.path + "/mine/notes.txt.x", {{"x", 1}});
+  EXPECT_FALSE(canHoldCheckpoint(dir.path + "/mine", false));
+  expectErrorContains([&] { saveCheckpoint(dir.path + "/mine", world, 1, shards); }, "holds other files");
+  EXPECT_EQ(readWholeFile(dir.path + "/mine/notes.txt.x").size(), 1u);
+}
+
+TEST(OnnxWeightsTest, AppendsTensorProtosToTheGraphField) {
+  TempDir dir;
+  // ModelProto{ir_version: 8, graph: GraphProto{name: "g"}}, by hand.
+  const unsigned char model[] = {0x08, 0x08, 0x3A, 0x03, 0x12, 0x01, 'g'};
+  writeFileAtomically(dir.path + "/graph.onnx", {{model, int64_t(sizeof model)}});
+  float w[2] = {1.0f, 2.0f};
+  writeOnnxWithWeights(dir.path + "/graph.onnx", {{"w", DType::F32, {2}, w, 8}}, dir.path + "/model.onnx");
+  // The graph (field 7) grows by one initializer (field 5): a TensorProto of
+  // dims (1) = 2, data_type (2) = FLOAT, name (8) = "w", raw_data (9).
+  const std::vector<unsigned char> want = {0x08, 0x08, 0x3A, 0x16, 0x12, 0x01, 'g',  0x2A, 0x11,
+                                           0x08, 0x02, 0x10, 0x01, 0x42, 0x01, 'w',  0x4A, 0x08,
+                                           0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0x40};
+  EXPECT_EQ(readWholeFile(dir.path + "/model.onnx"), want);
+
+  const unsigned char truncated[] = {0x08, 0x08, 0x3A, 0x10, 0x12};
+  writeFileAtomically(dir.path + "/bad.onnx", {{truncated, int64_t(sizeof truncated)}});
+  expectErrorContains([&] { writeOnnxWithWeights(dir.path + "/bad.onnx", {}, dir.path + "/out.onnx"); },
+                      "a field runs past the end");
+  const unsigned char graphless[] = {0x08, 0x08};
+  writeFileAtomically(dir.path + "/none.onnx", {{graphless, int64_t(sizeof graphless)}});
+  expectErrorContains([&] { writeOnnxWithWeights(dir.path + "/none.onnx", {}, dir.path + "/out.onnx"); },
+                      "holds 0 graphs");
 }
 
 TEST(NpyTest, ReadsNumpyWrittenFilesAndRoundTrips) {
