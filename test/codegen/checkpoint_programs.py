@@ -162,9 +162,9 @@ for plan in ("one", "tp2", "dp2-zero3"):
     print(f"{plan:12} exported after 5 steps: PyTorch's loss {torch_loss:.8f}, the program's at step 6 "
           f"{whole[plan][5]:.8f} ({error:.2e})")
     check(error <= 1e-5, f"{plan}: PyTorch's loss on the exported weights is {error:.2e} from the program's")
-    back = run("one", "--steps", "1", "--weights", f"{out}/model.safetensors", "--log", f"{WORK}/{plan}-back.log")
+    back = run("one", "--steps", "1", "--import", f"{out}/model.safetensors", "--log", f"{WORK}/{plan}-back.log")
     check(back.returncode == 0 and relative(losses(f"{WORK}/{plan}-back.log"), whole[plan][5:6]) <= 1e-5,
-          f"{plan}: --weights on the exported file does not start at step 6's loss: {back.stderr[-1500:]}")
+          f"{plan}: --import of the exported file does not start at step 6's loss: {back.stderr[-1500:]}")
 # The exported ONNX model (the graph with the trained initializers) imports
 # and trains on from step 6's loss.
 reimported = subprocess.run([COMPILER, f"{WORK}/tp2-export/model.onnx", "--quiet", "--batch", str(BATCH), "--seq",

@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
-    check, check_refusals, compile_model, train, losses, worst_relative, worst_weight_error,
+    check, check_refusals, compile_model, train, weight_error, losses, worst_relative, worst_weight_error,
     check_model_states, check_step_peak, check_prefetch, check_counters, check_overlap, gradient_buckets,
     batch_data, check_gradients, check_replicas, runtime_name, check_offload, check_recompute, finish, FIXTURES,
     WORK, shard, optimizer_flags, safetensors,
@@ -183,7 +183,7 @@ for stage in [2, 3]:
         continue
     check_gradients(odd, "gpt2", 6, 3, f"gpt2-zero{stage}-x3")
     log = f"{WORK}/gpt2-zero{stage}-dp3.log"
-    run = train(odd, "--feed", feed6, "--log", log, "--save", f"{WORK}/gpt2-zero{stage}-dp3",
+    run = train(odd, "--feed", feed6, "--log", log, "--save", f"{WORK}/gpt2-zero{stage}-dp3-saved",
                 *optimizer_flags("lamb", reference6["hyper_parameters"]["lamb"]), ranks=3)
     check(run.returncode == 0, f"gpt2 zero={stage} on 3 ranks: {run.stderr[-1500:]}")
     if run.returncode:
@@ -202,7 +202,7 @@ for stage in [2, 3]:
                        f"gpt2 lamb zero={stage} x3 (padded)")
     loss_error = worst_relative(losses(log), reference6["losses"]["lamb"])
     check(loss_error <= 1e-5, f"gpt2 zero={stage} x3: losses differ from PyTorch's by {loss_error:.2e}")
-    check_replicas(f"{WORK}/gpt2-zero{stage}-dp3", f"gpt2 zero={stage} x3")
+    check_replicas(f"{WORK}/gpt2-zero{stage}-dp3-saved", f"gpt2 zero={stage} x3")
     layout = "shards of 2411, the last padded" if stage == 2 else f"tensors padded to {padded} elements"
     print(f"gpt2     {stage} x3 m1  lamb     {loss_error:28.2e}  (7232 weights in {layout}; "
           f"reduce_scatter {predicted['reduce_scatter']['dp']} B, all_gather {predicted['all_gather']['dp']} B, "

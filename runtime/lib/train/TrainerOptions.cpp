@@ -40,7 +40,10 @@ Trains %s, compiled by colossal-compile, on the host.
                        tensors, DIR/NAME.npy (rank k: DIR/rank-0000k/NAME.npy)
   --export DIR         write the trained weights as DIR/model.safetensors: whole
                        tensors under the ONNX initializers' (PyTorch's) names and
-                       shapes, vocabulary padding removed; --weights takes it
+                       shapes, vocabulary padding removed; and DIR/model.onnx, the
+                       model's graph with them
+  --import FILE        start from exported weights (a model.safetensors of
+                       --export, from any plan; the same as --weights FILE)
   --resume DIR         continue from a checkpoint written by --save (or the newest
                        of a folder of them), under this program's plan and
                        rank count whatever the writer's
@@ -129,7 +132,7 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
                                           "--loss-scale",   "--loss-scale-window",
                                           "--bucket-mb",    "--prefetch-mb",
                                           "--save-every",   "--keep",
-                                          "--export"};
+                                          "--export",       "--import"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail(flag, "unknown flag (see --help)");
     if (eq == std::string::npos) {
@@ -146,7 +149,7 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
       o.feed = value;
     else if (flag == "--data")
       o.data = value;
-    else if (flag == "--weights")
+    else if (flag == "--weights" || flag == "--import")
       o.weights = value;
     else if (flag == "--log")
       o.log = value;
