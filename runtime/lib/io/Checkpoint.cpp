@@ -546,27 +546,16 @@ void LoadedCheckpoint::readWhole(Communicator &world, const std::vector<WholeTen
       }
       // Another padding: the model's rows copied, the program's padding zeros.
       std::vector<unsigned char> shaped(size_t(elementsOf(want.shape) * width), 0);
-      std::vector<int64_t> box = saved;
-      if (!box.empty() && elementsOf(box) > 0) {
-        size_t rank = box.size();
-        std::vector<int64_t> c(rank, 0);
-        for (;;) {
-          int64_t from = 0, to = 0;
-          for (size_t d = 0; d < rank; ++d)
-            from = from * t.shape[d] + c[d], to = to * want.shape[d] + c[d];
-          std::memcpy(shaped.data() + to * width, whole.data() + from * width, size_t(box[rank - 1] * width));
-          int d = int(rank) - 2;
-          for (; d >= 0; --d) {
-            if (++c[size_t(d)] < box[size_t(d)])
-              break;
-            c[size_t(d)] = 0;
-          }
-          if (d < 0)
-            break;
-        }
-      } else if (box.empty()) {
-        shaped = whole;
-      }
+      // The model's part (`saved`, at the origin of both), through a compact
+      // copy of it.
+      std::vector<int64_t> origin(saved.size(), 0);
+      std::vector<unsigned char> model(size_t(elementsOf(saved) * width));
+      forEachShardRun(t.shape, saved, origin, 1, -1, [&](int64_t at, int64_t offset, int64_t n) {
+        std::memcpy(model.data() + offset * width, whole.data() + at * width, size_t(n * width));
+      });
+      forEachShardRun(want.shape, saved, origin, 1, -1, [&](int64_t at, int64_t offset, int64_t n) {
+        std::memcpy(shaped.data() + at * width, model.data() + offset * width, size_t(n * width));
+      });
       use(i, shaped);
     }
   });
