@@ -2,9 +2,10 @@
 
 #include "colossal/runtime/io/Checkpoint.h"
 
-#include "colossal/support/Json.h"
-#include "colossal/runtime/io/AtomicFile.h"
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/io/AtomicFile.h"
+#include "colossal/runtime/kernels/TensorIndexing.h"
+#include "colossal/support/Json.h"
 
 #include <algorithm>
 #include <cctype>
@@ -87,60 +88,11 @@ int64_t numberOr(const Json &object, const char *key, int64_t otherwise) {
   return value && value->isNumber() ? int64_t(value->asNumber()) : otherwise;
 }
 
-int64_t elementsOf(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
 /// The shape without the padding rows: what the model itself holds.
 std::vector<int64_t> unpadded(std::vector<int64_t> shape, int64_t padding, int64_t dim) {
   if (padding > 0 && dim >= 0 && size_t(dim) < shape.size())
     shape[size_t(dim)] -= padding;
   return shape;
-}
-
-/// Calls `run(globalOffset, shardOffset, count)` (in elements) for each
-/// contiguous run of a shard of shape `shape` placed at `offsets` of a tensor
-/// of shape `global`, a grouped dimension's parts spread over its groups.
-template <typename Run>
-void forEachShardRun(const std::vector<int64_t> &global, const std::vector<int64_t> &shape,
-                     const std::vector<int64_t> &offsets, int64_t groups, int64_t groupDim, Run run) {
-  size_t rank = shape.size();
-  if (rank == 0) {
-    run(int64_t(0), int64_t(0), int64_t(1));
-    return;
-  }
-  if (elementsOf(shape) == 0)
-    return;
-  auto globalIndex = [&](size_t d, int64_t c) {
-    if (groups > 1 && int64_t(d) == groupDim) {
-      int64_t part = shape[d] / groups;
-      return offsets[d] + c / part * (global[d] / groups) + c % part;
-    }
-    return offsets[d] + c;
-  };
-  int64_t last = shape[rank - 1];
-  int64_t length = groups > 1 && groupDim == int64_t(rank - 1) ? last / groups : last;
-  std::vector<int64_t> c(rank, 0);
-  for (int64_t shardRow = 0;; shardRow += last) {
-    for (int64_t begin = 0; begin < last; begin += length) {
-      c[rank - 1] = begin;
-      int64_t at = 0;
-      for (size_t d = 0; d < rank; ++d)
-        at = at * global[d] + globalIndex(d, c[d]);
-      run(at, shardRow + begin, length);
-    }
-    int d = int(rank) - 2;
-    for (; d >= 0; --d) {
-      if (++c[size_t(d)] < shape[size_t(d)])
-        break;
-      c[size_t(d)] = 0;
-    }
-    if (d < 0)
-      return;
-  }
 }
 
 /// A test of what a killed rank leaves: COLOSSAL_FAULT_KILL_IN_SAVE=R makes
@@ -514,28 +466,28 @@ void LoadedCheckpoint::readWhole(Communicator &world, const std::vector<WholeTen
         fail(what, "tensor '" + want.name + "' is " + shapeString(saved) + " in the checkpoint, " +
                        shapeString(unpadded(want.shape, want.padding, want.paddingDim)) +
                        " in this program: a checkpoint of another model?");
-      int64_t width = bytesOf(t.dtype), elements = elementsOf(t.shape);
+      int64_t width = bytesOf(t.dtype), elements = indexing::product(t.shape);
       std::vector<unsigned char> whole(size_t(elements * width));
       std::vector<char> covered(size_t(elements), 0);
       int64_t missing = elements;
       for (const IndexedTensor::Part &part : t.parts) {
         // Data-parallel ranks hold copies: a part already placed is not read again.
         bool needed = false;
-        forEachShardRun(t.shape, part.shape, part.offsets, part.groups, part.groupDim,
-                        [&](int64_t at, int64_t, int64_t n) {
-                          for (int64_t k = 0; k < n && !needed; ++k)
-                            needed = !covered[size_t(at + k)];
-                        });
+        indexing::forEachBlockRun(t.shape, part.shape, part.offsets, part.groups, part.groupDim,
+                                  [&](int64_t at, int64_t, int64_t n) {
+                                    for (int64_t k = 0; k < n && !needed; ++k)
+                                      needed = !covered[size_t(at + k)];
+                                  });
         if (!needed)
           continue;
         const TensorView &view = file(part.rank).require(want.name, t.dtype, part.shape);
         const auto *from = static_cast<const unsigned char *>(view.data);
-        forEachShardRun(t.shape, part.shape, part.offsets, part.groups, part.groupDim,
-                        [&](int64_t at, int64_t offset, int64_t n) {
-                          std::memcpy(whole.data() + at * width, from + offset * width, size_t(n * width));
-                          for (int64_t k = 0; k < n; ++k)
-                            missing -= !covered[size_t(at + k)], covered[size_t(at + k)] = 1;
-                        });
+        indexing::forEachBlockRun(t.shape, part.shape, part.offsets, part.groups, part.groupDim,
+                                  [&](int64_t at, int64_t offset, int64_t n) {
+                                    std::memcpy(whole.data() + at * width, from + offset * width, size_t(n * width));
+                                    for (int64_t k = 0; k < n; ++k)
+                                      missing -= !covered[size_t(at + k)], covered[size_t(at + k)] = 1;
+                                  });
       }
       if (missing)
         fail(what, "tensor '" + want.name + "': the shards index.json lists leave " + std::to_string(missing) +
@@ -545,15 +497,15 @@ void LoadedCheckpoint::readWhole(Communicator &world, const std::vector<WholeTen
         continue;
       }
       // Another padding: the model's rows copied, the program's padding zeros.
-      std::vector<unsigned char> shaped(size_t(elementsOf(want.shape) * width), 0);
+      std::vector<unsigned char> shaped(size_t(indexing::product(want.shape) * width), 0);
       // The model's part (`saved`, at the origin of both), through a compact
       // copy of it.
       std::vector<int64_t> origin(saved.size(), 0);
-      std::vector<unsigned char> model(size_t(elementsOf(saved) * width));
-      forEachShardRun(t.shape, saved, origin, 1, -1, [&](int64_t at, int64_t offset, int64_t n) {
+      std::vector<unsigned char> model(size_t(indexing::product(saved) * width));
+      indexing::forEachBlockRun(t.shape, saved, origin, 1, -1, [&](int64_t at, int64_t offset, int64_t n) {
         std::memcpy(model.data() + offset * width, whole.data() + at * width, size_t(n * width));
       });
-      forEachShardRun(want.shape, saved, origin, 1, -1, [&](int64_t at, int64_t offset, int64_t n) {
+      indexing::forEachBlockRun(want.shape, saved, origin, 1, -1, [&](int64_t at, int64_t offset, int64_t n) {
         std::memcpy(shaped.data() + at * width, model.data() + offset * width, size_t(n * width));
       });
       use(i, shaped);

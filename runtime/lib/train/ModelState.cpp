@@ -32,23 +32,24 @@ State loadWeights(const TrainingProgram &program, const std::string &path, int64
     bool integer = view->dtype == DType::I64;
     // A tensor-parallel rank keeps its slice of the file's whole tensor.
     SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
-    // A padded vocabulary may come unpadded (weights --export wrote): its
+    // A padded vocabulary may come unpadded (as --export writes it): the
     // padding rows are zeros.
     std::vector<float> padded;
-    if (p.padding > 0 && tensorRanks > 1 && !integer && view->shape != slice.whole) {
-      Shape model = slice.whole;
-      model[size_t(p.splitDim)] -= p.padding;
+    if (slice.padding > 0 && !integer && view->shape != slice.whole) {
+      Shape model = modelShape(slice);
       const TensorView &t = file.require(p.name, DType::F32, model);
       padded.assign(size_t(elementsOf(slice.whole)), 0.0f);
-      SliceOf rows{slice.whole, Shape(model.size(), 0)};
-      placeSlice(static_cast<const float *>(t.data), rows, model, padded.data());
+      placeSlice(static_cast<const float *>(t.data), SliceOf{slice.whole, Shape(model.size(), 0)}, model,
+                 padded.data());
     }
-    const TensorView &t = padded.empty() ? file.require(p.name, integer ? DType::I64 : DType::F32, slice.whole) : *view;
     Tensor value = Tensor::zeros(p.shape, integer);
-    if (integer)
-      cutSlice(static_cast<const int64_t *>(t.data), slice, p.shape, value.ints.data());
+    if (!padded.empty())
+      cutSlice(padded.data(), slice, p.shape, value.floats.data());
+    else if (integer)
+      cutSlice(static_cast<const int64_t *>(file.require(p.name, DType::I64, slice.whole).data), slice, p.shape,
+               value.ints.data());
     else
-      cutSlice(padded.empty() ? static_cast<const float *>(t.data) : padded.data(), slice, p.shape,
+      cutSlice(static_cast<const float *>(file.require(p.name, DType::F32, slice.whole).data), slice, p.shape,
                value.floats.data());
     if (p.trainable && integer)
       fail(path, "trainable parameter '" + p.name + "' is not floating-point");
@@ -123,8 +124,7 @@ void writeState(Communicator &world, const std::string &dir, const TrainingProgr
   std::vector<Shard> shards;
   auto add = [&](TensorView view, const ProgramParameter &p) {
     SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
-    int64_t padding = tensorRanks > 1 ? p.padding : 0;
-    shards.push_back(Shard{view, slice.whole, slice.offsets, slice.groups, slice.dim, padding, p.splitDim});
+    shards.push_back(Shard{view, slice.whole, slice.offsets, slice.groups, slice.dim, slice.padding, slice.dim});
   };
   for (size_t i = 0; i < program.parameters.size(); ++i) {
     const ProgramParameter &p = program.parameters[i];
@@ -173,13 +173,10 @@ void exportWeights(Communicator &world, const std::string &dir, const TrainingPr
     SingleRankCommunicator alone("export");
     LoadedCheckpoint checkpoint = LoadedCheckpoint::load(shards, alone);
     std::vector<WholeTensorRequest> requests;
-    for (const ProgramParameter &p : program.parameters) {
-      SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
-      Shape shape = slice.whole;
-      if (tensorRanks > 1 && p.padding > 0)
-        shape[size_t(p.splitDim)] -= p.padding;
-      bool integer = s.parameters[&p - program.parameters.data()].integer;
-      requests.push_back({p.name, integer ? DType::I64 : DType::F32, shape});
+    for (size_t i = 0; i < program.parameters.size(); ++i) {
+      const ProgramParameter &p = program.parameters[i];
+      Shape model = modelShape(sliceOf(p, tensorRank, tensorRanks));
+      requests.push_back({p.name, s.parameters[i].integer ? DType::I64 : DType::F32, model});
     }
     std::vector<std::vector<unsigned char>> data(requests.size());
     checkpoint.readWhole(alone, requests, [&](size_t i, const std::vector<unsigned char> &whole) { data[i] = whole; });
@@ -221,14 +218,16 @@ int64_t resumeState(Communicator &world, const std::string &dir, const TrainingP
   // Each tensor whole as the checkpoint's ranks left it, whatever their
   // number and split; this rank keeps its slice.
   std::vector<WholeTensorRequest> requests;
-  std::vector<std::pair<size_t, Floats *>> targets; // parameter index, and where the values go
+  struct Target {
+    size_t parameter;
+    SliceOf slice;
+    Floats *into; // null: the parameter's integers
+  };
+  std::vector<Target> targets;
   auto request = [&](const std::string &name, size_t parameter, Floats *into) {
-    const ProgramParameter &p = program.parameters[parameter];
-    SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
-    bool integer = s.parameters[parameter].integer;
-    requests.push_back(
-        {name, integer ? DType::I64 : DType::F32, slice.whole, tensorRanks > 1 ? p.padding : 0, p.splitDim});
-    targets.push_back({parameter, into});
+    SliceOf slice = sliceOf(program.parameters[parameter], tensorRank, tensorRanks);
+    requests.push_back({name, into ? DType::F32 : DType::I64, slice.whole, slice.padding, slice.dim});
+    targets.push_back({parameter, slice, into});
   };
   for (size_t i = 0; i < program.parameters.size(); ++i)
     request(program.parameters[i].name, i, s.parameters[i].integer ? nullptr : &s.parameters[i].floats);
@@ -239,13 +238,12 @@ int64_t resumeState(Communicator &world, const std::string &dir, const TrainingP
       request("optimizer.v:" + name, s.trainable[t], &s.v[t]);
   }
   checkpoint.readWhole(world, requests, [&](size_t r, const std::vector<unsigned char> &whole) {
-    auto [parameter, into] = targets[r];
-    const ProgramParameter &p = program.parameters[parameter];
-    SliceOf slice = sliceOf(p, tensorRank, tensorRanks);
-    if (!into)
-      cutSlice(reinterpret_cast<const int64_t *>(whole.data()), slice, p.shape, s.parameters[parameter].ints.data());
+    const Target &t = targets[r];
+    const Shape &shape = program.parameters[t.parameter].shape;
+    if (!t.into)
+      cutSlice(reinterpret_cast<const int64_t *>(whole.data()), t.slice, shape, s.parameters[t.parameter].ints.data());
     else
-      cutSlice(reinterpret_cast<const float *>(whole.data()), slice, p.shape, into->data());
+      cutSlice(reinterpret_cast<const float *>(whole.data()), t.slice, shape, t.into->data());
   });
   // Checkpoints of programs without loss scaling applied every step.
   s.updates = info("updates").empty() ? checkpoint.step() : std::stoll(info("updates"));

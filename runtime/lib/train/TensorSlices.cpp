@@ -19,7 +19,7 @@ SliceOf sliceOf(const ProgramParameter &p, int64_t tensorRank, int64_t tensorRan
                        " of " + host::describe(p.shape));
     slice.whole[size_t(p.splitDim)] *= tensorRanks;
     slice.offsets[size_t(p.splitDim)] = tensorRank * (size / groups);
-    slice.groups = groups, slice.dim = p.splitDim;
+    slice.groups = groups, slice.dim = p.splitDim, slice.padding = p.padding;
   }
   return slice;
 }

@@ -178,6 +178,50 @@ void forEachAlongAxis(const Shape &wholeShape, const Shape &partShape, int64_t a
       f((o * total + offset) * inner + j, o * n * inner + j);
 }
 
+/// Calls `run(globalOffset, blockOffset, count)` (in elements) for each
+/// contiguous run of a block of shape `shape` placed at `offsets` of a tensor
+/// of shape `global` (any dimensions may differ); along `groupDim` the block
+/// is `groups` equal parts, part g at offsets + g x (global / groups) (a
+/// fused QKV projection's slice: one rank's heads of query, key and value).
+template <typename Run>
+void forEachBlockRun(const Shape &global, const Shape &shape, const Shape &offsets, int64_t groups, int64_t groupDim,
+                     Run run) {
+  size_t rank = shape.size();
+  if (rank == 0) {
+    run(int64_t(0), int64_t(0), int64_t(1));
+    return;
+  }
+  if (product(shape) == 0)
+    return;
+  auto globalIndex = [&](size_t d, int64_t c) {
+    if (groups > 1 && int64_t(d) == groupDim) {
+      int64_t part = shape[d] / groups;
+      return offsets[d] + c / part * (global[d] / groups) + c % part;
+    }
+    return offsets[d] + c;
+  };
+  int64_t last = shape[rank - 1];
+  int64_t length = groups > 1 && groupDim == int64_t(rank - 1) ? last / groups : last;
+  std::vector<int64_t> c(rank, 0);
+  for (int64_t shardRow = 0;; shardRow += last) {
+    for (int64_t begin = 0; begin < last; begin += length) {
+      c[rank - 1] = begin;
+      int64_t at = 0;
+      for (size_t d = 0; d < rank; ++d)
+        at = at * global[d] + globalIndex(d, c[d]);
+      run(at, shardRow + begin, length);
+    }
+    int d = int(rank) - 2;
+    for (; d >= 0; --d) {
+      if (++c[size_t(d)] < shape[size_t(d)])
+        break;
+      c[size_t(d)] = 0;
+    }
+    if (d < 0)
+      return;
+  }
+}
+
 /// One operand of a concat written into the result.
 template <typename T>
 void insertAlongAxis(const T *part, const Shape &partShape, T *whole, const Shape &wholeShape, int64_t axis,

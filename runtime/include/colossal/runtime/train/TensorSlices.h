@@ -11,6 +11,7 @@
 #ifndef COLOSSAL_RUNTIME_TENSORSLICES_H
 #define COLOSSAL_RUNTIME_TENSORSLICES_H
 
+#include "colossal/runtime/kernels/TensorIndexing.h"
 #include "colossal/runtime/train/StepInterface.h"
 
 #include <algorithm>
@@ -26,7 +27,18 @@ namespace colossal::rt {
 struct SliceOf {
   host::Shape whole, offsets;
   int64_t groups = 1, dim = -1;
+  /// The whole tensor's last `padding` rows along `dim` are zeros the split
+  /// added (a vocabulary the tensor ranks do not divide).
+  int64_t padding = 0;
 };
+
+/// The whole tensor without its padding rows: what the model itself holds.
+inline host::Shape modelShape(const SliceOf &slice) {
+  host::Shape shape = slice.whole;
+  if (slice.padding > 0)
+    shape[size_t(slice.dim)] -= slice.padding;
+  return shape;
+}
 
 /// Rank `tensorRank`'s slice of parameter `p` (whose `shape` is one rank's)
 /// among `tensorRanks`; the whole tensor when it is not split.
@@ -35,23 +47,7 @@ SliceOf sliceOf(const ProgramParameter &p, int64_t tensorRank, int64_t tensorRan
 /// Calls `copy(wholeOffset, partOffset, count)` for each contiguous run of
 /// the slice `slice` places (of shape `shape`) in the whole tensor.
 template <typename Copy> void forEachSliceRun(const SliceOf &slice, const host::Shape &shape, Copy copy) {
-  size_t dim = 0;
-  while (dim < shape.size() && slice.whole[dim] == shape[dim])
-    ++dim;
-  int64_t outer = 1, inner = 1;
-  for (size_t d = 0; d < std::min(dim, shape.size()); ++d)
-    outer *= shape[d];
-  if (dim == shape.size()) {
-    copy(int64_t(0), int64_t(0), outer);
-    return;
-  }
-  for (size_t d = dim + 1; d < shape.size(); ++d)
-    inner *= shape[d];
-  int64_t groups = slice.groups, run = shape[dim] / groups * inner, stride = slice.whole[dim] * inner;
-  int64_t groupStride = slice.whole[dim] / groups * inner;
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t g = 0; g < groups; ++g)
-      copy(o * stride + g * groupStride + slice.offsets[dim] * inner, o * shape[dim] * inner + g * run, run);
+  indexing::forEachBlockRun(slice.whole, shape, slice.offsets, slice.groups, slice.dim, copy);
 }
 
 /// Cuts the slice out of `whole` (of shape `slice.whole`) into `part`.
