@@ -414,6 +414,9 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return one("crossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) + ", " +
                quoted(l.getReduction()) + ")");
   }
+  if (auto l = dyn_cast<NegativeLogLikelihoodLossOp>(op))
+    return one("nllLoss(" + in(0) + ", " + in(1) + ", " + optionalRef(l.getWeights()) + ", " +
+               ignoreLiteral(l.getIgnoreIndex()) + ", " + quoted(l.getReduction()) + ")");
   if (auto g = dyn_cast<GatherOp>(op)) {
     if (std::optional<StringRef> axis = g.getMeshAxis())
       return one("gatherFromSlice(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " +
@@ -511,6 +514,9 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     return one("crossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + ignoreLiteral(c.getIgnoreIndex()) +
                ", " + quoted(c.getReduction()) + ")");
   }
+  if (auto n = dyn_cast<NllLossGradOp>(op))
+    return one("nllLossGrad(" + out() + ", " + ref(n.getLabels()) + ", " + optionalRef(n.getWeights()) + ", " +
+               ref(n.getLossGrad()) + ", " + ignoreLiteral(n.getIgnoreIndex()) + ", " + quoted(n.getReduction()) + ")");
   if (auto g = dyn_cast<GatherGradOp>(op)) {
     if (std::optional<StringRef> axis = g.getMeshAxis())
       return one("gatherFromSliceGrad(" + in(0) + ", " + in(1) + ", " + std::to_string(int64_t(g.getAxis())) + ", " +
@@ -652,6 +658,8 @@ int64_t integerRange(Value input, int64_t tensorRanks) {
     if (auto c = dyn_cast<CrossEntropyOp>(user); c && c.getLabels() == input)
       range = std::min(range, c.getClasses() ? int64_t(*c.getClasses())
                                              : cast<ShapedType>(c.getLogits().getType()).getDimSize(1) * slices);
+    if (auto n = dyn_cast<NegativeLogLikelihoodLossOp>(user); n && n.getLabels() == input)
+      range = std::min(range, cast<ShapedType>(n.getLogProbs().getType()).getDimSize(1));
   }
   return range == std::numeric_limits<int64_t>::max() ? 2 : range;
 }

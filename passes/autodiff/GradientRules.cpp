@@ -528,6 +528,12 @@ LogicalResult GradientRuleSet::networkRules(bool &handled) {
                                         c.getClassesAttr(), c.getTokenAxisAttr());
     return success();
   }
+  if (auto n = dyn_cast<NegativeLogLikelihoodLossOp>(op)) {
+    // The class weights are a buffer, not a parameter (Trainability.cpp).
+    out[0] = NllLossGradOp::create(builder, op->getLoc(), operandType(0), n.getLabels(), n.getWeights(), dy,
+                                   n.getReductionAttr(), n.getIgnoreIndexAttr());
+    return success();
+  }
   if (auto d = dyn_cast<DropoutOp>(op)) {
     // dy * mask / (1 - ratio), the mask the forward pass drew.
     RankedTensorType t = typeOf(dy);

@@ -24,8 +24,8 @@ enum class Policy { Low, Float32, Widest };
 Policy policyOf(Operation *op) {
   if (isa<MatMulOp, GemmOp, LinearOp, ConvOp, EinsumOp, AttentionOp>(op))
     return Policy::Low;
-  if (isa<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, CrossEntropyOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp,
-          ExpOp, LogOp, PowOp, SqrtOp, ReciprocalOp>(op))
+  if (isa<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, CrossEntropyOp, NegativeLogLikelihoodLossOp, ReduceSumOp,
+          ReduceMeanOp, ReduceMaxOp, ExpOp, LogOp, PowOp, SqrtOp, ReciprocalOp>(op))
     return Policy::Float32;
   return Policy::Widest;
 }

@@ -132,8 +132,10 @@ def RaiseCrossEntropy : Pass<"train-raise-cross-entropy", "mlir::func::FuncOp"> 
     Both forms of the classification loss become the fused op the kernels and
     vocabulary-parallel partitioning use, including PyTorch's
     `F.nll_loss(F.log_softmax(x, -1).view(-1, C), y.view(-1))` (a
-    log-softmax over the last axis flattened to rows of C classes). Class
-    weights are not raised.
+    log-softmax over the last axis flattened to rows of C classes). With
+    class weights, which the fused op lacks, a SoftmaxCrossEntropyLoss
+    becomes the weighted `train.nll_loss` of a `train.log_softmax` over axis
+    1, and a weighted LogSoftmax + NLL stays as it is.
 
     Before:
     ```mlir

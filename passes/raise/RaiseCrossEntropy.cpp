@@ -15,11 +15,18 @@ struct SoftmaxCrossEntropyPattern : OpRewritePattern<SoftmaxCrossEntropyLossOp> 
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(SoftmaxCrossEntropyLossOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getWeights())
-      return failure();
-    rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), op.getScores(), op.getLabels(),
-                                                op.getReductionAttr(), op.getIgnoreIndexAttr(),
-                                                StringAttr(), IntegerAttr(), StringAttr());
+    if (!op.getWeights()) {
+      rewriter.replaceOpWithNewOp<CrossEntropyOp>(op, op.getType(), op.getScores(), op.getLabels(),
+                                                  op.getReductionAttr(), op.getIgnoreIndexAttr(), StringAttr(),
+                                                  IntegerAttr(), StringAttr());
+      return success();
+    }
+    // Class weights: the fused loss has none, so the log-softmax and the
+    // weighted likelihood it is defined by, each with its gradient rule.
+    Value logProbs = rewriter.create<LogSoftmaxOp>(op.getLoc(), op.getScores().getType(), op.getScores(),
+                                                   rewriter.getI64IntegerAttr(1));
+    rewriter.replaceOpWithNewOp<NegativeLogLikelihoodLossOp>(
+        op, op.getType(), logProbs, op.getLabels(), op.getWeights(), op.getReductionAttr(), op.getIgnoreIndexAttr());
     return success();
   }
 };

@@ -946,6 +946,21 @@ Tensor crossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor
   return out;
 }
 
+// The negative log-likelihood picks one value per label: on the host, with
+// the host kernel's checks and arithmetic, the operands moved each way.
+Tensor nllLoss(const Tensor &logProbs, const Tensor &labels, const Tensor *weights, std::optional<int64_t> ignoreIndex,
+               const std::string &reduction) {
+  host::Tensor w = weights ? download(*weights) : host::Tensor();
+  return upload(host::nllLoss(download(logProbs), download(labels), weights ? &w : nullptr, ignoreIndex, reduction));
+}
+
+Tensor nllLossGrad(const Shape &logProbs, const Tensor &labels, const Tensor *weights, const Tensor &dloss,
+                   std::optional<int64_t> ignoreIndex, const std::string &reduction) {
+  host::Tensor w = weights ? download(*weights) : host::Tensor();
+  return upload(
+      host::nllLossGrad(logProbs, download(labels), weights ? &w : nullptr, download(dloss), ignoreIndex, reduction));
+}
+
 Tensor geluGrad(const Tensor &x, const Tensor &dy, bool tanhApproximation) {
   Tensor out = Tensor::zeros(x.shape);
   cuda::geluBackward(kDefault, x.floats(), dy.floats(), out.floats(), x.elements(),

@@ -4,7 +4,8 @@
 For every fixture: colossal-compile -o DIR builds DIR/model_train; its step
 log over ten steps of SGD, AdamW, LAMB and LARS on the fixture's batch must
 equal PyTorch's losses (reference.json) to 1e-5 relative at every step, and
-its first-step gradients PyTorch's. Then: microbatches accumulate to the
+its first-step gradients PyTorch's; so do class-weighted likelihood losses
+(the nll fixture). Then: microbatches accumulate to the
 full batch's trajectory; a run resumed from a checkpoint ends bit for bit
 where an uninterrupted one does; full recomputation and optimizer offload
 change no bit of the losses; bf16 and fp16 stay within 10 unit roundoffs of
@@ -61,6 +62,26 @@ for model in MODELS:
 # cannot change the softmax) within 1e-6 of the largest tensor's norm.
 for model in MODELS:
     check_gradients(f"{WORK}/{model}", model, None, 0, model)
+
+# 1c. Class-weighted likelihood losses (the nll fixture: NLL over a
+# log-softmax with class weights and ignored labels, under mean, sum and
+# none): ten steps of each optimizer and the first-step gradients, against
+# PyTorch.
+out = f"{WORK}/nll"
+built = compile_model("nll", out)
+check(built.returncode == 0, f"nll: colossal-compile failed: {built.stderr[-2000:]}")
+if built.returncode == 0:
+    reference = json.load(open(f"{FIXTURES}/nll/reference.json"))
+    for name, hyper in reference["hyper_parameters"].items():
+        log = f"{WORK}/nll-{name}.log"
+        run = train(out, "--feed", f"{FIXTURES}/nll/feed", "--log", log, *optimizer_flags(name, hyper))
+        check(run.returncode == 0, f"nll {name}: model_train failed: {run.stderr[-2000:]}")
+        if run.returncode:
+            continue
+        error = worst_relative(losses(log), reference["losses"][name])
+        print(f"{'nll':8} {name:9} {error:40.2e}")
+        check(error <= 1e-5, f"nll {name}: losses differ from PyTorch's by {error:.2e} relative")
+    check_gradients(out, "nll", None, 0, "nll")
 
 # 2. Two microbatches of one sample accumulate to the batch of two.
 reference = json.load(open(f"{FIXTURES}/gpt2/reference.json"))

@@ -98,6 +98,16 @@ const RuleCase kCases[] = {
    "%z = train.param @z : tensor<4x5xf64>\n"
    "%l = train.constant dense<[1, -100, 4, 1]> : tensor<4xi64>\n"
    "%y = train.cross_entropy %z, %l {ignore_index = -100 : i64} : (tensor<4x5xf64>, tensor<4xi64>) -> tensor<f64>", "tensor<f64>"},
+  {"nll_loss_weighted_mean", "train.parameter @z : tensor<4x5xf64> {trainable}",
+   "%z = train.param @z : tensor<4x5xf64>\n"
+   "%l = train.constant dense<[1, -100, 4, 1]> : tensor<4xi64>\n"
+   "%w = train.constant dense<[0.5, 2.0, 1.0, 1.5, 0.25]> : tensor<5xf64>\n"
+   "%y = train.nll_loss %z, %l, %w {ignore_index = -100 : i64} : (tensor<4x5xf64>, tensor<4xi64>, tensor<5xf64>) -> tensor<f64>", "tensor<f64>"},
+  {"nll_loss_classes_axis1_none", "train.parameter @z : tensor<2x3x2xf64> {trainable}",
+   "%z = train.param @z : tensor<2x3x2xf64>\n"
+   "%l = train.constant dense<[[2, 0], [1, 2]]> : tensor<2x2xi64>\n"
+   "%w = train.constant dense<[0.5, 2.0, 1.5]> : tensor<3xf64>\n"
+   "%y = train.nll_loss %z, %l, %w {reduction = \"none\"} : (tensor<2x3x2xf64>, tensor<2x2xi64>, tensor<3xf64>) -> tensor<2x2xf64>", "tensor<2x2xf64>"},
   {"gather_repeated_negative", "train.parameter @t : tensor<5x3xf64> {trainable}",
    "%t = train.param @t : tensor<5x3xf64>\n"
    "%i = train.constant dense<[[1, 4], [-1, 1]]> : tensor<2x2xi64>\n"

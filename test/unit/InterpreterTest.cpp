@@ -131,11 +131,12 @@ TEST_P(FixtureGradients, MatchPyTorch) {
   std::printf("%s: %d gradients compared, worst relative error %.2e\n", model.c_str(), compared, worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureGradients, ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureGradients,
+                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureForward,
-                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama"),
+                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 } // namespace

@@ -648,6 +648,38 @@ HostValue crossEntropyGrad(train::CrossEntropyGradOp op, const HostValue &scores
   return out;
 }
 
+HostValue nllLossGrad(train::NllLossGradOp op, const HostValue &labels, const HostValue *weights,
+                      const HostValue &dloss) {
+  HostValue out = makeValue(op.getLogProbsGrad());
+  std::fill(out.data.begin(), out.data.end(), 0.0);
+  int64_t N = out.shape[0], C = out.shape[1], inner = product(out.shape, 2);
+  std::optional<int64_t> ignore;
+  if (auto i = op.getIgnoreIndex())
+    ignore = int64_t(*i);
+  StringRef reduction = op.getReduction();
+  auto weightOf = [&](int64_t label) { return weights ? weights->data[size_t(label)] : 1.0; };
+  double weightSum = 0;
+  for (int64_t p = 0; p < N * inner; ++p) {
+    int64_t label = int64_t(labels.data[size_t(p)]);
+    if (!(ignore && label == *ignore))
+      weightSum += weightOf(label);
+  }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t label = int64_t(labels.data[size_t(n * inner + i)]);
+      if (ignore && label == *ignore)
+        continue;
+      if (label < 0 || label >= C)
+        throw Unsupported{"label " + std::to_string(label) + " outside " + std::to_string(C) + " classes"};
+      double scale = reduction == "none" ? dloss.data[size_t(n * inner + i)] : dloss.data[0];
+      if (reduction == "mean" && weightSum != 0)
+        scale /= weightSum;
+      out.data[size_t((n * C + label) * inner + i)] = -weightOf(label) * scale;
+    }
+  finish(out);
+  return out;
+}
+
 HostValue gatherGrad(train::GatherGradOp op, const HostValue &indices, const HostValue &dy) {
   HostValue out = makeValue(op.getDataGrad());
   int64_t axis = normalizeAxis(int64_t(op.getAxis()), out.shape.size());
@@ -977,6 +1009,8 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
     return attentionGrad(a, *in[0], *in[1], *in[2], optional(a.getMask()), *optional(a.getResultGrad()));
   if (auto c = dyn_cast<train::CrossEntropyGradOp>(op))
     return one(crossEntropyGrad(c, *in[0], *in[1], *in[2]));
+  if (auto n = dyn_cast<train::NllLossGradOp>(op))
+    return one(nllLossGrad(n, *in[0], optional(n.getWeights()), *optional(n.getLossGrad())));
   if (auto g = dyn_cast<train::GatherGradOp>(op))
     return one(gatherGrad(g, *in[0], *in[1]));
   if (auto s = dyn_cast<train::SliceGradOp>(op))

@@ -579,6 +579,82 @@ Tensor crossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor
   return out;
 }
 
+namespace {
+
+/// The counted terms of a negative log-likelihood: for each label position,
+/// the flat index of its log-probability and its weight (0 when ignored).
+struct NllTerms {
+  std::vector<int64_t> at;
+  std::vector<double> weight;
+  double weightSum = 0;
+};
+
+NllTerms nllTerms(const Shape &logProbs, const Tensor &labels, const Tensor *weights,
+                  std::optional<int64_t> ignoreIndex, const char *op) {
+  Shape labelShape = logProbs;
+  if (labelShape.size() >= 2)
+    labelShape.erase(labelShape.begin() + 1);
+  if (logProbs.size() < 2 || !labels.integer || labels.shape != labelShape)
+    fail(op, "takes log-probabilities [N, C, d...] and integer labels [N, d...], got " + describe(logProbs) + " and " +
+                 describe(labels.shape));
+  int64_t classes = logProbs[1], inner = ix::product(Shape(logProbs.begin() + 2, logProbs.end()));
+  if (weights) {
+    requireFloat(*weights, op);
+    requireShape(*weights, {classes}, op);
+  }
+  NllTerms t;
+  t.at.resize(labels.ints.size()), t.weight.assign(labels.ints.size(), 0.0);
+  for (size_t p = 0; p < labels.ints.size(); ++p) {
+    int64_t label = labels.ints[p], n = int64_t(p) / inner, i = int64_t(p) % inner;
+    if (ignoreIndex && label == *ignoreIndex)
+      continue;
+    if (label < 0 || label >= classes)
+      fail(op, "label position " + std::to_string(p) + " has label " + std::to_string(label) + ", outside " +
+                   std::to_string(classes) + " classes");
+    t.at[p] = (n * classes + label) * inner + i;
+    t.weight[p] = weights ? double(weights->floats[size_t(label)]) : 1.0;
+    t.weightSum += t.weight[p];
+  }
+  return t;
+}
+
+/// What "mean" divides by; an empty mean is 0, as for the cross-entropy.
+double meanDivisor(const NllTerms &t) { return t.weightSum != 0 ? t.weightSum : 1.0; }
+
+} // namespace
+
+Tensor nllLoss(const Tensor &logProbs, const Tensor &labels, const Tensor *weights, std::optional<int64_t> ignoreIndex,
+               const std::string &reduction) {
+  requireFloat(logProbs, "nll_loss");
+  NllTerms t = nllTerms(logProbs.shape, labels, weights, ignoreIndex, "nll_loss");
+  Tensor perLabel = Tensor::zeros(labels.shape);
+  double total = 0;
+  for (size_t p = 0; p < t.at.size(); ++p)
+    if (t.weight[p] != 0) {
+      double term = -t.weight[p] * double(logProbs.floats[size_t(t.at[p])]);
+      perLabel.floats[p] = float(term);
+      total += term;
+    }
+  if (reduction == "none")
+    return perLabel;
+  return Tensor::ofFloats({}, {float(reduction == "mean" ? total / meanDivisor(t) : total)});
+}
+
+Tensor nllLossGrad(const Shape &logProbs, const Tensor &labels, const Tensor *weights, const Tensor &dloss,
+                   std::optional<int64_t> ignoreIndex, const std::string &reduction) {
+  requireFloat(dloss, "nll_loss_grad");
+  NllTerms t = nllTerms(logProbs, labels, weights, ignoreIndex, "nll_loss_grad");
+  requireShape(dloss, reduction == "none" ? labels.shape : Shape{}, "nll_loss_grad");
+  Tensor out = Tensor::zeros(logProbs);
+  double divisor = reduction == "mean" ? meanDivisor(t) : 1.0;
+  for (size_t p = 0; p < t.at.size(); ++p)
+    if (t.weight[p] != 0) {
+      double dy = reduction == "none" ? dloss.floats[p] : dloss.floats[0];
+      out.floats[size_t(t.at[p])] = float(-t.weight[p] * dy / divisor);
+    }
+  return out;
+}
+
 Tensor geluGrad(const Tensor &x, const Tensor &dy, bool tanhApproximation) {
   requireFloat(x, "gelu_grad");
   requireShape(dy, x.shape, "gelu_grad");

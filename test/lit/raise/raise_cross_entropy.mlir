@@ -17,11 +17,26 @@ func.func @log_softmax_nll(%s: tensor<16x32xf32>, %l: tensor<16xi64>) -> tensor<
   return %0 : tensor<f32>
 }
 
-// Class weights have no fused form: the loss stays.
-// CHECK-LABEL: func.func @weighted_stays
-func.func @weighted_stays(%s: tensor<16x32xf32>, %l: tensor<16xi64>, %w: tensor<32xf32>) -> tensor<f32> {
-  // CHECK: train.softmax_cross_entropy_loss
-  %0 = train.softmax_cross_entropy_loss %s, %l, %w : (tensor<16x32xf32>, tensor<16xi64>, tensor<32xf32>) -> tensor<f32>
+// Class weights have no fused form: the loss becomes the weighted
+// likelihood of a log-softmax, each with its gradient rule.
+// CHECK-LABEL: func.func @weighted_softmax_cross_entropy
+// CHECK-SAME: (%[[S:.*]]: tensor<16x32xf32>, %[[L:.*]]: tensor<16xi64>, %[[W:.*]]: tensor<32xf32>)
+func.func @weighted_softmax_cross_entropy(%s: tensor<16x32xf32>, %l: tensor<16xi64>, %w: tensor<32xf32>) -> tensor<f32> {
+  // CHECK: %[[LP:.*]] = train.log_softmax %[[S]] {axis = 1 : i64}
+  // CHECK: train.nll_loss %[[LP]], %[[L]], %[[W]] {ignore_index = -1 : i64, reduction = "sum"}
+  // CHECK-NOT: train.softmax_cross_entropy_loss
+  %0 = train.softmax_cross_entropy_loss %s, %l, %w {ignore_index = -1 : i64, reduction = "sum"} : (tensor<16x32xf32>, tensor<16xi64>, tensor<32xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// A weighted LogSoftmax + NLL stays as it is.
+// CHECK-LABEL: func.func @weighted_nll_stays
+func.func @weighted_nll_stays(%s: tensor<16x32xf32>, %l: tensor<16xi64>, %w: tensor<32xf32>) -> tensor<f32> {
+  // CHECK: train.log_softmax
+  // CHECK: train.nll_loss
+  // CHECK-NOT: train.cross_entropy
+  %lp = train.log_softmax %s {axis = 1 : i64} : (tensor<16x32xf32>) -> tensor<16x32xf32>
+  %0 = train.nll_loss %lp, %l, %w : (tensor<16x32xf32>, tensor<16xi64>, tensor<32xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
 

@@ -375,6 +375,41 @@ TEST(CrossEntropyTest, ForwardBackwardAndIgnoredRows) {
   }
 }
 
+// Class axis 1 of [N, C, d]: the loss picks -w[label] * logp[n, label, i].
+TEST(NllLossTest, WeightedReductionsOverAnInnerAxis) {
+  // logp[n][c][i] = -(1 + n + 0.1 c + 0.01 i); labels [[2, 0], [1, -100]].
+  host::Tensor logProbs = host::Tensor::zeros({2, 3, 2});
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t i = 0; i < 2; ++i)
+        logProbs.floats[size_t((n * 3 + c) * 2 + i)] = -float(1 + n + 0.1 * c + 0.01 * i);
+  host::Tensor labels = host::Tensor::ofInts({2, 2}, {2, 0, 1, -100});
+  host::Tensor weights = host::Tensor::ofFloats({3}, {0.5f, 2.0f, 1.5f});
+  // Terms: 1.5 * 1.2, 0.5 * 1.01, 2.0 * 2.1; weights summed 4.0.
+  std::vector<double> terms = {1.8, 0.505, 4.2, 0.0};
+  host::Tensor none = host::nllLoss(logProbs, labels, &weights, int64_t(-100), "none");
+  for (size_t p = 0; p < 4; ++p)
+    EXPECT_NEAR(none.floats[p], terms[p], 1e-6) << p;
+  EXPECT_NEAR(host::nllLoss(logProbs, labels, &weights, int64_t(-100), "sum").floats[0], 6.505, 1e-5);
+  EXPECT_NEAR(host::nllLoss(logProbs, labels, &weights, int64_t(-100), "mean").floats[0], 6.505 / 4.0, 1e-6);
+  EXPECT_NEAR(host::nllLoss(logProbs, labels, nullptr, int64_t(-100), "mean").floats[0], (1.2 + 1.01 + 2.1) / 3, 1e-6);
+  host::Tensor grad =
+      host::nllLossGrad(logProbs.shape, labels, &weights, host::Tensor::ofFloats({}, {2.0f}), int64_t(-100), "mean");
+  std::vector<float> want(12, 0.0f);
+  want[(0 * 3 + 2) * 2 + 0] = -1.5f * 2 / 4, want[(0 * 3 + 0) * 2 + 1] = -0.5f * 2 / 4,
+                         want[(1 * 3 + 1) * 2 + 0] = -2.0f * 2 / 4;
+  for (size_t p = 0; p < 12; ++p)
+    EXPECT_FLOAT_EQ(grad.floats[p], want[p]) << p;
+  labels.ints[3] = 3;
+  try {
+    host::nllLoss(logProbs, labels, &weights, int64_t(-100), "mean");
+    FAIL() << "a label outside the classes was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("label position 3 has label 3, outside 3 classes"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(EmbeddingTest, GatherAndScatterAddWithRepeatedIds) {
   const int64_t vocab = 5, dim = 3;
   auto table = randomVector(size_t(vocab * dim), 60);

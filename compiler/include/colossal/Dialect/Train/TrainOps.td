@@ -947,6 +947,26 @@ def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad"> {
   let results = (outs AnyRankedTensor:$logits_grad);
 }
 
+def Train_NllLossGradOp : Train_GradOp<"nll_loss_grad"> {
+  let summary = "gradient of train.nll_loss with respect to the log-probabilities";
+  let description = [{
+    Zero except at each counted label: `-weights[label] * dloss`, divided
+    under `mean` by the summed weights of the counted labels (their count
+    without `weights`), as the forward op divides. The result has the
+    log-probabilities' type; only their shape is needed, so they are not an
+    operand and need not be kept for the backward pass.
+
+    Example:
+
+    ```mlir
+    %d = train.nll_loss_grad %t, %w, %dl {reduction = "mean"} : (tensor<16xi64>, tensor<64xf32>, tensor<f32>) -> tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$labels, Optional<AnyRankedTensor>:$weights, AnyRankedTensor:$loss_grad,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction, OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AnyRankedTensor:$log_probs_grad);
+}
+
 def Train_GatherGradOp : Train_GradOp<"gather_grad"> {
   let summary = "gradient of train.gather: scatter-add into zeros of the data's shape";
   let description = [{
