@@ -6,6 +6,8 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <unistd.h>
 
 namespace colossal::cost {
 
@@ -352,13 +354,52 @@ Cluster nvidiaNode(const std::string &name, int nodes) {
   return c;
 }
 
+/// This machine, for host programs: one process per hardware thread, each
+/// with its share of the physical memory. The rates are colossal-bench's on
+/// a 2-core host, 2 ranks (docs/measurements/host-cluster-2-cores.json:
+/// float32 GEMM at 91-100% of 104 GFLOP/s per process from 3.4e7 FLOPs up,
+/// 29 GB/s copies, all-reduce bus bandwidth by size over shared memory,
+/// falling past 4 MiB); smaller GEMMs and other hosts' links are assumed.
+/// A host's own measurement (colossal-bench --device cpu, then --cluster
+/// FILE) replaces them.
+Cluster hostMachine(int nodes) {
+  Cluster c;
+  c.name = "host";
+  c.nodes = nodes;
+  c.gpusPerNode = int(std::max(1u, std::thread::hardware_concurrency()));
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  double physical = pages > 0 && pageSize > 0 ? double(pages) * double(pageSize) : 8 * GB;
+  c.description = "this machine: " + std::to_string(c.gpusPerNode) + " hardware threads, " +
+                  std::to_string(int64_t(physical / (1 << 20))) + " MiB, one process per thread";
+  c.calibration = "a 2-core host's colossal-bench rates; run colossal-bench --device cpu to measure this one";
+  // The host computes 16-bit types in float32.
+  double peak = 104e9;
+  c.peakFlops = {{DType::F32, peak}, {DType::TF32, peak}, {DType::BF16, peak}, {DType::F16, peak}};
+  c.gemmEfficiency = {{1e4, 0.05}, {1e5, 0.3}, {1e6, 0.7}, {3.4e7, 0.91}, {2.7e8, 1.0}};
+  c.memoryBytes = physical / c.gpusPerNode;
+  c.memoryBandwidth = 29 * GB / c.gpusPerNode;
+  c.intraNode.latency = 9.8e-6;
+  c.intraNode.bandwidth = 2.9 * GB;
+  c.intraNode.busBandwidth = {{1024, 0.105 * GB},  {8192, 0.39 * GB},    {65536, 1.46 * GB},
+                              {524288, 2.53 * GB}, {4194304, 2.93 * GB}, {33554432, 0.19 * GB}};
+  c.interNode.bandwidth = 1.25 * GB; // hosts on 10 Gb/s Ethernet (assumed)
+  c.interNode.efficiency = 0.9;
+  c.interNode.latency = 50e-6;
+  c.hostMemoryBytes = physical;
+  c.hostDeviceBandwidth = 29 * GB / c.gpusPerNode; // offload is a host copy
+  c.hostMemoryBandwidth = 29 * GB;
+  return c;
+}
+
 } // namespace
 
-std::vector<std::string> Cluster::presetNames() { return {"dgx-a100", "dgx-h100", "h200-node"}; }
+std::vector<std::string> Cluster::presetNames() { return {"dgx-a100", "dgx-h100", "h200-node", "host"}; }
 
 std::optional<Cluster> Cluster::preset(const std::string &name, int nodes) {
   if (nodes < 1)
     return std::nullopt;
+  if (name == "host")
+    return hostMachine(nodes);
   if (name == "dgx-a100") {
     // NVIDIA A100 datasheet (SXM 80GB); DGX A100 user guide: 8 x 200 Gb/s
     // HDR InfiniBand for compute, PCIe Gen4 hosts, 2 x AMD EPYC 7742.

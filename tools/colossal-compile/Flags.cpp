@@ -110,8 +110,10 @@ cl::opt<std::string> planFile("plan",
                                        "with -o DIR"),
                               cl::value_desc("FILE"), cl::cat(category));
 cl::opt<std::string> clusterName("cluster",
-                                 cl::desc("The machine plans are for: dgx-a100 (default), dgx-h100, h200-node, "
-                                          "or a colossal-cluster/1 JSON file"),
+                                 cl::desc("The machine plans are for: dgx-a100, dgx-h100, h200-node, host (this "
+                                          "machine, one process per hardware thread) or a colossal-cluster/1 "
+                                          "JSON file (colossal-bench writes one). Default: host when building a "
+                                          "host program (-o DIR, --target cpu), else dgx-a100"),
                                  cl::value_desc("NAME|FILE"), cl::init("dgx-a100"), cl::cat(category));
 cl::opt<bool> summaryOnly("summary-only", cl::desc("Print the model summary only, to stdout"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print the model summary"), cl::cat(category));
@@ -190,6 +192,11 @@ std::optional<Request> parseCommandLine(int argc, char **argv) {
   r.inputPath = inputPath, r.outputPath = outputPath;
   r.target = target, r.precision = precision, r.optimizer = optimizer, r.schedule = schedule;
   r.strategy = strategyText, r.planFile = planFile, r.cluster = clusterName;
+  // A host program runs on host processes: plan for this machine, unless
+  // only a plan is asked for without naming the target (plans are for GPUs).
+  bool hostProgram = target == "cpu" && (phase != Emit::Plan || target.getNumOccurrences());
+  if (!clusterName.getNumOccurrences() && hostProgram)
+    r.cluster = "host";
   r.gpus = gpus, r.gpusGiven = gpus.getNumOccurrences() > 0;
   r.microbatches = microbatches, r.microbatchesGiven = microbatches.getNumOccurrences() > 0;
   if (batch.getNumOccurrences())

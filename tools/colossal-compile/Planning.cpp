@@ -281,6 +281,8 @@ void printReport(const std::string &model, const std::string &precision, const c
   llvm::raw_ostream &os = llvm::errs();
   os << "plan for " << model << " (" << precision << ") on " << plan.strategy.devices() << " device(s) of " << cluster.name
      << " (" << cluster.nodes << " node(s) of " << cluster.gpusPerNode << ")\n";
+  if (!cluster.description.empty())
+    os << "cluster    " << cluster.description << "\n";
   if (search) {
     char line[256];
     std::snprintf(line, sizeof line, "search     %lld candidates, %lld evaluated, %lld invalid, %.2f s\n",
@@ -542,10 +544,11 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   if (request.chosen) {
     const cost::Estimate &e = winner.estimate;
     if (!request.quiet)
-      llvm::errs() << "colossal-compile: plan for " << request.gpus << " GPUs (" << result.evaluated
-                   << " plans the partitioner runs evaluated): " << winner.strategy.str() << ", microbatch size "
-                   << winner.microbatchSize << "; predicted step " << llvm::format("%.3g", e.stepTime)
-                   << " s, " << llvm::format("%.3g", e.memory.total() / double(1ull << 30)) << " GiB per rank of "
+      llvm::errs() << "colossal-compile: plan for " << request.gpus << " devices of " << cluster->name << " ("
+                   << result.evaluated << " plans the partitioner runs evaluated): " << winner.strategy.str()
+                   << ", microbatch size " << winner.microbatchSize << "; predicted step "
+                   << llvm::format("%.3g", e.stepTime) << " s, "
+                   << llvm::format("%.3g", e.memory.total() / double(1ull << 30)) << " GiB per rank of "
                    << llvm::format("%.3g", e.capacity / double(1ull << 30))
                    << " (--strategy fixes parts, --emit=plan shows the search)\n";
     *request.chosen = winner.strategy;

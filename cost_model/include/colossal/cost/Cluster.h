@@ -97,8 +97,8 @@ struct Cluster {
   /// Reads and checks a description; `error` names the offending field.
   static std::optional<Cluster> fromJson(const Json &json, std::string &error);
 
-  /// A preset by name ("dgx-a100", "dgx-h100", "h200-node") with `nodes`
-  /// nodes, or nullopt.
+  /// A preset by name ("dgx-a100", "dgx-h100", "h200-node", "host": this
+  /// machine's threads and memory) with `nodes` nodes, or nullopt.
   static std::optional<Cluster> preset(const std::string &name, int nodes = 1);
   static std::vector<std::string> presetNames();
   /// A preset by name or a colossal-cluster/1 JSON file; `nodes` nodes of a
