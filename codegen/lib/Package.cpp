@@ -52,16 +52,36 @@ Json shapeJson(ArrayRef<int64_t> shape) {
   return Json(dims);
 }
 
-LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const std::string &path) {
-  std::vector<std::string> names;
+/// The parameters whose initial values come from the model file: all, or
+/// under --init the frozen ones.
+std::vector<train::ParameterOp> fromTheFile(ModuleOp module, const PackageOptions &options) {
+  std::map<std::string, std::string> kinds;
+  if (options.settings.initStd >= 0)
+    kinds = initialValueKinds(module);
+  std::vector<train::ParameterOp> params;
   for (train::ParameterOp p : module.getOps<train::ParameterOp>())
+    if (kinds.empty() || kinds[p.getSymName().str()] == "File")
+      params.push_back(p);
+  return params;
+}
+
+/// The weights file of the parameters the model file initializes; none (and
+/// a stale one removed) when the program draws them all.
+LogicalResult writeWeights(ModuleOp module, const PackageOptions &options, const std::string &path) {
+  std::vector<train::ParameterOp> params = fromTheFile(module, options);
+  if (params.empty()) {
+    llvm::sys::fs::remove(path);
+    return success();
+  }
+  std::vector<std::string> names;
+  for (train::ParameterOp p : params)
     names.push_back(p.getSymName().str());
   std::string error;
   std::optional<std::map<std::string, InitialValue>> values = readInitialValues(options.onnxPath, names, error);
   if (!values)
     return module.emitError() << error;
   std::vector<rt::TensorView> views;
-  for (train::ParameterOp p : module.getOps<train::ParameterOp>()) {
+  for (train::ParameterOp p : params) {
     InitialValue &v = values->at(p.getSymName().str());
     auto type = cast<ShapedType>(p.getType());
     // A tensor-parallel slice's file holds the whole tensor (each rank
@@ -367,7 +387,10 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   m["gradient_bucket_bytes"] = Json(s.gradientBucketBytes);
   m["zero3_prefetch_bytes"] = Json(s.prefetchBytes);
   m["executable"] = "model_train";
-  m["weights"] = "weights.safetensors";
+  if (!fromTheFile(module, options).empty())
+    m["weights"] = "weights.safetensors";
+  if (s.initStd >= 0)
+    m["init"] = Json(Json::Object{{"kind", "normal"}, {"std", Json(s.initStd)}});
   Json::Array inputs, parameters;
   if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward"))
     for (BlockArgument arg : step.getArguments()) {

@@ -8,6 +8,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/WithColor.h"
 
+#include <cmath>
 #include <tuple>
 
 namespace cl = llvm::cl;
@@ -71,6 +72,13 @@ cl::opt<double> beta2("beta2", cl::desc("LAMB/AdamW second-moment decay (default
 cl::opt<double> eps("eps", cl::desc("LAMB/AdamW epsilon (default 1e-6 for LAMB, 1e-8 for AdamW)"), cl::cat(category));
 cl::opt<double> momentum("momentum", cl::desc("SGD/LARS momentum (default 0.9)"), cl::init(0.9), cl::cat(category));
 cl::opt<bool> nesterov("nesterov", cl::desc("Nesterov momentum for SGD"), cl::cat(category));
+cl::opt<std::string>
+    initSpec("init",
+             cl::desc("Start from fresh weights instead of the file's (required for a shape-only model): normal[:STD] "
+                      "draws matrices and embeddings from N(0, STD^2) (default 0.02), norm scales start at 1, biases "
+                      "and other vectors at 0; every rank draws its own part from the run's --seed, keyed by parameter "
+                      "name and element, so any plan starts from the same weights. Frozen parameters keep the file's"),
+             cl::value_desc("normal[:STD]"), cl::cat(category));
 cl::opt<double> clipGradNorm("clip-grad-norm", cl::desc("Clip the global gradient norm to X (default 0: off)"),
                              cl::init(0.0), cl::cat(category));
 cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("Linear warm-up steps (default 0)"), cl::init(0),
@@ -203,6 +211,15 @@ std::optional<Request> parseCommandLine(int argc, char **argv) {
     r.batch = int64_t(batch);
   r.lr = lr, r.weightDecay = weightDecay, r.beta1 = beta1, r.beta2 = beta2, r.momentum = momentum;
   r.clipGradNorm = clipGradNorm, r.nesterov = nesterov;
+  if (initSpec.getNumOccurrences()) {
+    llvm::StringRef spec(initSpec), kind = spec.split(':').first, std = spec.split(':').second;
+    double value = 0.02;
+    if (kind != "normal" || (spec.contains(':') && (std.getAsDouble(value) || !(value > 0) || !std::isfinite(value)))) {
+      printError("--init '" + spec + "': expected normal or normal:STD with STD > 0 (for example normal:0.02)");
+      return std::nullopt;
+    }
+    r.initStd = value;
+  }
   r.eps = eps.getNumOccurrences() ? double(eps) : -1.0;
   r.warmupSteps = warmupSteps, r.steps = steps;
   r.import = options;

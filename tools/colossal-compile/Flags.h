@@ -33,6 +33,9 @@ struct Request {
   bool microbatchesGiven = false;
   /// The global batch, over every rank and microbatch.
   std::optional<int64_t> batch;
+  /// --init normal[:STD]: the standard deviation trainable weights start
+  /// from (negative: the file's weights).
+  double initStd = -1;
   double lr = 1e-3, weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999, momentum = 0.9, clipGradNorm = 0;
   /// Negative: the optimizer's default.
   double eps = -1;

@@ -84,6 +84,7 @@ codegen::PackageOptions packageOptions(const Request &r) {
   s.target = r.target;
   s.lr = r.lr, s.clipGradNorm = r.clipGradNorm, s.warmupSteps = r.warmupSteps;
   s.schedule = r.schedule, s.steps = r.steps;
+  s.initStd = r.initStd;
   return package;
 }
 

@@ -54,7 +54,8 @@ std::optional<std::map<std::string, InitialValue>> readInitialValues(const std::
   for (const std::string &name : names)
     if (!values.count(name)) {
       error = path + ": parameter '" + name +
-              "' has no initial value in the file (a shape-only parameter); export the model with its weights";
+              "' has no initial value in the file (a shape-only parameter); compile with --init normal:0.02 to draw "
+              "the weights, or export the model with its weights";
       return std::nullopt;
     }
   return values;

@@ -11,6 +11,7 @@
 #include "colossal/runtime/io/OnnxWeights.h"
 #include "colossal/runtime/io/ProgramFiles.h"
 #include "colossal/runtime/io/Safetensors.h"
+#include "colossal/runtime/train/InitialValues.h"
 #include "colossal/runtime/train/TensorSlices.h"
 
 #include <cstdio>
@@ -19,14 +20,29 @@
 
 namespace colossal::rt::trainer {
 
-State loadWeights(const TrainingProgram &program, const std::string &path, int64_t tensorRank, int64_t tensorRanks) {
-  if (access(path.c_str(), R_OK) != 0)
-    fail("weights", "cannot read " + path + " (give --weights FILE)");
-  SafetensorsFile file = SafetensorsFile::read(path);
+State loadWeights(const TrainingProgram &program, const std::string &path, int64_t tensorRank, int64_t tensorRanks,
+                  std::optional<uint64_t> drawSeed) {
+  auto drawn = [&](const ProgramParameter &p) { return drawSeed && p.init.kind != ParameterInit::File; };
+  // The file is read only for the parameters the program does not draw.
+  std::optional<SafetensorsFile> opened;
+  auto file = [&]() -> SafetensorsFile & {
+    if (!opened) {
+      if (access(path.c_str(), R_OK) != 0)
+        fail("weights", "cannot read " + path + " (give --weights FILE)");
+      opened = SafetensorsFile::read(path);
+    }
+    return *opened;
+  };
   State s;
   MemoryScope scope(MemoryCategory::Parameters);
   for (const ProgramParameter &p : program.parameters) {
-    const TensorView *view = file.find(p.name);
+    if (drawn(p)) {
+      Tensor value = Tensor::zeros(p.shape);
+      drawSlice(p, sliceOf(p, tensorRank, tensorRanks), *drawSeed, value.floats.data());
+      s.parameters.push_back(std::move(value));
+      continue;
+    }
+    const TensorView *view = file().find(p.name);
     if (!view)
       fail(path, "holds no tensor '" + p.name + "'");
     bool integer = view->dtype == DType::I64;
@@ -37,7 +53,7 @@ State loadWeights(const TrainingProgram &program, const std::string &path, int64
     std::vector<float> padded;
     if (slice.padding > 0 && !integer && view->shape != slice.whole) {
       Shape model = modelShape(slice);
-      const TensorView &t = file.require(p.name, DType::F32, model);
+      const TensorView &t = file().require(p.name, DType::F32, model);
       padded.assign(size_t(elementsOf(slice.whole)), 0.0f);
       placeSlice(static_cast<const float *>(t.data), SliceOf{slice.whole, Shape(model.size(), 0)}, model,
                  padded.data());
@@ -46,10 +62,10 @@ State loadWeights(const TrainingProgram &program, const std::string &path, int64
     if (!padded.empty())
       cutSlice(padded.data(), slice, p.shape, value.floats.data());
     else if (integer)
-      cutSlice(static_cast<const int64_t *>(file.require(p.name, DType::I64, slice.whole).data), slice, p.shape,
+      cutSlice(static_cast<const int64_t *>(file().require(p.name, DType::I64, slice.whole).data), slice, p.shape,
                value.ints.data());
     else
-      cutSlice(static_cast<const float *>(file.require(p.name, DType::F32, slice.whole).data), slice, p.shape,
+      cutSlice(static_cast<const float *>(file().require(p.name, DType::F32, slice.whole).data), slice, p.shape,
                value.floats.data());
     if (p.trainable && integer)
       fail(path, "trainable parameter '" + p.name + "' is not floating-point");

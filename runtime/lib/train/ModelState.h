@@ -18,6 +18,7 @@
 #include "colossal/runtime/train/ShardedOptimizer.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,9 +55,12 @@ struct State {
 };
 
 /// The program's weights from a safetensors file: rank `tensorRank` of
-/// `tensorRanks` keeps its slices of the split ones. Charged as parameters.
+/// `tensorRanks` keeps its slices of the split ones. With `drawSeed`, the
+/// parameters the program draws (--init) are drawn from it instead
+/// (InitialValues.h), and the file is read only if others remain. Charged
+/// as parameters.
 State loadWeights(const TrainingProgram &program, const std::string &path, int64_t tensorRank = 0,
-                  int64_t tensorRanks = 1);
+                  int64_t tensorRanks = 1, std::optional<uint64_t> drawSeed = std::nullopt);
 /// Each trainable tensor's gradient and moments (charged as such) and the
 /// optimizer's view of them, under `config`'s conventions.
 void prepareOptimizer(const TrainingProgram &program, const OptimizerConfig &config, State &s);

@@ -66,7 +66,10 @@ Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int
     fail("--save " + o.save, std::string("it exists and holds other files than ") +
                                  (o.saveEvery > 0 ? "checkpoints" : "a checkpoint") +
                                  "; give a new directory or an earlier save's");
-  Prepared p{o, loadWeights(program, o.weights, tensorRank, tensorRanks), nullptr};
+  Prepared p{o,
+             loadWeights(program, o.weights, tensorRank, tensorRanks,
+                         o.weightsGiven ? std::nullopt : std::optional<uint64_t>(o.seed)),
+             nullptr};
   prepareOptimizer(program, o.settings.optimizer, p.state);
   if (p.state.trainable.empty())
     fail(program.model, "has no trainable parameter");

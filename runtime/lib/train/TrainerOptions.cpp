@@ -25,7 +25,9 @@ Trains %s, compiled by colossal-compile, on the host.
   --data FILE          token file (u16/u32/.npy) for language models: inputs and
                        labels are consecutive windows of it
                        (default: synthetic data, the same for every run with one seed)
-  --weights FILE       initial weights (default: weights.safetensors beside the program)
+  --weights FILE       initial weights (default: weights.safetensors beside the program;
+                       a program compiled with --init draws its trainable ones
+                       from --seed unless this names a file)
   --log FILE           one JSON object per step: step, loss, lr, grad_norm,
                        loss_scale, tokens_per_s, time, memory (bytes by
                        category, current and peak) and, on several ranks,
@@ -150,7 +152,7 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
     else if (flag == "--data")
       o.data = value;
     else if (flag == "--weights" || flag == "--import")
-      o.weights = value;
+      o.weights = value, o.weightsGiven = true;
     else if (flag == "--log")
       o.log = value;
     else if (flag == "--save")

@@ -25,6 +25,9 @@ struct Options {
   TrainingSettings settings;
   uint64_t seed = 0;
   std::string feed, data, log, save, resume, weights, dumpGradients, exportDir;
+  /// --weights or --import named the file: every parameter comes from it,
+  /// also where the program would draw it (--init).
+  bool weightsGiven = false;
   /// --save-every N (0: only the last step) and --keep N (0: every one).
   int64_t saveEvery = 0, keep = 0;
   bool quiet = false;

@@ -37,6 +37,11 @@ struct ProgramSettings {
   int64_t warmupSteps = 0;
   std::string schedule = "constant";
   int64_t steps = 10;
+  /// --init: trainable parameters start from values the program draws
+  /// (N(0, initStd^2) for matrices and embeddings, 1 for norm scales, 0 for
+  /// biases and other vectors) instead of the weights file; negative: the
+  /// file's.
+  double initStd = -1;
   // The plan: writePackage reads these from the module's dist.plan.
   int64_t microbatches = 1;
   /// Data-parallel ranks.
@@ -92,6 +97,10 @@ struct ExternalConstant {
   std::string name;
   mlir::DenseElementsAttr value;
 };
+
+/// How --init starts each parameter, by name: "Normal", "Ones", "Zeros"
+/// (trainable ones, by the role their reads play) or "File" (frozen ones).
+std::map<std::string, std::string> initialValueKinds(mlir::ModuleOp module);
 
 /// Writes the program; on failure emits an error at the op that cannot be
 /// lowered (its name, location and why) and returns failure. With

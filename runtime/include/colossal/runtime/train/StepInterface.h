@@ -33,6 +33,15 @@ struct ProgramInput {
   int64_t range = 2;
 };
 
+/// Where a parameter's initial value comes from: the weights file, or drawn
+/// by the program (compiled with --init; InitialValues.h).
+struct ParameterInit {
+  enum Kind { File, Normal, Ones, Zeros };
+  Kind kind = File;
+  /// Normal: the standard deviation (the mean is 0).
+  double std = 0;
+};
+
 struct ProgramParameter {
   std::string name;
   host::Shape shape;
@@ -51,6 +60,8 @@ struct ProgramParameter {
   /// The whole tensor's last `padding` rows along `splitDim` are zeros the
   /// split added (a vocabulary the tensor ranks do not divide).
   int64_t padding = 0;
+  /// Drawn by the program unless the run names a weights file.
+  ParameterInit init;
 };
 
 /// Dynamic loss scaling for fp16 gradients (the rules of PyTorch's
