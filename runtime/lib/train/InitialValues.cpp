@@ -4,7 +4,10 @@
 
 #include "colossal/runtime/kernels/Philox.h"
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 namespace colossal::rt {
 
@@ -41,22 +44,48 @@ void drawSlice(const ProgramParameter &p, const SliceOf &slice, uint64_t seed, f
   if (slice.padding > 0)
     for (size_t d = size_t(slice.dim) + 1; d < slice.whole.size(); ++d)
       inner *= slice.whole[d];
-  forEachSliceRun(slice, p.shape, [&](int64_t at, int64_t to, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t w = at + i, index = w;
-      if (slice.padding > 0) {
-        // The element's row along the padded dimension, and its place in
-        // the model's shape; padding rows are zeros.
-        int64_t extent = slice.whole[size_t(slice.dim)], row = (w / inner) % extent;
-        if (row >= model[size_t(slice.dim)]) {
-          out[to + i] = 0.0f;
-          continue;
-        }
-        index = ((w / (extent * inner)) * model[size_t(slice.dim)] + row) * inner + w % inner;
+  // Element `w` of the whole (padded) tensor, written at `to`.
+  auto draw = [&](int64_t w, int64_t to) {
+    int64_t index = w;
+    if (slice.padding > 0) {
+      // The element's row along the padded dimension, and its place in the
+      // model's shape; padding rows are zeros.
+      int64_t extent = slice.whole[size_t(slice.dim)], row = (w / inner) % extent;
+      if (row >= model[size_t(slice.dim)]) {
+        out[to] = 0.0f;
+        return;
       }
-      out[to + i] = initialValue(p.init, seed, key, uint64_t(index));
+      index = ((w / (extent * inner)) * model[size_t(slice.dim)] + row) * inner + w % inner;
     }
+    out[to] = initialValue(p.init, seed, key, uint64_t(index));
+  };
+  struct Run {
+    int64_t at, to, n;
+  };
+  std::vector<Run> runs;
+  int64_t total = 0;
+  forEachSliceRun(slice, p.shape, [&](int64_t at, int64_t to, int64_t n) {
+    runs.push_back({at, to, n});
+    total += n;
   });
+  // Each element is drawn alone: any number of threads gives the same bits.
+  // A large tensor is cut into equal element ranges across the runs.
+  int64_t threads = total < (int64_t(1) << 20) ? 1 : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  auto drawRange = [&](int64_t begin, int64_t end) {
+    int64_t start = 0;
+    for (const Run &r : runs) {
+      int64_t from = std::max(begin, start), to = std::min(end, start + r.n);
+      for (int64_t e = from; e < to; ++e)
+        draw(r.at + (e - start), r.to + (e - start));
+      start += r.n;
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int64_t t = 1; t < threads; ++t)
+    workers.emplace_back(drawRange, total * t / threads, total * (t + 1) / threads);
+  drawRange(0, total / threads);
+  for (std::thread &w : workers)
+    w.join();
 }
 
 } // namespace colossal::rt

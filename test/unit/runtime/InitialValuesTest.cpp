@@ -42,6 +42,27 @@ TEST(InitialValuesTest, SlicesOfAPaddedTensorHoldTheModelsElements) {
   }
 }
 
+// A tensor large enough to be drawn on several threads holds the same
+// values as drawn one by one.
+TEST(InitialValuesTest, LargeTensorsDrawnOnThreadsHoldEachElementsValue) {
+  ProgramParameter p;
+  p.name = "embed.weight";
+  p.shape = {1025, 2048}; // a split one: rank 1 of 2 along dimension 0, one padding row
+  p.splitDim = 0, p.padding = 1, p.init = normal(0.02);
+  SliceOf slice = sliceOf(p, 1, 2);
+  std::vector<float> part(size_t(p.shape[0] * p.shape[1]), -1.0f);
+  drawSlice(p, slice, 3, part.data());
+  uint64_t key = parameterKey(p.name);
+  int64_t mismatches = 0;
+  for (int64_t r = 0; r < p.shape[0]; ++r)
+    for (int64_t c = 0; c < p.shape[1]; ++c) {
+      int64_t row = 1025 + r; // the model has 2049 rows, the padded tensor 2050
+      float want = row >= 2049 ? 0.0f : initialValue(p.init, 3, key, uint64_t(row * 2048 + c));
+      mismatches += part[size_t(r * 2048 + c)] != want;
+    }
+  EXPECT_EQ(mismatches, 0);
+}
+
 TEST(InitialValuesTest, NormalDrawsHaveTheirMomentsAndDependOnNameAndSeed) {
   const int64_t n = 200000;
   const double std = 0.02;
