@@ -637,11 +637,17 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   return success();
 }
 
-/// The range of synthetic values for an integer input: the smallest table it
-/// indexes or class count it labels; 2 when it does neither.
-int64_t integerRange(Value input, int64_t tensorRanks) {
+/// The smallest table an integer value indexes or class count it labels
+/// (the largest int64 when it does neither).
+int64_t rangeOfUses(Value input, int64_t tensorRanks) {
   int64_t range = std::numeric_limits<int64_t>::max();
   for (Operation *user : input.getUsers()) {
+    // Labels flattened for the loss (labels.view(-1)) label what the
+    // flattened ones do.
+    if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+      range = std::min(range, rangeOfUses(reshape.getResult(), tensorRanks));
+      continue;
+    }
     // A table or logits split by vocabulary hold 1 / tensorRanks of it.
     int64_t slices = user->hasAttr("mesh_axis") ? tensorRanks : 1;
     if (auto g = dyn_cast<GatherOp>(user); g && g.getIndices() == input) {
@@ -661,6 +667,13 @@ int64_t integerRange(Value input, int64_t tensorRanks) {
     if (auto n = dyn_cast<NegativeLogLikelihoodLossOp>(user); n && n.getLabels() == input)
       range = std::min(range, cast<ShapedType>(n.getLogProbs().getType()).getDimSize(1));
   }
+  return range;
+}
+
+/// The range of synthetic values for an integer input: its uses' range; 2
+/// when it neither indexes nor labels.
+int64_t integerRange(Value input, int64_t tensorRanks) {
+  int64_t range = rangeOfUses(input, tensorRanks);
   return range == std::numeric_limits<int64_t>::max() ? 2 : range;
 }
 

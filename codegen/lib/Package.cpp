@@ -602,12 +602,18 @@ LogicalResult writePackage(ModuleOp module, const PackageOptions &given) {
   llvm::raw_string_ostream os(source);
   StepMemoryPlan memory;
   std::vector<ExternalConstant> constants;
+  auto phase = [&](const std::string &what) {
+    if (options.onPhase)
+      options.onPhase(what);
+  };
+  phase("writing " + dir + "/train_step.cpp");
   TimingScope sourceTimer = timing.nest("source");
   if (failed(emitHostSource(module, options.settings, os, &memory, &constants)) ||
       failed(writeText(module, dir + "/train_step.cpp", source)) ||
       failed(writeConstants(module, constants, dir + "/constants.safetensors")))
     return failure();
   sourceTimer.stop();
+  phase("writing the weights and the graph");
   TimingScope weightsTimer = timing.nest("weights");
   if (failed(writeWeights(module, options, dir + "/weights.safetensors")))
     return failure();
@@ -622,12 +628,14 @@ LogicalResult writePackage(ModuleOp module, const PackageOptions &given) {
       llvm::sys::fs::remove(dir + "/graph.onnx");
   }
   weightsTimer.stop();
+  phase("predicting the step's memory and communication");
   TimingScope manifestTimer = timing.nest("manifest (predictions)");
   if (failed(writeText(module, dir + "/manifest.json", manifestOf(module, options, memory).dump() + "\n")))
     return failure();
   manifestTimer.stop();
   if (!options.build)
     return success();
+  phase("");
   TimingScope buildTimer = timing.nest("build");
   if (failed(buildExecutable(module, dir, cuda)))
     return failure();

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """What colossal-compile shows while it builds, and builds it finds again.
 
-On a terminal (a pseudo-terminal here) the build of the program is one line
-that counts its seconds; in a log (a pipe) the same line once, with no
-carriage returns. A second compile of the same step reuses the first
+On a terminal (a pseudo-terminal here) each phase (import, raising,
+partitioning, the source, the weights) is shown on one line as it begins,
+and the build of the program counts its seconds; in a log (a pipe) only the
+build line, once, with no carriage returns. A second compile of the same step reuses the first
 build's executable from the build cache (and says so), which trains as the
 first did; another step (another learning rate) is built anew.
 
@@ -65,6 +66,10 @@ check(line in text, f"no build line on the terminal: {text[-500:]!r}")
 # A terminal's line is rewritten in place (it counts whole seconds of a
 # build that lasts one or more).
 check(f"{line}\n" not in text.replace("\r\n", "\n"), f"the terminal got a plain log line: {text[-500:]!r}")
+# The compile's phases, each shown as it begins and cleared after.
+for phase in (f"importing {FIXTURES}/gpt2/gpt2_opset17.onnx", "raising the graph", "partitioning",
+              f"writing {out}/train_step.cpp", "writing the weights and the graph"):
+    check(f"\r\033[Kcolossal-compile: {phase}" in text, f"the terminal was not shown '{phase}': {text[-800:]!r}")
 if seconds >= 2:
     check(f"\r{line} (1 s)" in text, f"a {seconds:.1f} s build showed no seconds: {text[-500:]!r}")
 print(f"terminal: {seconds:.1f} s, {text.count(chr(13))} carriage returns")
@@ -72,7 +77,8 @@ print(f"terminal: {seconds:.1f} s, {text.count(chr(13))} carriage returns")
 args, env = compile_gpt2(f"{WORK}/log", no_cache)
 logged = subprocess.run(args, env=env, capture_output=True, text=True)
 check(logged.returncode == 0, f"compile to a pipe failed: {logged.stderr[-1500:]}")
-check(f"colossal-compile: building {WORK}/log/model_train\n" in logged.stderr and "\r" not in logged.stderr,
+check(f"colossal-compile: building {WORK}/log/model_train\n" in logged.stderr and "\r" not in logged.stderr
+      and "importing" not in logged.stderr,
       f"a log should get the build line once, without carriage returns: {logged.stderr[-500:]!r}")
 
 # The build cache: the same step again comes from it; another is built.

@@ -13,6 +13,7 @@
 #include "BuildLayout.h"
 #include "Flags.h"
 #include "ModelSummary.h"
+#include "PhaseProgress.h"
 #include "Planning.h"
 #include "colossal/Codegen/Package.h"
 #include "colossal/Import/OnnxImporter.h"
@@ -52,10 +53,23 @@ Stage lastStage(Emit emit) {
 
 /// Runs the pipeline's stages after `from` up to `to`, each pass timed
 /// under `timing`.
+/// What a terminal's progress line calls the stages up to `to`.
+const char *doing(Stage to) {
+  switch (to) {
+  case Stage::Raised:
+    return "raising the graph";
+  case Stage::Partitioned:
+    return "partitioning";
+  default:
+    return "differentiating, adding the optimizer, planning memory";
+  }
+}
+
 bool runStages(ModuleOp module, const pipeline::TrainingPipelineOptions &options, Stage from, Stage to,
-               const std::string &inputPath, TimingScope &timing) {
+               const std::string &inputPath, TimingScope &timing, PhaseProgress &progress) {
   if (to <= from)
     return true;
+  progress.show(doing(to));
   PassManager pm(module.getContext());
   pipeline::buildTrainingPipeline(pm, options, to, from);
   TimingScope stages = timing.nest(pipeline::nameOf(to));
@@ -113,7 +127,10 @@ int main(int argc, char **argv) {
   MLIRContext context;
   context.printOpOnDiagnostic(false);
   // Errors name the op and reason; remarks are the passes' reports.
+  PhaseProgress *shown = nullptr;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (shown)
+      shown->clear();
     if (diag.getSeverity() == DiagnosticSeverity::Error)
       printError(diag.str());
     else if (diag.getSeverity() == DiagnosticSeverity::Remark)
@@ -125,6 +142,9 @@ int main(int argc, char **argv) {
     return success();
   });
 
+  // On a terminal, the phase under way; cleared before anything is printed.
+  PhaseProgress progress(true);
+  shown = &progress;
   // --time-phases: the report is printed when the manager goes out of scope.
   DefaultTimingManager timingManager;
   timingManager.setEnabled(r.timePhases);
@@ -159,7 +179,9 @@ int main(int argc, char **argv) {
   if (layout->stepBatch)
     importOptions.batch = *layout->stepBatch;
   TimingScope importing = timing.nest("import");
+  progress.show("importing " + r.inputPath);
   OwningOpRef<ModuleOp> module = importOnnxFile(context, r.inputPath, importOptions);
+  progress.clear();
   if (!module)
     return 1;
   importing.stop();
@@ -167,7 +189,7 @@ int main(int argc, char **argv) {
   pipeline::TrainingPipelineOptions options;
   fillPipelineOptions(r, *layout, options);
   Stage last = lastStage(r.emit);
-  if (!runStages(*module, options, Stage::Imported, std::min(last, Stage::Raised), r.inputPath, timing))
+  if (!runStages(*module, options, Stage::Imported, std::min(last, Stage::Raised), r.inputPath, timing, progress))
     return 1;
   // The model's graph before and after the model axis splits it: the
   // package predicts the axis's collectives from the two, and a plan's
@@ -175,7 +197,7 @@ int main(int argc, char **argv) {
   std::optional<cost::Graph> wholeGraph, splitGraph;
   if (last >= Stage::Partitioned && layout->modelRanks > 1)
     wholeGraph = forwardGraph(*module);
-  if (!runStages(*module, options, Stage::Raised, std::min(last, Stage::Partitioned), r.inputPath, timing))
+  if (!runStages(*module, options, Stage::Raised, std::min(last, Stage::Partitioned), r.inputPath, timing, progress))
     return 1;
   if (wholeGraph) {
     splitGraph = forwardGraph(*module);
@@ -187,8 +209,9 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  if (!runStages(*module, options, Stage::Partitioned, last, r.inputPath, timing))
+  if (!runStages(*module, options, Stage::Partitioned, last, r.inputPath, timing, progress))
     return 1;
+  progress.clear();
 
   if (r.summaryOnly) {
     printModelSummary(*module, r.inputPath, llvm::outs());
@@ -201,10 +224,12 @@ int main(int argc, char **argv) {
 
   codegen::PackageOptions package = packageOptions(r);
   package.timing = &timing;
+  package.onPhase = [&](const std::string &phase) { progress.show(phase); };
   package.settings.unsplitGraph = std::move(wholeGraph);
   package.settings.splitGraph = std::move(splitGraph);
   if (failed(codegen::writePackage(*module, package)))
     return 1;
+  progress.clear();
   llvm::errs() << "colossal-compile: wrote " << r.outputPath << (package.build ? "/model_train" : "/train_step.cpp")
                << " (" << r.target << ", " << r.precision << ", " << r.optimizer << "); run "
                << (package.build ? r.outputPath + "/model_train --help" : std::string("with --emit=exe to build"))

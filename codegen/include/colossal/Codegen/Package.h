@@ -19,6 +19,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/Timing.h"
 
+#include <functional>
 #include <string>
 
 namespace colossal::codegen {
@@ -33,6 +34,9 @@ struct PackageOptions {
   ProgramSettings settings;
   /// Where the source, weights and build times go (--time-phases), if set.
   mlir::TimingScope *timing = nullptr;
+  /// Told each phase as it begins (a terminal's progress line; "" when the
+  /// build, which shows its own, begins).
+  std::function<void(const std::string &)> onPhase;
 };
 
 /// Writes the directory and builds the executable; errors go through the
