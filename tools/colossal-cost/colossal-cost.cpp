@@ -29,20 +29,21 @@ using namespace colossal::cost;
 
 namespace {
 
-const char *kUsage = "usage: colossal-cost [--model gpt|bert|llama] [--layers N] [--hidden N] [--heads N]\n"
-                     "                     [--seq N] [--vocab N] [--ffn N] [--microbatch N]\n"
-                     "                     [--cluster NAME|FILE] [--nodes N] --strategy SPEC\n"
-                     "                     [--json FILE] [--trace FILE]\n"
-                     "       colossal-cost [model options] --gpus N --global-batch B [--strategy PARTIAL]\n"
-                     "                     [--cluster NAME|FILE] [--exhaustive] [--json FILE] [--trace FILE]\n"
-                     "       colossal-cost [model options] --plan FILE   (a plan written by --json)\n"
-                     "       colossal-cost --cluster NAME|FILE [--nodes N] --dump-cluster FILE\n"
-                     "  --cluster   a preset (dgx-a100, dgx-h100, h200-node, host) or a colossal-cluster/1 JSON file\n"
-                     "  --strategy  dp=..,tp=..,pp=..,sp=..,sp_mode=none|megatron|all-to-all|ring,\n"
-                     "              microbatches=..,schedule=gpipe|1f1b|interleaved,virtual_stages=..,\n"
-                     "              zero=0..3,offload=none|optimizer,recompute=none|selective|full\n"
-                     "  --gpus      search the plan for N devices (fixing whatever --strategy names);\n"
-                     "              the cluster gets enough nodes for them\n";
+const char *kUsage =
+    "usage: colossal-cost [--model gpt|bert|llama] [--layers N] [--hidden N] [--heads N]\n"
+    "                     [--seq N] [--vocab N] [--ffn N] [--microbatch N]\n"
+    "                     [--cluster NAME|FILE] [--nodes N] --strategy SPEC\n"
+    "                     [--json FILE] [--trace FILE]\n"
+    "       colossal-cost [model options] --gpus N --global-batch B [--strategy PARTIAL]\n"
+    "                     [--cluster NAME|FILE] [--exhaustive] [--json FILE] [--trace FILE]\n"
+    "       colossal-cost [model options] --plan FILE   (a plan written by --json)\n"
+    "       colossal-cost --cluster NAME|FILE [--nodes N] --dump-cluster FILE\n"
+    "  --cluster   a preset (dgx-a100, dgx-h100, h200-node, host) or a colossal-cluster/1 JSON file\n"
+    "  --strategy  dp=..,tp=..,pp=..,sp=..,sp_mode=none|megatron|all-to-all|ring,\n"
+    "              microbatches=..,schedule=gpipe|1f1b|interleaved,virtual_stages=..,\n"
+    "              zero=0..3,offload=none|optimizer,recompute=none|selective|full\n"
+    "  --gpus      search the plan for N devices (fixing whatever --strategy names);\n"
+    "              the cluster gets enough nodes for them\n";
 
 int fail(const std::string &message) {
   std::cerr << "colossal-cost: error: " << message << "\n";
