@@ -37,7 +37,7 @@ const char *kUsage =
     "       colossal-cost [model options] --gpus N --global-batch B [--strategy PARTIAL]\n"
     "                     [--cluster NAME|FILE] [--exhaustive] [--json FILE] [--trace FILE]\n"
     "       colossal-cost [model options] --plan FILE   (a plan written by --json)\n"
-    "       colossal-cost --cluster NAME|FILE [--nodes N] --dump-cluster FILE\n"
+    "       colossal-cost --cluster NAME|FILE [--nodes N] --dump-cluster FILE|-\n"
     "  --cluster   a preset (dgx-a100, dgx-h100, h200-node, host) or a colossal-cluster/1 JSON file\n"
     "  --strategy  dp=..,tp=..,pp=..,sp=..,sp_mode=none|megatron|all-to-all|ring,\n"
     "              microbatches=..,schedule=gpipe|1f1b|interleaved,virtual_stages=..,\n"
@@ -195,7 +195,12 @@ int main(int argc, char **argv) {
   if (!cluster)
     return fail(error);
   if (args.count("dump-cluster")) {
-    // A starting point for describing another machine: edit and pass back.
+    // A starting point for describing another machine: edit and pass back
+    // ("-": standard output).
+    if (args["dump-cluster"] == "-") {
+      std::cout << cluster->toJson().dump() << "\n";
+      return 0;
+    }
     if (!writeFile(args["dump-cluster"], cluster->toJson().dump()))
       return fail("cannot write " + args["dump-cluster"]);
     return 0;
