@@ -392,6 +392,23 @@ HostValue attention(train::AttentionOp op, const HostValue &q, const HostValue &
 // Losses
 //===----------------------------------------------------------------------===//
 
+/// Calls f(n, i, label) for each label of labels [N, d...] (i over the
+/// trailing positions, `inner` of them) that is not `ignore`, each checked
+/// to be one of the C classes.
+template <typename F>
+void forEachCountedLabel(const HostValue &labels, int64_t N, int64_t inner, int64_t C, std::optional<int64_t> ignore,
+                         F f) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t label = int64_t(labels.data[size_t(n * inner + i)]);
+      if (ignore && label == *ignore)
+        continue;
+      if (label < 0 || label >= C)
+        throw Unsupported{"label " + std::to_string(label) + " outside " + std::to_string(C) + " classes"};
+      f(n, i, label);
+    }
+}
+
 /// -logp[n, label, ...] over scores laid out [N, C, d...] (class axis 1),
 /// reduced as ONNX SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss.
 HostValue classLoss(Operation *op, const HostValue &scores, const HostValue &labels, const HostValue *weights,
@@ -409,30 +426,24 @@ HostValue classLoss(Operation *op, const HostValue &scores, const HostValue &lab
     rt::cpu::crossEntropyForward(rt::Stream{}, logits.data(), ids.data(), kernelLoss.data(), lse.data(), N, C,
                                  ignore.value_or(std::numeric_limits<int64_t>::min()));
   }
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < inner; ++i) {
-      int64_t label = int64_t(labels.data[size_t(n * inner + i)]);
-      if (ignore && label == *ignore)
-        continue;
-      if (label < 0 || label >= C)
-        throw Unsupported{"label " + std::to_string(label) + " outside " + std::to_string(C) + " classes"};
-      double w = weights ? weights->data[size_t(label)] : 1.0;
-      double logp;
-      if (kernel) {
-        logp = -double(kernelLoss[size_t(n)]);
-      } else if (applySoftmax) {
-        double max = -std::numeric_limits<double>::infinity(), sum = 0;
-        for (int64_t c = 0; c < C; ++c)
-          max = std::max(max, scores.data[size_t((n * C + c) * inner + i)]);
-        for (int64_t c = 0; c < C; ++c)
-          sum += std::exp(scores.data[size_t((n * C + c) * inner + i)] - max);
-        logp = scores.data[size_t((n * C + label) * inner + i)] - max - std::log(sum);
-      } else {
-        logp = scores.data[size_t((n * C + label) * inner + i)];
-      }
-      losses[size_t(n * inner + i)] = -logp * w;
-      weightSum += w;
+  forEachCountedLabel(labels, N, inner, C, ignore, [&](int64_t n, int64_t i, int64_t label) {
+    double w = weights ? weights->data[size_t(label)] : 1.0;
+    double logp;
+    if (kernel) {
+      logp = -double(kernelLoss[size_t(n)]);
+    } else if (applySoftmax) {
+      double max = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t c = 0; c < C; ++c)
+        max = std::max(max, scores.data[size_t((n * C + c) * inner + i)]);
+      for (int64_t c = 0; c < C; ++c)
+        sum += std::exp(scores.data[size_t((n * C + c) * inner + i)] - max);
+      logp = scores.data[size_t((n * C + label) * inner + i)] - max - std::log(sum);
+    } else {
+      logp = scores.data[size_t((n * C + label) * inner + i)];
     }
+    losses[size_t(n * inner + i)] = -logp * w;
+    weightSum += w;
+  });
   if (reduction == "none") {
     out.data = losses;
   } else {
@@ -664,18 +675,12 @@ HostValue nllLossGrad(train::NllLossGradOp op, const HostValue &labels, const Ho
     if (!(ignore && label == *ignore))
       weightSum += weightOf(label);
   }
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < inner; ++i) {
-      int64_t label = int64_t(labels.data[size_t(n * inner + i)]);
-      if (ignore && label == *ignore)
-        continue;
-      if (label < 0 || label >= C)
-        throw Unsupported{"label " + std::to_string(label) + " outside " + std::to_string(C) + " classes"};
-      double scale = reduction == "none" ? dloss.data[size_t(n * inner + i)] : dloss.data[0];
-      if (reduction == "mean" && weightSum != 0)
-        scale /= weightSum;
-      out.data[size_t((n * C + label) * inner + i)] = -weightOf(label) * scale;
-    }
+  forEachCountedLabel(labels, N, inner, C, ignore, [&](int64_t n, int64_t i, int64_t label) {
+    double scale = reduction == "none" ? dloss.data[size_t(n * inner + i)] : dloss.data[0];
+    if (reduction == "mean" && weightSum != 0)
+      scale /= weightSum;
+    out.data[size_t((n * C + label) * inner + i)] = -weightOf(label) * scale;
+  });
   finish(out);
   return out;
 }
