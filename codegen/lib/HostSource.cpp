@@ -677,50 +677,58 @@ int64_t integerRange(Value input, int64_t tensorRanks) {
   return range == std::numeric_limits<int64_t>::max() ? 2 : range;
 }
 
-/// How --init starts each trainable parameter, by the role its reads play
-/// in the forward pass (as Hugging Face's models initialize): a norm's scale
-/// at 1, a norm's bias and any other vector at 0, the rest (matrices,
-/// embeddings) drawn from N(0, std^2).
-std::map<std::string, std::string> initKinds(ModuleOp module, func::FuncOp forward) {
-  std::set<std::string> scales, biases;
-  forward.walk([&](ParamOp read) {
-    SmallVector<Value> values{read.getResult()};
-    // Mixed precision casts a read before its use.
-    for (Operation *user : read->getUsers())
-      if (auto cast = dyn_cast<CastOp>(user))
-        values.push_back(cast.getResult());
-    for (Value v : values)
-      for (Operation *user : v.getUsers()) {
-        if (auto n = dyn_cast<LayerNormOp>(user)) {
-          if (n.getScale() == v)
-            scales.insert(read.getName().str());
-          if (n.getBias() == v)
-            biases.insert(read.getName().str());
-        }
-        if (auto n = dyn_cast<RmsNormOp>(user); n && n.getScale() == v)
-          scales.insert(read.getName().str());
-      }
-  });
-  std::map<std::string, std::string> kinds;
-  for (ParameterOp p : module.getOps<ParameterOp>()) {
-    std::string name = p.getSymName().str();
-    if (!p.getTrainable())
-      kinds[name] = "File";
-    else if (scales.count(name))
-      kinds[name] = "Ones";
-    else if (biases.count(name) || cast<ShapedType>(p.getType()).getRank() <= 1)
-      kinds[name] = "Zeros";
-    else
-      kinds[name] = "Normal";
+/// The emitted name of a ParameterInit kind.
+const char *initKindName(rt::ParameterInit::Kind kind) {
+  switch (kind) {
+  case rt::ParameterInit::Normal:
+    return "Normal";
+  case rt::ParameterInit::Ones:
+    return "Ones";
+  case rt::ParameterInit::Zeros:
+    return "Zeros";
+  default:
+    return "File";
   }
-  return kinds;
 }
 
 } // namespace
 
-std::map<std::string, std::string> initialValueKinds(ModuleOp module) {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  return forward ? initKinds(module, forward) : std::map<std::string, std::string>();
+// As Hugging Face's models initialize: a norm's scale at 1, a norm's bias
+// and any other vector at 0, the rest (matrices, embeddings) from N(0, std^2).
+std::map<std::string, rt::ParameterInit::Kind> initKinds(ModuleOp module) {
+  std::set<std::string> scales, biases;
+  if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+    forward.walk([&](ParamOp read) {
+      SmallVector<Value> values{read.getResult()};
+      // Mixed precision casts a read before its use.
+      for (Operation *user : read->getUsers())
+        if (auto cast = dyn_cast<CastOp>(user))
+          values.push_back(cast.getResult());
+      for (Value v : values)
+        for (Operation *user : v.getUsers()) {
+          if (auto n = dyn_cast<LayerNormOp>(user)) {
+            if (n.getScale() == v)
+              scales.insert(read.getName().str());
+            if (n.getBias() == v)
+              biases.insert(read.getName().str());
+          }
+          if (auto n = dyn_cast<RmsNormOp>(user); n && n.getScale() == v)
+            scales.insert(read.getName().str());
+        }
+    });
+  std::map<std::string, rt::ParameterInit::Kind> kinds;
+  for (ParameterOp p : module.getOps<ParameterOp>()) {
+    std::string name = p.getSymName().str();
+    if (!p.getTrainable())
+      kinds[name] = rt::ParameterInit::File;
+    else if (scales.count(name))
+      kinds[name] = rt::ParameterInit::Ones;
+    else if (biases.count(name) || cast<ShapedType>(p.getType()).getRank() <= 1)
+      kinds[name] = rt::ParameterInit::Zeros;
+    else
+      kinds[name] = rt::ParameterInit::Normal;
+  }
+  return kinds;
 }
 
 LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os,
@@ -795,9 +803,9 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
        << (integer ? integerRange(forward.getArgument(arg.getArgNumber()), tensorRanks) : 0) << "});\n";
   }
   // Frozen parameters keep the default conventions: no optimizer reads them.
-  std::map<std::string, std::string> kinds;
+  std::map<std::string, rt::ParameterInit::Kind> kinds;
   if (settings.initStd >= 0)
-    kinds = initKinds(module, forward);
+    kinds = initKinds(module);
   for (ParameterOp p : parameters) {
     CompiledOptimizer::Conventions conventions;
     if (auto it = optimizer.conventions.find(p.getSymName().str()); it != optimizer.conventions.end())
@@ -809,7 +817,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
        << (p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1)) << ", /*splitGroups=*/"
        << int64_t(p.getSplitGroups()) << ", /*padding=*/" << int64_t(p.getPadding());
     if (settings.initStd >= 0)
-      os << ", /*init=*/{colossal::rt::ParameterInit::" << kinds[p.getSymName().str()] << ", "
+      os << ", /*init=*/{colossal::rt::ParameterInit::" << initKindName(kinds[p.getSymName().str()]) << ", "
          << floatLiteral(settings.initStd) << "}";
     os << "});\n";
   }

@@ -24,10 +24,8 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <chrono>
 #include <deque>
 #include <optional>
-#include <thread>
 #include <unistd.h>
 
 namespace colossal::codegen {
@@ -59,12 +57,12 @@ Json shapeJson(ArrayRef<int64_t> shape) {
 /// The parameters whose initial values come from the model file: all, or
 /// under --init the frozen ones.
 std::vector<train::ParameterOp> fromTheFile(ModuleOp module, const PackageOptions &options) {
-  std::map<std::string, std::string> kinds;
+  std::map<std::string, rt::ParameterInit::Kind> kinds;
   if (options.settings.initStd >= 0)
-    kinds = initialValueKinds(module);
+    kinds = initKinds(module);
   std::vector<train::ParameterOp> params;
   for (train::ParameterOp p : module.getOps<train::ParameterOp>())
-    if (kinds.empty() || kinds[p.getSymName().str()] == "File")
+    if (kinds.empty() || kinds[p.getSymName().str()] == rt::ParameterInit::File)
       params.push_back(p);
   return params;
 }
@@ -477,7 +475,8 @@ std::vector<std::string> cmakeList(const char *list) {
 
 /// The host target: the system C++ compiler (with this build's sanitizers);
 /// the CUDA target: nvcc, linking the CUDA runtime library, cuBLAS and NCCL.
-LogicalResult buildExecutable(ModuleOp module, const std::string &dir, bool cuda) {
+LogicalResult buildExecutable(ModuleOp module, const std::string &dir, bool cuda,
+                              const std::function<void(const std::string &)> &onPhase) {
   std::vector<std::string> args;
   std::string source = dir + "/train_step.cpp";
   if (cuda) {
@@ -510,6 +509,8 @@ LogicalResult buildExecutable(ModuleOp module, const std::string &dir, bool cuda
   std::string output = dir + "/model_train";
   std::optional<std::string> cached = buildCacheEntry(args, source, output);
   if (cached && restoreBuild(*cached, output)) {
+    if (onPhase)
+      onPhase("");
     llvm::errs() << "colossal-compile: " << output << " is an earlier build of the same step (" << *cached << ")\n";
     return success();
   }
@@ -519,32 +520,15 @@ LogicalResult buildExecutable(ModuleOp module, const std::string &dir, bool cuda
   std::string command;
   for (const std::string &a : args)
     command += (command.empty() ? "" : " ") + a;
-  // On a terminal, one line counts the seconds; a log gets the line once.
-  bool terminal = isatty(2);
-  llvm::errs() << "colossal-compile: building " << output << (terminal ? "" : "\n");
+  // A terminal's progress line (onPhase) counts the build's seconds; a log
+  // gets the line once.
+  if (onPhase)
+    onPhase("building " + output);
+  if (!isatty(2))
+    llvm::errs() << "colossal-compile: building " << output << "\n";
   std::string error;
   llvm::sys::fs::remove(log);
-  llvm::sys::ProcessInfo child = llvm::sys::ExecuteNoWait(args[0], argv, std::nullopt, redirects, 0, &error);
-  int status = -1;
-  if (child.Pid > 0) {
-    auto start = std::chrono::steady_clock::now();
-    int shown = 0;
-    for (;;) {
-      // A non-blocking wait every 50 ms (no alarm signal in this threaded
-      // process).
-      llvm::sys::ProcessInfo done = llvm::sys::Wait(child, 0, &error);
-      if (done.Pid != 0) {
-        status = done.ReturnCode;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      int seconds = int(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      if (terminal && seconds > shown)
-        llvm::errs() << "\rcolossal-compile: building " << output << " (" << (shown = seconds) << " s)";
-    }
-  }
-  if (terminal)
-    llvm::errs() << "\n";
+  int status = llvm::sys::ExecuteAndWait(args[0], argv, std::nullopt, redirects, 0, 0, &error);
   if (status != 0) {
     std::string tail;
     if (auto text = llvm::MemoryBuffer::getFile(log))
@@ -635,9 +619,8 @@ LogicalResult writePackage(ModuleOp module, const PackageOptions &given) {
   manifestTimer.stop();
   if (!options.build)
     return success();
-  phase("");
   TimingScope buildTimer = timing.nest("build");
-  if (failed(buildExecutable(module, dir, cuda)))
+  if (failed(buildExecutable(module, dir, cuda, options.onPhase)))
     return failure();
   return success();
 }

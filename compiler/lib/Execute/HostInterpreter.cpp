@@ -670,11 +670,8 @@ HostValue nllLossGrad(train::NllLossGradOp op, const HostValue &labels, const Ho
   StringRef reduction = op.getReduction();
   auto weightOf = [&](int64_t label) { return weights ? weights->data[size_t(label)] : 1.0; };
   double weightSum = 0;
-  for (int64_t p = 0; p < N * inner; ++p) {
-    int64_t label = int64_t(labels.data[size_t(p)]);
-    if (!(ignore && label == *ignore))
-      weightSum += weightOf(label);
-  }
+  forEachCountedLabel(labels, N, inner, C, ignore,
+                      [&](int64_t, int64_t, int64_t label) { weightSum += weightOf(label); });
   forEachCountedLabel(labels, N, inner, C, ignore, [&](int64_t n, int64_t i, int64_t label) {
     double scale = reduction == "none" ? dloss.data[size_t(n * inner + i)] : dloss.data[0];
     if (reduction == "mean" && weightSum != 0)

@@ -14,11 +14,13 @@
 #define COLOSSAL_CODEGEN_HOSTSOURCE_H
 
 #include "colossal/cost/Estimator.h"
+#include "colossal/runtime/train/StepInterface.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -98,9 +100,10 @@ struct ExternalConstant {
   mlir::DenseElementsAttr value;
 };
 
-/// How --init starts each parameter, by name: "Normal", "Ones", "Zeros"
-/// (trainable ones, by the role their reads play) or "File" (frozen ones).
-std::map<std::string, std::string> initialValueKinds(mlir::ModuleOp module);
+/// How --init starts each parameter, by name: trainable ones by the role
+/// their reads play in @forward (Normal, Ones, Zeros), frozen ones from the
+/// file.
+std::map<std::string, rt::ParameterInit::Kind> initKinds(mlir::ModuleOp module);
 
 /// Writes the program; on failure emits an error at the op that cannot be
 /// lowered (its name, location and why) and returns failure. With

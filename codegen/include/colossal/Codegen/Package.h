@@ -34,8 +34,8 @@ struct PackageOptions {
   ProgramSettings settings;
   /// Where the source, weights and build times go (--time-phases), if set.
   mlir::TimingScope *timing = nullptr;
-  /// Told each phase as it begins (a terminal's progress line; "" when the
-  /// build, which shows its own, begins).
+  /// Told each phase as it begins, the build included (a terminal's
+  /// progress line).
   std::function<void(const std::string &)> onPhase;
 };
 
