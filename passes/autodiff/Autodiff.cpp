@@ -4,6 +4,7 @@
 #include "passes/autodiff/Passes.h"
 
 #include "GradientRules.h"
+#include "colossal/Dialect/Dist/Stages.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -11,6 +12,8 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <map>
 
 namespace colossal::autodiff {
 
@@ -25,6 +28,11 @@ namespace {
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && isa<FloatType>(t.getElementType());
+}
+
+std::optional<int64_t> stageOfValue(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def ? dist::stageOf(def) : std::nullopt;
 }
 
 } // namespace
@@ -76,8 +84,14 @@ FailureOr<func::FuncOp> buildForwardBackward(ModuleOp module, bool lossScaleArgu
           active.insert(result);
   }
 
-  // Backward, in reverse order, accumulating gradients.
+  // Backward, in reverse order, accumulating gradients. On a pipelined
+  // module each op's gradient ops run on its stage, and a value's gradient
+  // is summed on the stage that made the value unless every part of it is
+  // from one stage.
   llvm::DenseMap<Value, Value> grads;
+  dist::StageMarker marker;
+  builder.setListener(&marker);
+  marker.setStage(stageOfValue(loss));
   builder.setInsertionPoint(terminator);
   Location loc = terminator->getLoc();
   auto scalar = RankedTensorType::get({}, lossType.getElementType());
@@ -112,30 +126,53 @@ FailureOr<func::FuncOp> buildForwardBackward(ModuleOp module, bool lossScaleArgu
       continue;
     builder.setInsertionPoint(terminator);
     SmallVector<Value> operandGrads;
+    marker.setStage(dist::stageOf(op));
     if (failed(gradientOf(op, resultGrads, operandGrads, builder)))
       return failure();
     for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
       if (!g || !active.contains(operand))
         continue;
       Value &slot = grads[operand];
+      if (slot) {
+        std::optional<int64_t> stage = stageOfValue(slot);
+        marker.setStage(stage == stageOfValue(g) ? stage : stageOfValue(operand));
+      }
       slot = slot ? Value(AddOp::create(builder, loc, slot.getType(), slot, g)) : g;
     }
   }
+  marker.setStage(std::nullopt);
 
-  // One gradient per trainable parameter: the sum over its reads (tied weights).
+  // One gradient per trainable parameter: the sum over its reads (tied
+  // weights). On a pipeline, each stage sums its reads' parts, and the sum
+  // of the stages' parts is marked: the stages holding the weight make it.
   SmallVector<Value> results{loss};
   SmallVector<Type> resultTypes{loss.getType()};
   for (ParameterOp p : trainable) {
-    Value total;
+    std::map<std::optional<int64_t>, Value> parts;
     for (Operation &op : body.without_terminator())
       if (auto read = dyn_cast<ParamOp>(op); read && read.getName() == p.getSymName())
-        if (Value g = grads.lookup(read.getResult()))
-          total = total ? Value(AddOp::create(builder, loc, g.getType(), total, g)) : g;
+        if (Value g = grads.lookup(read.getResult())) {
+          Value &part = parts[dist::stageOf(read)];
+          marker.setStage(dist::stageOf(read));
+          part = part ? Value(AddOp::create(builder, loc, g.getType(), part, g)) : g;
+        }
+    marker.setStage(std::nullopt);
+    Value total;
+    for (auto &[stage, part] : parts) {
+      if (!total) {
+        total = part;
+        continue;
+      }
+      auto sum = AddOp::create(builder, loc, part.getType(), total, part);
+      sum->setAttr(dist::kStageSumAttrName, builder.getUnitAttr());
+      total = sum;
+    }
     if (!total)
       total = zerosLike(builder, loc, p.getType());
     results.push_back(total);
     resultTypes.push_back(total.getType());
   }
+  builder.setListener(nullptr);
   func::ReturnOp::create(builder, loc, results);
   terminator->erase();
   // Rules build every operand's gradient; drop those nothing uses (inputs

@@ -3,6 +3,7 @@
 #include "passes/memory/FoldTransposes.h"
 #include "passes/memory/Passes.h"
 
+#include "colossal/Dialect/Dist/Stages.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -55,6 +56,7 @@ int64_t foldIntoMatmuls(Block &body) {
     auto gemm = train::GemmOp::create(builder, m.getLoc(), m.getType(), a ? a : lhs, b ? b : rhs, Value(),
                                       builder.getBoolAttr(bool(a)), builder.getBoolAttr(bool(b)),
                                       builder.getF32FloatAttr(1.0f), builder.getF32FloatAttr(1.0f));
+    dist::copyStage(m, gemm);
     m.getResult().replaceAllUsesWith(gemm.getResult());
     m->erase();
     folded += int64_t(bool(a)) + int64_t(bool(b));
@@ -85,9 +87,11 @@ int64_t foldIntoLinears(Block &body) {
 /// (op(A) op(B))^T = op(B)^T op(A)^T. Made where `g` is.
 Value transposedProduct(train::GemmOp g, Type type) {
   OpBuilder builder(g);
-  return train::GemmOp::create(builder, g.getLoc(), type, g.getB(), g.getA(), Value(),
-                               builder.getBoolAttr(!g.getTransB()), builder.getBoolAttr(!g.getTransA()),
-                               builder.getF32FloatAttr(1.0f), builder.getF32FloatAttr(1.0f));
+  auto product = train::GemmOp::create(builder, g.getLoc(), type, g.getB(), g.getA(), Value(),
+                                       builder.getBoolAttr(!g.getTransB()), builder.getBoolAttr(!g.getTransA()),
+                                       builder.getF32FloatAttr(1.0f), builder.getF32FloatAttr(1.0f));
+  dist::copyStage(g, product);
+  return product;
 }
 
 /// transpose(gemm(a, b)) where the transpose is the product's only reader,
@@ -110,6 +114,7 @@ int64_t foldTransposedProducts(Block &body) {
     if (sum) {
       OpBuilder builder(sum);
       product = dist::AllReduceOp::create(builder, sum.getLoc(), t.getType(), product, sum.getAxisAttr());
+      dist::copyStage(sum, product.getDefiningOp());
     }
     t.getResult().replaceAllUsesWith(product);
     t->erase();

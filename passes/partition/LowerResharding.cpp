@@ -3,6 +3,7 @@
 #include "passes/partition/LowerResharding.h"
 #include "passes/partition/Passes.h"
 
+#include "colossal/Dialect/Dist/Stages.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/cost/Resharding.h"
 
@@ -49,6 +50,10 @@ LogicalResult lower(ReshardOp op) {
   if (!plan.error.empty())
     return op.emitError() << "no resharding from '" << op.getFromLayout().str() << "' to '" << op.getToLayout().str() << "': " << plan.error;
   OpBuilder builder(op);
+  // The collectives run on the resharding's pipeline stage.
+  dist::StageMarker marker;
+  marker.setStage(dist::stageOf(op));
+  builder.setListener(&marker);
   Location loc = op.getLoc();
   Value value = op.getInput();
   llvm::SmallVector<int64_t> shape(type.getShape());

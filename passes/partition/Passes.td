@@ -70,4 +70,46 @@ def LowerReshardingPass : Pass<"train-lower-resharding", "::mlir::ModuleOp"> {
   }];
 }
 
+def PipelineStagesPass : Pass<"train-pipeline-stages", "::mlir::ModuleOp"> {
+  let summary = "marks each op of @forward with the pipeline stage it runs on";
+  let description = [{
+    On a module whose `dist.plan` has `pp` x `virtual_stages` above 1: the
+    layers (the cost graph's repeated blocks) go to the virtual stages in
+    order, as many on each as the plan's `stage_layers` says (else equal
+    shares), the ops before the first layer to the first stage and those
+    after the last to the last; an op reading a later stage's value moves
+    there. What reads only inputs and constants (masks, positions) or only
+    weights and constants (parameter reads, their views) is made again on
+    every stage that reads it (a weight read on two stages, as GPT's tied
+    embedding and output layer, is read on both). Each op gets `dist.stage`;
+    `train-autodiff` gives gradient ops their op's stage and
+    `train-split-stages` cuts the step by them. Run after the tensor and
+    sequence splits, before `train-autodiff`. Fails naming the cause when
+    there are fewer layers than stages, no repeated layers, or a
+    `stage_layers` that does not cover the layers.
+  }];
+  let options = [
+    Option<"report", "report", "bool", "false", "Emit a remark with the layers on each stage">,
+  ];
+}
+
+def SplitStagesPass : Pass<"train-split-stages", "::mlir::ModuleOp"> {
+  let summary = "cuts @forward_backward into a forward and a backward function per pipeline stage";
+  let description = [{
+    On a module whose ops carry `dist.stage` (`train-pipeline-stages`):
+    @forward_backward becomes `@stage<s>_forward` and `@stage<s>_backward`
+    for each virtual stage s. A value one stage's forward makes and a later
+    stage reads is a result `send:<k>` (`dist.to`) of the first and an
+    argument `recv:<k>` (`dist.from`) of the second; gradients flow back the
+    same way; what a stage's backward reads of its forward is a result
+    `save:<k>` of the forward and an argument of the backward. Program inputs
+    are arguments of every function reading them; constants, parameter reads
+    and what reads only them (weight views, casts) are made where they are
+    read. The last stage's forward returns the
+    loss; each backward returns its stage's part of the gradients it makes
+    (`grad:<name>`; a weight read on several stages has a part on each,
+    which the stages sum). Run last.
+  }];
+}
+
 #endif // COLOSSAL_PASSES_PARTITION

@@ -43,6 +43,8 @@ void addPartitioning(mlir::OpPassManager &pm, const TrainingPipelineOptions &opt
 
 void addTraining(mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
   pm.addPass(autodiff::createMixedPrecisionPass(autodiff::MixedPrecisionPassOptions{options.precision}));
+  // A pipeline's stages, marked on the ops the step differentiates.
+  pm.addPass(partition::createPipelineStagesPass(partition::PipelineStagesPassOptions{options.report}));
   pm.addPass(autodiff::createAutodiffPass(autodiff::AutodiffPassOptions{options.precision == "fp16"}));
   autodiff::OptimizerPassOptions update;
   update.kind = options.optimizer, update.beta1 = options.beta1, update.beta2 = options.beta2;
@@ -68,6 +70,8 @@ void addTraining(mlir::OpPassManager &pm, const TrainingPipelineOptions &options
   pm.addPass(memory::createRereadParametersPass());
   // Weight gradients made as one product in the weight's layout.
   pm.addPass(memory::createFoldTransposesPass());
+  // Last: every pass above works on the one step function.
+  pm.addPass(partition::createSplitStagesPass());
 }
 
 } // namespace
