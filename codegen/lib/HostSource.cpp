@@ -70,6 +70,11 @@ public:
 
   LogicalResult emitStep(const std::map<std::string, size_t> &parameterIndex,
                          const std::vector<std::string> &trainableOrder);
+  /// A pipeline stage's function (passes/partition/SplitStages.h) as
+  /// `void NAME(colossal::rt::StageCall &call)`.
+  LogicalResult emitStage(const std::string &name, const std::map<std::string, size_t> &inputIndex,
+                          const std::map<std::string, size_t> &parameterIndex,
+                          const std::map<std::string, size_t> &trainableIndex);
 
   /// The step's values' high-water mark in bytes, in the order the program
   /// holds and frees them (what StepMemory measures at run time), and the
@@ -637,6 +642,93 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
   return success();
 }
 
+LogicalResult Emitter::emitStage(const std::string &function, const std::map<std::string, size_t> &inputIndex,
+                                 const std::map<std::string, size_t> &parameterIndex,
+                                 const std::map<std::string, size_t> &trainableIndex) {
+  Block &body = step_.getBody().front();
+  os_ << "void " << function << "(colossal::rt::StageCall &call) {\n"
+      << "  colossal::rt::StepParameters &parameters = call.parameters;\n"
+      << "  const colossal::rt::StepRandomness &random = call.random;\n"
+      << "  colossal::rt::GradientReady &gradientReady = call.gradientReady;\n"
+      << "  colossal::rt::StepCollectives &collectives = call.collectives;\n"
+      << "  (void)parameters, (void)random, (void)gradientReady, (void)collectives;\n"
+      << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::Host);\n";
+  for (Operation &op : body)
+    for (Value operand : op.getOperands())
+      lastUse_[operand] = &op;
+  int64_t taken = 0;
+  for (BlockArgument arg : body.getArguments()) {
+    std::string name = "v" + std::to_string(counter_++);
+    names_[arg] = name;
+    auto label = step_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+    StringRef argName = label ? label.getValue() : StringRef("input");
+    if (argName == "loss_scale") {
+      os_ << "  Tensor " << name << " = HostTensor::ofFloats(Shape{}, {call.lossScale}); // loss_scale\n";
+      hold(arg, name);
+    } else if (auto it = inputIndex.find(argName.str()); it != inputIndex.end()) {
+      os_ << "  const Tensor &" << name << " = call.inputs[" << it->second << "]; // " << argName << "\n";
+    } else {
+      os_ << "  Tensor " << name << " = std::move(call.arguments[" << taken++ << "]); // " << argName << "\n";
+      hold(arg, name);
+    }
+  }
+  Operation *terminator = body.getTerminator();
+  llvm::DenseMap<Operation *, std::vector<std::pair<size_t, Value>>> reportsAfter;
+  llvm::DenseSet<Value> reported;
+  for (unsigned r = 0; r < step_.getNumResults(); ++r) {
+    auto label = step_.getResultAttrOfType<StringAttr>(r, "train.name");
+    if (!label || !label.getValue().starts_with("grad:"))
+      continue;
+    auto it = trainableIndex.find(label.getValue().drop_front(5).str());
+    if (it == trainableIndex.end())
+      return step_.emitError() << "returns " << label << ", which is no trainable parameter's";
+    Value g = terminator->getOperand(r);
+    Operation *definer = g.getDefiningOp();
+    if (!definer)
+      return step_.emitError() << "returns an argument as " << label;
+    reportsAfter[definer].push_back({it->second, g});
+    reported.insert(g);
+  }
+  for (Operation &op : body.without_terminator()) {
+    if (failed(emitOp(&op, parameterIndex)))
+      return failure();
+    if (auto it = reportsAfter.find(&op); it != reportsAfter.end())
+      for (auto [index, g] : it->second) {
+        os_ << "  gradientReady(" << index << ", " << ref(g) << ");\n";
+        if (owned_.contains(g) && llvm::all_of(g.getUsers(), [&](Operation *user) { return user == terminator; })) {
+          free(g);
+          owned_.erase(g);
+        }
+      }
+    llvm::SmallPtrSet<Value, 4> done;
+    for (Value operand : op.getOperands()) {
+      if (lastUse_.lookup(operand) != &op || !done.insert(operand).second)
+        continue;
+      if (owned_.contains(operand))
+        free(operand);
+      else if (fetched_.count(operand))
+        release(operand);
+    }
+  }
+  os_ << "  call.results.resize(" << step_.getNumResults() << ");\n";
+  for (unsigned r = 0; r < step_.getNumResults(); ++r) {
+    Value v = terminator->getOperand(r);
+    if (reported.contains(v))
+      continue;
+    bool lastReturn =
+        llvm::none_of(llvm::drop_begin(terminator->getOperands(), r + 1), [&](Value later) { return later == v; });
+    // A value of the function's own leaves it (the trainer holds it now).
+    bool move = owned_.contains(v) && lastReturn;
+    os_ << "  call.results[" << r << "] = " << (move ? "std::move(" + ref(v) + ")" : ref(v)) << ";\n";
+  }
+  llvm::SmallPtrSet<Value, 4> returned;
+  for (Value v : terminator->getOperands())
+    if (fetched_.count(v) && returned.insert(v).second)
+      release(v);
+  os_ << "}\n\n";
+  return success();
+}
+
 /// The smallest table an integer value indexes or class count it labels
 /// (the largest int64 when it does neither).
 int64_t rangeOfUses(Value input, int64_t tensorRanks) {
@@ -731,11 +823,78 @@ std::map<std::string, rt::ParameterInit::Kind> initKinds(ModuleOp module) {
   return kinds;
 }
 
+namespace {
+
+/// The pipeline's stage functions in order (stage s's forward at 2s, its
+/// backward at 2s + 1); empty when the step is one function.
+std::vector<func::FuncOp> stageFunctionsOf(ModuleOp module) {
+  std::vector<func::FuncOp> functions;
+  for (int64_t s = 0;; ++s) {
+    auto forward = module.lookupSymbol<func::FuncOp>("stage" + std::to_string(s) + "_forward");
+    auto backward = module.lookupSymbol<func::FuncOp>("stage" + std::to_string(s) + "_backward");
+    if (!forward || !backward)
+      return functions;
+    functions.push_back(forward);
+    functions.push_back(backward);
+  }
+}
+
+std::string cppStageName(int64_t stage, bool backward) {
+  return "stage" + std::to_string(stage) + (backward ? "Backward" : "Forward");
+}
+
+/// The C++ initializer of a StageValue for argument or result `i` of
+/// `function`.
+FailureOr<std::string> stageValueOf(func::FuncOp function, unsigned i, bool result,
+                                    const std::map<std::string, size_t> &inputIndex,
+                                    const std::map<std::string, size_t> &trainableIndex) {
+  auto label = result ? function.getResultAttrOfType<StringAttr>(i, "train.name")
+                      : function.getArgAttrOfType<StringAttr>(i, "train.name");
+  auto peer = result ? function.getResultAttrOfType<IntegerAttr>(i, "dist.to")
+                     : function.getArgAttrOfType<IntegerAttr>(i, "dist.from");
+  auto type = cast<ShapedType>(result ? function.getResultTypes()[i] : function.getArgumentTypes()[i]);
+  StringRef name = label ? label.getValue() : StringRef();
+  std::string kind;
+  int64_t index = 0;
+  auto number = [&](StringRef text) {
+    int64_t n = 0;
+    return text.getAsInteger(10, n) ? int64_t(-1) : n;
+  };
+  if (name == "loss")
+    kind = "Loss";
+  else if (name == "loss_scale")
+    kind = "LossScale";
+  else if (name.consume_front("grad:")) {
+    auto it = trainableIndex.find(name.str());
+    if (it == trainableIndex.end())
+      return function.emitError() << "returns the gradient of '" << name << "', which is no trainable parameter";
+    kind = "Gradient", index = int64_t(it->second);
+  } else if (name.consume_front("send:"))
+    kind = "Sent", index = number(name);
+  else if (name.consume_front("recv:"))
+    kind = "Received", index = number(name);
+  else if (name.consume_front("save:"))
+    kind = "Saved", index = number(name);
+  else if (auto it = inputIndex.find(name.str()); it != inputIndex.end())
+    kind = "Input", index = int64_t(it->second);
+  if (kind.empty() || index < 0 || ((kind == "Sent" || kind == "Received") && !peer))
+    return function.emitError() << (result ? "result " : "argument ") << i << " ('" << name
+                                << "') is no pipeline value (loss, grad:, send:, recv:, save: or a program input)";
+  return "{colossal::rt::StageValue::" + kind + ", " + std::to_string(index) + ", " +
+         std::to_string(peer ? peer.getInt() : int64_t(-1)) + ", " + shapeLiteral(type.getShape()) + ", " +
+         (isa<IntegerType>(type.getElementType()) ? "true" : "false") + "}";
+}
+
+} // namespace
+
 LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, llvm::raw_ostream &os,
                              StepMemoryPlan *memory, std::vector<ExternalConstant> *external) {
   auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  if (!step || !forward)
+  std::vector<func::FuncOp> stages = stageFunctionsOf(module);
+  if (!stages.empty() && settings.target != "cpu")
+    return module.emitError() << "pipeline stages are emitted for the host target only, not " << settings.target;
+  if ((!step && stages.empty()) || !forward)
     return module.emitError() << "the module has no @forward_backward (run train-autodiff first)";
   FailureOr<CompiledOptimizer> compiled = readCompiledOptimizer(module);
   if (failed(compiled))
@@ -774,21 +933,51 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   os << "\n#include <limits>\n#include <optional>\n#include <string>\n#include <utility>\n#include <vector>\n\n"
      << "namespace {\n\nusing HostTensor = colossal::rt::host::Tensor;\n"
      << "using namespace colossal::rt::" << (device ? "device" : "host") << ";\n\n";
-  Emitter emitter(step, os, device, external);
-  if (failed(emitter.emitStep(parameterIndex, trainableOrder)))
-    return failure();
-  if (memory)
-    *memory = StepMemoryPlan{emitter.plannedPeakBytes(), emitter.valueBytes()};
+  std::map<std::string, size_t> inputIndex, trainableIndex;
+  for (BlockArgument arg : forward.getArguments())
+    if (auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name"))
+      inputIndex[name.getValue().str()] = arg.getArgNumber();
+  for (auto [t, name] : llvm::enumerate(trainableOrder))
+    trainableIndex[name] = t;
+  if (stages.empty()) {
+    Emitter emitter(step, os, device, external);
+    if (failed(emitter.emitStep(parameterIndex, trainableOrder)))
+      return failure();
+    if (memory)
+      *memory = StepMemoryPlan{emitter.plannedPeakBytes(), emitter.valueBytes()};
+  } else {
+    // Each function holds its own values; the largest is what one call
+    // holds at once (the values a stage keeps between calls are the
+    // trainer's).
+    StepMemoryPlan plan;
+    for (func::FuncOp function : stages) {
+      Emitter emitter(function, os, device, external);
+      auto stage = function->getAttrOfType<IntegerAttr>("dist.stage");
+      bool backward = function.getSymName().ends_with("_backward");
+      if (!stage ||
+          failed(emitter.emitStage(cppStageName(stage.getInt(), backward), inputIndex, parameterIndex, trainableIndex)))
+        return failure();
+      plan.peakBytes = std::max(plan.peakBytes, emitter.plannedPeakBytes());
+      plan.valueBytes += emitter.valueBytes();
+    }
+    if (memory)
+      *memory = plan;
+  }
 
   os << "\ncolossal::rt::TrainingProgram program() {\n"
      << "  colossal::rt::TrainingProgram p;\n"
      << "  p.model = " << quoted(settings.model) << ";\n";
-  Block &body = step.getBody().front();
   bool scalesLoss = false;
   auto tensorParallel = module->getAttrOfType<IntegerAttr>("train.tensor_parallel");
   int64_t tensorRanks = tensorParallel ? tensorParallel.getInt() : 1;
-  for (BlockArgument arg : body.getArguments()) {
-    auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+  for (func::FuncOp function : stages)
+    for (unsigned a = 0; a < function.getNumArguments(); ++a)
+      if (auto name = function.getArgAttrOfType<StringAttr>(a, "train.name"); name && name.getValue() == "loss_scale")
+        scalesLoss = true;
+  // The program's inputs are @forward's (the step adds the loss scale).
+  func::FuncOp inputsOf = step ? step : forward;
+  for (BlockArgument arg : inputsOf.getArguments()) {
+    auto name = inputsOf.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
     if (name && name.getValue() == "loss_scale") {
       scalesLoss = true;
       continue;
@@ -796,8 +985,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
     auto type = cast<ShapedType>(arg.getType());
     bool integer = isa<IntegerType>(type.getElementType());
     if (!integer && !type.getElementType().isF32())
-      return step.emitError() << "graph input " << arg.getArgNumber() << " has type " << type
-                              << "; the host target takes float32 and integer inputs";
+      return inputsOf.emitError() << "graph input " << arg.getArgNumber() << " has type " << type
+                                  << "; the host target takes float32 and integer inputs";
     os << "  p.inputs.push_back({" << quoted(name ? name.getValue() : "input") << ", "
        << shapeLiteral(type.getShape()) << ", " << (integer ? "true" : "false") << ", "
        << (integer ? integerRange(forward.getArgument(arg.getArgNumber()), tensorRanks) : 0) << "});\n";
@@ -851,9 +1040,36 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"
      << "  s.prefetchBytes = " << settings.prefetchBytes << ";\n"
-     << "  s.lossScaling.dynamic = " << (scalesLoss ? "true" : "false") << ";\n"
-     << "  p.step = trainStep;\n"
-     << "  return p;\n}\n\n} // namespace\n\n"
+     << "  s.lossScaling.dynamic = " << (scalesLoss ? "true" : "false") << ";\n";
+  if (stages.empty()) {
+    os << "  p.step = trainStep;\n";
+  } else {
+    os << "  s.pipelineRanks = " << settings.pipelineRanks << ";\n"
+       << "  s.virtualStages = " << settings.virtualStages << ";\n"
+       << "  s.pipelineSchedule = " << quoted(settings.pipelineSchedule) << ";\n";
+    for (func::FuncOp function : stages) {
+      int64_t stage = function->getAttrOfType<IntegerAttr>("dist.stage").getInt();
+      bool backward = function.getSymName().ends_with("_backward");
+      os << "  {\n    colossal::rt::StageFunction f;\n    f.stage = " << stage
+         << ", f.backward = " << (backward ? "true" : "false") << ";\n";
+      for (bool result : {false, true}) {
+        unsigned n = result ? function.getNumResults() : function.getNumArguments();
+        for (unsigned i = 0; i < n; ++i) {
+          FailureOr<std::string> value = stageValueOf(function, i, result, inputIndex, trainableIndex);
+          if (failed(value))
+            return failure();
+          os << "    f." << (result ? "results" : "arguments") << ".push_back(" << *value << ");\n";
+        }
+      }
+      std::set<size_t> reads;
+      function.walk([&](ParamOp read) { reads.insert(parameterIndex[read.getName().str()]); });
+      os << "    f.parameters = {";
+      for (auto [k, index] : llvm::enumerate(reads))
+        os << (k ? ", " : "") << index;
+      os << "};\n    f.run = " << cppStageName(stage, backward) << ";\n    p.stages.push_back(std::move(f));\n  }\n";
+    }
+  }
+  os << "  return p;\n}\n\n} // namespace\n\n"
      << (device ? "int main(int argc, char **argv) {\n"
                   "  // --help needs no GPU.\n"
                   "  bool help = false;\n"

@@ -5,6 +5,7 @@
 #include "passes/memory/StepRegions.h"
 
 #include "colossal/Dialect/Dist/PlannedSetting.h"
+#include "colossal/Dialect/Dist/Stages.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "passes/plan/CostGraphBridge.h"
 
@@ -44,7 +45,9 @@ FailureOr<std::vector<ForwardOp>> layersOfForwardPass(func::FuncOp forward, Bloc
   layers = graph->numLayers;
   std::vector<ForwardOp> ops;
   for (Operation &op : body) {
-    if (isa<train::ShardingRuleOpInterface>(op)) {
+    // A pipeline's copies of an op for another stage are not the cost
+    // graph's (dist/Stages.h).
+    if (isa<train::ShardingRuleOpInterface>(op) && !dist::isRepeatCopy(&op)) {
       size_t i = ops.size();
       if (i >= graph->ops.size() || graph->ops[i].name != op.getName().getStringRef())
         return op.emitError() << "recomputation: the forward pass of @forward_backward differs from @forward at its "

@@ -141,6 +141,10 @@ FailureOr<StageSummary> assignPipelineStages(ModuleOp module, int64_t stages, co
         continue;
       OpBuilder builder(op);
       Operation *copy = builder.clone(*op);
+      auto id = builder.getI64IntegerAttr(summary.repeatedOps);
+      op->setAttr(dist::kRepeatAttrName, id);
+      copy->removeAttr(dist::kRepeatAttrName);
+      copy->setAttr(dist::kRepeatOfAttrName, id);
       stage[copy] = s;
       ++summary.repeatedOps;
       for (OpOperand &use : llvm::make_early_inc_range(op->getUses()))

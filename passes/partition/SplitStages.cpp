@@ -248,14 +248,17 @@ private:
             for (Value operand : def->getOperands())
               local(operand);
             Operation *copy = inside.clone(*def, map);
-            copy->removeAttr(dist::kStageAttrName);
+            for (StringRef attr : {dist::kStageAttrName, dist::kRepeatAttrName, dist::kRepeatOfAttrName})
+              copy->removeAttr(attr);
           }
           return map.lookupOrDefault(v);
         };
         for (Operation *op : piece.ops) {
           for (Value v : op->getOperands())
             local(v);
-          inside.clone(*op, map)->removeAttr(dist::kStageAttrName);
+          Operation *copy = inside.clone(*op, map);
+          for (StringRef attr : {dist::kStageAttrName, dist::kRepeatAttrName, dist::kRepeatOfAttrName})
+            copy->removeAttr(attr);
         }
         SmallVector<Value> results;
         for (Value v : piece.results)

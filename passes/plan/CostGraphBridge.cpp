@@ -2,6 +2,8 @@
 
 #include "passes/plan/CostGraphBridge.h"
 
+#include "colossal/Dialect/Dist/Stages.h"
+
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/cost/LayerDetection.h"
 
@@ -264,11 +266,23 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   cost::Graph graph;
   llvm::DenseSet<Value> needsGradient = valuesWithGradients(function);
   llvm::DenseMap<Value, int> valueIndex;
+  // Ops a pipeline makes again on another stage count once: their copies'
+  // values are the original's (dist/Stages.h).
+  llvm::DenseMap<int64_t, Operation *> repeated;
+  function.walk([&](Operation *op) {
+    if (auto id = op->getAttrOfType<IntegerAttr>(dist::kRepeatAttrName))
+      repeated[id.getInt()] = op;
+  });
+  auto originalOf = [&](Operation *copy) {
+    return repeated.lookup(copy->getAttrOfType<IntegerAttr>(dist::kRepeatOfAttrName).getInt());
+  };
   auto valueOf = [&](Value v) -> FailureOr<int> {
     // A copy to the tensor ranks is the identity: a replicated weight read
     // through one (sequence parallelism) is still that weight.
     while (true) {
-      if (auto copy = v.getDefiningOp<dist::CopyToRanksOp>())
+      if (Operation *def = v.getDefiningOp(); def && dist::isRepeatCopy(def) && originalOf(def))
+        v = originalOf(def)->getResult(cast<OpResult>(v).getResultNumber());
+      else if (auto copy = v.getDefiningOp<dist::CopyToRanksOp>())
         v = copy.getInput();
       else if (auto copies = v.getDefiningOp<dist::ReshardOp>(); copies && copies.movesNothing())
         v = copies.getInput();
@@ -311,6 +325,8 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
 
   WalkResult walk = function.walk([&](train::ShardingRuleOpInterface ruled) -> WalkResult {
     Operation *op = ruled.getOperation();
+    if (dist::isRepeatCopy(op))
+      return WalkResult::advance();
     train::ShardingRule rule = ruled.getShardingRule();
     cost::Op costOp;
     costOp.name = op->getName().getStringRef().str();

@@ -50,8 +50,34 @@ bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
   return true;
 }
 
+/// Moves the strategy's pipeline (pp, schedule, virtual stages, stage
+/// layers) into `layout`, as takeModelAxis does the model axis.
+bool takePipeline(cost::Strategy &strategy, BuildLayout &layout) {
+  if (strategy.pp == 1)
+    return true;
+  if (strategy.zero > 0 || strategy.offloadOptimizer) {
+    printError("--strategy: pp=" + std::to_string(strategy.pp) +
+               " runs without ZeRO and optimizer offload so far (drop zero= and offload=)");
+    return false;
+  }
+  layout.pipelineRanks = strategy.pp, layout.virtualStages = strategy.virtualStages;
+  layout.schedule = strategy.schedule, layout.stageLayers = strategy.stageLayers;
+  strategy.pp = 1, strategy.virtualStages = 1, strategy.schedule = cost::Schedule::OneFOneB;
+  strategy.stageLayers.clear();
+  return true;
+}
+
+/// The ranks of one data-parallel replica: the model axis's times the
+/// pipeline's.
+int64_t replicaRanks(const BuildLayout &layout) { return layout.modelRanks * layout.pipelineRanks; }
+
 std::string axisText(const BuildLayout &layout) {
-  return std::string(layout.sequenceAxis ? "sp=" : "tp=") + std::to_string(layout.modelRanks);
+  std::string text;
+  if (layout.modelRanks > 1)
+    text = std::string(layout.sequenceAxis ? "sp=" : "tp=") + std::to_string(layout.modelRanks);
+  if (layout.pipelineRanks > 1)
+    text += (text.empty() ? "pp=" : " x pp=") + std::to_string(layout.pipelineRanks);
+  return text;
 }
 
 /// The data-parallel ranks and microbatches: the strategy's where it names
@@ -62,19 +88,19 @@ bool takeRanks(const Request &request, const cost::Strategy &strategy, const std
   bool fromPlan = !request.planFile.empty();
   const char *source = fromPlan ? "plan" : "strategy";
   if (fromPlan || keys.count("dp")) {
-    if (request.gpusGiven && request.gpus != strategy.dp * layout.modelRanks) {
+    if (request.gpusGiven && request.gpus != strategy.dp * replicaRanks(layout)) {
       printError("--gpus " + std::to_string(request.gpus) + " but the " + source + " has dp=" +
-                 std::to_string(strategy.dp) + (layout.modelRanks > 1 ? " x " + axisText(layout) : std::string()));
+                 std::to_string(strategy.dp) + (replicaRanks(layout) > 1 ? " x " + axisText(layout) : std::string()));
       return false;
     }
     layout.ranks = strategy.dp;
-  } else if (layout.modelRanks > 1) {
-    // The GPUs the model axis leaves are data-parallel ranks.
-    if (request.gpusGiven && request.gpus % layout.modelRanks != 0) {
+  } else if (replicaRanks(layout) > 1) {
+    // The GPUs the model and pipeline axes leave are data-parallel ranks.
+    if (request.gpusGiven && request.gpus % replicaRanks(layout) != 0) {
       printError("--gpus " + std::to_string(request.gpus) + " does not divide into " + axisText(layout));
       return false;
     }
-    layout.ranks = request.gpusGiven ? request.gpus / layout.modelRanks : 1;
+    layout.ranks = request.gpusGiven ? request.gpus / replicaRanks(layout) : 1;
   }
   if (fromPlan || keys.count("microbatches")) {
     if (request.microbatchesGiven && request.microbatches != strategy.microbatches) {
@@ -93,14 +119,15 @@ bool takeStrategy(const Request &request, const std::string &text, BuildLayout &
   bool fromPlan = !request.planFile.empty();
   std::optional<cost::Strategy> strategy =
       fromPlan ? readExecutablePlan(request.planFile, error) : cost::Strategy::parse(text, error, &keys);
-  if (strategy && !takeModelAxis(*strategy, layout))
+  if (strategy && (!takeModelAxis(*strategy, layout) || !takePipeline(*strategy, layout)))
     return false;
   if (strategy && !fromPlan) {
     if (std::string lacks = partitionerLacks(*strategy); !lacks.empty()) {
       error = "the partitioner runs data parallelism, 1D tensor parallelism "
               "(tp=N, with Megatron's sequence "
               "parallelism: sp_mode=megatron), sequence parallelism on its own "
-              "axis (sp=N,sp_mode=all-to-all|ring), "
+              "axis (sp=N,sp_mode=all-to-all|ring), pipelines (pp=N, "
+              "schedule=gpipe|1f1b|interleaved), "
               "microbatches, ZeRO 1, 2 and 3, optimizer offload and "
               "recomputation (full or selective) only; "
               "--strategy asks for " +
@@ -165,6 +192,8 @@ cost::Strategy strategyOf(const BuildLayout &layout) {
     s.tp = int(layout.modelRanks);
     s.spMode = layout.sequenceParallel ? SequenceMode::Megatron : SequenceMode::None;
   }
+  s.pp = int(layout.pipelineRanks), s.virtualStages = int(layout.virtualStages);
+  s.schedule = layout.schedule, s.stageLayers = layout.stageLayers;
   s.zero = int(layout.zero), s.offloadOptimizer = layout.offloadOptimizer;
   s.recompute = layout.recompute == "full"        ? cost::Recompute::Full
                 : layout.recompute == "selective" ? cost::Recompute::Selective

@@ -33,6 +33,12 @@ struct BuildLayout {
   /// Megatron's sequence parallelism on the tensor axis.
   bool sequenceParallel = false;
   std::optional<partition::SequenceAlgorithm> sequenceAxis;
+  /// Pipeline parallelism: ranks of the pipeline axis, model chunks per
+  /// rank, the schedule and the layers of each virtual stage (empty: equal
+  /// shares).
+  int64_t pipelineRanks = 1, virtualStages = 1;
+  cost::Schedule schedule = cost::Schedule::OneFOneB;
+  std::vector<int64_t> stageLayers;
   int64_t zero = 0;
   bool offloadOptimizer = false;
   /// "none", "selective" or "full".

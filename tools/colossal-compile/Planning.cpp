@@ -34,7 +34,8 @@ namespace {
 /// cannot.
 constexpr const char *kPartitionerRuns =
     "data parallelism, its own 1D tensor split (with Megatron's sequence parallelism), sequence parallelism on its "
-    "own axis (all-to-all, ring), microbatches, ZeRO 1, 2 and 3, optimizer offload and recomputation";
+    "own axis (all-to-all, ring), pipelines (GPipe, 1F1B, interleaved), microbatches, ZeRO 1, 2 and 3, optimizer "
+    "offload and recomputation";
 
 cost::Placement placementOf(const support::Json &plan) {
   const support::Json *placement = plan.find("tensor_placement");
@@ -239,7 +240,8 @@ std::string partitionerLacks(const cost::Strategy &s, cost::Placement placement)
   bool builtSplit = placement == cost::Placement::Partitioner && s.tpMode == cost::TensorMode::OneD;
   add(s.tp > 1 && !builtSplit,
       "tp=" + std::to_string(s.tp) + (s.tpMode == cost::TensorMode::OneD ? " placed by the sharding solver" : ""));
-  add(s.pp > 1, "pp=" + std::to_string(s.pp));
+  // Pipelines run without ZeRO and offload so far.
+  add(s.pp > 1 && (s.zero > 0 || s.offloadOptimizer), "pp=" + std::to_string(s.pp) + " with ZeRO or offload");
   // Sequence parallelism: Megatron's on the partitioner's tensor split, or
   // all-to-all and ring on a sequence axis of their own (not with tp yet).
   bool ownAxis = s.spMode == cost::SequenceMode::AllToAll || s.spMode == cost::SequenceMode::Ring;

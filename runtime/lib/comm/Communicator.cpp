@@ -174,6 +174,43 @@ void Communicator::broadcast(Buffer buffer, int root) {
   record(CollectiveKind::Broadcast, buffer.bytes());
 }
 
+PendingSend::~PendingSend() = default;
+
+namespace {
+
+void checkPeer(const Communicator &c, const std::string &what, const Buffer &buffer, int peer, int tag) {
+  if (peer < 0 || peer >= c.size())
+    fail(what, "peer " + std::to_string(peer) + " is outside the group of " + std::to_string(c.size()));
+  if (tag < 0 || tag > 32767)
+    fail(what, "tag " + std::to_string(tag) + " is outside 0 to 32767");
+  if (!buffer.contiguous())
+    fail(what, "point-to-point transfers take contiguous buffers");
+}
+
+} // namespace
+
+std::unique_ptr<PendingSend> Communicator::postSend(Buffer buffer, int peer, int tag) {
+  std::string what = describe("send");
+  checkPeer(*this, what, buffer, peer, tag);
+  std::unique_ptr<PendingSend> pending = doPostSend(buffer.data, buffer.dtype, buffer.count, peer, tag);
+  record(CollectiveKind::SendRecv, buffer.bytes());
+  return pending;
+}
+
+void Communicator::receive(Buffer buffer, int peer, int tag) {
+  std::string what = describe("receive");
+  checkPeer(*this, what, buffer, peer, tag);
+  doReceive(buffer.data, buffer.dtype, buffer.count, peer, tag);
+}
+
+std::unique_ptr<PendingSend> Communicator::doPostSend(const void *, DType, int64_t, int, int) {
+  fail(describe("send"), "this communicator has no tagged point-to-point transfers");
+}
+
+void Communicator::doReceive(void *, DType, int64_t, int, int) {
+  fail(describe("receive"), "this communicator has no tagged point-to-point transfers");
+}
+
 void Communicator::sendRecv(const std::vector<PeerTransfer> &transfers) {
   std::string what = describe("send_recv");
   std::vector<std::unique_ptr<Staged>> staged;

@@ -264,6 +264,42 @@ void MpiCommunicator::doSendRecv(const std::vector<PeerTransfer> &transfers) {
   wait(requests.data(), int(requests.size()), "send_recv");
 }
 
+class MpiCommunicator::MpiPendingSend : public PendingSend {
+public:
+  MpiPendingSend(MpiCommunicator &comm, MPI_Request request) : comm_(comm), request_(request) {}
+  ~MpiPendingSend() override {
+    if (request_ != MPI_REQUEST_NULL) {
+      // Not waited for: an error already unwinds; give the request up.
+      MPI_Request_free(&request_);
+    }
+  }
+  void wait() override {
+    comm_.wait(&request_, 1, "send");
+    request_ = MPI_REQUEST_NULL;
+  }
+
+private:
+  MpiCommunicator &comm_;
+  MPI_Request request_;
+};
+
+std::unique_ptr<PendingSend> MpiCommunicator::doPostSend(const void *data, DType dtype, int64_t count, int peer,
+                                                         int tag) {
+  std::string what = describe("send");
+  MPI_Request request;
+  check(MPI_Isend(data, checkedCount(count, what), mpiType(dtype), peer, tag, asComm(comm_), &request),
+        "MPI_Isend to " + std::to_string(peer) + ": " + what);
+  return std::make_unique<MpiPendingSend>(*this, request);
+}
+
+void MpiCommunicator::doReceive(void *data, DType dtype, int64_t count, int peer, int tag) {
+  std::string what = describe("receive");
+  MPI_Request request;
+  check(MPI_Irecv(data, checkedCount(count, what), mpiType(dtype), peer, tag, asComm(comm_), &request),
+        "MPI_Irecv from " + std::to_string(peer) + ": " + what);
+  wait(&request, 1, "receive");
+}
+
 void MpiCommunicator::doBarrier() {
   MPI_Request request;
   check(MPI_Ibarrier(asComm(comm_), &request), "MPI_Ibarrier: " + describe("barrier"));

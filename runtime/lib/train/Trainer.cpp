@@ -15,6 +15,7 @@
 #include "DataSource.h"
 #include "ModelState.h"
 #include "ParameterSources.h"
+#include "PipelineStep.h"
 #include "ReportedGradients.h"
 #include "TensorAxisCollectives.h"
 #include "TrainerOptions.h"
@@ -61,6 +62,9 @@ Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int
     fail(program.model, "optimizer offload moves each rank's ZeRO shard of the optimizer to the host, and this "
                         "program has no ZeRO stage over its " + std::to_string(ranks) +
                         " ranks (recompile with --strategy zero=1,offload=optimizer)");
+  if (!program.stages.empty() && (!o.save.empty() || !o.resume.empty() || !o.exportDir.empty()))
+    fail(program.model, "a pipelined program does not save, resume or export checkpoints yet (drop --save, "
+                        "--resume and --export)");
   // Found before training, not at the save after it.
   if (!o.save.empty() && !canHoldCheckpoint(o.save, o.saveEvery > 0))
     fail("--save " + o.save, std::string("it exists and holds other files than ") +
@@ -93,6 +97,9 @@ struct RankGroups {
   Communicator &dp;
   Communicator *tp;
   Communicator &world;
+  /// The pipeline axis, with the rank's part of a pipelined program.
+  Communicator *pp = nullptr;
+  const PipelineRank *pipeline = nullptr;
 };
 
 /// Seconds to the microsecond, for the log's time breakdown.
@@ -233,7 +240,25 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     auto since = [](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     };
-    for (int64_t m = 0; m < microbatches; ++m) {
+    if (groups.pipeline) {
+      // The rank's forward and backward calls in the schedule's order; the
+      // loss is the last stage's.
+      auto computeBegin = std::chrono::steady_clock::now();
+      loss = runPipelineStep(
+          *groups.pipeline, *groups.pp,
+          [&](int64_t m) {
+            auto dataBegin = std::chrono::steady_clock::now();
+            std::vector<Tensor> inputs = p.data->microbatch(step - 1, m);
+            dataSeconds += since(dataBegin);
+            return inputs;
+          },
+          stepParameters, reported, collectives, o.seed, uint64_t(step), int64_t(dp.rank()) * microbatches,
+          float(s.lossScale), [&] { reported.beginMicrobatch(false, false); });
+      computeSeconds += since(computeBegin);
+      groups.pp->allReduce(Buffer::of(&loss, DType::F32, 1));
+      sumSharedGradients(*groups.pipeline, *groups.pp, s.grads);
+    }
+    for (int64_t m = 0; m < (groups.pipeline ? 0 : microbatches); ++m) {
       auto dataBegin = std::chrono::steady_clock::now();
       std::vector<Tensor> inputs = p.data->microbatch(step - 1, m), grads;
       dataSeconds += since(dataBegin);
@@ -296,7 +321,10 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     if (!o.dumpGradients.empty() && step == start + 1)
       dump = scatterEachMicrobatch ? GradientDump::ofShard(s.sharded->gradientShard(), unscale)
                                    : GradientDump::ofTensors(s.grads, unscale);
-    double gradNorm = (s.sharded ? s.sharded->gradientNorm() : gradientNorm(s.tensors, completeSplit)) * unscale;
+    double gradNorm = (s.sharded         ? s.sharded->gradientNorm()
+                       : groups.pipeline ? pipelineGradientNorm(*groups.pipeline, *groups.pp, s.tensors, completeSplit)
+                                         : gradientNorm(s.tensors, completeSplit)) *
+                      unscale;
     double lr = schedule.at(step);
     double stepLossScale = s.lossScale;
     // Every rank computes the same norm (after the gradients' reduction), so
@@ -411,32 +439,42 @@ int trainAlone(int argc, char **argv, const TrainingProgram &program) {
 /// failures (flags, files) are agreed on before the first collective, so
 /// every rank leaves and the lowest failing rank says why; failures after
 /// that abort the job.
-int trainParallel(int argc, char **argv, const TrainingProgram &program, int ranks, int tensorRanks) {
+int trainParallel(int argc, char **argv, const TrainingProgram &program, int ranks, int tensorRanks,
+                  int pipelineRanks) {
   MpiSession mpi(&argc, &argv);
   CommCounters counters;
   std::unique_ptr<MpiCommunicator> world = MpiCommunicator::world(&counters);
-  // The tensor axis inside: its ranks are neighbours (one node).
+  // The tensor axis inside: its ranks are neighbours (one node); the
+  // pipeline axis outside, across nodes (Megatron-LM's order).
   const std::string &inner = program.settings.modelAxis;
-  std::string mesh =
-      "dp=" + std::to_string(ranks) + (tensorRanks > 1 ? "," + inner + "=" + std::to_string(tensorRanks) : "");
+  std::string mesh = (pipelineRanks > 1 ? "pp=" + std::to_string(pipelineRanks) + "," : "") +
+                     "dp=" + std::to_string(ranks) +
+                     (tensorRanks > 1 ? "," + inner + "=" + std::to_string(tensorRanks) : "");
   ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
   Communicator &dp = groups.axis("dp");
   Communicator *tp = tensorRanks > 1 ? &groups.axis(inner) : nullptr;
+  Communicator *pp = pipelineRanks > 1 ? &groups.axis("pp") : nullptr;
   std::optional<Prepared> prepared;
+  std::optional<PipelineRank> pipeline;
   std::string call, reason;
   bool help = false;
   try {
     std::optional<Options> options = parseOptions(argc, argv, program, /*printHelp=*/mpi.rank() == 0);
     if (!options)
       help = true;
-    else
-      prepared.emplace(prepare(program, *options, dp.rank(), ranks, tp ? tp->rank() : 0, tensorRanks));
+    else {
+      // A pipeline rank trains its stages' part of the model.
+      if (pp)
+        pipeline.emplace(pipelineRankOf(program, pp->rank(), pp->size()));
+      prepared.emplace(prepare(pipeline ? pipeline->program : program, *options, dp.rank(), ranks, tp ? tp->rank() : 0,
+                               tensorRanks));
+    }
   } catch (const Error &e) {
     call = e.call(), reason = e.reason();
   } catch (const std::exception &e) {
     call = program.model, reason = e.what();
   }
-  int worldSize = ranks * tensorRanks;
+  int worldSize = ranks * tensorRanks * pipelineRanks;
   int64_t failed = reason.empty() ? 0 : worldSize - mpi.rank();
   world->allReduce(Buffer::of(&failed, DType::I64, 1), ReduceOp::Max);
   if (failed > 0) {
@@ -449,7 +487,8 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
   counters.reset();
   return runOrAbort(
       [&] {
-        train(program, *prepared, RankGroups{dp, tp, *world}, &counters, mpi.threadsMayCommunicate());
+        train(pipeline ? pipeline->program : program, *prepared,
+              RankGroups{dp, tp, *world, pp, pipeline ? &*pipeline : nullptr}, &counters, mpi.threadsMayCommunicate());
         return 0;
       },
       [] { MpiSession::abort(1); });
@@ -473,7 +512,8 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
       return 0;
     }
   int ranks = int(program.settings.ranks), tensorRanks = int(std::max<int64_t>(program.settings.tensorRanks, 1));
-  int worldSize = ranks * tensorRanks;
+  int pipelineRanks = int(std::max<int64_t>(program.settings.pipelineRanks, 1));
+  int worldSize = ranks * tensorRanks * pipelineRanks;
   LaunchInfo launch;
   try {
     launch = detectLaunch();
@@ -484,9 +524,10 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
   if (launch.worldSize != worldSize) {
     std::string compiled = std::to_string(ranks) + " data-parallel rank" + (ranks == 1 ? "" : "s") +
                            (tensorRanks > 1 ? " x " + std::to_string(tensorRanks) +
-                                                (program.settings.modelAxis == "sp" ? " sequence-parallel ranks"
-                                                                                    : " tensor-parallel ranks")
-                                          : "");
+                                                  (program.settings.modelAxis == "sp" ? " sequence-parallel ranks"
+                                                                                      : " tensor-parallel ranks")
+                                            : "") +
+                           (pipelineRanks > 1 ? " x " + std::to_string(pipelineRanks) + " pipeline ranks" : "");
     // Every rank says it: the launcher may stop the others as soon as one
     // exits, before rank 0 has written anything.
     printError(argv[0], launch.rank == 0 ? "launch" : "rank " + std::to_string(launch.rank) + ": launch",
@@ -497,7 +538,8 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
                    ")");
     return 1;
   }
-  return worldSize == 1 ? trainAlone(argc, argv, program) : trainParallel(argc, argv, program, ranks, tensorRanks);
+  return worldSize == 1 ? trainAlone(argc, argv, program)
+                        : trainParallel(argc, argv, program, ranks, tensorRanks, pipelineRanks);
 }
 
 } // namespace colossal::rt

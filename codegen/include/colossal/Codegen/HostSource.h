@@ -57,6 +57,12 @@ struct ProgramSettings {
   int64_t zero = 0;
   /// The optimizer's state and update on the host (ZeRO-Offload).
   bool offloadOptimizer = false;
+  /// Pipeline parallelism: ranks of the pipeline axis, model chunks per rank
+  /// and the schedule (the module holds per-stage functions,
+  /// passes/partition/SplitStages.h).
+  int64_t pipelineRanks = 1;
+  int64_t virtualStages = 1;
+  std::string pipelineSchedule = "1f1b";
   /// Recomputation, "none", "selective" or "full": the step re-runs each
   /// layer's forward ops (all, or all but the contractions) in the backward
   /// pass (passes/memory/RecomputeLayers.h has done it to the IR).

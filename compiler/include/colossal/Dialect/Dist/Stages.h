@@ -26,6 +26,15 @@ constexpr llvm::StringLiteral kStageAttrName = "dist.stage";
 /// keeps its part, and the stages holding the parameter sum them.
 constexpr llvm::StringLiteral kStageSumAttrName = "dist.stage_sum";
 
+/// An op made again on another stage (what reads only inputs or only
+/// weights): the copy carries `dist.repeat_of` and the op it repeats
+/// `dist.repeat`, the same number. The cost model counts the op once (the
+/// copies are the pipeline's, not the model's).
+constexpr llvm::StringLiteral kRepeatAttrName = "dist.repeat";
+constexpr llvm::StringLiteral kRepeatOfAttrName = "dist.repeat_of";
+
+inline bool isRepeatCopy(mlir::Operation *op) { return op->hasAttr(kRepeatOfAttrName); }
+
 inline std::optional<int64_t> stageOf(mlir::Operation *op) {
   if (auto stage = op->getAttrOfType<mlir::IntegerAttr>(kStageAttrName))
     return stage.getInt();

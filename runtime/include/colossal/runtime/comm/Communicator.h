@@ -57,6 +57,15 @@ struct PeerTransfer {
   Buffer buffer;
 };
 
+/// A send under way (postSend): its buffer must stay as it is until `wait`
+/// returns. Destroying one waits for it.
+class PendingSend {
+public:
+  virtual ~PendingSend();
+  /// Completes the send, or fails with an Error after the timeout.
+  virtual void wait() = 0;
+};
+
 class Communicator {
 public:
   Communicator(std::string axis, std::vector<int> worldRanks, CommCounters *counters);
@@ -78,8 +87,17 @@ public:
   /// send and recv hold size() equal blocks; block j of send goes to rank j.
   void allToAll(Buffer send, Buffer recv);
   void broadcast(Buffer buffer, int root);
-  /// Sends and receives posted together (a pipeline hand-off, a ring step).
+  /// Sends and receives posted together (a ring step).
   void sendRecv(const std::vector<PeerTransfer> &transfers);
+  /// Posts a send of a contiguous `buffer` to `peer` and returns at once: a
+  /// pipeline stage sends its activations and goes on with its next task
+  /// (were each send to wait for its receiver, two stages sending to each
+  /// other would wait forever). Messages between two ranks are told apart
+  /// by `tag` (0 to 32767), not by their order.
+  std::unique_ptr<PendingSend> postSend(Buffer buffer, int peer, int tag);
+  /// Receives a contiguous `buffer` sent by `peer` with `tag`, waiting for
+  /// it under the timeout.
+  void receive(Buffer buffer, int peer, int tag);
   void barrier();
 
   /// Seconds a collective may take before it is declared hung (default from
@@ -99,6 +117,9 @@ protected:
   virtual void doAllToAll(const void *send, void *recv, DType dtype, int64_t countPerRank) = 0;
   virtual void doBroadcast(void *data, DType dtype, int64_t count, int root) = 0;
   virtual void doSendRecv(const std::vector<PeerTransfer> &transfers) = 0;
+  /// Point-to-point with tags; backends without them refuse (the default).
+  virtual std::unique_ptr<PendingSend> doPostSend(const void *data, DType dtype, int64_t count, int peer, int tag);
+  virtual void doReceive(void *data, DType dtype, int64_t count, int peer, int tag);
   virtual void doBarrier() = 0;
 
   // Staging for strided buffers; backends with device memory override.

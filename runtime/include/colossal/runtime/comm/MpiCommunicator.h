@@ -69,9 +69,12 @@ protected:
   void doAllToAll(const void *send, void *recv, DType dtype, int64_t countPerRank) override;
   void doBroadcast(void *data, DType dtype, int64_t count, int root) override;
   void doSendRecv(const std::vector<PeerTransfer> &transfers) override;
+  std::unique_ptr<PendingSend> doPostSend(const void *data, DType dtype, int64_t count, int peer, int tag) override;
+  void doReceive(void *data, DType dtype, int64_t count, int peer, int tag) override;
   void doBarrier() override;
 
 private:
+  class MpiPendingSend;
   MpiCommunicator(void *comm, std::string axis, std::vector<int> worldRanks, CommCounters *counters);
   void wait(void *requests, int count, const char *collective);
 

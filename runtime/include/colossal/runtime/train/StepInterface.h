@@ -110,6 +110,12 @@ struct TrainingSettings {
   /// `--prefetch-mb` overrides it.
   int64_t prefetchBytes = 0;
   LossScaling lossScaling;
+  /// Pipeline parallelism: ranks of the pipeline axis (outermost: each holds
+  /// `virtualStages` chunks of the layers), the schedule ("gpipe", "1f1b",
+  /// "interleaved"; PipelineSchedule.h) and its microbatches (above).
+  int64_t pipelineRanks = 1;
+  int64_t virtualStages = 1;
+  std::string pipelineSchedule = "1f1b";
 };
 
 /// Where a step reads the parameters (by index in the program's list). It
@@ -193,12 +199,70 @@ using StepFunction =
                        std::vector<host::Tensor> &gradients, GradientReady &gradientReady,
                        StepCollectives &collectives)>;
 
+/// One call of a pipeline stage's forward or backward function on one
+/// microbatch.
+struct StageCall {
+  /// The microbatch's program inputs, in the program's order.
+  const std::vector<host::Tensor> &inputs;
+  /// The function's received and saved arguments, in its order; it takes
+  /// them (frees each after its last use).
+  std::vector<host::Tensor> arguments;
+  /// Filled by the function, one per result; a gradient is handed to
+  /// `gradientReady` as soon as it is made and its place left empty.
+  std::vector<host::Tensor> results;
+  StepParameters &parameters;
+  const StepRandomness &random;
+  float lossScale;
+  GradientReady &gradientReady;
+  StepCollectives &collectives;
+};
+
+/// Where an argument of a stage function comes from, or a result goes.
+struct StageValue {
+  enum Kind {
+    /// A program input (`index` in the program's inputs).
+    Input,
+    /// The loss scale (fp16).
+    LossScale,
+    /// Sent by stage `peer` (transfer `index`).
+    Received,
+    /// What the stage's forward kept for its backward (`index`).
+    Saved,
+    /// The microbatch's loss (the last stage's forward).
+    Loss,
+    /// To stage `peer` (transfer `index`).
+    Sent,
+    /// The stage's part of trainable parameter `index`'s gradient
+    /// (`index` among the trainable parameters).
+    Gradient,
+  };
+  Kind kind = Input;
+  int64_t index = 0;
+  int64_t peer = -1;
+  host::Shape shape;
+  bool integer = false;
+};
+
+/// The forward or the backward of one virtual stage
+/// (passes/partition/SplitStages.h).
+struct StageFunction {
+  int64_t stage = 0;
+  bool backward = false;
+  std::vector<StageValue> arguments, results;
+  /// The parameters it reads (indices in the program's list).
+  std::vector<int64_t> parameters;
+  std::function<void(StageCall &)> run;
+};
+
 struct TrainingProgram {
   std::string model;
   std::vector<ProgramInput> inputs;
   std::vector<ProgramParameter> parameters;
   TrainingSettings settings;
+  /// The step, or (a pipelined program) its stages: stage s's forward at
+  /// 2s, its backward at 2s + 1.
   StepFunction step;
+  std::vector<StageFunction> stages;
 };
 
 } // namespace colossal::rt

@@ -1,0 +1,254 @@
+//===- PipelineStep.cpp -----------------------------------------------------===//
+
+#include "PipelineStep.h"
+
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/kernels/Optimizers.h"
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+
+namespace colossal::rt::trainer {
+
+using host::Tensor;
+
+namespace {
+
+/// The shape a pipelined program runs under: its settings'.
+PipelineShape shapeOf(const TrainingProgram &program) {
+  const TrainingSettings &s = program.settings;
+  std::optional<PipelineScheduleKind> kind = pipelineScheduleNamed(s.pipelineSchedule);
+  if (!kind)
+    fail(program.model, "pipeline schedule '" + s.pipelineSchedule + "': expected gpipe, 1f1b or interleaved");
+  return PipelineShape{*kind, int(s.pipelineRanks), int(s.virtualStages), int(s.microbatches)};
+}
+
+/// A message's tag: transfer `id` of microbatch `m` (ids and microbatches
+/// are few; the tag space wraps only for thousands of both).
+int tagOf(int64_t id, int64_t m, int64_t microbatches) { return int((id * microbatches + m) % 32768); }
+
+Buffer bufferOf(Tensor &t) {
+  return t.integer ? Buffer::of(t.ints.data(), DType::I64, int64_t(t.ints.size()))
+                   : Buffer::of(t.floats.data(), DType::F32, int64_t(t.floats.size()));
+}
+
+} // namespace
+
+PipelineRank pipelineRankOf(const TrainingProgram &program, int rank, int ranks) {
+  PipelineRank r;
+  r.rank = rank;
+  r.shape = shapeOf(program);
+  if (std::string error = pipelineShapeError(r.shape); !error.empty())
+    fail(program.model, error);
+  if (r.shape.ranks != ranks)
+    fail(program.model,
+         "compiled for " + std::to_string(r.shape.ranks) + " pipeline ranks, run on " + std::to_string(ranks));
+  if (int64_t(program.stages.size()) != 2 * int64_t(r.shape.stages()))
+    fail(program.model, "has " + std::to_string(program.stages.size()) + " stage functions for " +
+                            std::to_string(r.shape.stages()) + " virtual stages (a forward and a backward each)");
+  // Which pipeline ranks read each parameter.
+  std::vector<std::set<int>> readers(program.parameters.size());
+  for (size_t f = 0; f < program.stages.size(); ++f) {
+    const StageFunction &function = program.stages[f];
+    if (function.stage != int64_t(f / 2) || function.backward != (f % 2 == 1))
+      fail(program.model, "stage function " + std::to_string(f) + " is out of order");
+    for (int64_t index : function.parameters) {
+      if (index < 0 || index >= int64_t(program.parameters.size()))
+        fail(program.model, "stage " + std::to_string(function.stage) + " reads parameter " + std::to_string(index));
+      readers[size_t(index)].insert(r.shape.rankOf(int(function.stage)));
+    }
+  }
+  r.program = program;
+  r.program.parameters.clear();
+  int64_t localTrainable = 0;
+  for (size_t i = 0; i < program.parameters.size(); ++i) {
+    const ProgramParameter &p = program.parameters[i];
+    bool held = readers[i].count(rank) > 0;
+    r.localParameter.push_back(held ? int64_t(r.program.parameters.size()) : -1);
+    if (p.trainable) {
+      r.localTrainable.push_back(held ? localTrainable++ : -1);
+      if (held)
+        r.holders.push_back(int(readers[i].size()));
+    }
+    if (p.trainable && readers[i].size() > 1) {
+      int64_t elements = 1;
+      for (int64_t d : p.shape)
+        elements *= d;
+      r.shared.push_back({held ? localTrainable - 1 : -1, elements});
+    }
+    if (held)
+      r.program.parameters.push_back(p);
+  }
+  return r;
+}
+
+namespace {
+
+/// The emitted functions' parameter and gradient indices are the whole
+/// program's; the rank holds its own.
+class RankParameters : public StepParameters {
+public:
+  RankParameters(StepParameters &inner, const std::vector<int64_t> &local) : inner_(inner), local_(local) {}
+  const Tensor &fetch(size_t index) override { return inner_.fetch(localOf(index)); }
+  void release(size_t index) override { inner_.release(localOf(index)); }
+
+private:
+  size_t localOf(size_t index) const {
+    if (index >= local_.size() || local_[index] < 0)
+      fail("pipeline", "a stage reads parameter " + std::to_string(index) + ", which this rank does not hold");
+    return size_t(local_[index]);
+  }
+  StepParameters &inner_;
+  const std::vector<int64_t> &local_;
+};
+
+class RankGradients : public GradientReady {
+public:
+  RankGradients(GradientReady &inner, const std::vector<int64_t> &local) : inner_(inner), local_(local) {}
+  void operator()(size_t trainable, const Tensor &gradient) override {
+    if (trainable >= local_.size() || local_[trainable] < 0)
+      fail("pipeline", "a stage made the gradient of trainable parameter " + std::to_string(trainable) +
+                           ", which this rank does not hold");
+    inner_(size_t(local_[trainable]), gradient);
+  }
+
+private:
+  GradientReady &inner_;
+  const std::vector<int64_t> &local_;
+};
+
+} // namespace
+
+float runPipelineStep(const PipelineRank &rank, Communicator &pp,
+                      const std::function<std::vector<Tensor>(int64_t m)> &inputs, StepParameters &parameters,
+                      GradientReady &gradients, StepCollectives &collectives, uint64_t seed, uint64_t step,
+                      int64_t block, float lossScale, const std::function<void()> &beforeBackward) {
+  const TrainingProgram &program = rank.program;
+  const PipelineShape &shape = rank.shape;
+  int64_t microbatches = shape.microbatches;
+  RankParameters rankParameters(parameters, rank.localParameter);
+  RankGradients rankGradients(gradients, rank.localTrainable);
+  // A microbatch's inputs, read at its first task on this rank and kept to
+  // its last.
+  std::map<int64_t, std::vector<Tensor>> batch;
+  std::map<int64_t, int> tasksLeft;
+  // What each stage's forward kept for its backward, by (stage, microbatch).
+  std::map<std::pair<int64_t, int64_t>, std::map<int64_t, Tensor>> saved;
+  // Values sent to a stage of this same rank (interleaved chunks).
+  std::map<std::pair<int64_t, int64_t>, Tensor> mailbox;
+  // Sends under way, with the tensors they read.
+  std::vector<std::pair<std::unique_ptr<PendingSend>, Tensor>> sending;
+  float loss = 0;
+  for (const PipelineTask &task : pipelineOrder(shape, rank.rank)) {
+    int64_t stage = shape.stageOf(rank.rank, task.chunk), m = task.microbatch;
+    const StageFunction &function = program.stages[size_t(2 * stage + (task.forward ? 0 : 1))];
+    if (!batch.count(m)) {
+      batch[m] = inputs(m);
+      tasksLeft[m] = 2 * shape.chunks;
+    }
+    StepRandomness random{seed, step, block + m};
+    StageCall call{batch[m], {}, {}, rankParameters, random, lossScale, rankGradients, collectives};
+    for (const StageValue &arg : function.arguments) {
+      if (arg.kind == StageValue::Received) {
+        int peer = shape.rankOf(int(arg.peer));
+        if (peer == rank.rank) {
+          auto it = mailbox.find({arg.index, m});
+          if (it == mailbox.end())
+            fail("pipeline stage " + std::to_string(stage),
+                 "transfer " + std::to_string(arg.index) + " of microbatch " + std::to_string(m) + " never came");
+          call.arguments.push_back(std::move(it->second));
+          mailbox.erase(it);
+          continue;
+        }
+        Tensor t = Tensor::zeros(arg.shape, arg.integer);
+        pp.receive(bufferOf(t), peer, tagOf(arg.index, m, microbatches));
+        call.arguments.push_back(std::move(t));
+      } else if (arg.kind == StageValue::Saved) {
+        auto &kept = saved[{stage, m}];
+        auto it = kept.find(arg.index);
+        if (it == kept.end())
+          fail("pipeline stage " + std::to_string(stage),
+               "its backward of microbatch " + std::to_string(m) + " reads a value its forward did not keep");
+        call.arguments.push_back(std::move(it->second));
+        kept.erase(it);
+      }
+    }
+    if (!task.forward)
+      beforeBackward();
+    {
+      MemoryScope scope(MemoryCategory::Activations);
+      function.run(call);
+    }
+    if (call.results.size() != function.results.size())
+      fail("pipeline stage " + std::to_string(stage), "returned " + std::to_string(call.results.size()) +
+                                                          " values for " + std::to_string(function.results.size()));
+    for (size_t i = 0; i < function.results.size(); ++i) {
+      const StageValue &result = function.results[i];
+      Tensor &value = call.results[i];
+      if (result.kind == StageValue::Loss) {
+        if (value.integer || value.floats.size() != 1)
+          fail(program.model, "the last stage's loss is not a float scalar");
+        loss += value.floats[0] / float(microbatches);
+      } else if (result.kind == StageValue::Sent) {
+        int peer = shape.rankOf(int(result.peer));
+        if (peer == rank.rank) {
+          mailbox[{result.index, m}] = std::move(value);
+          continue;
+        }
+        sending.emplace_back(nullptr, std::move(value));
+        sending.back().first = pp.postSend(bufferOf(sending.back().second), peer, tagOf(result.index, m, microbatches));
+      } else if (result.kind == StageValue::Saved) {
+        saved[{stage, m}][result.index] = std::move(value);
+      }
+    }
+    if (!task.forward && saved.count({stage, m}) && saved[{stage, m}].empty())
+      saved.erase({stage, m});
+    if (--tasksLeft[m] == 0)
+      batch.erase(m), tasksLeft.erase(m);
+  }
+  for (auto &[pending, tensor] : sending)
+    pending->wait();
+  return loss;
+}
+
+void sumSharedGradients(const PipelineRank &rank, Communicator &pp, std::vector<Floats> &grads) {
+  if (rank.shared.empty())
+    return;
+  int64_t total = 0;
+  for (const PipelineRank::Shared &shared : rank.shared)
+    total += shared.elements;
+  MemoryScope scope(MemoryCategory::Communication);
+  Floats packed = buffer<float>(size_t(total), MemoryCategory::Communication);
+  int64_t at = 0;
+  for (const PipelineRank::Shared &shared : rank.shared) {
+    if (shared.local >= 0)
+      std::copy(grads[size_t(shared.local)].begin(), grads[size_t(shared.local)].end(), packed.begin() + at);
+    else
+      std::fill(packed.begin() + at, packed.begin() + at + shared.elements, 0.0f);
+    at += shared.elements;
+  }
+  pp.allReduce(Buffer::of(packed.data(), DType::F32, total));
+  at = 0;
+  for (const PipelineRank::Shared &shared : rank.shared) {
+    if (shared.local >= 0)
+      std::copy(packed.begin() + at, packed.begin() + at + shared.elements, grads[size_t(shared.local)].begin());
+    at += shared.elements;
+  }
+}
+
+double pipelineGradientNorm(const PipelineRank &rank, Communicator &pp, const std::vector<OptimizerTensor> &tensors,
+                            const CompleteSquares &complete) {
+  std::vector<float> squares(2 * tensors.size());
+  cpu::tensorSquares(Stream{}, tensors.data(), int64_t(tensors.size()), 1.0f, squares.data());
+  if (complete)
+    complete(squares);
+  double sum = 0;
+  for (size_t t = 0; t < tensors.size(); ++t)
+    sum += double(squares[2 * t + 1]) / double(rank.holders[t]);
+  pp.allReduce(Buffer::of(&sum, DType::F64, 1));
+  return std::sqrt(sum);
+}
+
+} // namespace colossal::rt::trainer
