@@ -29,7 +29,9 @@ namespace {
 FailureOr<std::vector<int64_t>> splitLayers(func::FuncOp forward, int64_t layers, int64_t stages,
                                             const std::vector<int64_t> &given) {
   if (layers < stages)
-    return forward.emitError() << "pipeline: " << stages << " stages need at least one layer each, and @forward has "
+    return forward.emitError() << "pipeline: " << stages
+                               << " stages (the plan's pp x virtual_stages) need at least one layer each, and "
+                                  "@forward has "
                                << layers << " layers (plan fewer stages)",
            failure();
   if (given.empty()) {
@@ -130,19 +132,22 @@ FailureOr<StageSummary> assignPipelineStages(ModuleOp module, int64_t stages, co
   for (Operation &op : body.without_terminator())
     if (repeatable.contains(&op))
       ops.push_back(&op);
+  int64_t repeatedOriginals = 0;
   for (Operation *op : llvm::reverse(ops)) {
     auto stageOfUser = [&](Operation *user) { return user == body.getTerminator() ? stages - 1 : stage.lookup(user); };
     std::set<int64_t> readers;
     for (Operation *user : op->getUsers())
       readers.insert(stageOfUser(user));
     stage[op] = readers.empty() ? 0 : *readers.begin();
+    // One number for the op and all its copies.
+    auto id = IntegerAttr::get(IntegerType::get(op->getContext(), 64), int64_t(repeatedOriginals));
+    if (readers.size() > 1)
+      op->setAttr(dist::kRepeatAttrName, id), ++repeatedOriginals;
     for (int64_t s : readers) {
       if (s == stage[op])
         continue;
       OpBuilder builder(op);
       Operation *copy = builder.clone(*op);
-      auto id = builder.getI64IntegerAttr(summary.repeatedOps);
-      op->setAttr(dist::kRepeatAttrName, id);
       copy->removeAttr(dist::kRepeatAttrName);
       copy->setAttr(dist::kRepeatOfAttrName, id);
       stage[copy] = s;

@@ -17,6 +17,7 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Execute/HostInterpreter.h"
 #include "passes/pipeline/TrainingPipeline.h"
+#include "passes/plan/CostGraphBridge.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -82,6 +83,16 @@ TEST_P(PipelineStages, StageFunctionsComputeTheStep) {
   auto step = whole->lookupSymbol<mlir::func::FuncOp>("forward_backward");
   ASSERT_TRUE(step);
   EXPECT_FALSE(staged->lookupSymbol("forward_backward"));
+  // The ops a pipeline repeats on another stage are its own, not the
+  // model's: the cost model sees the same graph.
+  auto graphOf = [](mlir::ModuleOp module) {
+    return colossal::plan::buildCostGraph(module.lookupSymbol<mlir::func::FuncOp>("forward"));
+  };
+  mlir::FailureOr<colossal::cost::Graph> wholeGraph = graphOf(*whole), stagedGraph = graphOf(*staged);
+  ASSERT_TRUE(mlir::succeeded(wholeGraph) && mlir::succeeded(stagedGraph));
+  EXPECT_EQ(stagedGraph->ops.size(), wholeGraph->ops.size());
+  EXPECT_EQ(stagedGraph->values.size(), wholeGraph->values.size());
+  EXPECT_EQ(stagedGraph->numLayers, wholeGraph->numLayers);
 
   std::map<std::string, HostValue> parameters =
       colossal::test::loadInitializers(dir + "/" + c.model + "_opset17.onnx", dir);

@@ -60,6 +60,11 @@ bool takePipeline(cost::Strategy &strategy, BuildLayout &layout) {
                " runs without ZeRO and optimizer offload so far (drop zero= and offload=)");
     return false;
   }
+  if (strategy.virtualStages > 1 && strategy.schedule != cost::Schedule::Interleaved) {
+    printError("--strategy: virtual_stages=" + std::to_string(strategy.virtualStages) +
+               " gives each pipeline rank several model chunks, which only schedule=interleaved runs");
+    return false;
+  }
   layout.pipelineRanks = strategy.pp, layout.virtualStages = strategy.virtualStages;
   layout.schedule = strategy.schedule, layout.stageLayers = strategy.stageLayers;
   strategy.pp = 1, strategy.virtualStages = 1, strategy.schedule = cost::Schedule::OneFOneB;
@@ -168,6 +173,14 @@ std::optional<BuildLayout> resolveBuildLayout(const Request &request, const std:
   layout.microbatches = request.microbatches;
   if ((!request.planFile.empty() || !strategy.empty()) && !takeStrategy(request, strategy, layout))
     return std::nullopt;
+  // Interleaved 1F1B moves the microbatches through the chunks in groups
+  // of the pipeline's ranks.
+  if (layout.schedule == cost::Schedule::Interleaved && layout.pipelineRanks > 1 &&
+      layout.microbatches % layout.pipelineRanks != 0) {
+    printError("--strategy: the interleaved schedule needs microbatches (" + std::to_string(layout.microbatches) +
+               ") to be a multiple of pp (" + std::to_string(layout.pipelineRanks) + ")");
+    return std::nullopt;
+  }
   if (request.batch) {
     int64_t batch = *request.batch;
     if (batch % (layout.microbatches * layout.ranks) != 0) {

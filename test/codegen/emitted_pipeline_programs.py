@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Pipelined programs train exactly like one rank.
+
+Each case compiles a fixture with a pipeline plan (--strategy pp=..., the
+schedule, virtual stages, uneven stage layers, with data, tensor, Megatron
+sequence and sequence-axis parallelism and recomputation), runs it under
+mpirun on distinct rows per data-parallel rank and microbatch, and checks:
+
+- ten steps of SGD, AdamW and LAMB follow PyTorch's losses for the same
+  global batch (reference.json) and the one-rank program's, within 1e-5;
+- the first step's gradients, gathered from every rank's dump (a rank dumps
+  the weights its stages hold; a tied weight is on two ranks), and the
+  logged gradient norm equal PyTorch's, 1e-5 per tensor;
+- pipeline rank 0's point-to-point bytes and calls equal those derived here
+  from the stage boundaries: one hidden-state tensor (microbatch rows x
+  sequence (its slice under Megatron-SP or a sequence axis) x hidden, fp32)
+  per boundary a rank's stage sends across, forward or backward, per
+  microbatch;
+- bad plans (more stages than layers, stage layers that do not add up,
+  virtual stages without the interleaved schedule, microbatches the
+  interleaved schedule cannot group, ZeRO with a pipeline) are refused with
+  the cause.
+
+  emitted_pipeline_programs.py COMPILER FIXTURES WORKDIR MPIRUN
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from program_checks import (  # noqa: E402
+    check, check_refusals, compile_model, train, losses, worst_relative, batch_data, npy_floats, finish, WORK,
+    optimizer_flags)
+
+HIDDEN, SEQ = 16, 8
+# (model, strategy, ranks, rows of the global batch, optimizers run)
+ALL = ("sgd", "adamw", "lamb")
+CASES = [
+    ("gpt2", "pp=2", 2, 2, ALL),
+    ("gpt2", "pp=2,schedule=gpipe,microbatches=2", 2, 2, ("adamw",)),
+    ("gpt2_4layers", "pp=4,microbatches=2", 4, 2, ALL),
+    ("gpt2_4layers", "pp=4,schedule=gpipe,microbatches=2", 4, 2, ("lamb",)),
+    ("gpt2_4layers", "pp=2,schedule=interleaved,virtual_stages=2,microbatches=2", 2, 2, ALL),
+    ("gpt2_4layers", "pp=2,stage_layers=1/3,recompute=full,microbatches=2", 2, 2, ("adamw",)),
+    ("gpt2", "dp=2,pp=2,microbatches=2", 4, 4, ("adamw", "lamb")),
+    ("gpt2", "tp=2,pp=2", 4, 2, ("adamw",)),
+    ("gpt2", "tp=2,sp_mode=megatron,pp=2", 4, 2, ALL),
+    ("gpt2", "sp=2,sp_mode=all-to-all,pp=2", 4, 2, ("lamb",)),
+    ("llama", "pp=2,microbatches=2", 2, 2, ALL),
+    ("llama", "sp=2,sp_mode=ring,pp=2", 4, 2, ("adamw",)),
+    ("llama_4layers", "pp=4,recompute=selective,microbatches=2", 4, 2, ("adamw", "sgd")),
+    ("llama_4layers", "pp=2,stage_layers=3/1,schedule=gpipe", 2, 2, ("lamb",)),
+]
+
+
+def plan_of(strategy):
+    items = dict(item.split("=") for item in strategy.split(","))
+    number = lambda key: int(items.get(key, 1))  # noqa: E731
+    return {"dp": number("dp"), "tp": number("tp"), "sp": number("sp"), "pp": number("pp"),
+            "v": number("virtual_stages"), "m": number("microbatches"), "sp_mode": items.get("sp_mode", "none")}
+
+
+def expected_sends(plan, rows):
+    """Pipeline rank 0's sends in one step: (calls, bytes). Its virtual
+    stages are 0, pp, 2 pp, ...; each sends its activations forward unless
+    it is the last and its input's gradient back unless it is the first,
+    once per microbatch, one hidden-state tensor each."""
+    stages = plan["pp"] * plan["v"]
+    per_microbatch = sum((s < stages - 1) + (s > 0) for s in range(0, stages, plan["pp"]))
+    tokens = SEQ // (plan["tp"] if plan["sp_mode"] == "megatron" else plan["sp"])
+    batch = rows // (plan["dp"] * plan["m"])
+    calls = per_microbatch * plan["m"]
+    return calls, calls * batch * tokens * HIDDEN * 4
+
+
+def gradient_error(dump, grads_dir, ranks):
+    """The worst relative L2 error of any dumped copy of any tensor against
+    PyTorch's first-step gradient (tensors that are rounding noise about
+    zero against the largest norm); every tensor must be dumped by some
+    rank."""
+    names = sorted(n[:-4] for n in os.listdir(grads_dir))
+    want = {n: npy_floats(f"{grads_dir}/{n}.npy") for n in names}
+    norms = {n: sum(x * x for x in w) ** 0.5 for n, w in want.items()}
+    largest = max(norms.values())
+    worst, where = 0.0, ""
+    for name in names:
+        copies = [d for d in [dump] + [f"{dump}/rank-{r:05d}" for r in range(1, ranks)]
+                  if os.path.exists(f"{d}/{name}.npy")]
+        if not copies:
+            return float("inf"), f"{name} (dumped by no rank)"
+        for d in copies:
+            got = npy_floats(f"{d}/{name}.npy")
+            if len(got) != len(want[name]):
+                return float("inf"), f"{name} ({len(got)} elements)"
+            difference = sum((a - b) ** 2 for a, b in zip(got, want[name])) ** 0.5
+            error = difference / (norms[name] if norms[name] >= 1e-6 * largest else largest)
+            if error > worst:
+                worst, where = error, f"{name} ({d[len(WORK) + 1:]})"
+    return worst, where
+
+
+print(f"{'model':14} {'strategy':56} {'ranks':>5} {'optimizer':9} {'vs PyTorch':>10} {'vs 1 rank':>10}")
+single = {}
+for model, strategy, ranks, rows, optimizers in CASES:
+    feed, reference, grads_dir = batch_data(model, rows)
+    tag = f"{model}-" + strategy.replace(",", "-").replace("=", "").replace("/", "_")
+    program = f"{WORK}/{tag}"
+    built = compile_model(model, program, "--strategy", strategy, batch=rows)
+    check(built.returncode == 0, f"{tag}: compile failed: {built.stderr[-2000:]}")
+    if built.returncode:
+        continue
+    if (model, rows) not in single:
+        single[(model, rows)] = f"{WORK}/{model}-{rows}-one-rank"
+        one = compile_model(model, single[(model, rows)], batch=rows)
+        check(one.returncode == 0, f"{model}: the one-rank build failed: {one.stderr[-2000:]}")
+    plan = plan_of(strategy)
+    for name in optimizers:
+        hyper = reference["hyper_parameters"][name]
+        log, one_log = f"{program}-{name}.log", f"{program}-{name}-one-rank.log"
+        run = train(program, "--feed", feed, "--log", log, *optimizer_flags(name, hyper), ranks=ranks)
+        check(run.returncode == 0, f"{tag} {name}: failed: {run.stderr[-2000:]}")
+        one = train(single[(model, rows)], "--feed", feed, "--log", one_log, *optimizer_flags(name, hyper))
+        if run.returncode or one.returncode:
+            continue
+        got = losses(log)
+        vs_torch, vs_one = worst_relative(got, reference["losses"][name]), worst_relative(got, losses(one_log))
+        print(f"{model:14} {strategy:56} {ranks:>5} {name:9} {vs_torch:>10.2e} {vs_one:>10.2e}")
+        check(len(got) == 10 and vs_torch <= 1e-5, f"{tag} {name}: losses differ from PyTorch's by {vs_torch:.2e}")
+        check(vs_one <= 1e-5, f"{tag} {name}: losses differ from one rank's by {vs_one:.2e}")
+        comm = json.loads(open(log).readline())["comm"]
+        sent = comm.get("send_recv", {}).get("pp", {})
+        calls, sent_bytes = expected_sends(plan, rows)
+        check(sent.get("calls") == calls and sent.get("bytes") == sent_bytes,
+              f"{tag} {name}: pipeline rank 0 sent {sent} per step; the stage boundaries make {calls} calls, "
+              f"{sent_bytes} bytes")
+    dump, log = f"{program}-gradients", f"{program}-gradients.log"
+    run = train(program, "--feed", feed, "--steps", "1", "--dump-gradients", dump, "--log", log, ranks=ranks)
+    check(run.returncode == 0, f"{tag}: --dump-gradients failed: {run.stderr[-1500:]}")
+    if run.returncode == 0:
+        worst, where = gradient_error(dump, grads_dir, ranks)
+        want_norm = sum(sum(x * x for x in npy_floats(f"{grads_dir}/{n}")) for n in os.listdir(grads_dir)) ** 0.5
+        norm_error = abs(json.loads(open(log).readline())["grad_norm"] - want_norm) / want_norm
+        print(f"{'':14} {'first-step gradients':56} {ranks:>5} {'':9} {worst:>10.2e}   (norm {norm_error:.1e}; "
+              f"worst {where})")
+        check(worst <= 1e-5, f"{tag}: the first-step gradient of {where} differs from PyTorch's by {worst:.2e}")
+        check(norm_error <= 1e-5, f"{tag}: the gradient norm differs from PyTorch's by {norm_error:.2e}")
+
+# Bad plans, each refused with its cause.
+refusals = []
+for model, strategy, message in [
+        ("gpt2", "pp=4", "4 stages (the plan's pp x virtual_stages) need at least one layer each"),
+        ("gpt2", "pp=2,stage_layers=1/2", "stage_layers lists 2 stages holding 3 layers"),
+        ("gpt2_4layers", "pp=3", "4 layers do not divide into 3 stages"),
+        ("gpt2_4layers", "pp=2,virtual_stages=2", "only schedule=interleaved runs"),
+        ("gpt2_4layers", "pp=2,schedule=interleaved,virtual_stages=2,microbatches=3",
+         "needs microbatches (3) to be a multiple of pp (2)"),
+        ("gpt2", "pp=2,zero=1", "runs without ZeRO and optimizer offload so far")]:
+    result = compile_model(model, f"{WORK}/refused", "--strategy", strategy, batch=6)
+    refusals.append((f"{model} --strategy {strategy}", result, message))
+check_refusals(refusals)
+finish()
