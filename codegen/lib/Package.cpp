@@ -244,9 +244,13 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
         sharding ? cost::estimate(*s.unsplitGraph, split, *cluster, error, &*sharding, options) : std::nullopt;
     if (!whole)
       return module.emitWarning() << "no prediction of the " << axis << " axis: " << error;
+    // The model axis's collectives, and the pipeline's transfers as the
+    // split made them (a token split sends the rank's tokens).
+    std::vector<cost::CommTotal> &comm = estimate->stages.front().comm;
+    llvm::erase_if(comm, [](const cost::CommTotal &c) { return c.axis == "pp"; });
     for (const cost::CommTotal &c : whole->stages.front().comm)
-      if (c.axis == axis)
-        estimate->stages.front().comm.push_back(c);
+      if (c.axis == axis || c.axis == "pp")
+        comm.push_back(c);
     // The activations as the search sees the plan: the whole model under
     // the split, with the model axis's algorithm (what it keeps, what its
     // collectives hold).

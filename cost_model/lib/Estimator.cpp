@@ -13,12 +13,14 @@
 #include "EstimateContext.h"
 #include "ModelStates.h"
 #include "OpCost.h"
+#include "ShardedCosts.h"
 #include "colossal/cost/TensorGrid.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace colossal::cost {
@@ -83,6 +85,58 @@ struct OpTotals {
   /// Per virtual stage: the layers' seconds, and the other ops'.
   std::vector<double> layerSeconds, otherSeconds;
 };
+
+/// Values each stage reading them makes again rather than receives, as the
+/// compiler's pipeline does (passes/partition/PipelineStages.h): those made
+/// from the inputs alone (masks, position tables) or the weights alone.
+std::vector<bool> remadeOnEachStage(const Graph &graph) {
+  enum : unsigned { Inputs = 1, Weights = 2, Computed = 4 };
+  std::vector<unsigned> reads(graph.values.size(), 0);
+  for (size_t v = 0; v < graph.values.size(); ++v)
+    if (graph.values[v].producer < 0)
+      reads[v] = graph.values[v].isParameter ? Weights : graph.values[v].constant ? 0 : Inputs;
+  for (const Op &op : graph.ops) {
+    unsigned all = 0;
+    for (const TensorUse &use : op.inputs)
+      all |= reads[size_t(use.value)];
+    if (all == (Inputs | Weights))
+      all = Computed;
+    for (const TensorUse &out : op.outputs)
+      reads[size_t(out.value)] = all;
+  }
+  std::vector<bool> remade(graph.values.size());
+  for (size_t v = 0; v < graph.values.size(); ++v)
+    remade[v] = graph.values[v].producer >= 0 && !(reads[v] & Computed);
+  return remade;
+}
+
+/// The pipeline's point-to-point transfers of one step, on the ranks that
+/// send them: a value one stage makes and another reads goes there once per
+/// microbatch (however many of that stage's ops read it), and a floating-
+/// point one's gradient comes back.
+void pipelineTransfers(const EstimateContext &ctx, std::vector<std::vector<CommTotal>> &rankComm) {
+  if (ctx.pp < 0 || ctx.mesh.axes[size_t(ctx.pp)].size <= 1)
+    return;
+  const Graph &graph = ctx.graph;
+  std::vector<bool> remade = remadeOnEachStage(graph);
+  std::set<std::pair<int, int>> sent; // (value, reading stage)
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    const Op &op = graph.ops[o];
+    int to = ctx.opStage[o];
+    for (const TensorUse &use : op.inputs) {
+      const Value &value = graph.values[size_t(use.value)];
+      if (value.producer < 0 || remade[size_t(use.value)] || ctx.opStage[size_t(value.producer)] == to ||
+          !sent.insert({use.value, to}).second)
+        continue;
+      int from = ctx.opStage[size_t(value.producer)];
+      CommEvent transfer{Collective::SendRecv, ctx.pp,
+                         localElements(op, ctx.sharding[o], ctx.mesh, use.dims) * bytesOf(value.dtype), 0};
+      addComm(rankComm[size_t(from % ctx.ranks)], ctx.mesh, transfer, ctx.m);
+      if (value.dtype != DType::I64 && value.dtype != DType::I32 && value.dtype != DType::I8)
+        addComm(rankComm[size_t(to % ctx.ranks)], ctx.mesh, transfer, ctx.m);
+    }
+  }
+}
 
 OpTotals costOps(const EstimateContext &ctx, const LayerMemory &layers, const OpCoster &coster) {
   const Graph &graph = ctx.graph;
@@ -188,6 +242,7 @@ OpTotals costOps(const EstimateContext &ctx, const LayerMemory &layers, const Op
       for (const CommEvent &e : *events)
         addComm(rankComm[rank], mesh, e, m * copies);
   }
+  pipelineTransfers(ctx, rankComm);
   return totals;
 }
 

@@ -297,13 +297,13 @@ void OpCoster::reshardInputs(size_t o, Work &work, OpCost &cost) const {
       backwardEvents.push_back(e);
     }
     bwdComm += bt;
-    // A pipeline boundary: activations forward, gradients back.
+    // A pipeline boundary: activations forward, gradients back (the bytes
+    // are counted once per value and stage, on the sending ranks:
+    // Estimator.cpp's pipelineTransfers).
     if (pp >= 0 && opStage[value.producer] != stage && mesh.axes[pp].size > 1) {
       double local = localElements(op, s, mesh, use.dims) * bytesOf(value.dtype);
       double t = collectiveTime(Collective::SendRecv, local, mesh.axes[pp], cluster);
       cost.p2p = std::max(cost.p2p, t);
-      forwardEvents.push_back({Collective::SendRecv, pp, local, 0});
-      backwardEvents.push_back({Collective::SendRecv, pp, local, 0});
     }
   }
 }

@@ -95,9 +95,13 @@ LogicalResult lower(ReshardOp op) {
 
 } // namespace
 
-LogicalResult lowerResharding(ModuleOp module) {
+LogicalResult lowerResharding(ModuleOp module, bool keepForward) {
   llvm::SmallVector<ReshardOp> ops;
-  module.walk([&](ReshardOp op) { ops.push_back(op); });
+  module.walk([&](ReshardOp op) {
+    auto function = op->getParentOfType<func::FuncOp>();
+    if (!keepForward || !function || function.getSymName() != "forward")
+      ops.push_back(op);
+  });
   for (ReshardOp op : ops)
     if (failed(lower(op)))
       return failure();
@@ -110,7 +114,7 @@ struct LowerReshardingPass : impl::LowerReshardingPassBase<LowerReshardingPass> 
   using LowerReshardingPassBase::LowerReshardingPassBase;
 
   void runOnOperation() override {
-    if (failed(lowerResharding(getOperation())))
+    if (failed(lowerResharding(getOperation(), keepForward)))
       signalPassFailure();
   }
 };

@@ -16,9 +16,12 @@
 
 namespace colossal::partition {
 
-/// Replaces every dist.reshard in `module` with its plan's collectives;
-/// fails naming the op when no plan reaches its target layout.
-mlir::LogicalResult lowerResharding(mlir::ModuleOp module);
+/// Replaces every dist.reshard in `module` with its plan's collectives
+/// (with `keepForward`, not @forward's: the model the cost model reads,
+/// whose reshardings read alike stated or lowered, and where a pipeline
+/// marks what it repeats op for op); fails naming the op when no plan
+/// reaches its target layout.
+mlir::LogicalResult lowerResharding(mlir::ModuleOp module, bool keepForward = false);
 
 } // namespace colossal::partition
 

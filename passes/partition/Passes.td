@@ -67,7 +67,12 @@ def LowerReshardingPass : Pass<"train-lower-resharding", "::mlir::ModuleOp"> {
     `dist.reshard`; `train-autodiff` differentiates them. This pass turns
     each into the single-axis collectives the cost model's resharding plan
     names, so the bytes the search priced are the bytes the program moves.
+    With `keep-forward` (the training pipeline's), @forward, the model the
+    cost model reads, keeps its reshardings as stated.
   }];
+  let options = [
+    Option<"keepForward", "keep-forward", "bool", "false", "Leave @forward's reshardings as they are">,
+  ];
 }
 
 def PipelineStagesPass : Pass<"train-pipeline-stages", "::mlir::ModuleOp"> {

@@ -54,7 +54,7 @@ void addTraining(mlir::OpPassManager &pm, const TrainingPipelineOptions &options
   // The partitioning said how values lie on the mesh (dist.reshard);
   // differentiated, the reshardings become the collectives the cost model
   // priced.
-  pm.addPass(partition::createLowerReshardingPass());
+  pm.addPass(partition::createLowerReshardingPass(partition::LowerReshardingPassOptions{/*keepForward=*/true}));
   // Recomputation (as the plan asks) first: the re-run layers read weights
   // too, and the second reads below serve them.
   memory::RecomputeLayersPassOptions recompute;

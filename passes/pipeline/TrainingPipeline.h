@@ -9,10 +9,12 @@
 //                train-sequence-axis-parallel (sp=N), train-tensor-parallel
 //                (tp=N), train-sequence-parallel (Megatron-SP on the tensor
 //                axis)
-//   train        train-mixed-precision, train-autodiff, train-optimizer,
-//                train-lower-resharding, then the memory passes:
-//                train-recompute-layers, train-regather-for-backward (with
-//                Megatron-SP), train-reread-parameters, train-fold-transposes
+//   train        train-mixed-precision, train-pipeline-stages (pp > 1),
+//                train-autodiff, train-optimizer, train-lower-resharding,
+//                then the memory passes: train-recompute-layers,
+//                train-regather-for-backward (with Megatron-SP),
+//                train-reread-parameters, train-fold-transposes; last
+//                train-split-stages (pp > 1)
 //
 // The splitting and memory passes read their settings from the plan and do
 // nothing where it asks for nothing. `colossal-opt

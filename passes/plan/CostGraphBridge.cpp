@@ -307,6 +307,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     }
     int index = graph.addValue(name, *dtype, isParameter);
     graph.values[size_t(index)].frozen = frozen;
+    graph.values[size_t(index)].constant = v.getDefiningOp<train::ConstantOp>() != nullptr;
     // A resharding that moves data (a sum over ranks, a gather, a slice of
     // the rank's part), stated or lowered to its collectives, is how its
     // input's producer delivers the value: blocks that differ only in their

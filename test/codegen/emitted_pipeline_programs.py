@@ -133,6 +133,11 @@ for model, strategy, ranks, rows, optimizers in CASES:
         check(sent.get("calls") == calls and sent.get("bytes") == sent_bytes,
               f"{tag} {name}: pipeline rank 0 sent {sent} per step; the stage boundaries make {calls} calls, "
               f"{sent_bytes} bytes")
+        manifest = json.load(open(f"{program}/manifest.json"))
+        predicted = {key: manifest[f"predicted_comm_{key}_per_step_by_optimizer"][name].get("send_recv", {})
+                     .get("pp") for key in ("bytes", "calls")}
+        check(predicted == {"bytes": sent_bytes, "calls": calls},
+              f"{tag} {name}: the plan predicts pipeline rank 0 sends {predicted}; it sent {sent}")
     dump, log = f"{program}-gradients", f"{program}-gradients.log"
     run = train(program, "--feed", feed, "--steps", "1", "--dump-gradients", dump, "--log", log, ranks=ranks)
     check(run.returncode == 0, f"{tag}: --dump-gradients failed: {run.stderr[-1500:]}")
@@ -144,6 +149,23 @@ for model, strategy, ranks, rows, optimizers in CASES:
               f"worst {where})")
         check(worst <= 1e-5, f"{tag}: the first-step gradient of {where} differs from PyTorch's by {worst:.2e}")
         check(norm_error <= 1e-5, f"{tag}: the gradient norm differs from PyTorch's by {norm_error:.2e}")
+
+# --trace: each rank's last step as a Chrome trace, one span per forward and
+# backward call (microbatches x chunks of each), and the log's idle share.
+program = f"{WORK}/gpt2_4layers-pp2-scheduleinterleaved-virtual_stages2-microbatches2"
+feed = batch_data("gpt2_4layers", 2)[0]
+run = train(program, "--feed", feed, "--steps", "2", "--trace", f"{WORK}/trace", "--log", f"{WORK}/trace.log", ranks=2)
+check(run.returncode == 0, f"--trace failed: {run.stderr[-1500:]}")
+if run.returncode == 0:
+    for rank in range(2):
+        trace = json.load(open(f"{WORK}/trace.rank-{rank:05d}.json"))
+        calls = [e["name"] for e in trace["traceEvents"] if e["cat"] == "compute"]
+        check(sorted(calls) == sorted(f"{kind}{m}.{chunk}" for kind in "FB" for m in range(2) for chunk in range(2)),
+              f"--trace: rank {rank} traced the calls {calls}")
+        check(0 <= trace["otherData"]["idle_fraction"] < 1, f"--trace: rank {rank}'s idle share {trace['otherData']}")
+    logged = [json.loads(line)["pipeline"] for line in open(f"{WORK}/trace.log")]
+    check(len(logged) == 2 and all(0 <= p["idle_fraction"] < 1 for p in logged), f"--trace: the log says {logged}")
+    print(f"--trace: 2 ranks x 8 calls traced; idle share of rank 0 {logged[-1]['idle_fraction']:.3f}")
 
 # Bad plans, each refused with its cause.
 refusals = []

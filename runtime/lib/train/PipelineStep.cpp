@@ -5,7 +5,9 @@
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/kernels/Optimizers.h"
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -124,7 +126,16 @@ private:
 float runPipelineStep(const PipelineRank &rank, Communicator &pp,
                       const std::function<std::vector<Tensor>(int64_t m)> &inputs, StepParameters &parameters,
                       GradientReady &gradients, StepCollectives &collectives, uint64_t seed, uint64_t step,
-                      int64_t block, float lossScale, const std::function<void()> &beforeBackward) {
+                      int64_t block, float lossScale, const std::function<void()> &beforeBackward,
+                      PipelineTimeline *timeline) {
+  auto begin = std::chrono::steady_clock::now();
+  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(); };
+  auto record = [&](std::string name, double start, bool compute) {
+    if (timeline)
+      timeline->spans.push_back({std::move(name), start, now(), compute});
+  };
+  if (timeline)
+    *timeline = PipelineTimeline();
   const TrainingProgram &program = rank.program;
   const PipelineShape &shape = rank.shape;
   int64_t microbatches = shape.microbatches;
@@ -163,7 +174,17 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
           continue;
         }
         Tensor t = Tensor::zeros(arg.shape, arg.integer);
-        pp.receive(bufferOf(t), peer, tagOf(arg.index, m, microbatches));
+        double waitStart = now();
+        try {
+          pp.receive(bufferOf(t), peer, tagOf(arg.index, m, microbatches));
+        } catch (const Error &e) {
+          // Which stage waited for which: a stage that died or hung is named.
+          fail("pipeline stage " + std::to_string(stage) + (task.forward ? " forward" : " backward") + ", microbatch " +
+                   std::to_string(m),
+               "waiting for stage " + std::to_string(arg.peer) + " (pipeline rank " + std::to_string(peer) +
+                   "): " + e.reason());
+        }
+        record("wait", waitStart, false);
         call.arguments.push_back(std::move(t));
       } else if (arg.kind == StageValue::Saved) {
         auto &kept = saved[{stage, m}];
@@ -179,7 +200,11 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
       beforeBackward();
     {
       MemoryScope scope(MemoryCategory::Activations);
+      double callStart = now();
       function.run(call);
+      record(std::string(task.forward ? "F" : "B") + std::to_string(m) +
+                 (shape.chunks > 1 ? "." + std::to_string(task.chunk) : ""),
+             callStart, true);
     }
     if (call.results.size() != function.results.size())
       fail("pipeline stage " + std::to_string(stage), "returned " + std::to_string(call.results.size()) +
@@ -208,9 +233,38 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
     if (--tasksLeft[m] == 0)
       batch.erase(m), tasksLeft.erase(m);
   }
+  double waitStart = now();
   for (auto &[pending, tensor] : sending)
     pending->wait();
+  record("wait", waitStart, false);
+  if (timeline)
+    timeline->seconds = now();
   return loss;
+}
+
+double PipelineTimeline::idleFraction() const {
+  double busy = 0;
+  for (const Span &span : spans)
+    busy += span.compute ? span.end - span.start : 0;
+  return seconds > 0 ? std::max(0.0, 1.0 - busy / seconds) : 0;
+}
+
+std::string PipelineTimeline::chromeTrace(int rank) const {
+  std::string text = "{\"traceEvents\": [";
+  char line[256];
+  for (size_t i = 0; i < spans.size(); ++i) {
+    std::snprintf(line, sizeof line,
+                  "%s\n {\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, "
+                  "\"ts\": %.3f, \"dur\": %.3f}",
+                  i ? "," : "", spans[i].name.c_str(), spans[i].compute ? "compute" : "wait", rank,
+                  spans[i].start * 1e6, (spans[i].end - spans[i].start) * 1e6);
+    text += line;
+  }
+  std::snprintf(line, sizeof line,
+                "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"pipeline_rank\": %d, "
+                "\"step_seconds\": %.9f, \"idle_fraction\": %.6f}}\n",
+                rank, seconds, idleFraction());
+  return text + line;
 }
 
 void sumSharedGradients(const PipelineRank &rank, Communicator &pp, std::vector<Floats> &grads) {

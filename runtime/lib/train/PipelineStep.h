@@ -23,6 +23,7 @@
 #include "colossal/runtime/train/StepInterface.h"
 
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace colossal::rt::trainer {
@@ -52,6 +53,23 @@ struct PipelineRank {
 /// of `ranks` ranks under its settings.
 PipelineRank pipelineRankOf(const TrainingProgram &program, int rank, int ranks);
 
+/// What a rank did in one step, in seconds from its start: each call and
+/// each wait for a received value.
+struct PipelineTimeline {
+  struct Span {
+    std::string name; // "F3" (forward of microbatch 3), "B3.1" (chunk 1), "wait"
+    double start = 0, end = 0;
+    bool compute = true;
+  };
+  std::vector<Span> spans;
+  double seconds = 0;
+  /// The share of the step the rank spent outside its calls (waiting for its
+  /// peers: the bubble, and its transfers).
+  double idleFraction() const;
+  /// The spans as a Chrome trace (chrome://tracing, Perfetto) of `rank`.
+  std::string chromeTrace(int rank) const;
+};
+
 /// Runs the rank's tasks of one step. `inputs(m)` gives microbatch m's
 /// program inputs; `parameters` and `gradients` are the rank's (the rank's
 /// indices); `block` is the data-parallel rank's first microbatch block
@@ -62,7 +80,8 @@ PipelineRank pipelineRankOf(const TrainingProgram &program, int rank, int ranks)
 float runPipelineStep(const PipelineRank &rank, Communicator &pp,
                       const std::function<std::vector<host::Tensor>(int64_t m)> &inputs, StepParameters &parameters,
                       GradientReady &gradients, StepCollectives &collectives, uint64_t seed, uint64_t step,
-                      int64_t block, float lossScale, const std::function<void()> &beforeBackward);
+                      int64_t block, float lossScale, const std::function<void()> &beforeBackward,
+                      PipelineTimeline *timeline = nullptr);
 
 /// Sums the gradients of the weights several pipeline ranks hold over the
 /// pipeline axis (ranks without one add zeros), so every copy takes the

@@ -35,10 +35,12 @@
 #include "colossal/runtime/train/Health.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <malloc.h>
 #include <memory>
 #include <optional>
@@ -62,6 +64,8 @@ Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int
     fail(program.model, "optimizer offload moves each rank's ZeRO shard of the optimizer to the host, and this "
                         "program has no ZeRO stage over its " + std::to_string(ranks) +
                         " ranks (recompile with --strategy zero=1,offload=optimizer)");
+  if (program.stages.empty() && !o.trace.empty())
+    fail("--trace", "traces the calls of a pipelined program's stages, and this program has one step function");
   if (!program.stages.empty() && (!o.save.empty() || !o.resume.empty() || !o.exportDir.empty()))
     fail(program.model, "a pipelined program does not save, resume or export checkpoints yet (drop --save, "
                         "--resume and --export)");
@@ -132,6 +136,19 @@ int64_t residentPeakBytes() {
       break;
   std::fclose(status);
   return kb < 0 ? -1 : int64_t(kb) * 1024;
+}
+
+/// FILE.rank-0000k.json for world rank k.
+void writeTrace(const std::string &file, int worldRank, const std::string &text) {
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, ".rank-%05d.json", worldRank);
+  std::string path = file + suffix;
+  std::FILE *out = std::fopen(path.c_str(), "w");
+  if (!out)
+    fail("--trace " + file, "cannot create " + path + ": " + std::strerror(errno));
+  bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  if (std::fclose(out) != 0 || !written)
+    fail("--trace " + file, "cannot write " + path);
 }
 
 /// `overlapAllowed`: the communicator may be driven from a second thread (one
@@ -216,6 +233,7 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   OverlappedGradientAverage average(dp, planGradientBuckets(gradientElements, o.settings.gradientBucketBytes),
                                     s.grads);
   ReportedGradients reported(program, s, average, microbatches);
+  PipelineTimeline timeline;
   for (int64_t step = start + 1; step <= o.settings.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
     MemoryTracker::global().resetPeaks();
@@ -253,7 +271,7 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
             return inputs;
           },
           stepParameters, reported, collectives, o.seed, uint64_t(step), int64_t(dp.rank()) * microbatches,
-          float(s.lossScale), [&] { reported.beginMicrobatch(false, false); });
+          float(s.lossScale), [&] { reported.beginMicrobatch(false, false); }, &timeline);
       computeSeconds += since(computeBegin);
       groups.pp->allReduce(Buffer::of(&loss, DType::F32, 1));
       sumSharedGradients(*groups.pipeline, *groups.pp, s.grads);
@@ -372,6 +390,16 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
                                            ", \"optimizer\": " + formatSeconds(optimizerSeconds) + "}"});
     if (counters)
       record.extra.push_back({"comm", comm});
+    if (groups.pipeline) {
+      // Each pipeline rank's idle share of its step (rank 0 logs; every rank
+      // writes its own into --trace).
+      char pipeline[96];
+      std::snprintf(pipeline, sizeof pipeline, "{\"rank\": %d, \"idle_fraction\": %.6f, \"seconds\": %.6f}",
+                    groups.pp->rank(), timeline.idleFraction(), timeline.seconds);
+      record.extra.push_back({"pipeline", pipeline});
+      if (!o.trace.empty() && step == o.settings.steps)
+        writeTrace(o.trace, groups.world.rank(), timeline.chromeTrace(groups.pp->rank()));
+    }
     if (dp.size() > 1 && !scatterEachMicrobatch)
       record.extra.push_back({"gradient_buckets", "{\"total\": " + std::to_string(average.buckets().size()) +
                                                       ", \"started_during_step\": " +

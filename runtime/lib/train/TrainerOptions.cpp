@@ -40,6 +40,9 @@ Trains %s, compiled by colossal-compile, on the host.
   --dump-gradients DIR write the first step's gradients (averaged over
                        microbatches and ranks, before clipping) as whole
                        tensors, DIR/NAME.npy (rank k: DIR/rank-0000k/NAME.npy)
+  --trace FILE         a pipelined program: each rank writes its last step as a
+                       Chrome trace, FILE.rank-0000k.json (every forward and
+                       backward call, and the waits for what it receives)
   --export DIR         write the trained weights as DIR/model.safetensors: whole
                        tensors under the ONNX initializers' (PyTorch's) names and
                        shapes, vocabulary padding removed; and DIR/model.onnx, the
@@ -134,7 +137,8 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
                                           "--loss-scale",   "--loss-scale-window",
                                           "--bucket-mb",    "--prefetch-mb",
                                           "--save-every",   "--keep",
-                                          "--export",       "--import"};
+                                          "--export",       "--import",
+                                          "--trace"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued))
       fail(flag, "unknown flag (see --help)");
     if (eq == std::string::npos) {
@@ -167,6 +171,8 @@ std::optional<Options> parseOptions(int argc, char **argv, const TrainingProgram
       o.keep = parseCount(flag, value, 1);
     else if (flag == "--dump-gradients")
       o.dumpGradients = value;
+    else if (flag == "--trace")
+      o.trace = value;
     else if (flag == "--optimizer") {
       std::optional<OptimizerKind> kind = parseOptimizer(value);
       if (!kind)

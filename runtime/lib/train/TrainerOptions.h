@@ -24,7 +24,7 @@ using host::Tensor;
 struct Options {
   TrainingSettings settings;
   uint64_t seed = 0;
-  std::string feed, data, log, save, resume, weights, dumpGradients, exportDir;
+  std::string feed, data, log, save, resume, weights, dumpGradients, exportDir, trace;
   /// --weights or --import named the file: every parameter comes from it,
   /// also where the program would draw it (--init).
   bool weightsGiven = false;

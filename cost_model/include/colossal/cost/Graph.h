@@ -112,11 +112,13 @@ struct Value {
   /// A parameter the backward pass reads (a weight whose input gradient
   /// needs it; not a bias): ZeRO-3 gathers it a second time.
   bool readByBackward = true;
-  /// The op that produces it (-1 for inputs and parameters).
+  /// The op that produces it (-1 for inputs, parameters and constants).
   int producer = -1;
   /// Made by a collective from another op's result (a partitioned graph's
   /// resharding): that op, which layer detection takes for its producer.
   int reshardedFrom = -1;
+  /// A constant of the program (neither an input nor a parameter).
+  bool constant = false;
 };
 
 struct Graph {
