@@ -5,12 +5,14 @@ A shape-only GPT of identical layers (colossal-model; a small vocabulary, so
 the embedding and the head weigh little beside the layers) is built for two
 pipeline ranks under 1F1B and interleaved 1F1B (two chunks per rank) with 4
 and 8 microbatches, on the `host` cluster (this machine's measured rates).
-Each program trains a few steps with --trace; the last step's trace gives
-each rank's idle share (the time outside its forward and backward calls:
-the bubble and its waits for transfers). The busiest rank's (the least
-idle) is set beside the cost model's prediction for the same plan from
-`--emit=plan`: bubble / (bubble + compute + exposed communication) of the
-plan's busiest pipeline rank. One run, written as JSON.
+Each program trains a few steps with --trace, three times; the last step's
+trace gives each rank's time in its forward and backward calls and the
+step's length. The measured bubble is the cost model's quantity: the share
+of the pipeline's step (the longest rank's) the busiest rank (the most time
+in calls) spends outside its calls; the median of the three runs is set
+beside the prediction for the same plan from `--emit=plan`: bubble /
+(bubble + compute + exposed communication) of the plan's busiest pipeline
+rank. Written as JSON.
 
   bench/pipeline_bubble.py BUILD_DIR OUT.json [--layers N --hidden N --heads N --seq N --vocab N --steps N]
 """
@@ -65,24 +67,27 @@ for schedule in ["1f1b", "interleaved"]:
                                capture_output=True, text=True, env=env)
         if built.returncode:
             sys.exit(f"building {strategy} failed:\n{built.stderr[-3000:]}")
-        trace, log = f"{program}/trace", f"{program}/log.jsonl"
-        run = subprocess.run(MPI + [f"{program}/model_train", "--steps", str(a.steps), "--trace", trace, "--log", log,
-                                    "--quiet"], capture_output=True, text=True, env=env)
-        if run.returncode:
-            sys.exit(f"running {strategy} failed:\n{run.stderr[-3000:]}")
-        ranks = [json.load(open(f"{trace}.rank-{r:05d}.json"))["otherData"] for r in range(2)]
-        busiest = min(ranks, key=lambda r: r["idle_fraction"])
-        row = {"schedule": schedule, "microbatches": m, "strategy": strategy,
-               "measured_idle_fraction_per_rank": [r["idle_fraction"] for r in ranks],
-               "measured_step_seconds_per_rank": [r["step_seconds"] for r in ranks],
-               "measured_idle_fraction": busiest["idle_fraction"],
-               "predicted_idle_fraction": predicted_idle,
+        repeats = []
+        for repeat in range(3):
+            trace, log = f"{program}/trace{repeat}", f"{program}/log{repeat}.jsonl"
+            run = subprocess.run(MPI + [f"{program}/model_train", "--steps", str(a.steps), "--trace", trace, "--log",
+                                        log, "--quiet"], capture_output=True, text=True, env=env)
+            if run.returncode:
+                sys.exit(f"running {strategy} failed:\n{run.stderr[-3000:]}")
+            ranks = [json.load(open(f"{trace}.rank-{r:05d}.json"))["otherData"] for r in range(2)]
+            busy = [(1 - r["idle_fraction"]) * r["step_seconds"] for r in ranks]
+            makespan = max(r["step_seconds"] for r in ranks)
+            repeats.append({"step_seconds_per_rank": [r["step_seconds"] for r in ranks],
+                            "busy_seconds_per_rank": busy, "bubble_fraction": 1 - max(busy) / makespan})
+        measured = sorted(r["bubble_fraction"] for r in repeats)[1]
+        row = {"schedule": schedule, "microbatches": m, "strategy": strategy, "repeats": repeats,
+               "measured_bubble_fraction": measured, "predicted_bubble_fraction": predicted_idle,
                "predicted": {k: p[k] for k in ("step_time_s", "compute_s", "exposed_comm_s", "bubble_s")},
-               "relative_error": busiest["idle_fraction"] / predicted_idle - 1 if predicted_idle > 0 else None,
+               "relative_error": measured / predicted_idle - 1 if predicted_idle > 0 else None,
                "uniform_formula": 1 / (1 + m * (2 if schedule == "interleaved" else 1) / (2 - 1))}
         result["runs"].append(row)
-        print(f"{schedule:12} m={m}: idle measured {row['measured_idle_fraction']:.3f} (ranks "
-              f"{', '.join(f'{x:.3f}' for x in row['measured_idle_fraction_per_rank'])}), predicted "
-              f"{predicted_idle:.3f}, uniform formula {row['uniform_formula']:.3f}")
+        each = ", ".join(f"{r['bubble_fraction']:.3f}" for r in repeats)
+        print(f"{schedule:12} m={m}: bubble measured {measured:.3f} (runs {each}), predicted {predicted_idle:.3f} "
+              f"({row['relative_error']:+.0%}), uniform formula {row['uniform_formula']:.3f}")
 with open(a.out, "w") as f:
     json.dump(result, f, indent=1)
