@@ -123,6 +123,19 @@ private:
     os_ << "  memory.free(" << ref(v) << ");\n";
     held_ -= bytesOf(v);
   }
+  /// After `op`: frees the values it read last (an operand read twice
+  /// once) and releases the parameter reads it used last.
+  void freeAfterLastUse(Operation *op) {
+    llvm::SmallPtrSet<Value, 4> done;
+    for (Value operand : op->getOperands()) {
+      if (lastUse_.lookup(operand) != op || !done.insert(operand).second)
+        continue;
+      if (owned_.contains(operand))
+        free(operand);
+      else if (fetched_.count(operand))
+        release(operand);
+    }
+  }
   /// The last use of a parameter read: the step is done with the tensor.
   void release(Value v) { os_ << "  parameters.release(" << fetched_.lookup(v) << "); // " << ref(v) << "\n"; }
   std::string ref(Value v) { return names_.lookup(v); }
@@ -611,15 +624,7 @@ LogicalResult Emitter::emitStep(const std::map<std::string, size_t> &parameterIn
         }
       }
     }
-    llvm::SmallPtrSet<Value, 4> done; // an operand read twice is freed once
-    for (Value operand : op.getOperands()) {
-      if (lastUse_.lookup(operand) != &op || !done.insert(operand).second)
-        continue;
-      if (owned_.contains(operand))
-        free(operand);
-      else if (fetched_.count(operand))
-        release(operand);
-    }
+    freeAfterLastUse(&op);
   }
   auto toHost = [&](Value v) { return device_ ? "download(" + ref(v) + ")" : ref(v); };
   os_ << "  loss = " << toHost(terminator->getOperand(0)) << ";\n";
@@ -700,15 +705,7 @@ LogicalResult Emitter::emitStage(const std::string &function, const std::map<std
           owned_.erase(g);
         }
       }
-    llvm::SmallPtrSet<Value, 4> done;
-    for (Value operand : op.getOperands()) {
-      if (lastUse_.lookup(operand) != &op || !done.insert(operand).second)
-        continue;
-      if (owned_.contains(operand))
-        free(operand);
-      else if (fetched_.count(operand))
-        release(operand);
-    }
+    freeAfterLastUse(&op);
   }
   os_ << "  call.results.resize(" << step_.getNumResults() << ");\n";
   for (unsigned r = 0; r < step_.getNumResults(); ++r) {

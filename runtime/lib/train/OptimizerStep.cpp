@@ -41,11 +41,16 @@ void applyConventions(const TensorConventions &conventions, OptimizerTensor &ten
   tensor.trustRatio = conventions.trustRatio;
 }
 
-double gradientNorm(const std::vector<OptimizerTensor> &tensors, const CompleteSquares &complete) {
+std::vector<float> tensorSquares(const std::vector<OptimizerTensor> &tensors, const CompleteSquares &complete) {
   std::vector<float> squares(2 * tensors.size());
   cpu::tensorSquares(Stream{}, tensors.data(), int64_t(tensors.size()), 1.0f, squares.data());
   if (complete)
     complete(squares);
+  return squares;
+}
+
+double gradientNorm(const std::vector<OptimizerTensor> &tensors, const CompleteSquares &complete) {
+  std::vector<float> squares = tensorSquares(tensors, complete);
   double sum = 0;
   for (size_t t = 0; t < tensors.size(); ++t)
     sum += squares[2 * t + 1];

@@ -3,7 +3,6 @@
 #include "PipelineStep.h"
 
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/kernels/Optimizers.h"
 
 #include <chrono>
 #include <cmath>
@@ -294,10 +293,7 @@ void sumSharedGradients(const PipelineRank &rank, Communicator &pp, std::vector<
 
 double pipelineGradientNorm(const PipelineRank &rank, Communicator &pp, const std::vector<OptimizerTensor> &tensors,
                             const CompleteSquares &complete) {
-  std::vector<float> squares(2 * tensors.size());
-  cpu::tensorSquares(Stream{}, tensors.data(), int64_t(tensors.size()), 1.0f, squares.data());
-  if (complete)
-    complete(squares);
+  std::vector<float> squares = tensorSquares(tensors, complete);
   double sum = 0;
   for (size_t t = 0; t < tensors.size(); ++t)
     sum += double(squares[2 * t + 1]) / double(rank.holders[t]);

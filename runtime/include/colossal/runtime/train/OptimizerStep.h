@@ -69,6 +69,10 @@ LarsSettings larsSettings(const OptimizerConfig &config, double lr);
 /// are the whole tensors'. Empty: every tensor is whole.
 using CompleteSquares = std::function<void(std::vector<float> &squares)>;
 
+/// Each tensor's squared gradient and weight norms (two per tensor, the
+/// gradient's second), completed by `complete`.
+std::vector<float> tensorSquares(const std::vector<OptimizerTensor> &tensors, const CompleteSquares &complete = {});
+
 /// The global gradient norm (before clipping) of `tensors`.
 double gradientNorm(const std::vector<OptimizerTensor> &tensors, const CompleteSquares &complete = {});
 
