@@ -111,7 +111,9 @@ cl::opt<std::string> strategyText("strategy",
                                   cl::desc("Fix parts of the plan (dp=4,tp=2,microbatches=2,zero=1,...); "
                                            "--emit=plan searches the rest, "
                                            "-o DIR builds it if the partitioner can run it (tp=N: the MLP "
-                                           "and attention blocks and the vocabulary split)"),
+                                           "and attention blocks and the vocabulary split; pp=N with "
+                                           "schedule=gpipe|1f1b|interleaved, virtual_stages=V, "
+                                           "stage_layers=a/b/...: pipeline stages)"),
                                   cl::value_desc("SPEC"), cl::cat(category));
 cl::opt<std::string> planFile("plan",
                               cl::desc("A plan written by --emit=plan: re-evaluated with --emit=plan, built "
