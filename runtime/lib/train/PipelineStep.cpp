@@ -2,6 +2,7 @@
 
 #include "PipelineStep.h"
 
+#include "ParameterSources.h"
 #include "colossal/runtime/Error.h"
 
 #include <chrono>
@@ -73,12 +74,8 @@ PipelineRank pipelineRankOf(const TrainingProgram &program, int rank, int ranks)
       if (held)
         r.holders.push_back(int(readers[i].size()));
     }
-    if (p.trainable && readers[i].size() > 1) {
-      int64_t elements = 1;
-      for (int64_t d : p.shape)
-        elements *= d;
-      r.shared.push_back({held ? localTrainable - 1 : -1, elements});
-    }
+    if (p.trainable && readers[i].size() > 1)
+      r.shared.push_back({held ? localTrainable - 1 : -1, elementsOf(p.shape)});
     if (held)
       r.program.parameters.push_back(p);
   }
