@@ -25,6 +25,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <deque>
+#include <map>
 #include <optional>
 #include <unistd.h>
 
@@ -173,10 +174,9 @@ LogicalResult readPlan(ModuleOp module, ProgramSettings &s) {
     return module.emitError() << "the module has no dist.plan (run dist-apply-plan)";
   if (plan.getPp() > 1) {
     // What the pipeline trainer does not run yet, refused with the reason.
-    if (plan.getZero() > 0 || plan.getOffload() == "optimizer")
-      return module.emitError() << "the plan has pp=" << plan.getPp()
-                                << " with ZeRO or optimizer offload: pipelines are built without them so far "
-                                   "(drop zero= and offload=)";
+    if (plan.getZero() > 1)
+      return module.emitError() << "the plan has pp=" << plan.getPp() << " with ZeRO-" << plan.getZero()
+                                << ": pipelines run with ZeRO-1 at most";
     s.pipelineRanks = plan.getPp(), s.virtualStages = plan.getVirtualStages();
     s.pipelineSchedule = plan.getSchedule().str();
   }
@@ -255,6 +255,8 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
     // the split, with the model axis's algorithm (what it keeps, what its
     // collectives hold).
     estimate->memory.activations = whole->memory.activations;
+    for (size_t r = 0; r < estimate->stages.size() && r < whole->stages.size(); ++r)
+      estimate->stages[r].memory.activations = whole->stages[r].memory.activations;
   }
   return *estimate;
 }
@@ -286,10 +288,28 @@ Json communicationOf(const cost::Estimate &estimate, bool calls = false) {
 }
 
 /// The model states per rank, in the memory tracker's category names.
-Json modelStatesOf(const cost::Estimate &estimate) {
-  return Json(Json::Object{{"parameters", Json(estimate.memory.parameters)},
-                           {"gradients", Json(estimate.memory.gradients)},
-                           {"optimizer_state", Json(estimate.memory.optimizer)}});
+Json modelStatesOf(const cost::MemoryBreakdown &memory) {
+  return Json(Json::Object{{"parameters", Json(memory.parameters)},
+                           {"gradients", Json(memory.gradients)},
+                           {"optimizer_state", Json(memory.optimizer)}});
+}
+
+/// A pipeline: each pipeline rank's own memory (its stages' weights, their
+/// states, the microbatches it holds in flight) by optimizer, as the
+/// manifest's whole-rank predictions are (those are the fullest rank's).
+Json pipelineRanksOf(const std::map<std::string, cost::Estimate> &byOptimizer, const std::string &compiled) {
+  const cost::Estimate &planned = byOptimizer.at(compiled);
+  Json::Array ranks;
+  for (size_t r = 0; r < planned.stages.size(); ++r) {
+    Json::Object states;
+    for (const auto &[name, other] : byOptimizer)
+      if (r < other.stages.size())
+        states[name] = modelStatesOf(other.stages[r].memory);
+    ranks.push_back(Json(Json::Object{{"pipeline_rank", Json(int64_t(r))},
+                                      {"model_state_bytes_by_optimizer", Json(states)},
+                                      {"activation_bytes", Json(planned.stages[r].memory.activations)}}));
+  }
+  return Json(ranks);
 }
 
 /// What tensor or sequence parallelism moves over its model axis each step,
@@ -431,7 +451,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     return Json();
   if (FailureOr<cost::Estimate> predicted = estimateOf(module, s, optimizer->kind); succeeded(predicted)) {
     m["predicted_comm_bytes_per_step"] = communicationOf(*predicted);
-    m["predicted_model_state_bytes_per_rank"] = modelStatesOf(*predicted);
+    m["predicted_model_state_bytes_per_rank"] = modelStatesOf(predicted->memory);
     // The cost model's activation peak for one rank's step, to set beside
     // the measured one (planned_step_peak_bytes is the compiler's own).
     m["predicted_activation_bytes_per_rank"] = Json(predicted->memory.activations);
@@ -439,16 +459,20 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     // under ZeRO that changes the norm completions (LAMB makes two), and the
     // state it keeps (SGD and LARS one moment).
     Json::Object comm, calls, states, pinned;
+    std::map<std::string, cost::Estimate> byOptimizer{{optimizer->kind, *predicted}};
     for (const char *name : {"lamb", "adamw", "sgd", "lars"})
       if (FailureOr<cost::Estimate> other = estimateOf(module, s, name); succeeded(other)) {
         comm[name] = communicationOf(*other);
         calls[name] = communicationOf(*other, /*calls=*/true);
-        states[name] = modelStatesOf(*other);
+        states[name] = modelStatesOf(other->memory);
         pinned[name] = pinnedStatesOf(*other);
+        byOptimizer[name] = *other;
       }
     m["predicted_comm_bytes_per_step_by_optimizer"] = Json(comm);
     m["predicted_comm_calls_per_step_by_optimizer"] = Json(calls);
     m["predicted_model_state_bytes_per_rank_by_optimizer"] = Json(states);
+    if (s.pipelineRanks > 1)
+      m["predicted_pipeline_ranks"] = pipelineRanksOf(byOptimizer, optimizer->kind);
     if (s.offloadOptimizer) {
       m["predicted_offload_bytes_per_step"] = offloadOf(*predicted);
       m["predicted_pinned_model_state_bytes_per_rank_by_optimizer"] = Json(pinned);

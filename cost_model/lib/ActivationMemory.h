@@ -51,6 +51,9 @@ struct WorkingBytes {
   /// Per op: the backward transient of an op after the layers (tail) or
   /// before them (head).
   std::vector<double> tailWorking, headWorking;
+  /// Per virtual stage, one microbatch's: the gradients of its outputs that
+  /// a pipeline's later stages send back, held as its backward pass starts.
+  std::vector<double> gradientReceived;
 };
 
 /// What one microbatch keeps per virtual stage.

@@ -113,8 +113,10 @@ std::vector<bool> remadeOnEachStage(const Graph &graph) {
 /// The pipeline's point-to-point transfers of one step, on the ranks that
 /// send them: a value one stage makes and another reads goes there once per
 /// microbatch (however many of that stage's ops read it), and a floating-
-/// point one's gradient comes back.
-void pipelineTransfers(const EstimateContext &ctx, std::vector<std::vector<CommTotal>> &rankComm) {
+/// point one's gradient comes back (`gradientReceived` per sending stage).
+void pipelineTransfers(const EstimateContext &ctx, std::vector<std::vector<CommTotal>> &rankComm,
+                       std::vector<double> &gradientReceived) {
+  gradientReceived.assign(size_t(ctx.stages), 0.0);
   if (ctx.pp < 0 || ctx.mesh.axes[size_t(ctx.pp)].size <= 1)
     return;
   const Graph &graph = ctx.graph;
@@ -132,8 +134,10 @@ void pipelineTransfers(const EstimateContext &ctx, std::vector<std::vector<CommT
       CommEvent transfer{Collective::SendRecv, ctx.pp,
                          localElements(op, ctx.sharding[o], ctx.mesh, use.dims) * bytesOf(value.dtype), 0};
       addComm(rankComm[size_t(from % ctx.ranks)], ctx.mesh, transfer, ctx.m);
-      if (value.dtype != DType::I64 && value.dtype != DType::I32 && value.dtype != DType::I8)
+      if (value.dtype != DType::I64 && value.dtype != DType::I32 && value.dtype != DType::I8) {
         addComm(rankComm[size_t(to % ctx.ranks)], ctx.mesh, transfer, ctx.m);
+        gradientReceived[size_t(from)] += transfer.bytes;
+      }
     }
   }
 }
@@ -242,7 +246,7 @@ OpTotals costOps(const EstimateContext &ctx, const LayerMemory &layers, const Op
       for (const CommEvent &e : *events)
         addComm(rankComm[rank], mesh, e, m * copies);
   }
-  pipelineTransfers(ctx, rankComm);
+  pipelineTransfers(ctx, rankComm, totals.working.gradientReceived);
   return totals;
 }
 

@@ -2,6 +2,7 @@
 //===//
 
 #include "ModelStates.h"
+#include "colossal/cost/Pipeline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -239,18 +240,29 @@ MemoryBreakdown rankMemory(const EstimateContext &ctx, int r, const RankParamete
     mem.hostParameters = weightBytes < 4 ? 0 : 4 * shardElements;
   } else
     mem.optimizer = states.optimizer;
-  double perChunk = 0, tail = 0;
+  double perChunk = 0, tail = 0, received = 0;
   for (int c = 0; c < chunks; ++c)
     if (stageActivations[c * ranks + r] >= perChunk)
-      perChunk = stageActivations[c * ranks + r], tail = stageTail[c * ranks + r];
+      perChunk = stageActivations[c * ranks + r], tail = stageTail[c * ranks + r],
+      received = c * ranks + r < int(working.gradientReceived.size()) ? working.gradientReceived[c * ranks + r] : 0;
   int inFlight = std::max(1, peakInFlight);
+  // What the in-flight microbatches keep: inFlight times the chunk's, or
+  // under the interleaved schedule the schedule's own mix of chunks.
+  double held = inFlight * perChunk;
+  if (chunks > 1) {
+    std::vector<double> chunkBytes;
+    for (int c = 0; c < chunks; ++c)
+      chunkBytes.push_back(stageActivations[c * ranks + r]);
+    held = std::max(perChunk, peakHeldBytes(strategy.schedule, r, ranks, chunks, ctx.m, chunkBytes));
+  }
   // The peak: as the backward pass starts (everything kept, the loss's
-  // gradients in flight), inside a layer's backward pass (the head's
+  // gradients, or on an earlier stage the outputs' received ones, in
+  // flight), inside a layer's backward pass (the head's
   // tensors freed, the layer's remade ones held), or before the layers
   // (the other microbatches' tensors and what the first ops keep).
-  mem.activations = std::max({inFlight * perChunk / gridShare + maxOtherWorking[r],
-                              (inFlight * perChunk - tail) / gridShare + maxLayerWorking[r],
-                              (double(inFlight - 1) * perChunk / gridShare + maxHeadWorking[r])});
+  mem.activations =
+      std::max({held / gridShare + maxOtherWorking[r] + received, (held - tail) / gridShare + maxLayerWorking[r],
+                ((held - perChunk) / gridShare + maxHeadWorking[r])});
   mem.communication = (dpSize > 1 ? 2 * std::min(options.bucketBytes, gradBytes) : 0) +
                       (strategy.zero == 3 ? 2 * layerParams[r] * weightBytes : 0);
   mem.workspace = options.workspaceBytes;

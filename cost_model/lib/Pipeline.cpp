@@ -72,6 +72,18 @@ int peakInFlight(Schedule schedule, int rank, int ranks, int chunks, int microba
   return RankOrder(schedule, rank, ranks, chunks, microbatches).peakHeld();
 }
 
+double peakHeldBytes(Schedule schedule, int rank, int ranks, int chunks, int microbatches,
+                     const std::vector<double> &chunkBytes) {
+  RankOrder order(schedule, rank, ranks, chunks, microbatches);
+  double held = 0, peak = 0;
+  for (int k = 0; k < order.size(); ++k) {
+    Task t = order[k];
+    held += (t.forward ? 1 : -1) * chunkBytes[size_t(t.chunk)];
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
 bool simulatePipeline(Schedule schedule, int ranks, int chunks, int microbatches,
                       const std::vector<ChunkTimes> &times, double p2pSeconds,
                       PipelineResult &result, std::string &error, bool recordTasks) {

@@ -4,13 +4,17 @@
 Each case compiles a fixture with a pipeline plan (--strategy pp=..., the
 schedule, virtual stages, uneven stage layers, with data, tensor, Megatron
 sequence and sequence-axis parallelism and recomputation), runs it under
-mpirun on distinct rows per data-parallel rank and microbatch, and checks:
+mpirun on distinct rows per data-parallel rank and microbatch (ZeRO-1 and
+optimizer offload over the data axis included), and checks:
 
 - ten steps of SGD, AdamW and LAMB follow PyTorch's losses for the same
   global batch (reference.json) and the one-rank program's, within 1e-5;
 - the first step's gradients, gathered from every rank's dump (a rank dumps
   the weights its stages hold; a tied weight is on two ranks), and the
   logged gradient norm equal PyTorch's, 1e-5 per tensor;
+- each pipeline rank's memory, as the runtime's allocator charged it,
+  against the plan's prediction for that rank (model states within 5%,
+  activations within 7.5%);
 - pipeline rank 0's point-to-point bytes and calls equal those derived here
   from the stage boundaries: one hidden-state tensor (microbatch rows x
   sequence (its slice under Megatron-SP or a sequence axis) x hidden, fp32)
@@ -18,8 +22,8 @@ mpirun on distinct rows per data-parallel rank and microbatch, and checks:
   microbatch;
 - bad plans (more stages than layers, stage layers that do not add up,
   virtual stages without the interleaved schedule, microbatches the
-  interleaved schedule cannot group, ZeRO with a pipeline) are refused with
-  the cause.
+  interleaved schedule cannot group, ZeRO-2 and 3 with a pipeline) are
+  refused with the cause.
 
   emitted_pipeline_programs.py COMPILER FIXTURES WORKDIR MPIRUN
 """
@@ -30,7 +34,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
     check, check_refusals, compile_model, train, losses, worst_relative, batch_data, npy_floats, finish, WORK,
-    optimizer_flags)
+    optimizer_flags, runtime_name)
 
 HIDDEN, SEQ = 16, 8
 # (model, strategy, ranks, rows of the global batch, optimizers run)
@@ -43,6 +47,8 @@ CASES = [
     ("gpt2_4layers", "pp=2,schedule=interleaved,virtual_stages=2,microbatches=2", 2, 2, ALL),
     ("gpt2_4layers", "pp=2,stage_layers=1/3,recompute=full,microbatches=2", 2, 2, ("adamw",)),
     ("gpt2", "dp=2,pp=2,microbatches=2", 4, 4, ("adamw", "lamb")),
+    ("gpt2", "dp=2,pp=2,zero=1,microbatches=2", 4, 4, ("adamw", "lamb", "sgd_plain")),
+    ("llama", "dp=2,pp=2,zero=1,offload=optimizer", 4, 4, ("lamb",)),
     ("gpt2", "tp=2,pp=2", 4, 2, ("adamw",)),
     ("gpt2", "tp=2,sp_mode=megatron,pp=2", 4, 2, ALL),
     ("gpt2", "sp=2,sp_mode=all-to-all,pp=2", 4, 2, ("lamb",)),
@@ -71,6 +77,32 @@ def expected_sends(plan, rows):
     batch = rows // (plan["dp"] * plan["m"])
     calls = per_microbatch * plan["m"]
     return calls, calls * batch * tokens * HIDDEN * 4
+
+
+MEMORY_ROWS = []
+
+
+def check_stage_memory(program, log, plan, name, tag):
+    """Each pipeline rank's memory, as its allocator charged it (rank 0's log
+    and LOG.pipeline-rank-K), against the plan's prediction for that
+    pipeline rank: parameters, gradients and optimizer state (its stages'
+    weights, a tied one on both) within 5%, the activations peak (the
+    microbatches it holds in flight, what it receives) within 7.5%."""
+    predicted = json.load(open(f"{program}/manifest.json"))["predicted_pipeline_ranks"]
+    check(len(predicted) == plan["pp"], f"{tag}: the plan predicts {len(predicted)} pipeline ranks")
+    for k, want in enumerate(predicted):
+        records = [json.loads(line) for line in open(log if k == 0 else f"{log}.pipeline-rank-{k}")]
+        states = want["model_state_bytes_by_optimizer"][runtime_name(name)]
+        worst = 0.0
+        for category, bytes_ in states.items():
+            got = max(r["memory"][category]["peak"] for r in records)
+            worst = max(worst, abs(got - bytes_) / bytes_ if bytes_ else float(got != 0))
+        activations = max(r["memory"]["activations"]["peak"] for r in records)
+        act_error = abs(activations - want["activation_bytes"]) / want["activation_bytes"]
+        MEMORY_ROWS.append((tag, k, worst, activations, want["activation_bytes"], act_error))
+        check(worst <= 0.05, f"{tag}: pipeline rank {k}'s model states differ from the plan's by {worst:.1%}")
+        check(act_error <= 0.075, f"{tag}: pipeline rank {k} held {activations} bytes of activations, the plan "
+                                  f"predicts {want['activation_bytes']}")
 
 
 def gradient_error(dump, grads_dir, ranks):
@@ -133,8 +165,10 @@ for model, strategy, ranks, rows, optimizers in CASES:
         check(sent.get("calls") == calls and sent.get("bytes") == sent_bytes,
               f"{tag} {name}: pipeline rank 0 sent {sent} per step; the stage boundaries make {calls} calls, "
               f"{sent_bytes} bytes")
+        if name == optimizers[0]:
+            check_stage_memory(program, log, plan, name, tag)
         manifest = json.load(open(f"{program}/manifest.json"))
-        predicted = {key: manifest[f"predicted_comm_{key}_per_step_by_optimizer"][name].get("send_recv", {})
+        predicted = {key: manifest[f"predicted_comm_{key}_per_step_by_optimizer"][runtime_name(name)].get("send_recv", {})
                      .get("pp") for key in ("bytes", "calls")}
         check(predicted == {"bytes": sent_bytes, "calls": calls},
               f"{tag} {name}: the plan predicts pipeline rank 0 sends {predicted}; it sent {sent}")
@@ -149,6 +183,10 @@ for model, strategy, ranks, rows, optimizers in CASES:
               f"worst {where})")
         check(worst <= 1e-5, f"{tag}: the first-step gradient of {where} differs from PyTorch's by {worst:.2e}")
         check(norm_error <= 1e-5, f"{tag}: the gradient norm differs from PyTorch's by {norm_error:.2e}")
+
+print(f"\n{'run':56} {'pp rank':>7} {'states':>7} {'activations':>11} {'predicted':>9} {'error':>6}")
+for tag, k, states, got, want, error in MEMORY_ROWS:
+    print(f"{tag:56} {k:>7} {states:>7.1%} {got:>11} {want:>9.0f} {error:>6.1%}")
 
 # --trace: each rank's last step as a Chrome trace, one span per forward and
 # backward call (microbatches x chunks of each), and the log's idle share.
@@ -176,7 +214,8 @@ for model, strategy, message in [
         ("gpt2_4layers", "pp=2,virtual_stages=2", "only schedule=interleaved runs"),
         ("gpt2_4layers", "pp=2,schedule=interleaved,virtual_stages=2,microbatches=3",
          "needs microbatches (3) to be a multiple of pp (2)"),
-        ("gpt2", "pp=2,zero=1", "runs without ZeRO and optimizer offload so far")]:
+        ("gpt2", "dp=2,pp=2,zero=2", "runs with zero=1, not zero=2"),
+        ("gpt2", "dp=2,pp=2,zero=3", "runs with zero=1, not zero=3")]:
     result = compile_model(model, f"{WORK}/refused", "--strategy", strategy, batch=6)
     refusals.append((f"{model} --strategy {strategy}", result, message))
 check_refusals(refusals)

@@ -55,9 +55,13 @@ bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
 bool takePipeline(cost::Strategy &strategy, BuildLayout &layout) {
   if (strategy.pp == 1)
     return true;
-  if (strategy.zero > 0 || strategy.offloadOptimizer) {
+  if (strategy.zero > 1) {
+    // As DeepSpeed: each stage accumulates its gradients over the
+    // microbatches, which ZeRO-2 would reduce-scatter per microbatch and
+    // ZeRO-3 gather weights for per call.
     printError("--strategy: pp=" + std::to_string(strategy.pp) +
-               " runs without ZeRO and optimizer offload so far (drop zero= and offload=)");
+               " runs with zero=1, not zero=" + std::to_string(strategy.zero) +
+               " (ZeRO-2 and 3 would reduce gradients and gather weights once per microbatch of every stage)");
     return false;
   }
   if (strategy.virtualStages > 1 && strategy.schedule != cost::Schedule::Interleaved) {

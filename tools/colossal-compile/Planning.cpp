@@ -240,8 +240,8 @@ std::string partitionerLacks(const cost::Strategy &s, cost::Placement placement)
   bool builtSplit = placement == cost::Placement::Partitioner && s.tpMode == cost::TensorMode::OneD;
   add(s.tp > 1 && !builtSplit,
       "tp=" + std::to_string(s.tp) + (s.tpMode == cost::TensorMode::OneD ? " placed by the sharding solver" : ""));
-  // Pipelines run without ZeRO and offload so far.
-  add(s.pp > 1 && (s.zero > 0 || s.offloadOptimizer), "pp=" + std::to_string(s.pp) + " with ZeRO or offload");
+  // Pipelines run with ZeRO-1 at most (as DeepSpeed).
+  add(s.pp > 1 && s.zero > 1, "pp=" + std::to_string(s.pp) + " with ZeRO-" + std::to_string(s.zero));
   // Sequence parallelism: Megatron's on the partitioner's tensor split, or
   // all-to-all and ring on a sequence axis of their own (not with tp yet).
   bool ownAxis = s.spMode == cost::SequenceMode::AllToAll || s.spMode == cost::SequenceMode::Ring;

@@ -277,6 +277,13 @@ public:
     comm_.wait(&request_, 1, "send");
     request_ = MPI_REQUEST_NULL;
   }
+  bool done() override {
+    if (request_ == MPI_REQUEST_NULL)
+      return true;
+    int completed = 0;
+    check(MPI_Test(&request_, &completed, MPI_STATUS_IGNORE), "MPI_Test: " + comm_.describe("send"));
+    return completed != 0;
+  }
 
 private:
   MpiCommunicator &comm_;

@@ -5,6 +5,7 @@
 #include "ParameterSources.h"
 #include "colossal/runtime/Error.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -145,10 +146,14 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
   std::map<std::pair<int64_t, int64_t>, std::map<int64_t, Tensor>> saved;
   // Values sent to a stage of this same rank (interleaved chunks).
   std::map<std::pair<int64_t, int64_t>, Tensor> mailbox;
-  // Sends under way, with the tensors they read.
+  // Sends under way, with the tensors they read: each is freed once its
+  // send completes (checked before every task), so a rank holds the
+  // activations its schedule keeps, not every value it sent in the step.
   std::vector<std::pair<std::unique_ptr<PendingSend>, Tensor>> sending;
   float loss = 0;
   for (const PipelineTask &task : pipelineOrder(shape, rank.rank)) {
+    sending.erase(std::remove_if(sending.begin(), sending.end(), [](auto &send) { return send.first->done(); }),
+                  sending.end());
     int64_t stage = shape.stageOf(rank.rank, task.chunk), m = task.microbatch;
     const StageFunction &function = program.stages[size_t(2 * stage + (task.forward ? 0 : 1))];
     if (!batch.count(m)) {
@@ -169,7 +174,12 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
           mailbox.erase(it);
           continue;
         }
-        Tensor t = Tensor::zeros(arg.shape, arg.integer);
+        // The stage's input for this microbatch: an activation, as its
+        // forward's kept values are.
+        Tensor t = [&] {
+          MemoryScope scope(MemoryCategory::Activations);
+          return Tensor::zeros(arg.shape, arg.integer);
+        }();
         double waitStart = now();
         try {
           pp.receive(bufferOf(t), peer, tagOf(arg.index, m, microbatches));
@@ -288,14 +298,20 @@ void sumSharedGradients(const PipelineRank &rank, Communicator &pp, std::vector<
   }
 }
 
-double pipelineGradientNorm(const PipelineRank &rank, Communicator &pp, const std::vector<OptimizerTensor> &tensors,
-                            const CompleteSquares &complete) {
-  std::vector<float> squares = tensorSquares(tensors, complete);
+double pipelineTotalSquares(const PipelineRank &rank, Communicator &pp, const std::vector<float> &squares) {
+  if (squares.size() != 2 * rank.holders.size())
+    fail("pipeline", "the norm has " + std::to_string(squares.size() / 2) + " tensors' squares for " +
+                         std::to_string(rank.holders.size()) + " trainable weights");
   double sum = 0;
-  for (size_t t = 0; t < tensors.size(); ++t)
+  for (size_t t = 0; t < rank.holders.size(); ++t)
     sum += double(squares[2 * t + 1]) / double(rank.holders[t]);
   pp.allReduce(Buffer::of(&sum, DType::F64, 1));
-  return std::sqrt(sum);
+  return sum;
+}
+
+double pipelineGradientNorm(const PipelineRank &rank, Communicator &pp, const std::vector<OptimizerTensor> &tensors,
+                            const CompleteSquares &complete) {
+  return std::sqrt(pipelineTotalSquares(rank, pp, tensorSquares(tensors, complete)));
 }
 
 } // namespace colossal::rt::trainer

@@ -88,9 +88,12 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
 /// same update.
 void sumSharedGradients(const PipelineRank &rank, Communicator &pp, std::vector<Floats> &grads);
 
-/// The global gradient norm of a pipeline: each rank's squares (completed
-/// over the tensor axis by `complete`), a weight held by k ranks counted
-/// 1/k on each, summed over the pipeline axis.
+/// The global norm's sum of squared gradients from this rank's per-tensor
+/// `squares` (as tensorSquares gives them, complete over the tensor axis): a
+/// weight held by k ranks counted 1/k on each, summed over the pipeline axis.
+double pipelineTotalSquares(const PipelineRank &rank, Communicator &pp, const std::vector<float> &squares);
+
+/// The global gradient norm of a pipeline's replicated optimizer.
 double pipelineGradientNorm(const PipelineRank &rank, Communicator &pp, const std::vector<OptimizerTensor> &tensors,
                             const CompleteSquares &complete);
 

@@ -183,6 +183,8 @@ double ShardedOptimizer::gradientNorm() {
   // per tensor as the single-rank optimizer sums it.
   std::vector<float> perTensor;
   normSquares_ = completePerTensor(squares, &perTensor);
+  if (totalSquares_)
+    return std::sqrt(totalSquares_(perTensor));
   double sum = 0;
   for (size_t t = 0; t < sizes_.size(); ++t)
     sum += perTensor[2 * t + 1];

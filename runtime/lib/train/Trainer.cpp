@@ -197,6 +197,10 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
                                                    s.offload.get());
     if (completeSplit)
       s.sharded->setCompleteSquares(completeSplit);
+    if (groups.pipeline)
+      s.sharded->setTotalSquares([pipeline = groups.pipeline, pp = groups.pp](const std::vector<float> &squares) {
+        return pipelineTotalSquares(*pipeline, *pp, squares);
+      });
     s.sharded->scatterMoments(s.m, s.v);
     // Only the shard's state is kept.
     for (auto *list : {&s.m, &s.v})
@@ -223,7 +227,12 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   schedule.base = o.settings.optimizer.lr, schedule.warmupSteps = o.settings.warmupSteps;
   schedule.totalSteps = o.settings.steps, schedule.decay = o.settings.schedule;
   schedule.minRatio = o.settings.minLrRatio;
-  StepLog log(lead ? o.log : std::string());
+  // A pipeline's other ranks hold other stages, so other memory: the first
+  // rank of each writes its own records beside the log (LOG.pipeline-rank-K).
+  bool stageLead = groups.pipeline && groups.pp->rank() > 0 && dp.rank() == 0 && tensorRank == 0;
+  StepLog log(lead                          ? o.log
+              : stageLead && !o.log.empty() ? o.log + ".pipeline-rank-" + std::to_string(groups.pp->rank())
+                                            : std::string());
   ProgressLine progress(o.settings.steps, lead && !o.quiet);
   auto begin = std::chrono::steady_clock::now();
   int64_t microbatches = o.settings.microbatches;

@@ -31,7 +31,9 @@ Trains %s, compiled by colossal-compile, on the host.
   --log FILE           one JSON object per step: step, loss, lr, grad_norm,
                        loss_scale, tokens_per_s, time, memory (bytes by
                        category, current and peak) and, on several ranks,
-                       comm (bytes by collective)
+                       comm (bytes by collective); a pipeline's other ranks,
+                       whose stages hold other memory, log to
+                       FILE.pipeline-rank-K
   --save DIR           write a checkpoint of the last step here (staged, then
                        published whole: a failed save leaves the previous one)
   --save-every N       also every N steps: DIR becomes a folder of checkpoints,

@@ -60,6 +60,12 @@ bool simulatePipeline(Schedule schedule, int ranks, int chunks, int microbatches
 /// activation memory with it before simulating.
 int peakInFlight(Schedule schedule, int rank, int ranks, int chunks, int microbatches);
 
+/// The most bytes `rank` holds for backward at once when one microbatch of
+/// its chunk c keeps `chunkBytes[c]`: under the interleaved schedule its
+/// chunks keep different amounts (the last stage's head and loss).
+double peakHeldBytes(Schedule schedule, int rank, int ranks, int chunks, int microbatches,
+                     const std::vector<double> &chunkBytes);
+
 } // namespace colossal::cost
 
 #endif // COLOSSAL_COST_PIPELINE_H

@@ -64,6 +64,8 @@ public:
   virtual ~PendingSend();
   /// Completes the send, or fails with an Error after the timeout.
   virtual void wait() = 0;
+  /// Whether the send has completed (its buffer is free), without waiting.
+  virtual bool done() = 0;
 };
 
 class Communicator {

@@ -69,6 +69,12 @@ LarsSettings larsSettings(const OptimizerConfig &config, double lr);
 /// are the whole tensors'. Empty: every tensor is whole.
 using CompleteSquares = std::function<void(std::vector<float> &squares)>;
 
+/// The global norm's sum of squared gradients from each tensor's completed
+/// squares (two per tensor, the gradient's second): a pipeline counts a
+/// weight that k stages hold 1/k on each and sums over its axis. Empty: the
+/// plain sum.
+using TotalSquares = std::function<double(const std::vector<float> &squares)>;
+
 /// Each tensor's squared gradient and weight norms (two per tensor, the
 /// gradient's second), completed by `complete`.
 std::vector<float> tensorSquares(const std::vector<OptimizerTensor> &tensors, const CompleteSquares &complete = {});

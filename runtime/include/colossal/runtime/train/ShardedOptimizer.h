@@ -70,6 +70,8 @@ public:
   /// data-parallel shards, are completed over the tensor axis too (the
   /// split tensors'), for the gradient norm and the trust ratios.
   void setCompleteSquares(CompleteSquares complete) { completeSquares_ = std::move(complete); }
+  /// Pipelines: the global gradient norm sums over the stages this way.
+  void setTotalSquares(TotalSquares total) { totalSquares_ = std::move(total); }
   /// The engine moving the shard to and from the host, or null.
   const CopyEngine *offload() const { return offload_; }
   /// Elements per shard (the flat space is this times the ranks).
@@ -120,6 +122,7 @@ public:
 
 private:
   CompleteSquares completeSquares_;
+  TotalSquares totalSquares_;
   /// Completes per-tensor pairs of sums written per piece (collective):
   /// returns them per piece, summed over every rank's pieces of the same
   /// tensor; `perTensor` receives every tensor's pair.
