@@ -84,3 +84,21 @@ TEST(Pipeline, PeakInFlightFollowsTheOrderAlone) {
               << "schedule " << int(schedule) << " p=" << p << " m=" << m << " rank " << r;
       }
 }
+
+// What a rank holds in bytes: its in-flight count times the bytes when the
+// chunks keep the same; under the interleaved schedule the order's own mix.
+// Rank 1 of p=2, v=2, m=2 runs F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0
+// (microbatch.chunk): at most both microbatches of chunk 0 and one of
+// chunk 1, not three of the larger chunk.
+TEST(Pipeline, PeakHeldBytesFollowsTheChunksInFlight) {
+  EXPECT_DOUBLE_EQ(peakHeldBytes(Schedule::Interleaved, 1, 2, 2, 2, {1.0, 10.0}), 12.0);
+  EXPECT_DOUBLE_EQ(peakHeldBytes(Schedule::Interleaved, 0, 2, 2, 2, {1.0, 10.0}), 22.0);
+  for (Schedule schedule : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved})
+    for (int p : {1, 2, 4})
+      for (int m : {2, 4, 8}) {
+        int v = schedule == Schedule::Interleaved ? 2 : 1;
+        for (int r = 0; r < p; ++r)
+          EXPECT_DOUBLE_EQ(peakHeldBytes(schedule, r, p, v, m, std::vector<double>(size_t(v), 3.0)),
+                           3.0 * peakInFlight(schedule, r, p, v, m));
+      }
+}
