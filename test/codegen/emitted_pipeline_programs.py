@@ -20,6 +20,8 @@ optimizer offload over the data axis included), and checks:
   sequence (its slice under Megatron-SP or a sequence axis) x hidden, fp32)
   per boundary a rank's stage sends across, forward or backward, per
   microbatch;
+- a stage killed, or one that stops answering, ends the job within 30 s,
+  naming the rank or the stage waited for;
 - bad plans (more stages than layers, stage layers that do not add up,
   virtual stages without the interleaved schedule, microbatches the
   interleaved schedule cannot group, ZeRO-2 and 3 with a pipeline) are
@@ -29,7 +31,9 @@ optimizer offload over the data axis included), and checks:
 """
 import json
 import os
+import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
@@ -204,6 +208,24 @@ if run.returncode == 0:
     logged = [json.loads(line)["pipeline"] for line in open(f"{WORK}/trace.log")]
     check(len(logged) == 2 and all(0 <= p["idle_fraction"] < 1 for p in logged), f"--trace: the log says {logged}")
     print(f"--trace: 2 ranks x 8 calls traced; idle share of rank 0 {logged[-1]['idle_fraction']:.3f}")
+
+# A stage that fails ends the whole job, non-zero, within 30 s: one killed
+# (mpirun names its rank; pipeline rank k is world rank k here), and one
+# that stops answering (its neighbours' receives time out, 5 s here, naming
+# the stage they waited for).
+program = f"{WORK}/gpt2_4layers-pp4-microbatches2"
+for fault, timeout, pattern in [("kill:2", "120", r"process rank 2 .*exited on signal 9"),
+                                ("stop:1", "5", r"waiting for stage 1 \(pipeline rank 1\): did not complete within 5 s")]:
+    began = time.monotonic()
+    run = train(program, "--steps", "5", ranks=4,
+                extra_env={"COLOSSAL_FAULT_PIPELINE_STAGE": fault, "COLOSSAL_COLLECTIVE_TIMEOUT": timeout})
+    elapsed = time.monotonic() - began
+    output = run.stdout + run.stderr
+    check(run.returncode != 0, f"a pipeline whose stage {fault} exited 0")
+    check(elapsed < 30, f"a pipeline whose stage {fault} took {elapsed:.0f} s to end")
+    check(re.search(pattern, output) is not None, f"a pipeline whose stage {fault}: no line matches /{pattern}/: "
+                                                  f"{output[-1500:]}")
+    print(f"stage fault {fault}: the job ended in {elapsed:.1f} s, exit status {run.returncode}")
 
 # Bad plans, each refused with its cause.
 refusals = []

@@ -62,12 +62,13 @@ def train(program, *args, ranks=0, extra_env=None, file_size_kb=None):
     if file_size_kb:
         command = ["bash", "-c", f'ulimit -f {file_size_kb}; exec "$@"', "limited", *command]
         launcher += ["--mca", "btl", "self,tcp"] if ranks else []
-    env = dict(os.environ, **(extra_env or {}))
+    env = dict(os.environ)
     if ranks:
         # OpenMPI's unloaded plugins keep allocations LeakSanitizer cannot
         # name; single-process runs keep leak checking.
         env.update(OPENBLAS_NUM_THREADS="1", OMPI_MCA_mpi_yield_when_idle="1", COLOSSAL_COLLECTIVE_TIMEOUT="120",
                    ASAN_OPTIONS="detect_leaks=0")
+    env.update(extra_env or {})
     return subprocess.run(launcher + command, capture_output=True, text=True, timeout=300, env=env)
 
 

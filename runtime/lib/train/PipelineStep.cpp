@@ -8,10 +8,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
+#include <thread>
 
 namespace colossal::rt::trainer {
 
@@ -35,6 +39,24 @@ int tagOf(int64_t id, int64_t m, int64_t microbatches) { return int((id * microb
 Buffer bufferOf(Tensor &t) {
   return t.integer ? Buffer::of(t.ints.data(), DType::I64, int64_t(t.ints.size()))
                    : Buffer::of(t.floats.data(), DType::F32, int64_t(t.floats.size()));
+}
+
+/// A test of a stage that fails: COLOSSAL_FAULT_PIPELINE_STAGE=kill:S (or
+/// stop:S) makes the rank running virtual stage S die (SIGKILL) or stop
+/// answering at its first task of step 2.
+void failHereIfAsked(int64_t stage, uint64_t step) {
+  const char *fault = std::getenv("COLOSSAL_FAULT_PIPELINE_STAGE");
+  if (!fault || step != 2)
+    return;
+  std::string text = fault;
+  size_t colon = text.find(':');
+  if (colon == std::string::npos || std::atoll(text.c_str() + colon + 1) != stage)
+    return;
+  std::fprintf(stderr, "fault injection: pipeline stage %lld %s at step 2\n", (long long)stage, text.c_str());
+  if (text.compare(0, colon, "kill") == 0)
+    std::raise(SIGKILL);
+  while (text.compare(0, colon, "stop") == 0)
+    std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 } // namespace
@@ -155,6 +177,7 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
     sending.erase(std::remove_if(sending.begin(), sending.end(), [](auto &send) { return send.first->done(); }),
                   sending.end());
     int64_t stage = shape.stageOf(rank.rank, task.chunk), m = task.microbatch;
+    failHereIfAsked(stage, step);
     const StageFunction &function = program.stages[size_t(2 * stage + (task.forward ? 0 : 1))];
     if (!batch.count(m)) {
       batch[m] = inputs(m);
