@@ -651,13 +651,18 @@ LogicalResult Emitter::emitStage(const std::string &function, const std::map<std
                                  const std::map<std::string, size_t> &parameterIndex,
                                  const std::map<std::string, size_t> &trainableIndex) {
   Block &body = step_.getBody().front();
+  // On the device a stage takes its arguments from the trainer as host
+  // tensors and uploads them, and downloads what it returns and reports.
   os_ << "void " << function << "(colossal::rt::StageCall &call) {\n"
       << "  colossal::rt::StepParameters &parameters = call.parameters;\n"
       << "  const colossal::rt::StepRandomness &random = call.random;\n"
       << "  colossal::rt::GradientReady &gradientReady = call.gradientReady;\n"
-      << "  colossal::rt::StepCollectives &collectives = call.collectives;\n"
+      << (device_ ? "  colossal::rt::device::Collectives collectives(call.collectives);\n"
+                  : "  colossal::rt::StepCollectives &collectives = call.collectives;\n")
       << "  (void)parameters, (void)random, (void)gradientReady, (void)collectives;\n"
-      << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::Host);\n";
+      << "  colossal::rt::StepMemory memory(colossal::rt::MemorySpace::" << (device_ ? "Device" : "Host") << ");\n";
+  auto upload = [&](const std::string &host) { return device_ ? "upload(" + host + ")" : host; };
+  auto toHost = [&](Value v) { return device_ ? "download(" + ref(v) + ")" : ref(v); };
   for (Operation &op : body)
     for (Value operand : op.getOperands())
       lastUse_[operand] = &op;
@@ -668,12 +673,20 @@ LogicalResult Emitter::emitStage(const std::string &function, const std::map<std
     auto label = step_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
     StringRef argName = label ? label.getValue() : StringRef("input");
     if (argName == "loss_scale") {
-      os_ << "  Tensor " << name << " = HostTensor::ofFloats(Shape{}, {call.lossScale}); // loss_scale\n";
+      os_ << "  Tensor " << name << " = " << upload("HostTensor::ofFloats(Shape{}, {call.lossScale})")
+          << "; // loss_scale\n";
       hold(arg, name);
     } else if (auto it = inputIndex.find(argName.str()); it != inputIndex.end()) {
-      os_ << "  const Tensor &" << name << " = call.inputs[" << it->second << "]; // " << argName << "\n";
+      os_ << (device_ ? "  Tensor " : "  const Tensor &") << name << " = "
+          << upload("call.inputs[" + std::to_string(it->second) + "]") << "; // " << argName << "\n";
+      if (device_)
+        hold(arg, name);
     } else {
-      os_ << "  Tensor " << name << " = std::move(call.arguments[" << taken++ << "]); // " << argName << "\n";
+      std::string argument = "call.arguments[" + std::to_string(taken++) + "]";
+      os_ << "  Tensor " << name << " = " << (device_ ? upload(argument) : "std::move(" + argument + ")") << "; // "
+          << argName << "\n";
+      if (device_)
+        os_ << "  " << argument << " = HostTensor();\n";
       hold(arg, name);
     }
   }
@@ -699,7 +712,7 @@ LogicalResult Emitter::emitStage(const std::string &function, const std::map<std
       return failure();
     if (auto it = reportsAfter.find(&op); it != reportsAfter.end())
       for (auto [index, g] : it->second) {
-        os_ << "  gradientReady(" << index << ", " << ref(g) << ");\n";
+        os_ << "  gradientReady(" << index << ", " << toHost(g) << ");\n";
         if (owned_.contains(g) && llvm::all_of(g.getUsers(), [&](Operation *user) { return user == terminator; })) {
           free(g);
           owned_.erase(g);
@@ -715,8 +728,8 @@ LogicalResult Emitter::emitStage(const std::string &function, const std::map<std
     bool lastReturn =
         llvm::none_of(llvm::drop_begin(terminator->getOperands(), r + 1), [&](Value later) { return later == v; });
     // A value of the function's own leaves it (the trainer holds it now).
-    bool move = owned_.contains(v) && lastReturn;
-    os_ << "  call.results[" << r << "] = " << (move ? "std::move(" + ref(v) + ")" : ref(v)) << ";\n";
+    bool move = owned_.contains(v) && lastReturn && !device_;
+    os_ << "  call.results[" << r << "] = " << (move ? "std::move(" + ref(v) + ")" : toHost(v)) << ";\n";
   }
   llvm::SmallPtrSet<Value, 4> returned;
   for (Value v : terminator->getOperands())
@@ -889,8 +902,6 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   std::vector<func::FuncOp> stages = stageFunctionsOf(module);
-  if (!stages.empty() && settings.target != "cpu")
-    return module.emitError() << "pipeline stages are emitted for the host target only, not " << settings.target;
   if ((!step && stages.empty()) || !forward)
     return module.emitError() << "the module has no @forward_backward (run train-autodiff first)";
   FailureOr<CompiledOptimizer> compiled = readCompiledOptimizer(module);
