@@ -20,6 +20,10 @@ optimizer offload over the data axis included), and checks:
   sequence (its slice under Megatron-SP or a sequence axis) x hidden, fp32)
   per boundary a rank's stage sends across, forward or backward, per
   microbatch;
+- a pipeline's checkpoint resumes bit for bit, under one rank too, and
+  one rank's under the pipeline; an export holds every stage's weights;
+- a plan the search chose (--gpus 4 on small devices) is a pipeline, builds
+  and trains like one rank;
 - a stage killed, or one that stops answering, ends the job within 30 s,
   naming the rank or the stage waited for;
 - bad plans (more stages than layers, stage layers that do not add up,
@@ -38,7 +42,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
     check, check_refusals, compile_model, train, losses, worst_relative, batch_data, npy_floats, finish, WORK,
-    optimizer_flags, runtime_name)
+    optimizer_flags, runtime_name, safetensors, weight_error, FIXTURES)
 
 HIDDEN, SEQ = 16, 8
 # (model, strategy, ranks, rows of the global batch, optimizers run)
@@ -208,6 +212,61 @@ if run.returncode == 0:
     logged = [json.loads(line)["pipeline"] for line in open(f"{WORK}/trace.log")]
     check(len(logged) == 2 and all(0 <= p["idle_fraction"] < 1 for p in logged), f"--trace: the log says {logged}")
     print(f"--trace: 2 ranks x 8 calls traced; idle share of rank 0 {logged[-1]['idle_fraction']:.3f}")
+
+# Checkpoints: a pipeline saves at step 5 and resumes to step 10 bit for
+# bit; the one-rank program resumes the pipeline's checkpoint, and the
+# pipeline the one-rank program's (whatever wrote it, a checkpoint holds
+# whole tensors); an export holds every stage's weights.
+program, one = f"{WORK}/gpt2-dp2-pp2-zero1-microbatches2", f"{WORK}/gpt2-4-one-rank"
+feed, reference = batch_data("gpt2", 4)[:2]
+flags = ["--feed", feed, *optimizer_flags("adamw", reference["hyper_parameters"]["adamw"])]
+whole = losses(f"{program}-adamw.log")
+saved = train(program, *flags, "--steps", "5", "--save", f"{WORK}/pp-checkpoint", ranks=4)
+check(saved.returncode == 0, f"a pipeline's --save failed: {saved.stderr[-1500:]}")
+one_saved = train(one, *flags, "--steps", "5", "--save", f"{WORK}/one-checkpoint")
+check(one_saved.returncode == 0, f"the one-rank --save failed: {one_saved.stderr[-1500:]}")
+for runner, checkpoint, ranks, exact in [(program, "pp-checkpoint", 4, True), (one, "pp-checkpoint", 0, False),
+                                         (program, "one-checkpoint", 4, False)]:
+    log = f"{WORK}/resumed-{os.path.basename(runner)}-{checkpoint}.log"
+    resumed = train(runner, *flags, "--steps", "10", "--resume", f"{WORK}/{checkpoint}", "--log", log, ranks=ranks)
+    check(resumed.returncode == 0, f"{runner} --resume {checkpoint} failed: {resumed.stderr[-1500:]}")
+    if resumed.returncode == 0:
+        error = worst_relative(losses(log), whole[5:])
+        check(losses(log) == whole[5:] if exact else error <= 1e-5,
+              f"{os.path.basename(runner)} resumed from {checkpoint}: losses differ from the whole run's by {error:.2e}")
+        print(f"resume {checkpoint} on {os.path.basename(runner)}: steps 6-10 differ by {error:.1e}")
+exported = train(program, *flags, "--steps", "2", "--export", f"{WORK}/pp-export", ranks=4)
+one_exported = train(one, *flags, "--steps", "2", "--export", f"{WORK}/one-export")
+check(exported.returncode == 0 and one_exported.returncode == 0,
+      f"--export failed: {exported.stderr[-1500:]} {one_exported.stderr[-1500:]}")
+if exported.returncode == 0 and one_exported.returncode == 0:
+    got, want = safetensors(f"{WORK}/pp-export/model.safetensors"), safetensors(f"{WORK}/one-export/model.safetensors")
+    check(sorted(got) == sorted(want), f"a pipeline exported {sorted(set(got) ^ set(want))} unlike one rank")
+    error, where = weight_error(want, got, batch_data("gpt2", 4)[2])
+    check(error <= 1e-5, f"a pipeline's exported {where} differs from one rank's by {error:.2e}")
+    print(f"--export: {len(got)} tensors, within {error:.1e} of one rank's (relative, worst {where})")
+
+# A searched plan with a pipeline builds: on four devices of this machine's
+# measured cluster description with 80 kB each beside the kernels'
+# workspace, the best plan the search finds is pipelined; it trains like
+# one rank on the same (synthetic) batch.
+cluster = json.load(open(f"{FIXTURES}/../../docs/measurements/host-cluster-2-cores.json"))
+cluster.update(name="four-small-devices", devices_per_node=4, memory_bytes=32 * 2**20 + 80000)
+json.dump(cluster, open(f"{WORK}/small-devices.json", "w"))
+searched, one = f"{WORK}/gpt2_4layers-searched", f"{WORK}/gpt2_4layers-8-one-rank"
+built = compile_model("gpt2_4layers", searched, "--gpus", "4", "--cluster", f"{WORK}/small-devices.json", batch=8)
+check(built.returncode == 0, f"--gpus 4 on small devices failed: {built.stderr[-1500:]}")
+one_built = compile_model("gpt2_4layers", one, batch=8)
+if built.returncode == 0 and one_built.returncode == 0:
+    plan = json.load(open(f"{searched}/manifest.json"))["strategy"]
+    check(plan["pp"] > 1, f"the search chose {plan} on devices that only a pipeline fits")
+    run = train(searched, "--steps", "5", "--log", f"{searched}.log", ranks=4)
+    alone = train(one, "--steps", "5", "--log", f"{one}.log")
+    check(run.returncode == 0 and alone.returncode == 0, f"the searched plan failed: {run.stderr[-1500:]}")
+    if run.returncode == 0 and alone.returncode == 0:
+        error = worst_relative(losses(f"{searched}.log"), losses(f"{one}.log"))
+        check(error <= 1e-5, f"the searched pipeline's losses differ from one rank's by {error:.2e}")
+        print(f"--gpus 4 on 80 kB devices: searched {plan}; losses within {error:.1e} of one rank's")
 
 # A stage that fails ends the whole job, non-zero, within 30 s: one killed
 # (mpirun names its rank; pipeline rank k is world rank k here), and one

@@ -504,12 +504,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     return partitionerLacks(s, placement).empty();
   };
   if (request.chosen) {
-    // A plan built unasked (--gpus N alone) must save checkpoints, which a
-    // pipelined program does not yet: pipelines are built when the strategy
-    // or a plan names them.
-    options.admit = [](const cost::Strategy &s) {
-      return partitionerLacks(s, cost::Placement::Partitioner).empty() && s.pp == 1;
-    };
+    options.admit = [](const cost::Strategy &s) { return partitionerLacks(s, cost::Placement::Partitioner).empty(); };
     options.partitionerPlacementOnly = true;
   }
   bool terminal = isatty(2);

@@ -449,6 +449,11 @@ const SafetensorsFile &LoadedCheckpoint::file(int rank) const {
   return files_.emplace(rank, std::move(file)).first->second;
 }
 
+std::optional<DType> LoadedCheckpoint::dtypeOf(const std::string &name) const {
+  auto found = tensors_->find(name);
+  return found == tensors_->end() ? std::nullopt : std::optional<DType>(found->second.dtype);
+}
+
 void LoadedCheckpoint::readWhole(Communicator &world, const std::vector<WholeTensorRequest> &requests,
                                  const std::function<void(size_t, const std::vector<unsigned char> &)> &use) const {
   std::string what = "load checkpoint " + directory_;

@@ -177,8 +177,9 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
              /*folder=*/o.saveEvery > 0);
 }
 
-void exportWeights(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
-                   State &s, int64_t step, int64_t tensorRank, int64_t tensorRanks) {
+void exportWeights(Communicator &world, const std::string &dir, const TrainingProgram &program,
+                   const std::vector<ProgramParameter> &exported, const Options &o, State &s, int64_t step,
+                   int64_t tensorRank, int64_t tensorRanks) {
   // The ranks' slices go through a checkpoint (which puts them back
   // together); rank 0 writes them whole, padding removed, as one file.
   std::string shards = dir + "/.shards";
@@ -189,10 +190,12 @@ void exportWeights(Communicator &world, const std::string &dir, const TrainingPr
     SingleRankCommunicator alone("export");
     LoadedCheckpoint checkpoint = LoadedCheckpoint::load(shards, alone);
     std::vector<WholeTensorRequest> requests;
-    for (size_t i = 0; i < program.parameters.size(); ++i) {
-      const ProgramParameter &p = program.parameters[i];
+    for (const ProgramParameter &p : exported) {
       Shape model = modelShape(sliceOf(p, tensorRank, tensorRanks));
-      requests.push_back({p.name, s.parameters[i].integer ? DType::I64 : DType::F32, model});
+      std::optional<DType> dtype = checkpoint.dtypeOf(p.name);
+      if (!dtype)
+        fail("--export " + dir, "no rank wrote parameter " + p.name);
+      requests.push_back({p.name, *dtype, model});
     }
     std::vector<std::vector<unsigned char>> data(requests.size());
     checkpoint.readWhole(alone, requests, [&](size_t i, const std::vector<unsigned char> &whole) { data[i] = whole; });

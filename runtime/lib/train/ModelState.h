@@ -71,9 +71,12 @@ void saveState(Communicator &world, const std::string &dir, const TrainingProgra
                int64_t step, int64_t tensorRank = 0, int64_t tensorRanks = 1);
 /// Collective: the trained weights as DIR/model.safetensors, whole, under
 /// the ONNX initializers' names and shapes (padding removed), written by
-/// rank 0: what PyTorch's load_state_dict and --weights take.
-void exportWeights(Communicator &world, const std::string &dir, const TrainingProgram &program, const Options &o,
-                   State &s, int64_t step, int64_t tensorRank = 0, int64_t tensorRanks = 1);
+/// rank 0: what PyTorch's load_state_dict and --weights take. `exported`
+/// lists the model's parameters (a pipeline rank's `program` holds its
+/// stages' only).
+void exportWeights(Communicator &world, const std::string &dir, const TrainingProgram &program,
+                   const std::vector<ProgramParameter> &exported, const Options &o, State &s, int64_t step,
+                   int64_t tensorRank = 0, int64_t tensorRanks = 1);
 /// Continues from a checkpoint of this model, optimizer and seed (refused
 /// otherwise, naming which), written under any plan and number of ranks:
 /// rank `tensorRank` of `tensorRanks` keeps its slices. Returns its step.

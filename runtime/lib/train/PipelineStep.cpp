@@ -65,6 +65,7 @@ PipelineRank pipelineRankOf(const TrainingProgram &program, int rank, int ranks)
   PipelineRank r;
   r.rank = rank;
   r.shape = shapeOf(program);
+  r.allParameters = program.parameters;
   if (std::string error = pipelineShapeError(r.shape); !error.empty())
     fail(program.model, error);
   if (r.shape.ranks != ranks)

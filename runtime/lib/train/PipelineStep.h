@@ -35,6 +35,8 @@ struct PipelineRank {
   /// The program the rank trains: the parameters its stages read, in the
   /// program's order.
   TrainingProgram program;
+  /// The whole program's parameters (what an export writes).
+  std::vector<ProgramParameter> allParameters;
   /// Program index to the rank's (-1: another rank's), and the same among
   /// the trainable parameters.
   std::vector<int64_t> localParameter, localTrainable;

@@ -66,9 +66,6 @@ Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int
                         " ranks (recompile with --strategy zero=1,offload=optimizer)");
   if (program.stages.empty() && !o.trace.empty())
     fail("--trace", "traces the calls of a pipelined program's stages, and this program has one step function");
-  if (!program.stages.empty() && (!o.save.empty() || !o.resume.empty() || !o.exportDir.empty()))
-    fail(program.model, "a pipelined program does not save, resume or export checkpoints yet (drop --save, "
-                        "--resume and --export)");
   // Found before training, not at the save after it.
   if (!o.save.empty() && !canHoldCheckpoint(o.save, o.saveEvery > 0))
     fail("--save " + o.save, std::string("it exists and holds other files than ") +
@@ -447,7 +444,9 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   if (!o.save.empty())
     saveState(groups.world, o.save, program, o, s, std::max(start, o.settings.steps), tensorRank, tensorRanks);
   if (!o.exportDir.empty())
-    exportWeights(groups.world, o.exportDir, program, o, s, std::max(start, o.settings.steps), tensorRank, tensorRanks);
+    exportWeights(groups.world, o.exportDir, program,
+                  groups.pipeline ? groups.pipeline->allParameters : program.parameters, o, s,
+                  std::max(start, o.settings.steps), tensorRank, tensorRanks);
 }
 
 void printError(const char *argv0, const std::string &call, const std::string &reason) {

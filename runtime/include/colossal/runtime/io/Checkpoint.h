@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,8 @@ public:
   /// The checkpoint's own directory (inside a folder: the latest one).
   const std::string &directory() const { return directory_; }
   const std::map<std::string, std::string> &info() const { return info_; }
+  /// The dtype tensor `name` was saved with, or nullopt when it holds none.
+  std::optional<DType> dtypeOf(const std::string &name) const;
 
   /// Collective over `world`: each request's tensor, put together from the
   /// shards of every file that holds a part of it, handed to `use` with the
