@@ -5,11 +5,11 @@ A shape-only GPT of identical layers (colossal-model; a small vocabulary, so
 the embedding and the head weigh little beside the layers) is built for two
 pipeline ranks under 1F1B and interleaved 1F1B (two chunks per rank) with 4
 and 8 microbatches, on the `host` cluster (this machine's measured rates).
-Each program trains a few steps with --trace, three times; the last step's
-trace gives each rank's time in its forward and backward calls and the
-step's length. The measured bubble is the cost model's quantity: the share
+Each program trains a few steps with --trace, five times (--repeats); the
+last step's trace gives each rank's time in its forward and backward calls
+and the step's length. The measured bubble is the cost model's quantity: the share
 of the pipeline's step (the longest rank's) the busiest rank (the most time
-in calls) spends outside its calls; the median of the three runs is set
+in calls) spends outside its calls; the median of the runs is set
 beside the prediction for the same plan from `--emit=plan`: bubble /
 (bubble + compute + exposed communication) of the plan's busiest pipeline
 rank. Written as JSON.
@@ -33,6 +33,7 @@ parser.add_argument("--seq", type=int, default=64)
 parser.add_argument("--vocab", type=int, default=64)
 parser.add_argument("--rows", type=int, default=2, help="rows per microbatch")
 parser.add_argument("--steps", type=int, default=4)
+parser.add_argument("--repeats", type=int, default=5, help="runs of each plan; the median is reported")
 a = parser.parse_args()
 
 build = os.path.abspath(a.build)
@@ -47,7 +48,7 @@ subprocess.run([f"{build}/tools/colossal-model/colossal-model", "gpt", "--layers
                 str(a.hidden), "--heads", str(a.heads), "--vocab", str(a.vocab), "--seq", str(a.seq), "-o", model],
                check=True)
 result = {"model": {"layers": a.layers, "hidden": a.hidden, "heads": a.heads, "vocab": a.vocab, "seq": a.seq},
-          "rows_per_microbatch": a.rows, "steps": a.steps, "cluster": "host", "runs": []}
+          "rows_per_microbatch": a.rows, "steps": a.steps, "repeats": a.repeats, "cluster": "host", "runs": []}
 for schedule in ["1f1b", "interleaved"]:
     for m in [4, 8]:
         strategy = f"dp=1,tp=1,sp=1,pp=2,microbatches={m},schedule={schedule},zero=0,recompute=none" + \
@@ -68,7 +69,7 @@ for schedule in ["1f1b", "interleaved"]:
         if built.returncode:
             sys.exit(f"building {strategy} failed:\n{built.stderr[-3000:]}")
         repeats = []
-        for repeat in range(3):
+        for repeat in range(a.repeats):
             trace, log = f"{program}/trace{repeat}", f"{program}/log{repeat}.jsonl"
             run = subprocess.run(MPI + [f"{program}/model_train", "--steps", str(a.steps), "--trace", trace, "--log",
                                         log, "--quiet"], capture_output=True, text=True, env=env)
@@ -79,7 +80,7 @@ for schedule in ["1f1b", "interleaved"]:
             makespan = max(r["step_seconds"] for r in ranks)
             repeats.append({"step_seconds_per_rank": [r["step_seconds"] for r in ranks],
                             "busy_seconds_per_rank": busy, "bubble_fraction": 1 - max(busy) / makespan})
-        measured = sorted(r["bubble_fraction"] for r in repeats)[1]
+        measured = sorted(r["bubble_fraction"] for r in repeats)[len(repeats) // 2]
         row = {"schedule": schedule, "microbatches": m, "strategy": strategy, "repeats": repeats,
                "measured_bubble_fraction": measured, "predicted_bubble_fraction": predicted_idle,
                "predicted": {k: p[k] for k in ("step_time_s", "compute_s", "exposed_comm_s", "bubble_s")},

@@ -89,7 +89,8 @@ os.makedirs(WORK)
 for model in MODELS:
     work = f"{WORK}/{model}"
     single, parallel, micro = f"{work}/single", f"{work}/dp2", f"{work}/micro2"
-    ok = build(model, single) and build(model, parallel, "--gpus", "2") and build(model, micro, "--microbatches", "2")
+    ok = (build(model, single) and build(model, parallel, "--gpus", "2", "--strategy", "dp=2")
+          and build(model, micro, "--microbatches", "2"))
     if ok:
         # The step numbers its two dropout sites apart.
         source = open(f"{single}/train_step.cpp").read() if os.path.exists(f"{single}/train_step.cpp") else ""

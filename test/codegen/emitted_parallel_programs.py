@@ -42,7 +42,7 @@ for model in ["gpt2", "bert", "llama"]:
         single, parallel = f"{WORK}/{model}-b{batch}", f"{WORK}/{model}-dp{ranks}"
         for out, gpus in [(single, 1), (parallel, ranks)]:  # the 2-rank program serves the bad-input cases too
             if not os.path.exists(out):
-                built = compile_model(model, out, "--gpus", str(gpus), batch=batch)
+                built = compile_model(model, out, "--gpus", str(gpus), "--strategy", f"dp={gpus}", batch=batch)
                 check(built.returncode == 0, f"{model} --gpus {gpus}: {built.stderr[-2000:]}")
         check_gradients(parallel, model, batch, ranks, f"{model}-dp{ranks}")
         for name in ["adamw", "lamb"] + (["sgd_plain"] if batch == 4 else []):

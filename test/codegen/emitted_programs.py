@@ -229,7 +229,7 @@ if fp16_runs(10):
           f"fp16 ZeRO-2: the trajectory differs from one rank's by more than 10u = {bound:.2e}")
 
 # 5. Bad input: a clear error naming it, and a nonzero exit.
-built = compile_model("gpt2", f"{WORK}/gpt2-dp2", "--gpus", "2")
+built = compile_model("gpt2", f"{WORK}/gpt2-dp2", "--gpus", "2", "--strategy", "dp=2")
 check(built.returncode == 0, f"gpt2 --gpus 2: {built.stderr[-2000:]}")
 bad = f"{WORK}/bad-feed"
 os.makedirs(bad)
