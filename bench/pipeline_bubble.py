@@ -5,7 +5,7 @@ A shape-only GPT of identical layers (colossal-model; a small vocabulary, so
 the embedding and the head weigh little beside the layers) is built for two
 pipeline ranks under 1F1B and interleaved 1F1B (two chunks per rank) with 4
 and 8 microbatches, on the `host` cluster (this machine's measured rates).
-Each program trains a few steps with --trace, five times (--repeats); the
+Each program trains a few steps with --trace, seven times (--repeats); the
 last step's trace gives each rank's time in its forward and backward calls
 and the step's length. The measured bubble is the cost model's quantity: the share
 of the pipeline's step (the longest rank's) the busiest rank (the most time
@@ -33,7 +33,7 @@ parser.add_argument("--seq", type=int, default=64)
 parser.add_argument("--vocab", type=int, default=64)
 parser.add_argument("--rows", type=int, default=2, help="rows per microbatch")
 parser.add_argument("--steps", type=int, default=4)
-parser.add_argument("--repeats", type=int, default=5, help="runs of each plan; the median is reported")
+parser.add_argument("--repeats", type=int, default=7, help="runs of each plan; the median is reported")
 a = parser.parse_args()
 
 build = os.path.abspath(a.build)
