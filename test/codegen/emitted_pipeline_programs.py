@@ -292,9 +292,9 @@ for model, strategy, message in [
         ("gpt2", "pp=4", "4 stages (the plan's pp x virtual_stages) need at least one layer each"),
         ("gpt2", "pp=2,stage_layers=1/2", "stage_layers lists 2 stages holding 3 layers"),
         ("gpt2_4layers", "pp=3", "4 layers do not divide into 3 stages"),
-        ("gpt2_4layers", "pp=2,virtual_stages=2", "only schedule=interleaved runs"),
+        ("gpt2_4layers", "pp=2,virtual_stages=2", "only the interleaved schedule runs several model chunks per rank"),
         ("gpt2_4layers", "pp=2,schedule=interleaved,virtual_stages=2,microbatches=3",
-         "needs microbatches (3) to be a multiple of pp (2)"),
+         "needs the microbatches (3) to be a multiple of the pipeline ranks (2)"),
         ("gpt2", "dp=2,pp=2,zero=2", "runs with zero=1, not zero=2"),
         ("gpt2", "dp=2,pp=2,zero=3", "runs with zero=1, not zero=3")]:
     result = compile_model(model, f"{WORK}/refused", "--strategy", strategy, batch=6)

@@ -3,6 +3,7 @@
 #include "BuildLayout.h"
 
 #include "Planning.h"
+#include "colossal/runtime/train/PipelineSchedule.h"
 
 #include <set>
 
@@ -62,11 +63,6 @@ bool takePipeline(cost::Strategy &strategy, BuildLayout &layout) {
     printError("--strategy: pp=" + std::to_string(strategy.pp) +
                " runs with zero=1, not zero=" + std::to_string(strategy.zero) +
                " (ZeRO-2 and 3 would reduce gradients and gather weights once per microbatch of every stage)");
-    return false;
-  }
-  if (strategy.virtualStages > 1 && strategy.schedule != cost::Schedule::Interleaved) {
-    printError("--strategy: virtual_stages=" + std::to_string(strategy.virtualStages) +
-               " gives each pipeline rank several model chunks, which only schedule=interleaved runs");
     return false;
   }
   layout.pipelineRanks = strategy.pp, layout.virtualStages = strategy.virtualStages;
@@ -177,13 +173,15 @@ std::optional<BuildLayout> resolveBuildLayout(const Request &request, const std:
   layout.microbatches = request.microbatches;
   if ((!request.planFile.empty() || !strategy.empty()) && !takeStrategy(request, strategy, layout))
     return std::nullopt;
-  // Interleaved 1F1B moves the microbatches through the chunks in groups
-  // of the pipeline's ranks.
-  if (layout.schedule == cost::Schedule::Interleaved && layout.pipelineRanks > 1 &&
-      layout.microbatches % layout.pipelineRanks != 0) {
-    printError("--strategy: the interleaved schedule needs microbatches (" + std::to_string(layout.microbatches) +
-               ") to be a multiple of pp (" + std::to_string(layout.pipelineRanks) + ")");
-    return std::nullopt;
+  if (layout.pipelineRanks > 1) {
+    // The trainer's own rules for a schedule's shape: what it would refuse
+    // is refused here, before anything is built.
+    rt::PipelineShape shape{*rt::pipelineScheduleNamed(cost::nameOf(layout.schedule)), int(layout.pipelineRanks),
+                            int(layout.virtualStages), int(layout.microbatches)};
+    if (std::string error = rt::pipelineShapeError(shape); !error.empty()) {
+      printError("--strategy: " + error);
+      return std::nullopt;
+    }
   }
   if (request.batch) {
     int64_t batch = *request.batch;
