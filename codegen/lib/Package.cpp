@@ -297,8 +297,7 @@ Json modelStatesOf(const cost::MemoryBreakdown &memory) {
 /// A pipeline: each pipeline rank's own memory (its stages' weights, their
 /// states, the microbatches it holds in flight) by optimizer, as the
 /// manifest's whole-rank predictions are (those are the fullest rank's).
-Json pipelineRanksOf(const std::map<std::string, cost::Estimate> &byOptimizer, const std::string &compiled) {
-  const cost::Estimate &planned = byOptimizer.at(compiled);
+Json pipelineRanksOf(const cost::Estimate &planned, const std::map<std::string, cost::Estimate> &byOptimizer) {
   Json::Array ranks;
   for (size_t r = 0; r < planned.stages.size(); ++r) {
     Json::Object states;
@@ -459,7 +458,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     // under ZeRO that changes the norm completions (LAMB makes two), and the
     // state it keeps (SGD and LARS one moment).
     Json::Object comm, calls, states, pinned;
-    std::map<std::string, cost::Estimate> byOptimizer{{optimizer->kind, *predicted}};
+    std::map<std::string, cost::Estimate> byOptimizer;
     for (const char *name : {"lamb", "adamw", "sgd", "lars"})
       if (FailureOr<cost::Estimate> other = estimateOf(module, s, name); succeeded(other)) {
         comm[name] = communicationOf(*other);
@@ -472,7 +471,7 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     m["predicted_comm_calls_per_step_by_optimizer"] = Json(calls);
     m["predicted_model_state_bytes_per_rank_by_optimizer"] = Json(states);
     if (s.pipelineRanks > 1)
-      m["predicted_pipeline_ranks"] = pipelineRanksOf(byOptimizer, optimizer->kind);
+      m["predicted_pipeline_ranks"] = pipelineRanksOf(*predicted, byOptimizer);
     if (s.offloadOptimizer) {
       m["predicted_offload_bytes_per_step"] = offloadOf(*predicted);
       m["predicted_pinned_model_state_bytes_per_rank_by_optimizer"] = Json(pinned);

@@ -240,11 +240,13 @@ MemoryBreakdown rankMemory(const EstimateContext &ctx, int r, const RankParamete
     mem.hostParameters = weightBytes < 4 ? 0 : 4 * shardElements;
   } else
     mem.optimizer = states.optimizer;
-  double perChunk = 0, tail = 0, received = 0;
+  // The rank's chunk that keeps the most (the last of equals).
+  int largest = r;
   for (int c = 0; c < chunks; ++c)
-    if (stageActivations[c * ranks + r] >= perChunk)
-      perChunk = stageActivations[c * ranks + r], tail = stageTail[c * ranks + r],
-      received = c * ranks + r < int(working.gradientReceived.size()) ? working.gradientReceived[c * ranks + r] : 0;
+    if (stageActivations[c * ranks + r] >= stageActivations[largest])
+      largest = c * ranks + r;
+  double perChunk = stageActivations[largest], tail = stageTail[largest];
+  double received = working.gradientReceived[largest];
   int inFlight = std::max(1, peakInFlight);
   // What the in-flight microbatches keep: inFlight times the chunk's, or
   // under the interleaved schedule the schedule's own mix of chunks.

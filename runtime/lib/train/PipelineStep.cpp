@@ -45,7 +45,7 @@ Buffer bufferOf(Tensor &t) {
 /// stop:S) makes the rank running virtual stage S die (SIGKILL) or stop
 /// answering at its first task of step 2.
 void failHereIfAsked(int64_t stage, uint64_t step) {
-  const char *fault = std::getenv("COLOSSAL_FAULT_PIPELINE_STAGE");
+  static const char *fault = std::getenv("COLOSSAL_FAULT_PIPELINE_STAGE");
   if (!fault || step != 2)
     return;
   std::string text = fault;
