@@ -1,6 +1,7 @@
 //===- ActivationMemory.cpp - what the step keeps for backward ------------===//
 
 #include "ActivationMemory.h"
+#include "StageRemade.h"
 
 #include <algorithm>
 
@@ -92,8 +93,10 @@ namespace {
 /// Adds to `bytes` (per layer) those a re-run op reads that no op already
 /// keeps, for the ops whose results the backward pass needs (a saved tensor
 /// made again, or another needed re-run op's input).
+/// Only the ops in [begin, end) add (one pipeline stage's).
 void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
-                             std::vector<double> &bytes, std::vector<char> &held, const std::vector<char> *exchanged) {
+                             std::vector<double> &bytes, std::vector<char> &held, const std::vector<char> *exchanged,
+                             size_t begin, size_t end) {
   auto isExchanged = [&](int value) { return exchanged && (*exchanged)[size_t(value)]; };
   auto remade = [&](int producer, int layer) {
     return producer >= 0 && graph.ops[size_t(producer)].layer == layer &&
@@ -106,7 +109,7 @@ void addRecomputationSources(const Graph &graph, const GraphSharding &sharding, 
     for (const SavedTensor &saved : op.saved)
       if (int value = savedValue(op, saved); value >= 0 && saved.recomputedWhenSelective && !isExchanged(value))
         readByNeeded[size_t(value)] = 1;
-  for (size_t o = graph.ops.size(); o-- > 0;) {
+  for (size_t o = end; o-- > begin;) {
     const Op &op = graph.ops[o];
     if (op.layer < 0 || op.layer >= int(bytes.size()) || !op.recomputedWhenSelective)
       continue;
@@ -270,11 +273,16 @@ std::vector<double> remadeLiveBytes(const Graph &graph, const GraphSharding &sha
 
 /// Per layer, the bytes kept for backward under `recompute` (one pass over
 /// the graph, so evaluating a deep model stays linear in its depth).
+/// Under a pipeline (`opStage`), each stage keeps what its own layers read
+/// (a value two stages' layers read is kept on both), and `notKept` are the
+/// values no stage keeps (those it makes again).
 std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
                                          Recompute recompute, bool keepShardedInputs,
-                                         const std::vector<char> *exchanged = nullptr) {
+                                         const std::vector<char> *exchanged = nullptr,
+                                         const std::vector<int> *opStage = nullptr,
+                                         const std::vector<char> *notKept = nullptr) {
   std::vector<double> bytes(std::max(0, graph.numLayers), 0.0);
-  std::vector<char> held(graph.values.size(), 0);
+  std::vector<char> held;
   // An op whose every result leaves its layer (the residual add making the
   // layer's output) is not run again: the output is the next checkpoint.
   std::vector<char> leaves(recompute == Recompute::Full ? graph.values.size() : 0, 0);
@@ -287,10 +295,10 @@ std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding
     return !op.outputs.empty() && std::all_of(op.outputs.begin(), op.outputs.end(),
                                               [&](const TensorUse &out) { return leaves[size_t(out.value)]; });
   };
-  for (size_t o = 0; o < graph.ops.size(); ++o) {
+  auto countLayerOp = [&](size_t o) {
     const Op &op = graph.ops[o];
     if (op.layer < 0 || op.layer >= int(bytes.size()))
-      continue;
+      return;
     if (recompute == Recompute::Full) {
       // Only the layer's inputs from outside it survive until the backward
       // pass reruns it (the residual stream, and what the re-runs read from
@@ -304,13 +312,31 @@ std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding
           continue;
         bytes[op.layer] += localElements(op, sharding[o], mesh, op.inputs[i].dims) * bytesOf(value.dtype);
       }
-      continue;
+      return;
     }
     bytes[op.layer] += opSavedBytes(graph, sharding, mesh, o, recompute, keepShardedInputs, held, exchanged);
+  };
+  auto stageOf = [&](size_t o) { return opStage ? (*opStage)[o] : 0; };
+  size_t begin = 0;
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    if (o == begin)
+      held = notKept ? *notKept : std::vector<char>(graph.values.size(), 0);
+    countLayerOp(o);
+    // After a stage's last op, what its re-runs start from; the next stage
+    // counts from nothing held.
+    if (o + 1 == graph.ops.size() || stageOf(o + 1) != stageOf(o)) {
+      if (recompute == Recompute::Selective)
+        addRecomputationSources(graph, sharding, mesh, bytes, held, exchanged, begin, o + 1);
+      begin = o + 1;
+    }
   }
-  if (recompute == Recompute::Selective)
-    addRecomputationSources(graph, sharding, mesh, bytes, held, exchanged);
   return bytes;
+}
+
+/// What counts as kept already before any op keeps it: under a pipeline,
+/// the values every stage makes again rather than keeps.
+std::vector<char> notKeptValues(const EstimateContext &ctx) {
+  return ctx.stages > 1 ? remadeOnEachStage(ctx.graph) : std::vector<char>(ctx.graph.values.size(), 0);
 }
 
 } // namespace
@@ -357,7 +383,9 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
         for (const TensorUse &out : graph.ops[size_t(producer)].outputs)
           if (out.value == use.value && pendingSum(graph.ops[size_t(producer)], sharding[size_t(producer)], mesh, out))
             exchanged[size_t(use.value)] = 1;
-  std::vector<double> kept = layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded, &exchanged);
+  const std::vector<char> notKept = notKeptValues(ctx);
+  std::vector<double> kept =
+      layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded, &exchanged, &opStage, &notKept);
   // What a layer's backward pass has made again while each op's runs: of
   // all its activations under full recomputation, of the cheap ops'
   // results under selective.
@@ -370,11 +398,14 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
   // layer's input, freed last.)
   std::vector<double> freedInLayer(graph.ops.size(), 0.0);
   if (strategy.recompute != Recompute::Full) {
-    std::vector<char> held(graph.values.size(), 0);
+    std::vector<char> held = notKept;
     std::vector<double> saved(graph.ops.size(), 0.0);
-    for (size_t o = 0; o < graph.ops.size(); ++o)
+    for (size_t o = 0; o < graph.ops.size(); ++o) {
+      if (o > 0 && opStage[o] != opStage[o - 1])
+        held = notKept;
       if (graph.ops[o].layer >= 0)
         saved[o] = opSavedBytes(graph, sharding, mesh, o, strategy.recompute, keepSharded, held, &exchanged);
+    }
     double after = 0;
     for (size_t o = graph.ops.size(); o-- > 0;) {
       if (graph.ops[o].layer < 0)
@@ -448,7 +479,7 @@ StageActivations stageActivations(const EstimateContext &ctx, const LayerMemory 
   std::vector<double> stageActivations(stages, 0.0), stageTail(stages, 0.0);
   std::vector<double> headKept(size_t(stages), 0.0), maxHeadWorking(size_t(ranks), 0.0);
   std::vector<int> layerStage(kept.size(), -1);
-  std::vector<char> heldOutsideLayers(graph.values.size(), 0);
+  std::vector<char> heldOutsideLayers = notKeptValues(ctx);
   std::vector<double> tailSaved(graph.ops.size(), 0.0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];

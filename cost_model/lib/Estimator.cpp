@@ -14,6 +14,7 @@
 #include "ModelStates.h"
 #include "OpCost.h"
 #include "ShardedCosts.h"
+#include "StageRemade.h"
 #include "colossal/cost/TensorGrid.h"
 
 #include <algorithm>
@@ -86,30 +87,6 @@ struct OpTotals {
   std::vector<double> layerSeconds, otherSeconds;
 };
 
-/// Values each stage reading them makes again rather than receives, as the
-/// compiler's pipeline does (passes/partition/PipelineStages.h): those made
-/// from the inputs alone (masks, position tables) or the weights alone.
-std::vector<bool> remadeOnEachStage(const Graph &graph) {
-  enum : unsigned { Inputs = 1, Weights = 2, Computed = 4 };
-  std::vector<unsigned> reads(graph.values.size(), 0);
-  for (size_t v = 0; v < graph.values.size(); ++v)
-    if (graph.values[v].producer < 0)
-      reads[v] = graph.values[v].isParameter ? Weights : graph.values[v].constant ? 0 : Inputs;
-  for (const Op &op : graph.ops) {
-    unsigned all = 0;
-    for (const TensorUse &use : op.inputs)
-      all |= reads[size_t(use.value)];
-    if (all == (Inputs | Weights))
-      all = Computed;
-    for (const TensorUse &out : op.outputs)
-      reads[size_t(out.value)] = all;
-  }
-  std::vector<bool> remade(graph.values.size());
-  for (size_t v = 0; v < graph.values.size(); ++v)
-    remade[v] = graph.values[v].producer >= 0 && !(reads[v] & Computed);
-  return remade;
-}
-
 /// The pipeline's point-to-point transfers of one step, on the ranks that
 /// send them: a value one stage makes and another reads goes there once per
 /// microbatch (however many of that stage's ops read it), and a floating-
@@ -120,7 +97,7 @@ void pipelineTransfers(const EstimateContext &ctx, std::vector<std::vector<CommT
   if (ctx.pp < 0 || ctx.mesh.axes[size_t(ctx.pp)].size <= 1)
     return;
   const Graph &graph = ctx.graph;
-  std::vector<bool> remade = remadeOnEachStage(graph);
+  std::vector<char> remade = remadeOnEachStage(graph);
   std::set<std::pair<int, int>> sent; // (value, reading stage)
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];

@@ -174,9 +174,12 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
   // activations its schedule keeps, not every value it sent in the step.
   std::vector<std::pair<std::unique_ptr<PendingSend>, Tensor>> sending;
   float loss = 0;
-  for (const PipelineTask &task : pipelineOrder(shape, rank.rank)) {
+  auto freeCompletedSends = [&] {
     sending.erase(std::remove_if(sending.begin(), sending.end(), [](auto &send) { return send.first->done(); }),
                   sending.end());
+  };
+  for (const PipelineTask &task : pipelineOrder(shape, rank.rank)) {
+    freeCompletedSends();
     int64_t stage = shape.stageOf(rank.rank, task.chunk), m = task.microbatch;
     failHereIfAsked(stage, step);
     const StageFunction &function = program.stages[size_t(2 * stage + (task.forward ? 0 : 1))];
@@ -226,6 +229,9 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
         kept.erase(it);
       }
     }
+    // A receive waits on a later or earlier stage, which has by then often
+    // taken what this rank sent it: free those before the task runs.
+    freeCompletedSends();
     if (!task.forward)
       beforeBackward();
     {

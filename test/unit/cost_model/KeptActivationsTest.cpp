@@ -318,4 +318,64 @@ TEST(KeptActivations, ATiedWeightsGradientWaitsThroughTheLayers) {
   EXPECT_EQ(peakActivations(build(true)), 256 - 128 + 384 + 32);
 }
 
+/// c = a * b over [8, 4], in layer `layer`, keeping a (and b if
+/// `keepsB`).
+Op product(Graph &g, int a, int b, int layer, bool keepsB, int &out) {
+  Op op;
+  op.name = "mul";
+  op.layer = layer;
+  op.factors = {{"rows", 8, FactorKind::Parallel}, {"width", 4, FactorKind::Parallel}};
+  op.inputs = {{a, {{0}, {1}}}, {b, {{0}, {1}}}};
+  out = g.addValue("c", DType::F32);
+  g.values[size_t(out)].producer = int(g.ops.size());
+  op.outputs = {{out, {{0}, {1}}}};
+  op.saved = {{{{0}, {1}}, DType::F32, false, 0}};
+  if (keepsB)
+    op.saved.push_back({{{0}, {1}}, DType::F32, false, 1});
+  return op;
+}
+
+TEST(KeptActivations, APipelineStageMakesATableOfTheWeightsAgainRatherThanKeepIt) {
+  // A table t [8, 4] made before the layers (a rotary table from a frozen
+  // buffer, or from the batch), and two layers each multiplying the stream
+  // by it: a = x * t in layer 0, b = a * t in layer 1.
+  enum Source { Weights, Batch };
+  auto build = [](Source source, bool keepsTable) {
+    Graph g;
+    g.numLayers = 2;
+    int x = stream(g, 8, 4), t = -1, a = -1, b = -1;
+    int from = g.addValue("source", DType::F32, source == Weights);
+    g.values[size_t(from)].frozen = source == Weights;
+    g.ops.push_back(gelu(g, from, 8, 4, -1, t));
+    g.ops.back().saved.clear();
+    g.ops.push_back(product(g, x, t, 0, keepsTable, a));
+    g.ops.push_back(product(g, a, t, 1, keepsTable, b));
+    return g;
+  };
+  auto activations = [](const Graph &g, int pp) {
+    Cluster cluster = *Cluster::preset("dgx-a100");
+    Strategy strategy;
+    strategy.pp = pp;
+    strategy.microbatches = 1;
+    std::string error;
+    std::optional<Estimate> e = estimate(g, strategy, cluster, error);
+    EXPECT_TRUE(e) << error;
+    std::vector<double> perStage;
+    for (const StageEstimate &stage : e ? e->stages : std::vector<StageEstimate>())
+      perStage.push_back(stage.memory.activations);
+    return perStage;
+  };
+  // One stage keeps the table once (128 B) for both layers' backward passes.
+  EXPECT_EQ(activations(build(Weights, true), 1)[0] - activations(build(Weights, false), 1)[0], 128);
+  // Two stages each make it again from the weights, forward and backward:
+  // neither keeps it nor is it sent.
+  EXPECT_EQ(activations(build(Weights, true), 2), activations(build(Weights, false), 2));
+  // Made from the batch, it is made once on the first stage, kept there
+  // and sent to the second, which keeps what it received.
+  std::vector<double> fromBatch = activations(build(Batch, true), 2), without = activations(build(Batch, false), 2);
+  ASSERT_EQ(fromBatch.size(), 2u);
+  EXPECT_EQ(fromBatch[0] - without[0], 128);
+  EXPECT_EQ(fromBatch[1] - without[1], 128);
+}
+
 } // namespace
