@@ -1,7 +1,6 @@
 //===- ActivationMemory.cpp - what the step keeps for backward ------------===//
 
 #include "ActivationMemory.h"
-#include "StageRemade.h"
 
 #include <algorithm>
 
@@ -333,12 +332,6 @@ std::vector<double> layerActivationBytes(const Graph &graph, const GraphSharding
   return bytes;
 }
 
-/// What counts as kept already before any op keeps it: under a pipeline,
-/// the values every stage makes again rather than keeps.
-std::vector<char> notKeptValues(const EstimateContext &ctx) {
-  return ctx.stages > 1 ? remadeOnEachStage(ctx.graph) : std::vector<char>(ctx.graph.values.size(), 0);
-}
-
 } // namespace
 
 double savedActivationBytes(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh, Recompute recompute,
@@ -383,7 +376,7 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
         for (const TensorUse &out : graph.ops[size_t(producer)].outputs)
           if (out.value == use.value && pendingSum(graph.ops[size_t(producer)], sharding[size_t(producer)], mesh, out))
             exchanged[size_t(use.value)] = 1;
-  const std::vector<char> notKept = notKeptValues(ctx);
+  const std::vector<char> &notKept = ctx.stageRemade;
   std::vector<double> kept =
       layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded, &exchanged, &opStage, &notKept);
   // What a layer's backward pass has made again while each op's runs: of
@@ -479,7 +472,7 @@ StageActivations stageActivations(const EstimateContext &ctx, const LayerMemory 
   std::vector<double> stageActivations(stages, 0.0), stageTail(stages, 0.0);
   std::vector<double> headKept(size_t(stages), 0.0), maxHeadWorking(size_t(ranks), 0.0);
   std::vector<int> layerStage(kept.size(), -1);
-  std::vector<char> heldOutsideLayers = notKeptValues(ctx);
+  std::vector<char> heldOutsideLayers = ctx.stageRemade;
   std::vector<double> tailSaved(graph.ops.size(), 0.0);
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];

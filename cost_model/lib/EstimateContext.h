@@ -38,6 +38,9 @@ struct EstimateContext {
   std::vector<int64_t> split;
   /// The virtual stage of every op.
   std::vector<int> opStage;
+  /// Per value: made again by every stage that reads it, neither kept nor
+  /// sent (StageRemade.h; none without a pipeline).
+  std::vector<char> stageRemade;
   /// The first and last ops inside a layer (-1 and 0 without layers), and
   /// the first op after the layers (0 without layers).
   int firstLayerOp = -1;

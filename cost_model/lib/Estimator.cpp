@@ -97,7 +97,7 @@ void pipelineTransfers(const EstimateContext &ctx, std::vector<std::vector<CommT
   if (ctx.pp < 0 || ctx.mesh.axes[size_t(ctx.pp)].size <= 1)
     return;
   const Graph &graph = ctx.graph;
-  std::vector<char> remade = remadeOnEachStage(graph);
+  const std::vector<char> &remade = ctx.stageRemade;
   std::set<std::pair<int, int>> sent; // (value, reading stage)
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
@@ -280,6 +280,7 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   ctx.ranks = ranks, ctx.chunks = chunks, ctx.stages = stages, ctx.m = m;
   ctx.pp = mesh.axisIndex("pp"), ctx.dp = mesh.axisIndex("dp"), ctx.sp = mesh.axisIndex("sp");
   placeStages(ctx);
+  ctx.stageRemade = stages > 1 ? remadeOnEachStage(graph) : std::vector<char>(graph.values.size(), 0);
 
   LayerMemory layers = layerMemory(ctx);
   OpCoster coster(ctx);

@@ -352,7 +352,7 @@ TEST(KeptActivations, APipelineStageMakesATableOfTheWeightsAgainRatherThanKeepIt
     g.ops.push_back(product(g, a, t, 1, keepsTable, b));
     return g;
   };
-  auto activations = [](const Graph &g, int pp) {
+  auto plan = [](const Graph &g, int pp) {
     Cluster cluster = *Cluster::preset("dgx-a100");
     Strategy strategy;
     strategy.pp = pp;
@@ -360,22 +360,35 @@ TEST(KeptActivations, APipelineStageMakesATableOfTheWeightsAgainRatherThanKeepIt
     std::string error;
     std::optional<Estimate> e = estimate(g, strategy, cluster, error);
     EXPECT_TRUE(e) << error;
+    return e ? *e : Estimate();
+  };
+  auto activations = [&](const Graph &g, int pp) {
     std::vector<double> perStage;
-    for (const StageEstimate &stage : e ? e->stages : std::vector<StageEstimate>())
+    for (const StageEstimate &stage : plan(g, pp).stages)
       perStage.push_back(stage.memory.activations);
     return perStage;
+  };
+  // What the first stage sends the second per step.
+  auto sent = [&](const Graph &g) {
+    Estimate e = plan(g, 2);
+    for (const CommTotal &t : e.stages.empty() ? std::vector<CommTotal>() : e.stages[0].comm)
+      if (t.collective == Collective::SendRecv && t.axis == "pp")
+        return t.bytes;
+    return 0.0;
   };
   // One stage keeps the table once (128 B) for both layers' backward passes.
   EXPECT_EQ(activations(build(Weights, true), 1)[0] - activations(build(Weights, false), 1)[0], 128);
   // Two stages each make it again from the weights, forward and backward:
   // neither keeps it nor is it sent.
   EXPECT_EQ(activations(build(Weights, true), 2), activations(build(Weights, false), 2));
+  EXPECT_EQ(sent(build(Weights, true)), 128); // a alone
   // Made from the batch, it is made once on the first stage, kept there
   // and sent to the second, which keeps what it received.
   std::vector<double> fromBatch = activations(build(Batch, true), 2), without = activations(build(Batch, false), 2);
   ASSERT_EQ(fromBatch.size(), 2u);
   EXPECT_EQ(fromBatch[0] - without[0], 128);
   EXPECT_EQ(fromBatch[1] - without[1], 128);
+  EXPECT_EQ(sent(build(Batch, true)), 256); // a and t
 }
 
 } // namespace
