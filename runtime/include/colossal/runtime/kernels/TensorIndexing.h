@@ -284,13 +284,34 @@ void reduce(const T *x, const Shape &xShape, const Shape &axes, Reduction kind, 
   Shape keptStrides = stridesOf(keptShape), coord(xShape.size(), 0);
   TrackedVector<Acc> acc =
       scratch<Acc>(size_t(product(keptShape)), kind == Reduction::Max ? -std::numeric_limits<Acc>::infinity() : Acc(0));
-  for (int64_t flat = 0, n = product(xShape); flat < n; ++flat) {
-    int64_t at = 0;
-    for (size_t d = 0; d < coord.size(); ++d)
-      if (!reduced[d])
-        at += coord[d] * keptStrides[d];
-    acc[size_t(at)] = kind == Reduction::Max ? std::max(acc[size_t(at)], Acc(x[flat])) : acc[size_t(at)] + Acc(x[flat]);
-    nextCoordinate(coord, xShape);
+  auto fold = [&](Acc a, T v) { return kind == Reduction::Max ? std::max(a, Acc(v)) : a + Acc(v); };
+  // One run of reduced dimensions (a bias gradient's rows, a norm's last
+  // axis): [outer, mid, inner] walked in storage order, so each result
+  // takes its elements in the same order as the general walk below.
+  size_t first = 0, last = xShape.size();
+  while (first < xShape.size() && !reduced[first])
+    ++first;
+  while (last > first && !reduced[last - 1])
+    --last;
+  bool oneRun = std::all_of(reduced.begin() + long(first), reduced.begin() + long(last), [](bool r) { return r; });
+  if (oneRun && first < last) {
+    int64_t outer = product(xShape, 0, first), mid = product(xShape, first, last), inner = product(xShape, last);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t m = 0; m < mid; ++m) {
+        const T *row = x + (o * mid + m) * inner;
+        Acc *into = acc.data() + o * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          into[i] = fold(into[i], row[i]);
+      }
+  } else {
+    for (int64_t flat = 0, n = product(xShape); flat < n; ++flat) {
+      int64_t at = 0;
+      for (size_t d = 0; d < coord.size(); ++d)
+        if (!reduced[d])
+          at += coord[d] * keptStrides[d];
+      acc[size_t(at)] = fold(acc[size_t(at)], x[flat]);
+      nextCoordinate(coord, xShape);
+    }
   }
   Acc count = Acc(product(xShape)) / Acc(std::max<int64_t>(1, product(keptShape)));
   for (size_t i = 0; i < acc.size(); ++i)
