@@ -1,9 +1,11 @@
 //===- Cluster.cpp - cluster descriptions and presets ---------------------===//
 
 #include "colossal/cost/Cluster.h"
+#include "JsonFields.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -86,8 +88,7 @@ double Cluster::gemmRate(DType dtype, double flops) const {
 // JSON
 //===----------------------------------------------------------------------===//
 
-static Json curveToJson(const std::vector<CurvePoint> &curve, const char *sizeKey,
-                        const char *valueKey) {
+Json curveToJson(const std::vector<CurvePoint> &curve, const char *sizeKey, const char *valueKey) {
   Json::Array points;
   for (const CurvePoint &p : curve)
     points.push_back(Json::Object{{sizeKey, p.size}, {valueKey, p.value}});
@@ -146,6 +147,8 @@ Json Cluster::toJson() const {
       {"host_memory_bandwidth_bytes_per_s", hostMemoryBandwidth},
       {"gemm_efficiency", curveToJson(gemmEfficiency, "flops", "efficiency")},
   };
+  if (!kernels.empty())
+    o["kernels"] = kernels.toJson();
   if (!measured.empty())
     o["measured"] = Json(Json::Array(measured.begin(), measured.end()));
   if (!unmeasured.empty()) {
@@ -155,89 +158,6 @@ Json Cluster::toJson() const {
   }
   return o;
 }
-
-namespace {
-
-/// Reads fields of one object, remembering the first problem.
-struct FieldReader {
-  const Json &object;
-  std::string path;
-  std::string &error;
-
-  const Json *get(const std::string &key, bool required) {
-    const Json *value = object.find(key);
-    if (!value && required && error.empty())
-      error = path + key + ": missing";
-    return value;
-  }
-  double number(const std::string &key, bool required = true, double fallback = 0,
-                bool positive = true) {
-    const Json *value = get(key, required);
-    if (!value)
-      return fallback;
-    if (!value->isNumber() || (positive && !(value->asNumber() > 0))) {
-      if (error.empty())
-        error = path + key + ": expected a " + (positive ? "positive " : "") + "number";
-      return fallback;
-    }
-    return value->asNumber();
-  }
-  std::string string(const std::string &key, bool required = false) {
-    const Json *value = get(key, required);
-    if (!value)
-      return "";
-    if (!value->isString()) {
-      if (error.empty())
-        error = path + key + ": expected a string";
-      return "";
-    }
-    return value->asString();
-  }
-  std::vector<CurvePoint> curve(const std::string &key, const char *sizeKey,
-                                const char *valueKey) {
-    std::vector<CurvePoint> points;
-    const Json *value = get(key, false);
-    if (!value)
-      return points;
-    if (!value->isArray()) {
-      if (error.empty())
-        error = path + key + ": expected an array";
-      return points;
-    }
-    for (size_t i = 0; i < value->asArray().size(); ++i) {
-      const Json &item = value->asArray()[i];
-      if (!item.isObject()) {
-        if (error.empty())
-          error = path + key + "[" + std::to_string(i) + "]: expected an object";
-        return points;
-      }
-      FieldReader reader{item, path + key + "[" + std::to_string(i) + "].", error};
-      points.push_back({reader.number(sizeKey), reader.number(valueKey)});
-    }
-    std::sort(points.begin(), points.end(),
-              [](const CurvePoint &a, const CurvePoint &b) { return a.size < b.size; });
-    return points;
-  }
-  Link link(const std::string &key) {
-    Link link;
-    const Json *value = get(key, true);
-    if (!value)
-      return link;
-    if (!value->isObject()) {
-      if (error.empty())
-        error = path + key + ": expected an object";
-      return link;
-    }
-    FieldReader reader{*value, path + key + ".", error};
-    link.bandwidth = reader.number("bandwidth_bytes_per_s");
-    link.latency = reader.number("latency_s", false, 0, /*positive=*/false);
-    link.efficiency = reader.number("efficiency", false, 1.0);
-    link.busBandwidth = reader.curve("bus_bandwidth", "bytes", "bytes_per_s");
-    return link;
-  }
-};
-
-} // namespace
 
 std::optional<Cluster> Cluster::fromJson(const Json &json, std::string &error) {
   error.clear();
@@ -319,6 +239,8 @@ std::optional<Cluster> Cluster::fromJson(const Json &json, std::string &error) {
   for (const CurvePoint &p : c.gemmEfficiency)
     if (p.value > 1 && error.empty())
       error = "gemm_efficiency: an efficiency above 1 (" + std::to_string(p.value) + ")";
+  if (const Json *kernels = json.find("kernels"))
+    c.kernels = KernelRates::fromJson(*kernels, "kernels", error);
   if (c.peakFlops.empty() && error.empty())
     error = "peak_flops: no rates given";
   if (!error.empty())
@@ -444,7 +366,31 @@ std::optional<Cluster> Cluster::preset(const std::string &name, int nodes) {
   return std::nullopt;
 }
 
+std::string Cluster::measuredHostFile() {
+  if (const char *named = std::getenv("COLOSSAL_HOST_CLUSTER"); named && *named)
+    return named;
+  std::string config;
+  if (const char *xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg)
+    config = xdg;
+  else if (const char *home = std::getenv("HOME"); home && *home)
+    config = std::string(home) + "/.config";
+  if (config.empty())
+    return "";
+  std::string file = config + "/colossal/host-cluster.json";
+  return std::ifstream(file).good() ? file : "";
+}
+
 std::optional<Cluster> Cluster::load(const std::string &nameOrFile, int nodes, std::string &error) {
+  // This machine as colossal-bench measured it, when it has been.
+  if (std::string measured = nameOrFile == "host" ? measuredHostFile() : ""; !measured.empty()) {
+    std::optional<Cluster> cluster = load(measured, nodes, error);
+    if (!cluster) {
+      error = "the host's measured description " + error;
+      return std::nullopt;
+    }
+    cluster->nodes = nodes;
+    return cluster;
+  }
   if (std::optional<Cluster> cluster = preset(nameOrFile, nodes))
     return cluster;
   std::ifstream in(nameOrFile);

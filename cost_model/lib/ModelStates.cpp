@@ -138,13 +138,16 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
     if (strategy.zero <= 1) {
       // One all-reduce per gradient bucket (GradientBuckets.h in the
       // runtime), each paying the collective's latency.
+      // The last bucket fills when the backward pass ends: nothing hides it.
       double buckets = std::max(1.0, std::ceil(gradBytes / options.bucketBytes - 1e-9));
       double t = event(Collective::AllReduce, gradBytes / buckets, buckets);
-      dpExposed += std::max(0.0, t - overlappable);
+      dpExposed += std::max(t / buckets, t - overlappable);
     } else {
-      // ZeRO-2/3 keep 1/Nd of the gradients: reduce-scatter every microbatch.
+      // ZeRO-2/3 keep 1/Nd of the gradients: the trainer reduce-scatters
+      // them once each microbatch's backward pass has ended, blocking
+      // (ShardedOptimizer::reduceStaged): nothing hides it.
       double t = event(Collective::ReduceScatter, padded, m);
-      dpExposed += std::max(0.0, t - m * overlappable);
+      dpExposed += t;
     }
     if (strategy.zero == 3) {
       // Trainable weights gathered before the forward and again before the
@@ -191,12 +194,25 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
     shardElements = strategy.zero == 3 ? gatheredForward[r] / dpSize : std::ceil(trainableParams[r] / dpSize - 1e-9);
   // Read weight, gradient, master, m, v; write weight, master, m, v.
   double optimizerTraffic = optimizerParams * (2 * weightBytes + 3 * 4 + 3 * 4 + weightBytes);
+  int devices = 1;
+  for (const MeshAxis &axis : ctx.mesh.axes)
+    devices *= axis.size;
+  const KernelRates &k = cluster.kernels;
+  double speedup =
+      k.speedupWhenBusy(k.aloneSpeedupOptimizer, std::min(devices, cluster.gpusPerNode), cluster.gpusPerNode);
   if (strategy.offloadOptimizer) {
     // The shard's gradients go down once complete, its weights come back.
     re.offloadToHost = re.offloadToDevice = shardElements * weightBytes;
-    double hostShare = cluster.hostMemoryBandwidth / cluster.gpusPerNode;
+    // The update on the host's cores: its measured rate, or the node's
+    // memory bandwidth shared by its devices.
+    double hostShare = k.hostOptimizerBytesPerSecond > 0 ? k.hostOptimizerBytesPerSecond * speedup
+                                                         : cluster.hostMemoryBandwidth / cluster.gpusPerNode;
     double transfers = (re.offloadToHost + re.offloadToDevice) / cluster.hostDeviceBandwidth;
     re.offloadSeconds = (hostShare > 0 ? optimizerTraffic / hostShare : 0) + transfers;
+  } else if (k.optimizerBytesPerSecond > 0) {
+    // The measured update's rate over the same traffic, faster when the
+    // node's other devices are idle.
+    re.optimizerSeconds = optimizerTraffic / (k.optimizerBytesPerSecond * speedup);
   } else {
     re.optimizerSeconds = optimizerTraffic / cluster.memoryBandwidth;
   }

@@ -1,6 +1,7 @@
 //===- OpCost.cpp - what one op costs on one rank -------------------------===//
 
 #include "OpCost.h"
+#include "KernelTime.h"
 
 #include "colossal/cost/TensorGrid.h"
 
@@ -193,13 +194,11 @@ void OpCoster::computeTime(size_t o, Work &work, OpCost &cost) const {
     cost.backwardWorking -= gradientBytesOf(1);
   if (op.weightView)
     cost.backwardWorking = 0;
-  DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
-  double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
-  double rate = op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, forwardFlops) : cluster.peak(DType::F32);
-  fwd = roofline(forwardFlops, bytes, rate, cluster.memoryBandwidth);
-  bwd = roofline(backwardFlops, 2 * bytes,
-                 op.kind == OpKind::MatMul ? cluster.gemmRate(dtype, backwardFlops / 2) : cluster.peak(DType::F32),
-                 cluster.memoryBandwidth);
+  int ringRanks =
+      ctx.strategy.spMode == SequenceMode::Ring && op.attentionCore && ctx.sp >= 0 ? mesh.axes[size_t(ctx.sp)].size : 0;
+  KernelSeconds kernels = kernelSeconds(graph, op, s, mesh, cluster, bytes, gridShare, ringRanks);
+  fwd = kernels.forward;
+  bwd = kernels.backward;
 }
 
 void OpCoster::reshardInputs(size_t o, Work &work, OpCost &cost) const {

@@ -63,14 +63,18 @@ double modelStateLowerBound(double parameters, const Strategy &s) {
 /// A lower bound on the step time: the pipeline bound (SearchBounds.h) with
 /// W at least the model FLOPs (plus the recomputed forward under full
 /// recomputation) over the tensor and sequence ranks at the best GEMM rate,
-/// or the measured work when that is larger.
-double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &cluster,
-                         double measuredWork, double busiestRankWork) {
+/// or the measured work when that is larger; under ZeRO-2/3, plus the
+/// reduce-scatters of the fewest layers' gradients a stage holds, which the
+/// trainer makes after each microbatch with nothing to hide behind.
+double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &cluster, double measuredWork,
+                         double busiestRankWork, int64_t layers, double layerParameters) {
   double bestEfficiency = 1;
-  if (!cluster.gemmEfficiency.empty()) {
+  if (!cluster.gemmEfficiency.empty() || !cluster.kernels.gemm.empty()) {
     bestEfficiency = 0;
     for (const CurvePoint &p : cluster.gemmEfficiency)
       bestEfficiency = std::max(bestEfficiency, p.value);
+    for (const GemmShapePoint &p : cluster.kernels.gemm)
+      bestEfficiency = std::max(bestEfficiency, p.efficiency);
   }
   DType dtype = DType::BF16;
   for (const Value &v : graph.values)
@@ -80,7 +84,16 @@ double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &c
   if (s.recompute == Recompute::Full)
     flops *= 4.0 / 3.0;
   double work = std::max(measuredWork, flops / (double(s.tp) * s.sp) / (cluster.peak(dtype) * bestEfficiency));
-  return pipelineLowerBound(s, work, busiestRankWork);
+  double bound = pipelineLowerBound(s, work, busiestRankWork);
+  if (s.zero >= 2 && s.dp > 1) {
+    double share = s.tpMode == TensorMode::TwoPointFiveD ? double(s.tp) / s.tpDepth : double(s.tp);
+    double fewest = double(layers / (int64_t(s.pp) * s.virtualStages)) * s.virtualStages;
+    Mesh mesh = buildMesh(s, cluster);
+    if (const MeshAxis *dp = mesh.axis("dp"))
+      bound += s.microbatches * collectiveTime(Collective::ReduceScatter,
+                                               fewest * layerParameters / share * bytesOf(dtype), *dp, cluster);
+  }
+  return bound;
 }
 
 /// A count rounded up, as text, for any magnitude.
@@ -276,7 +289,8 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
                       layer.learn(*e);
                   }
                   double timeBound =
-                      computeLowerBound(whole, s, cluster, layer.work(shape.layers), layer.busiestRank(shape.layers, pp));
+                      computeLowerBound(whole, s, cluster, layer.work(shape.layers),
+                                        layer.busiestRank(shape.layers, pp), shape.layers, layerParameters);
                   if (!o.exhaustive &&
                       ((groupPipeline >= 0 && groupPipeline >= kthBest()) || timeBound >= kthBest())) {
                     ++result.prunedByTime;

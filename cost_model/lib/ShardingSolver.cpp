@@ -1,6 +1,7 @@
 //===- ShardingSolver.cpp - the best per-op sharding over one mesh axis ---===//
 
 #include "colossal/cost/ShardingSolver.h"
+#include "KernelTime.h"
 #include "ShardedCosts.h"
 
 #include <limits>
@@ -9,25 +10,15 @@ namespace colossal::cost {
 namespace {
 
 /// Forward and backward compute of one op on one rank (the estimator's
-/// roofline, no recomputation).
-double computeSeconds(const Graph &graph, const Op &op, const OpSharding &s, const Mesh &mesh,
-                      const Cluster &cluster) {
-  double fraction = localFraction(op, s, mesh);
+/// kernel times, no recomputation).
+double computeSeconds(const Graph &graph, const Op &op, const OpSharding &s, const Mesh &mesh, const Cluster &cluster) {
   double bytes = 0;
   for (const TensorUse &use : op.inputs)
     bytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype);
   for (const TensorUse &use : op.outputs)
     bytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype);
-  DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
-  double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
-  bool gemm = op.kind == OpKind::MatMul;
-  double forward = roofline(forwardFlops, bytes,
-                            gemm ? cluster.gemmRate(dtype, forwardFlops) : cluster.peak(DType::F32),
-                            cluster.memoryBandwidth);
-  double backward = roofline(backwardFlops, 2 * bytes,
-                             gemm ? cluster.gemmRate(dtype, backwardFlops / 2) : cluster.peak(DType::F32),
-                             cluster.memoryBandwidth);
-  return forward + backward;
+  KernelSeconds t = kernelSeconds(graph, op, s, mesh, cluster, bytes, 1.0);
+  return t.forward + t.backward;
 }
 
 /// Resharding an activation from its producer's layout to the one `op`

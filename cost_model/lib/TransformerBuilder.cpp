@@ -273,12 +273,14 @@ struct Builder {
       int gate = linear(p + "mlp.gate", mlpIn, "hidden", h, "ffn", f, i, false);
       int up = linear(p + "mlp.up", mlpIn, "hidden", h, "ffn", f, i, false);
       int act = elementwise(p + "mlp.silu", {gate}, {{"ffn", f}}, i, 4, true, false);
+      g.ops[size_t(g.values[size_t(act)].producer)].transcendental = true;
       hidden = elementwise(p + "mlp.gated", {act, up}, {{"ffn", f}}, i, 1, true, false);
       // The second linear's input is the gated product; the mul above keeps
       // both of its inputs.
     } else {
       int up = linear(p + "mlp.fc1", mlpIn, "hidden", h, "ffn", f, i, bias);
       hidden = elementwise(p + "mlp.gelu", {up}, {{"ffn", f}}, i, 8, true, false);
+      g.ops[size_t(g.values[size_t(hidden)].producer)].transcendental = true;
     }
     int down = linear(p + "mlp.fc2", hidden, "ffn", f, "hidden", h, i, bias);
     x = add(p + "mlp.residual", x, dropout(p + "mlp.dropout", down, i), i);

@@ -361,6 +361,10 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     costOp.relabels = llvm::isa<train::ReshapeOp>(op);
     costOp.weightView = isTransposedParameter(op->getResult(0));
     costOp.gradientsInTurn = llvm::isa<train::MulOp>(op);
+    costOp.transcendental = llvm::isa<train::GeluOp, train::SiluOp, train::TanhOp, train::SigmoidOp, train::ErfOp,
+                                      train::ExpOp, train::LogOp, train::SinOp, train::CosOp, train::PowOp>(op);
+    if (auto attention = llvm::dyn_cast<train::AttentionOp>(op))
+      costOp.causal = attention.getCausal();
     // A contraction's operand gradient reads the other operand transposed:
     // a copy only where the product is batched (matrix products read it
     // transposed in place, memory/FoldTransposes.h) and that operand is

@@ -5,6 +5,9 @@
 //
 // Measures what the cost model needs, on the machine it runs on:
 //   - GEMM rate by problem size (fp32 on the host; fp32, bf16, f16 on a GPU),
+//   - on the host, its kernels as emitted programs call them (HostKernels.h):
+//     GEMM by shape, attention, memory-bound kinds, the optimizer, and how
+//     much faster a rank runs when the others are idle,
 //   - each collective's time by message size on every mesh axis, reported
 //     as nccl-tests do: algorithm bandwidth S / t and bus bandwidth
 //     busbw = algbw * factor(n), the factor the cost model uses; an axis
@@ -22,12 +25,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostKernels.h"
+#include "Timing.h"
 #include "colossal/cost/Cluster.h"
 #include "colossal/cost/Communication.h"
 #include "colossal/runtime/Error.h"
-#include "colossal/runtime/kernels/Kernels.h"
 #include "colossal/runtime/comm/MpiCommunicator.h"
 #include "colossal/runtime/comm/ProcessGroups.h"
+#include "colossal/runtime/kernels/Kernels.h"
 #ifdef COLOSSAL_WITH_CUDA
 #include "colossal/runtime/kernels/CudaDevice.h"
 #include "colossal/runtime/comm/NcclCommunicator.h"
@@ -45,6 +50,7 @@
 #include <vector>
 
 using namespace colossal;
+using bench::timed;
 using rt::Buffer;
 using rt::Communicator;
 
@@ -54,29 +60,6 @@ struct Options {
   std::string mesh, device = "cpu", name = "measured", output = "cluster.json", fallback = "h200-node";
   bool quick = false;
 };
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-/// Median over `repeats` of the slowest rank's time for `body`.
-double timed(Communicator &world, int repeats, const std::function<void()> &body,
-             const std::function<void()> &sync) {
-  body(); // warm-up
-  sync();
-  std::vector<double> samples;
-  for (int i = 0; i < repeats; ++i) {
-    world.barrier();
-    double start = now();
-    body();
-    sync();
-    double elapsed = now() - start;
-    world.allReduce(Buffer::of(&elapsed, rt::DType::F64, 1), rt::ReduceOp::Max);
-    samples.push_back(elapsed);
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
 
 /// Bytes of memory on this host (MemTotal).
 double hostMemoryBytes() {
@@ -247,6 +230,12 @@ int main(int argc, char **argv) {
             gemms.push_back({rt::nameOf(dtype), n, flops, flops / seconds});
           }
 
+        // The host's kernels as emitted programs call them.
+        std::optional<bench::HostKernelMeasurements> hostKernels;
+        if (!gpu)
+          hostKernels = bench::measureHostKernels(*mpiWorld, options.quick);
+        double hostOptimizer = gpu ? bench::measureHostOptimizer(*mpiWorld, options.quick) : 0;
+
         // Memory bandwidth: a large copy (read + write).
         int64_t copyBytes = options.quick ? (64 << 20) : (256 << 20);
         void *src = allocate(copyBytes), *dst = allocate(copyBytes);
@@ -296,8 +285,13 @@ int main(int argc, char **argv) {
         // Collectives on every axis group of size > 1.
         std::vector<CollectivePoint> points;
         std::vector<int64_t> messageBytes;
-        for (int64_t b = 1 << 10; b <= (options.quick ? (int64_t(1) << 22) : (gpu ? int64_t(1) << 28 : int64_t(1) << 25));
-             b *= options.quick ? 16 : 8)
+        // Every doubling from 512 KiB up: shared-memory transports fall off
+        // a cliff between sizes a coarser ladder would skip.
+        for (int64_t b = 1 << 10;
+             b <= (options.quick ? (int64_t(1) << 22) : (gpu ? int64_t(1) << 28 : int64_t(1) << 25));
+             b *= (options.quick             ? 16
+                   : b >= (int64_t(1) << 19) ? 2
+                                             : 8))
           messageBytes.push_back(b);
         for (size_t axis = 0; axis < mesh.axes().size(); ++axis) {
           Communicator &comm = groups->axis(int(axis));
@@ -353,6 +347,8 @@ int main(int argc, char **argv) {
           for (const GemmPoint &p : gemms)
             if (p.dtype == rt::nameOf(dtype))
               best = std::max(best, p.rate);
+          if (dtype == rt::DType::F32 && hostKernels)
+            best = std::max(best, hostKernels->bestGemmRate());
           cluster.peakFlops[costType] = best;
           if (dtype == rt::DType::F32 && gpu)
             cluster.peakFlops[cost::DType::TF32] = best;
@@ -361,6 +357,14 @@ int main(int argc, char **argv) {
         for (const GemmPoint &p : gemms)
           if (p.dtype == "f32")
             cluster.gemmEfficiency.push_back({p.flops, p.rate / fp32Peak});
+        if (hostKernels) {
+          cluster.kernels = hostKernels->rates(fp32Peak);
+          cluster.measured.push_back("kernels");
+        } else {
+          // A GPU node's offloaded optimizer runs on its host's cores.
+          cluster.kernels.hostOptimizerBytesPerSecond = hostOptimizer;
+          cluster.measured.push_back("kernels.host_optimizer_bytes_per_s");
+        }
         cluster.memoryBytes = deviceMemory;
         cluster.memoryBandwidth = memoryBandwidth;
         cluster.hostMemoryBytes = hostMemoryBytes();

@@ -18,6 +18,8 @@
 #ifndef COLOSSAL_COST_CLUSTER_H
 #define COLOSSAL_COST_CLUSTER_H
 
+#include "colossal/cost/Curve.h"
+#include "colossal/cost/KernelRates.h"
 #include "colossal/support/Json.h"
 
 #include <map>
@@ -27,24 +29,12 @@
 
 namespace colossal::cost {
 
-using support::Json;
-
 enum class DType { F32, TF32, BF16, F16, I64, I32, I8 };
 
 /// Bytes per element (TF32 is stored as 4 bytes).
 int bytesOf(DType dtype);
 const char *nameOf(DType dtype);
 std::optional<DType> parseDType(const std::string &name);
-
-/// One point of an efficiency curve: at `size` (FLOPs per GEMM call, or bytes
-/// per collective), `value` (fraction of peak, or bus bandwidth in bytes/s).
-struct CurvePoint {
-  double size;
-  double value;
-};
-
-/// Piecewise-linear in log(size), clamped at both ends.
-double interpolate(const std::vector<CurvePoint> &curve, double size);
 
 struct Link {
   /// Peak unidirectional bandwidth per GPU, bytes/s.
@@ -75,6 +65,9 @@ struct Cluster {
   double hostMemoryBandwidth = 0;    // per node, bytes/s (CPU optimizer steps)
   /// GEMM efficiency (fraction of peak) by FLOPs per call.
   std::vector<CurvePoint> gemmEfficiency;
+  /// Measured kernel rates by shape and kind (KernelRates.h); empty: the
+  /// roofline at `peakFlops` x `gemmEfficiency` and `memoryBandwidth`.
+  KernelRates kernels;
 
   /// A measured description (colossal-bench) says which fields it measured
   /// and which it could not: those (a link this machine lacks) are written
@@ -103,7 +96,13 @@ struct Cluster {
   static std::vector<std::string> presetNames();
   /// A preset by name or a colossal-cluster/1 JSON file; `nodes` nodes of a
   /// preset (a file says its own). `error` names the file and field.
+  /// "host" is this machine's measured description when there is one
+  /// (`measuredHostFile`), with `nodes` nodes.
   static std::optional<Cluster> load(const std::string &nameOrFile, int nodes, std::string &error);
+  /// $COLOSSAL_HOST_CLUSTER, or the colossal-bench description at
+  /// $XDG_CONFIG_HOME/colossal/host-cluster.json (~/.config when unset)
+  /// when it exists; "" otherwise.
+  static std::string measuredHostFile();
 };
 
 } // namespace colossal::cost

@@ -98,6 +98,12 @@ struct Op {
   /// transpose(x) dy), one at a time; it holds the largest such copy too.
   /// Kernels with transposed operands need none.
   std::vector<int> transposedForGradient;
+  /// An elementwise op evaluating a transcendental function per element
+  /// (gelu, silu, exp, erf, ...): measured kernels price it apart.
+  bool transcendental = false;
+  /// An attention kernel under a causal mask (it skips the hidden blocks;
+  /// FLOPs still count the whole score matrix, as model FLOPs do).
+  bool causal = false;
   /// The transformer layer the op belongs to, -1 outside the layers.
   int layer = -1;
 };
