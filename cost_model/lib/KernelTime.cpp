@@ -41,13 +41,6 @@ std::optional<GemmShape> gemmShapeOf(const Op &op, const OpSharding &s, const Me
   return g;
 }
 
-int devicesOf(const Mesh &mesh) {
-  int n = 1;
-  for (const MeshAxis &axis : mesh.axes)
-    n *= axis.size;
-  return n;
-}
-
 } // namespace
 
 KernelKind kernelKindOf(const Op &op) {
@@ -86,9 +79,8 @@ KernelSeconds kernelSeconds(const Graph &graph, const Op &op, const OpSharding &
     roofline();
     return t;
   }
-  int busy = std::min(devicesOf(mesh), cluster.gpusPerNode);
-  double speedup =
-      rates.speedupWhenBusy(gemm ? rates.aloneSpeedupGemm : rates.aloneSpeedupStreaming, busy, cluster.gpusPerNode);
+  double speedup = rates.speedupWhenBusy(gemm ? rates.aloneSpeedupGemm : rates.aloneSpeedupStreaming, mesh.devices(),
+                                         cluster.gpusPerNode);
   double peak = cluster.peak(dtype);
   std::optional<GemmShape> shape;
   bool ring = ringRanks > 1 && !rates.ringAttentionForward.empty();

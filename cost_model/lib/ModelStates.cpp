@@ -194,12 +194,8 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
     shardElements = strategy.zero == 3 ? gatheredForward[r] / dpSize : std::ceil(trainableParams[r] / dpSize - 1e-9);
   // Read weight, gradient, master, m, v; write weight, master, m, v.
   double optimizerTraffic = optimizerParams * (2 * weightBytes + 3 * 4 + 3 * 4 + weightBytes);
-  int devices = 1;
-  for (const MeshAxis &axis : ctx.mesh.axes)
-    devices *= axis.size;
   const KernelRates &k = cluster.kernels;
-  double speedup =
-      k.speedupWhenBusy(k.aloneSpeedupOptimizer, std::min(devices, cluster.gpusPerNode), cluster.gpusPerNode);
+  double speedup = k.speedupWhenBusy(k.aloneSpeedupOptimizer, ctx.mesh.devices(), cluster.gpusPerNode);
   if (strategy.offloadOptimizer) {
     // The shard's gradients go down once complete, its weights come back.
     re.offloadToHost = re.offloadToDevice = shardElements * weightBytes;

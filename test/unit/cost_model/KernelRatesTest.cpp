@@ -185,6 +185,18 @@ TEST(KernelRates, TheOptimizerRunsAtItsMeasuredRate) {
   // fp32 weights: read weight, gradient, master, m, v; write weight,
   // master, m, v: 36 bytes per element (ModelStates.cpp).
   EXPECT_NEAR(e->optimizer, 64 * 64 * 36 / 4e9, 1e-15);
+  // Offloaded (ZeRO-1 over two ranks, one node of two devices, both busy):
+  // the shard's traffic at the host's rate, plus its gradients down and
+  // weights up.
+  c.gpusPerNode = 2;
+  Strategy offload;
+  offload.dp = 2;
+  offload.zero = 1;
+  offload.offloadOptimizer = true;
+  auto o = estimate(g, offload, c, error);
+  ASSERT_TRUE(o) << error;
+  double shard = 64 * 64 / 2;
+  EXPECT_NEAR(o->stages[0].offloadSeconds, shard * 36 / 1e9 + 2 * shard * 4 / c.hostDeviceBandwidth, 1e-15);
 }
 
 // The last gradient bucket fills as the backward pass ends, so a model in

@@ -84,7 +84,8 @@ struct KernelRates {
     return it == streaming.end() ? nullptr : &it->second;
   }
   /// Kernels' speedup when `busy` of a node's `perNode` devices compute
-  /// (linear between all busy and one busy).
+  /// (linear between all busy and one busy; a plan spanning a node or more
+  /// keeps all busy).
   double speedupWhenBusy(double alone, int busy, int perNode) const;
 
   Json toJson() const;

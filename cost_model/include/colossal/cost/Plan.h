@@ -85,6 +85,13 @@ struct Mesh {
   std::vector<MeshAxis> axes;
   int axisIndex(const std::string &name) const;
   const MeshAxis *axis(const std::string &name) const;
+  /// The ranks the mesh spans: its axes' sizes multiplied.
+  int devices() const {
+    int n = 1;
+    for (const MeshAxis &a : axes)
+      n *= a.size;
+    return n;
+  }
   Json toJson() const;
 };
 
