@@ -293,18 +293,21 @@ GraphSharding shardGraph(const Graph &graph, const Strategy &strategy, const Mes
     // everything else (norms, residuals, dropout on the hidden state) is
     // replicated over the tensor axis unless Megatron sequence parallelism
     // splits it along the sequence.
-    bool tensorRegion = hasFactor(op, "heads") || hasFactor(op, "ffn") || hasFactor(op, "vocab");
+    // Grouped-query attention splits its key heads (and the query heads
+    // that share them).
+    bool tensorRegion =
+        hasFactor(op, "heads") || hasFactor(op, "kv_heads") || hasFactor(op, "ffn") || hasFactor(op, "vocab");
     for (size_t f = 0; f < op.factors.size(); ++f) {
       const std::string &name = op.factors[f].name;
-      if (tp >= 0 && (name == "heads" || name == "ffn" || name == "vocab"))
+      bool heads = name == "heads" || name == "kv_heads";
+      if (tp >= 0 && (heads || name == "ffn" || name == "vocab"))
         s[f].push_back(tp);
       if (tp >= 0 && strategy.spMode == SequenceMode::Megatron && !tensorRegion && name == "seq")
         s[f].push_back(tp);
       if (sp >= 0 && name == "seq" &&
           !(strategy.spMode == SequenceMode::AllToAll && op.attentionCore))
         s[f].push_back(sp);
-      if (sp >= 0 && name == "heads" && strategy.spMode == SequenceMode::AllToAll &&
-          op.attentionCore)
+      if (sp >= 0 && heads && strategy.spMode == SequenceMode::AllToAll && op.attentionCore)
         s[f].push_back(sp);
     }
     sharding.push_back(std::move(s));

@@ -91,12 +91,16 @@ private:
 struct Builder {
   const TransformerShape &s;
   Graph g;
-  int64_t b, seq, h, a, d, f, v;
+  int64_t b, seq, h, a, kv, d, f, v;
+  /// Grouped-query attention: fewer key and value heads than query heads.
+  bool grouped = false;
   DType dt;
 
   explicit Builder(const TransformerShape &shape)
       : s(shape), b(shape.microbatch), seq(shape.seq), h(shape.hidden), a(shape.heads),
-        d(shape.hidden / shape.heads), v(shape.vocab), dt(shape.dtype) {
+        kv(shape.kvHeads > 0 ? shape.kvHeads : shape.heads), d(shape.hidden / shape.heads), v(shape.vocab),
+        dt(shape.dtype) {
+    grouped = kv != a;
     f = shape.ffn;
     if (f == 0)
       f = shape.family == TransformerFamily::LLaMA ? ((8 * h / 3 + 255) / 256) * 256 : 4 * h;
@@ -158,12 +162,20 @@ struct Builder {
     return out;
   }
 
-  int rotary(const std::string &name, int x, int layer) {
+  /// Rotary embeddings on the queries, or on the keys (`keys`: their own,
+  /// fewer heads under grouped-query attention).
+  int rotary(const std::string &name, int x, int layer, bool keys) {
     int out;
     OpBuilder op(g, name, OpKind::Elementwise, layer);
-    op.factor("batch", b).factor("seq", seq).factor("heads", a).factor("head_dim", d);
-    op.input(x, {"batch", "seq", "heads*head_dim"});
-    op.output(name, {"batch", "seq", "heads*head_dim"}, dt, &out);
+    op.factor("batch", b).factor("seq", seq);
+    if (keys)
+      keyHeads(op);
+    else
+      queryHeads(op);
+    op.factor("head_dim", d);
+    const std::string dims = (keys ? keyHeadDims() : queryHeadDims()) + "*head_dim";
+    op.input(x, {"batch", "seq", dims});
+    op.output(name, {"batch", "seq", dims}, dt, &out);
     op.flops(3 * op.space(), 3 * op.space()).add();
     return out;
   }
@@ -174,42 +186,49 @@ struct Builder {
     return elementwise(name, {x}, {{"hidden", h}}, layer, 2, false, true);
   }
 
-  /// Scores, softmax (scale and mask fused), dropout and context.
+  /// Scores, softmax (scale and mask fused), dropout and context. Under
+  /// grouped-query attention each key head serves `group` query heads.
   int attentionCore(const std::string &name, int q, int k, int vv, int layer) {
     int scores, probs, context;
+    const std::string qh = queryHeadDims(), qDims = qh + "*head_dim", kDims = keyHeadDims() + "*head_dim";
     {
       OpBuilder op(g, name + ".scores", OpKind::MatMul, layer);
-      op.factor("batch", b).factor("heads", a).factor("seq", seq).factor("kv_seq", seq)
-          .factor("head_dim", d, FactorKind::Reduction);
-      op.input(q, {"batch", "seq", "heads*head_dim"}).input(k, {"batch", "kv_seq", "heads*head_dim"});
-      op.output(name + ".scores", {"batch", "heads", "seq", "kv_seq"}, dt, &scores);
+      op.factor("batch", b);
+      queryHeads(op);
+      op.factor("seq", seq).factor("kv_seq", seq).factor("head_dim", d, FactorKind::Reduction);
+      op.input(q, {"batch", "seq", qDims}).input(k, {"batch", "kv_seq", kDims});
+      op.output(name + ".scores", {"batch", qh, "seq", "kv_seq"}, dt, &scores);
       op.saveInput(0).saveInput(1).core().flops(2 * op.space(), 4 * op.space()).add();
     }
     {
       OpBuilder op(g, name + ".softmax", OpKind::Softmax, layer);
-      op.factor("batch", b).factor("heads", a).factor("seq", seq)
-          .factor("kv_seq", seq, FactorKind::Whole);
-      op.input(scores, {"batch", "heads", "seq", "kv_seq"});
-      op.output(name + ".probs", {"batch", "heads", "seq", "kv_seq"}, dt, &probs);
-      op.save({"batch", "heads", "seq", "kv_seq"}, dt, /*core=*/true);
+      op.factor("batch", b);
+      queryHeads(op);
+      op.factor("seq", seq).factor("kv_seq", seq, FactorKind::Whole);
+      op.input(scores, {"batch", qh, "seq", "kv_seq"});
+      op.output(name + ".probs", {"batch", qh, "seq", "kv_seq"}, dt, &probs);
+      op.save({"batch", qh, "seq", "kv_seq"}, dt, /*core=*/true);
       op.core().flops(5 * op.space(), 4 * op.space()).add();
     }
     if (s.dropout) {
       int dropped;
       OpBuilder op(g, name + ".dropout", OpKind::Elementwise, layer);
-      op.factor("batch", b).factor("heads", a).factor("seq", seq).factor("kv_seq", seq);
-      op.input(probs, {"batch", "heads", "seq", "kv_seq"});
-      op.output(name + ".dropout", {"batch", "heads", "seq", "kv_seq"}, dt, &dropped);
-      op.save({"batch", "heads", "seq", "kv_seq"}, DType::I8, /*core=*/true);
+      op.factor("batch", b);
+      queryHeads(op);
+      op.factor("seq", seq).factor("kv_seq", seq);
+      op.input(probs, {"batch", qh, "seq", "kv_seq"});
+      op.output(name + ".dropout", {"batch", qh, "seq", "kv_seq"}, dt, &dropped);
+      op.save({"batch", qh, "seq", "kv_seq"}, DType::I8, /*core=*/true);
       op.core().flops(2 * op.space(), 2 * op.space()).add();
       probs = dropped;
     }
     {
       OpBuilder op(g, name + ".context", OpKind::MatMul, layer);
-      op.factor("batch", b).factor("heads", a).factor("seq", seq)
-          .factor("kv_seq", seq, FactorKind::Reduction).factor("head_dim", d);
-      op.input(probs, {"batch", "heads", "seq", "kv_seq"}).input(vv, {"batch", "kv_seq", "heads*head_dim"});
-      op.output(name + ".context", {"batch", "seq", "heads*head_dim"}, dt, &context);
+      op.factor("batch", b);
+      queryHeads(op);
+      op.factor("seq", seq).factor("kv_seq", seq, FactorKind::Reduction).factor("head_dim", d);
+      op.input(probs, {"batch", qh, "seq", "kv_seq"}).input(vv, {"batch", "kv_seq", kDims});
+      op.output(name + ".context", {"batch", "seq", qDims}, dt, &context);
       op.saveInput(0, /*core=*/true).saveInput(1).core();
       op.flops(2 * op.space(), 4 * op.space()).add();
     }
@@ -217,7 +236,13 @@ struct Builder {
   }
 
   /// QKV projection as one op with three outputs, so its input is kept once.
+  /// Grouped-query attention projects the queries and the fewer key and
+  /// value heads in two ops (their shared input is still kept once).
   void qkv(const std::string &name, int x, int layer, bool bias, int &q, int &k, int &vv) {
+    if (grouped) {
+      groupedQkv(name, x, layer, bias, q, k, vv);
+      return;
+    }
     OpBuilder op(g, name, OpKind::MatMul, layer);
     op.factor("batch", b).factor("seq", seq).factor("hidden", h, FactorKind::Reduction)
         .factor("qkv", 3).factor("heads", a).factor("head_dim", d);
@@ -230,14 +255,55 @@ struct Builder {
     op.saveInput(0).flops(2 * op.space(), 4 * op.space()).add();
   }
 
+  void groupedQkv(const std::string &name, int x, int layer, bool bias, int &q, int &k, int &vv) {
+    {
+      OpBuilder op(g, name + ".q", OpKind::MatMul, layer);
+      op.factor("batch", b).factor("seq", seq).factor("hidden", h, FactorKind::Reduction);
+      queryHeads(op);
+      op.factor("head_dim", d);
+      op.input(x, {"batch", "seq", "hidden"}).input(param(name + ".q.weight"), {"hidden", "kv_heads*group*head_dim"});
+      if (bias)
+        op.input(param(name + ".q.bias"), {"kv_heads*group*head_dim"});
+      op.output(name + ".q", {"batch", "seq", "kv_heads*group*head_dim"}, dt, &q);
+      op.saveInput(0).flops(2 * op.space(), 4 * op.space()).add();
+    }
+    OpBuilder op(g, name + ".kv", OpKind::MatMul, layer);
+    op.factor("batch", b)
+        .factor("seq", seq)
+        .factor("hidden", h, FactorKind::Reduction)
+        .factor("kv", 2)
+        .factor("kv_heads", kv)
+        .factor("head_dim", d);
+    op.input(x, {"batch", "seq", "hidden"}).input(param(name + ".kv.weight"), {"hidden", "kv*kv_heads*head_dim"});
+    if (bias)
+      op.input(param(name + ".kv.bias"), {"kv*kv_heads*head_dim"});
+    op.output(name + ".k", {"batch", "seq", "kv_heads*head_dim"}, dt, &k);
+    op.output(name + ".v", {"batch", "seq", "kv_heads*head_dim"}, dt, &vv);
+    op.saveInput(0).flops(2 * op.space(), 4 * op.space()).add();
+  }
+
+  /// The query heads' factors: "heads", or under grouped-query attention
+  /// "kv_heads" x "group" (the query heads sharing one key head), so that a
+  /// split of the key heads splits the queries with them.
+  void queryHeads(OpBuilder &op, FactorKind kind = FactorKind::Parallel) {
+    if (grouped)
+      op.factor("kv_heads", kv, kind).factor("group", a / kv, kind);
+    else
+      op.factor("heads", a, kind);
+  }
+  void keyHeads(OpBuilder &op) { op.factor(grouped ? "kv_heads" : "heads", kv); }
+  std::string queryHeadDims() const { return grouped ? "kv_heads*group" : "heads"; }
+  std::string keyHeadDims() const { return grouped ? "kv_heads" : "heads"; }
+
   /// Output projection: [b, s, heads*head_dim] x [heads*head_dim, h].
   int attentionOutput(const std::string &name, int context, int layer, bool bias) {
     int out;
+    const std::string dims = queryHeadDims() + "*head_dim";
     OpBuilder op(g, name, OpKind::MatMul, layer);
-    op.factor("batch", b).factor("seq", seq).factor("heads", a, FactorKind::Reduction)
-        .factor("head_dim", d, FactorKind::Reduction).factor("hidden", h);
-    op.input(context, {"batch", "seq", "heads*head_dim"})
-        .input(param(name + ".weight"), {"heads*head_dim", "hidden"});
+    op.factor("batch", b).factor("seq", seq);
+    queryHeads(op, FactorKind::Reduction);
+    op.factor("head_dim", d, FactorKind::Reduction).factor("hidden", h);
+    op.input(context, {"batch", "seq", dims}).input(param(name + ".weight"), {dims, "hidden"});
     if (bias)
       op.input(param(name + ".bias"), {"hidden"});
     op.output(name, {"batch", "seq", "hidden"}, dt, &out).saveInput(0);
@@ -259,8 +325,8 @@ struct Builder {
     if (llama) {
       // Rotary embeddings on q and k: elementwise over heads, recomputable
       // from q and k (which the scores keep), so nothing extra is saved.
-      q = rotary(p + "attn.rotary_q", q, i);
-      k = rotary(p + "attn.rotary_k", k, i);
+      q = rotary(p + "attn.rotary_q", q, i, false);
+      k = rotary(p + "attn.rotary_k", k, i, true);
     }
     int context = attentionCore(p + "attn", q, k, vv, i);
     int attnOut = dropout(p + "attn.dropout", attentionOutput(p + "attn.proj", context, i, bias), i);

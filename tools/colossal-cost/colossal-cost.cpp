@@ -29,21 +29,20 @@ using namespace colossal::cost;
 
 namespace {
 
-const char *kUsage =
-    "usage: colossal-cost [--model gpt|bert|llama] [--layers N] [--hidden N] [--heads N]\n"
-    "                     [--seq N] [--vocab N] [--ffn N] [--microbatch N]\n"
-    "                     [--cluster NAME|FILE] [--nodes N] --strategy SPEC\n"
-    "                     [--json FILE] [--trace FILE]\n"
-    "       colossal-cost [model options] --gpus N --global-batch B [--strategy PARTIAL]\n"
-    "                     [--cluster NAME|FILE] [--exhaustive] [--json FILE] [--trace FILE]\n"
-    "       colossal-cost [model options] --plan FILE   (a plan written by --json)\n"
-    "       colossal-cost --cluster NAME|FILE [--nodes N] --dump-cluster FILE|-\n"
-    "  --cluster   a preset (dgx-a100, dgx-h100, h200-node, host) or a colossal-cluster/1 JSON file\n"
-    "  --strategy  dp=..,tp=..,pp=..,sp=..,sp_mode=none|megatron|all-to-all|ring,\n"
-    "              microbatches=..,schedule=gpipe|1f1b|interleaved,virtual_stages=..,\n"
-    "              zero=0..3,offload=none|optimizer,recompute=none|selective|full\n"
-    "  --gpus      search the plan for N devices (fixing whatever --strategy names);\n"
-    "              the cluster gets enough nodes for them\n";
+const char *kUsage = "usage: colossal-cost [--model gpt|bert|llama] [--layers N] [--hidden N] [--heads N]\n"
+                     "                     [--kv-heads N] [--seq N] [--vocab N] [--ffn N] [--microbatch N]\n"
+                     "                     [--cluster NAME|FILE] [--nodes N] --strategy SPEC\n"
+                     "                     [--json FILE] [--trace FILE]\n"
+                     "       colossal-cost [model options] --gpus N --global-batch B [--strategy PARTIAL]\n"
+                     "                     [--cluster NAME|FILE] [--exhaustive] [--json FILE] [--trace FILE]\n"
+                     "       colossal-cost [model options] --plan FILE   (a plan written by --json)\n"
+                     "       colossal-cost --cluster NAME|FILE [--nodes N] --dump-cluster FILE|-\n"
+                     "  --cluster   a preset (dgx-a100, dgx-h100, h200-node, host) or a colossal-cluster/1 JSON file\n"
+                     "  --strategy  dp=..,tp=..,pp=..,sp=..,sp_mode=none|megatron|all-to-all|ring,\n"
+                     "              microbatches=..,schedule=gpipe|1f1b|interleaved,virtual_stages=..,\n"
+                     "              zero=0..3,offload=none|optimizer,recompute=none|selective|full\n"
+                     "  --gpus      search the plan for N devices (fixing whatever --strategy names);\n"
+                     "              the cluster gets enough nodes for them\n";
 
 int fail(const std::string &message) {
   std::cerr << "colossal-cost: error: " << message << "\n";
@@ -138,10 +137,10 @@ int runSearch(std::map<std::string, std::string> &args, const TransformerShape &
 } // namespace
 
 int main(int argc, char **argv) {
-  std::map<std::string, std::string> args = {
-      {"model", "gpt"}, {"layers", "24"},    {"hidden", "2048"},       {"heads", "16"},
-      {"seq", "2048"},  {"vocab", "51200"},  {"ffn", "0"},             {"microbatch", "1"},
-      {"nodes", "1"},   {"cluster", "dgx-a100"}};
+  std::map<std::string, std::string> args = {{"model", "gpt"}, {"layers", "24"},       {"hidden", "2048"},
+                                             {"heads", "16"},  {"seq", "2048"},        {"vocab", "51200"},
+                                             {"ffn", "0"},     {"microbatch", "1"},    {"kv-heads", "0"},
+                                             {"nodes", "1"},   {"cluster", "dgx-a100"}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--dump-cluster" && i + 1 < argc) {
@@ -173,14 +172,14 @@ int main(int argc, char **argv) {
     return fail("--model must be gpt, bert or llama");
   shape.family = *family;
   int64_t nodes;
-  if (!integer("layers", shape.layers) || !integer("hidden", shape.hidden) ||
-      !integer("heads", shape.heads) || !integer("seq", shape.seq) ||
-      !integer("vocab", shape.vocab) || !integer("ffn", shape.ffn) ||
-      !integer("microbatch", shape.microbatch) || !integer("nodes", nodes) || nodes < 1 ||
-      shape.layers < 1 || shape.hidden < 1 || shape.heads < 1 || shape.seq < 1 ||
-      shape.vocab < 1 || shape.microbatch < 1 || shape.hidden % shape.heads != 0)
-    return fail("model sizes must be positive integers (--ffn may be 0: the family's default), "
-                "hidden divisible by heads");
+  if (!integer("layers", shape.layers) || !integer("hidden", shape.hidden) || !integer("heads", shape.heads) ||
+      !integer("seq", shape.seq) || !integer("vocab", shape.vocab) || !integer("ffn", shape.ffn) ||
+      !integer("kv-heads", shape.kvHeads) || !integer("microbatch", shape.microbatch) || !integer("nodes", nodes) ||
+      nodes < 1 || shape.layers < 1 || shape.hidden < 1 || shape.heads < 1 || shape.seq < 1 || shape.vocab < 1 ||
+      shape.microbatch < 1 || shape.hidden % shape.heads != 0 ||
+      (shape.kvHeads > 0 && shape.heads % shape.kvHeads != 0))
+    return fail("model sizes must be positive integers (--ffn and --kv-heads may be 0: the family's default, "
+                "as many key heads as query heads), hidden divisible by heads, heads by kv-heads");
   std::string error;
   if (args.count("gpus")) {
     // Enough nodes of the preset for the requested devices.

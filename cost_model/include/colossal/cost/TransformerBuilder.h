@@ -8,7 +8,8 @@
 //
 // Factor names are the vocabulary plans use to say what is split: "batch",
 // "seq", "kv_seq" (attended positions), "hidden", "heads", "head_dim",
-// "ffn", "vocab", "qkv".
+// "ffn", "vocab", "qkv"; under grouped-query attention "kv_heads", "group"
+// (query heads per key head) and "kv" (keys and values).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,10 @@ struct TransformerShape {
   int64_t layers = 1;
   int64_t hidden = 1024;
   int64_t heads = 16;
+  /// Key and value heads; 0 means `heads` (multi-head attention). Fewer
+  /// (grouped-query attention, LLaMA 2 70B and LLaMA 3) must divide `heads`;
+  /// the graph then names the query heads "kv_heads" x "group".
+  int64_t kvHeads = 0;
   int64_t seq = 1024;
   int64_t vocab = 51200;
   /// MLP width; 0 means 4 x hidden (8/3 x hidden rounded to 256 for LLaMA).
