@@ -54,9 +54,15 @@ void PhaseProgress::draw(bool counting) {
 
 void PhaseProgress::tick() {
   std::unique_lock<std::mutex> lock(mutex_);
+  using namespace std::chrono;
   while (!stopping_) {
-    wake_.wait_for(lock, std::chrono::seconds(1));
-    if (!stopping_ && !phase_.empty() && std::chrono::steady_clock::now() - since_ >= std::chrono::seconds(1))
+    // Wake on the phase's whole seconds, so that its count shows when a
+    // second has passed, not up to a second later.
+    auto next = steady_clock::now() + seconds(1);
+    if (!phase_.empty())
+      next = since_ + seconds(duration_cast<seconds>(steady_clock::now() - since_).count() + 1);
+    wake_.wait_until(lock, next);
+    if (!stopping_ && !phase_.empty() && steady_clock::now() - since_ >= seconds(1))
       draw(true);
   }
 }
