@@ -85,7 +85,12 @@ KernelSeconds kernelSeconds(const Graph &graph, const Op &op, const OpSharding &
   std::optional<GemmShape> shape;
   bool ring = ringRanks > 1 && !rates.ringAttentionForward.empty();
   bool causal = !ring && op.causal && !rates.causalAttentionForward.empty();
-  if (gemm && op.attentionCore && (ring || causal || !rates.attentionForward.empty())) {
+  bool fusedAttention = op.attentionCore && (ring || causal || !rates.attentionForward.empty());
+  if (fusedAttention && !gemm) {
+    // The fused kernel's softmax and dropout: its time, priced on the score
+    // and context products at the kernel's measured rate, covers them.
+    t.forward = t.backward = 0;
+  } else if (gemm && fusedAttention) {
     const std::vector<CurvePoint> &forward = ring     ? rates.ringAttentionForward
                                              : causal ? rates.causalAttentionForward
                                                       : rates.attentionForward;

@@ -54,6 +54,12 @@ public:
     op.recomputedWhenSelective = true;
     return *this;
   }
+  /// The attention of a decoder (GPT, LLaMA) is masked causally; its FLOPs
+  /// stay the whole score matrix's, as frameworks count them.
+  OpBuilder &causal(bool decoder) {
+    op.causal = decoder;
+    return *this;
+  }
   /// Product of all factor sizes: the iteration space.
   double space() const {
     double n = 1;
@@ -107,6 +113,8 @@ struct Builder {
   }
 
   int param(const std::string &name) { return g.addValue(name, dt, /*isParameter=*/true); }
+
+  bool decoder() const { return s.family != TransformerFamily::BERT; }
 
   /// [b, s, h] -> [b, s, h], normalising over h.
   int norm(const std::string &name, int x, int layer, bool rms) {
@@ -198,7 +206,7 @@ struct Builder {
       op.factor("seq", seq).factor("kv_seq", seq).factor("head_dim", d, FactorKind::Reduction);
       op.input(q, {"batch", "seq", qDims}).input(k, {"batch", "kv_seq", kDims});
       op.output(name + ".scores", {"batch", qh, "seq", "kv_seq"}, dt, &scores);
-      op.saveInput(0).saveInput(1).core().flops(2 * op.space(), 4 * op.space()).add();
+      op.saveInput(0).saveInput(1).core().causal(decoder()).flops(2 * op.space(), 4 * op.space()).add();
     }
     {
       OpBuilder op(g, name + ".softmax", OpKind::Softmax, layer);
@@ -229,7 +237,7 @@ struct Builder {
       op.factor("seq", seq).factor("kv_seq", seq, FactorKind::Reduction).factor("head_dim", d);
       op.input(probs, {"batch", qh, "seq", "kv_seq"}).input(vv, {"batch", "kv_seq", kDims});
       op.output(name + ".context", {"batch", "seq", qDims}, dt, &context);
-      op.saveInput(0, /*core=*/true).saveInput(1).core();
+      op.saveInput(0, /*core=*/true).saveInput(1).core().causal(decoder());
       op.flops(2 * op.space(), 4 * op.space()).add();
     }
     return context;

@@ -10,6 +10,7 @@
 
 #include "colossal/cost/Communication.h"
 #include "colossal/cost/Estimator.h"
+#include "colossal/cost/TransformerBuilder.h"
 
 #include <gtest/gtest.h>
 
@@ -228,4 +229,47 @@ TEST(KernelRates, OneGradientBucketIsNotHidden) {
   double allReduce = collectiveTime(Collective::AllReduce, gradientBytes, *dp, c);
   ASSERT_GT(e->stages[0].computeBackward, 10 * allReduce);
   EXPECT_GE(e->exposedComm, allReduce);
+}
+
+// A fused attention kernel's time is the whole score matrix's FLOPs at the
+// kernel's rate for its key length (a decoder's under the causal curve);
+// the softmax and dropout it fuses cost nothing apart. Without attention
+// rates they are the separate kernels a materialized score matrix needs.
+TEST(KernelRates, AFusedAttentionKernelCoversItsSoftmaxAndDropout) {
+  TransformerShape shape;
+  shape.layers = 1;
+  shape.hidden = 256;
+  shape.heads = 4;
+  shape.seq = 512;
+  shape.vocab = 1000;
+  shape.microbatch = 2;
+  Graph g = buildTransformer(shape);
+  auto withAttention = [](double efficiency) {
+    Cluster c = *Cluster::preset("dgx-a100");
+    c.kernels.causalAttentionForward = {{512, efficiency}};
+    c.kernels.causalAttentionBackward = {{512, efficiency / 2}};
+    return c;
+  };
+  std::string error;
+  auto fast = estimate(g, Strategy{}, withAttention(0.5), error);
+  auto slow = estimate(g, Strategy{}, withAttention(0.25), error);
+  ASSERT_TRUE(fast && slow) << error;
+  double flops = 4.0 * 2 * 512 * 512 * 256, peak = 312e12; // 4 b s^2 h forward, BF16
+  EXPECT_NEAR(slow->stages[0].computeForward - fast->stages[0].computeForward, flops * (4 - 2) / peak, 1e-12);
+  EXPECT_NEAR(slow->stages[0].computeBackward - fast->stages[0].computeBackward, 2 * flops * (8 - 4) / peak, 1e-12);
+
+  // A softmax kernel a million times slower changes nothing while fused...
+  Cluster crawling = withAttention(0.5);
+  crawling.kernels.streaming[KernelKind::Softmax] = {{1, 1}, {1, 1}};
+  auto fused = estimate(g, Strategy{}, crawling, error);
+  ASSERT_TRUE(fused) << error;
+  EXPECT_DOUBLE_EQ(fused->stages[0].computeForward, fast->stages[0].computeForward);
+  // ...and costs its call when the score matrix is materialized.
+  crawling.kernels.causalAttentionForward.clear();
+  crawling.kernels.causalAttentionBackward.clear();
+  crawling.kernels.attentionForward.clear();
+  crawling.kernels.attentionBackward.clear();
+  auto materialized = estimate(g, Strategy{}, crawling, error);
+  ASSERT_TRUE(materialized) << error;
+  EXPECT_GT(materialized->stages[0].computeForward, 1.0);
 }
