@@ -256,12 +256,62 @@ namespace {
 
 constexpr double GB = 1e9, TB = 1e12, TFLOPS = 1e12;
 
-/// Until colossal-bench has measured a machine, GEMM efficiency follows a
-/// conservative curve: small calls are launch-bound, large ones reach about
-/// 80% of the tensor-core peak (the level Megatron-LM reports for large
-/// GEMMs on A100 and H100).
+/// The shape of GEMM efficiency by FLOPs per call: small calls are
+/// launch-bound, large ones reach a plateau (80% of the tensor-core peak
+/// here), which `calibrate` scales to the device's fitted one.
 std::vector<CurvePoint> defaultGemmEfficiency() {
   return {{1e6, 0.02}, {1e8, 0.2}, {1e9, 0.45}, {1e10, 0.65}, {1e11, 0.75}, {1e12, 0.8}};
+}
+
+/// The fused attention kernel (FlashAttention-2) by key length, head
+/// dimension 128, as a fraction of the BF16 peak in this model's convention:
+/// the whole score matrix's FLOPs (forward 4 b h s^2 d, backward twice that)
+/// over the kernel's time. H100 SXM5: Shah et al., "FlashAttention-3"
+/// (arXiv:2407.08608), figures of forward and backward speed, FlashAttention-2
+/// bars: non-causal forward 309-370 TFLOP/s and backward 214-322 (counted as
+/// 2.5 forwards there, hence 0.8x here), causal forward 191-335 (counting
+/// half the matrix there, hence 2x here). The causal backward is not
+/// plotted: the non-causal backward times the causal forward's gain.
+/// `scale` carries the curves to another device: the A100's is Dao's
+/// "FlashAttention-2" (arXiv:2307.08691) 73% of peak at long sequences.
+KernelRates flashAttention2(double scale) {
+  const std::vector<double> keys = {512, 1024, 2048, 4096, 8192, 16384};
+  const std::vector<double> forward = {309, 350, 362, 368, 370, 370}, backward = {214, 260, 291, 310, 318, 322},
+                            causalForward = {191, 260, 298, 319, 333, 335};
+  constexpr double h100Peak = 989;
+  KernelRates rates;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    double f = forward[i] / h100Peak, b = 0.8 * backward[i] / h100Peak, cf = 2 * causalForward[i] / h100Peak;
+    rates.attentionForward.push_back({keys[i], scale * f});
+    rates.attentionBackward.push_back({keys[i], scale * b});
+    rates.causalAttentionForward.push_back({keys[i], scale * cf});
+    rates.causalAttentionBackward.push_back({keys[i], scale * b * cf / f});
+  }
+  return rates;
+}
+
+/// The two rates fitted on published runs (bench/calibrate_gpu_presets.py
+/// over bench/published_runs.json; per-run errors in docs/cost-model.md):
+/// what large GEMMs reach in training (the default curve scaled to that
+/// top), and the share of the datasheet memory bandwidth memory-bound
+/// kernels reach over their operands' bytes. A fifth or less: frameworks'
+/// norms, softmax and elementwise kernels make several passes and keep fp32
+/// intermediates, which the op model's bytes (each operand once) leave out.
+constexpr double kStreamingFraction = 0.175;
+
+void calibrate(Cluster &c, double gemmPlateau, const char *runs) {
+  std::vector<CurvePoint> curve = defaultGemmEfficiency();
+  double top = curve.back().value;
+  for (CurvePoint &p : curve)
+    p.value *= gemmPlateau / top;
+  c.gemmEfficiency = curve;
+  double bandwidth = kStreamingFraction * c.memoryBandwidth;
+  for (KernelKind kind : allKernelKinds())
+    c.kernels.streaming[kind] = {{0, bandwidth}, {0, bandwidth / 2}}; // the backward moves about twice
+  c.calibration = std::string("datasheet peaks; GEMM plateau ") + std::to_string(gemmPlateau).substr(0, 4) +
+                  " and memory-bound kernels at " + std::to_string(kStreamingFraction).substr(0, 5) +
+                  " of peak bandwidth, fitted on " + runs +
+                  " (docs/cost-model.md); FlashAttention-2's published speeds; run colossal-bench to measure a machine";
 }
 
 Cluster nvidiaNode(const std::string &name, int nodes) {
@@ -269,8 +319,6 @@ Cluster nvidiaNode(const std::string &name, int nodes) {
   c.name = name;
   c.nodes = nodes;
   c.gpusPerNode = 8;
-  c.calibration = "datasheet peaks with default efficiencies; run colossal-bench to calibrate";
-  c.gemmEfficiency = defaultGemmEfficiency();
   c.intraNode.latency = 10e-6;
   c.interNode.latency = 20e-6;
   return c;
@@ -339,6 +387,8 @@ std::optional<Cluster> Cluster::preset(const std::string &name, int nodes) {
     c.hostMemoryBytes = 1024 * GB;
     c.hostDeviceBandwidth = 25 * GB;  // PCIe Gen4 x16, achieved
     c.hostMemoryBandwidth = 400 * GB; // 2 sockets x 8 channels DDR4-3200
+    c.kernels = flashAttention2(0.73 / (370.0 / 989));
+    calibrate(c, 0.8, "15 published A100 runs");
     return c;
   }
   if (name == "dgx-h100" || name == "h200-node") {
@@ -361,6 +411,10 @@ std::optional<Cluster> Cluster::preset(const std::string &name, int nodes) {
     c.hostMemoryBytes = 2048 * GB;
     c.hostDeviceBandwidth = 50 * GB;  // PCIe Gen5 x16, achieved
     c.hostMemoryBandwidth = 600 * GB; // 2 sockets x 8 channels DDR5-4800
+    c.kernels = flashAttention2(1);
+    // The H200 computes as the H100 does; its faster memory scales the
+    // streaming rate with the datasheet bandwidth.
+    calibrate(c, 0.7, "5 published H100 runs");
     return c;
   }
   return std::nullopt;

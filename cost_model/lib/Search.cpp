@@ -76,14 +76,33 @@ double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &c
     for (const GemmShapePoint &p : cluster.kernels.gemm)
       bestEfficiency = std::max(bestEfficiency, p.efficiency);
   }
+  // A fused attention kernel has its own rate (a causal one above 1 in the
+  // whole matrix's FLOPs): the score and context products are bounded by
+  // the best of it. A causal ring's busiest rank does at least half a
+  // rank's share (KernelTime.cpp), hence twice the ring's rates.
+  const KernelRates &k = cluster.kernels;
+  double bestAttention = 0;
+  for (const auto *curve :
+       {&k.attentionForward, &k.attentionBackward, &k.causalAttentionForward, &k.causalAttentionBackward})
+    for (const CurvePoint &p : *curve)
+      bestAttention = std::max(bestAttention, p.value);
+  for (const auto *curve : {&k.ringAttentionForward, &k.ringAttentionBackward})
+    for (const CurvePoint &p : *curve)
+      bestAttention = std::max(bestAttention, 2 * p.value);
   DType dtype = DType::BF16;
   for (const Value &v : graph.values)
     if (v.isParameter)
       dtype = v.dtype;
-  double flops = graph.modelFlops();
-  if (s.recompute == Recompute::Full)
-    flops *= 4.0 / 3.0;
-  double work = std::max(measuredWork, flops / (double(s.tp) * s.sp) / (cluster.peak(dtype) * bestEfficiency));
+  double attentionFlops = 0;
+  if (bestAttention > 0)
+    for (const Op &op : graph.ops)
+      if (op.kind == OpKind::MatMul && op.attentionCore)
+        attentionFlops += (op.forwardFlops + op.backwardFlops) * double(graph.repeatOf(op.layer));
+  double scale = s.recompute == Recompute::Full ? 4.0 / 3.0 : 1.0;
+  double peak = cluster.peak(dtype) * double(s.tp) * s.sp;
+  double flopsTime = scale * ((graph.modelFlops() - attentionFlops) / (peak * bestEfficiency) +
+                              (bestAttention > 0 ? attentionFlops / (peak * bestAttention) : 0));
+  double work = std::max(measuredWork, flopsTime);
   double bound = pipelineLowerBound(s, work, busiestRankWork);
   if (s.zero >= 2 && s.dp > 1) {
     double share = s.tpMode == TensorMode::TwoPointFiveD ? double(s.tp) / s.tpDepth : double(s.tp);

@@ -10,8 +10,10 @@
 // efficiency: GEMM efficiency by problem size (FLOPs per call), and bus
 // bandwidth by message size (nccl-tests' "busbw", which already folds in the
 // algorithm's 2(n-1)/n factors, so the cost formulas can use one bandwidth
-// for every collective). Presets ship with conservative default efficiency
-// tables and say so in `calibration`; `colossal-bench` measures real ones.
+// for every collective). The GPU presets' GEMM plateau and memory-bound
+// rate are fitted on published training runs and their fused attention rates
+// are FlashAttention-2's published speeds, as `calibration` says;
+// `colossal-bench` measures a machine's own.
 //
 //===----------------------------------------------------------------------===//
 
