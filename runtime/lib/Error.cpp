@@ -27,11 +27,15 @@ void fail(const std::string &call, const std::string &reason) {
   throw Error(processRank, call, reason);
 }
 
-int runOrAbort(const std::function<int()> &body, const std::function<void()> &onFailure) {
+int runOrAbort(const std::function<int()> &body, const std::function<void()> &onFailure, int ranks) {
   try {
     return body();
   } catch (const Error &e) {
     std::fprintf(stderr, "colossal: %s\n", e.what());
+    if (ranks > 0 && e.agreedBy() == ranks) {
+      std::fflush(stderr);
+      return 1;
+    }
   } catch (const std::exception &e) {
     std::fprintf(stderr, "colossal: rank %d: %s\n", errorRank(), e.what());
   }

@@ -106,10 +106,10 @@ void dieHereIfAsked(int rank) {
 void agreeOnFailure(Communicator &world, const std::string &what, const Failure &mine) {
   std::vector<std::string> errors = allGatherStrings(world, mine.reason);
   if (!mine.reason.empty())
-    throw Error(errorRank(), mine.call, mine.reason);
+    throw Error(errorRank(), mine.call, mine.reason).agreedBy(world.size());
   for (size_t r = 0; r < errors.size(); ++r)
     if (!errors[r].empty())
-      fail(what, "rank " + std::to_string(r) + " failed: " + errors[r]);
+      throw Error(errorRank(), what, "rank " + std::to_string(r) + " failed: " + errors[r]).agreedBy(world.size());
 }
 
 } // namespace

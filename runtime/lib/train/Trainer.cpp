@@ -527,7 +527,7 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
               RankGroups{dp, tp, *world, pp, pipeline ? &*pipeline : nullptr}, &counters, mpi.threadsMayCommunicate());
         return 0;
       },
-      [] { MpiSession::abort(1); });
+      [] { MpiSession::abort(1); }, worldSize);
 }
 
 } // namespace

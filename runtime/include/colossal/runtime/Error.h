@@ -25,9 +25,17 @@ public:
   int rank() const { return rank_; }
   const std::string &call() const { return call_; }
   const std::string &reason() const { return reason_; }
+  /// How many ranks raised this failure together, having agreed on it
+  /// (0: this rank alone, the others may be waiting in a collective).
+  int agreedBy() const { return agreedBy_; }
+  Error &agreedBy(int ranks) {
+    agreedBy_ = ranks;
+    return *this;
+  }
 
 private:
   int rank_;
+  int agreedBy_ = 0;
   std::string call_;
   std::string reason_;
 };
@@ -41,8 +49,10 @@ int errorRank();
 
 /// Runs `body`; on an exception prints "colossal: rank R: call: reason" and
 /// returns a non-zero exit code after `onFailure` (which aborts the job's
-/// communicators so that no peer waits forever).
-int runOrAbort(const std::function<int()> &body, const std::function<void()> &onFailure);
+/// communicators so that no peer waits forever). A failure all `ranks` of
+/// the job agreed on needs no abort: every rank leaves on its own, after
+/// saying why (an abort from the first to leave could cut the others short).
+int runOrAbort(const std::function<int()> &body, const std::function<void()> &onFailure, int ranks = 0);
 
 } // namespace colossal::rt
 
