@@ -119,6 +119,12 @@ cl::opt<std::string> planFile("plan",
                               cl::desc("A plan written by --emit=plan: re-evaluated with --emit=plan, built "
                                        "with -o DIR"),
                               cl::value_desc("FILE"), cl::cat(category));
+cl::opt<std::string> traceFile("trace",
+                               cl::desc("With --emit=plan: write the plan's predicted step, every pipeline rank's "
+                                        "forward and backward calls and what follows them, as Chrome-trace JSON "
+                                        "(a pipelined program's --trace writes the measured one with the same "
+                                        "names)"),
+                               cl::value_desc("FILE"), cl::cat(category));
 cl::opt<std::string> clusterName("cluster",
                                  cl::desc("The machine plans are for: dgx-a100, dgx-h100, h200-node, host (this "
                                           "machine, one process per hardware thread) or a colossal-cluster/1 "
@@ -192,6 +198,10 @@ std::optional<Request> parseCommandLine(int argc, char **argv) {
     }
   }
   options.frozen.assign(frozen.begin(), frozen.end());
+  if (!traceFile.empty() && phase != Emit::Plan) {
+    printError("--trace writes a plan's predicted step: it goes with --emit=plan");
+    return std::nullopt;
+  }
   if (phase == Emit::Plan && !batch.getNumOccurrences() && planFile.empty()) {
     printError("--emit=plan needs --batch B, the global batch over all devices");
     return std::nullopt;
@@ -201,7 +211,7 @@ std::optional<Request> parseCommandLine(int argc, char **argv) {
   r.emit = phase, r.toDirectory = toDirectory;
   r.inputPath = inputPath, r.outputPath = outputPath;
   r.target = target, r.precision = precision, r.optimizer = optimizer, r.schedule = schedule;
-  r.strategy = strategyText, r.planFile = planFile, r.cluster = clusterName;
+  r.strategy = strategyText, r.planFile = planFile, r.cluster = clusterName, r.traceFile = traceFile;
   // A host program runs on host processes: plan for this machine, unless
   // only a plan is asked for without naming the target (plans are for GPUs).
   bool hostProgram = target == "cpu" && (phase != Emit::Plan || target.getNumOccurrences());

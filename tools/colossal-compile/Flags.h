@@ -27,6 +27,8 @@ struct Request {
   std::string inputPath, outputPath;
   std::string target, precision, optimizer, schedule;
   std::string strategy, planFile, cluster;
+  /// --emit=plan --trace: the predicted step as Chrome-trace JSON.
+  std::string traceFile;
   int64_t gpus = 1;
   bool gpusGiven = false;
   int64_t microbatches = 1;

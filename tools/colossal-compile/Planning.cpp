@@ -20,6 +20,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -278,6 +279,40 @@ bool writeOutput(const std::string &path, const std::string &text) {
   return bool(out);
 }
 
+/// How a plan is evaluated: split layouts as the partitioner builds them
+/// when it places the tensor axis.
+cost::EstimateOptions evaluationOf(const cost::Strategy &strategy, cost::Placement placement) {
+  cost::EstimateOptions options;
+  if (placement == cost::Placement::Partitioner && strategy.tp > 1) {
+    options.layouts = cost::SplitLayouts::Built;
+    options.recomputeCollectives = false;
+  }
+  return options;
+}
+
+/// The plan's predicted step as Chrome-trace JSON at `path`: evaluated again
+/// keeping the simulated pipeline's calls, with the names a pipelined
+/// program's --trace gives the measured ones (F0, B0, ...).
+/// `sharding` is what the plan was evaluated with (null: the strategy's).
+bool writePredictedTrace(const std::string &path, const cost::Graph &graph, const cost::SearchCandidate &plan,
+                         const cost::GraphSharding *sharding, const cost::Cluster &cluster, std::string &error) {
+  cost::EstimateOptions options = evaluationOf(plan.strategy, plan.placement);
+  options.recordPipelineTasks = true;
+  std::optional<cost::Estimate> e = cost::estimate(graph, plan.strategy, cluster, error, sharding, options);
+  if (!e)
+    return false;
+  if (std::abs(e->stepTime / plan.estimate.stepTime - 1) > 1e-9) {
+    error = "the trace's step (" + std::to_string(e->stepTime) + " s) is not the plan's (" +
+            std::to_string(plan.estimate.stepTime) + " s)";
+    return false;
+  }
+  if (!writeOutput(path, e->chromeTrace().dump(0))) {
+    error = "cannot write " + path;
+    return false;
+  }
+  return true;
+}
+
 void printReport(const std::string &model, const std::string &precision, const cost::Cluster &cluster, const cost::SearchResult *search,
                  const cost::SearchCandidate &plan, const cost::Graph &graph) {
   llvm::raw_ostream &os = llvm::errs();
@@ -470,16 +505,15 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
         hasSplits |= !axes.empty();
     if (!hasSplits)
       plan.sharding.clear();
-    cost::EstimateOptions evaluation;
-    if (plan.placement == cost::Placement::Partitioner && strategy->tp > 1) {
-      evaluation.layouts = cost::SplitLayouts::Built;
-      evaluation.recomputeCollectives = false;
-    }
+    cost::EstimateOptions evaluation = evaluationOf(*strategy, plan.placement);
     std::optional<cost::Estimate> e = cost::estimate(*graph, *strategy, *cluster, error,
                                                      plan.sharding.empty() ? nullptr : &plan.sharding, evaluation);
     if (!e)
       return fail(request.planPath + ": the plan cannot run: " + error);
     plan.estimate = std::move(*e);
+    std::optional<cost::GraphSharding> evaluatedWith;
+    if (!plan.sharding.empty())
+      evaluatedWith = plan.sharding;
     if (plan.sharding.empty())
       plan.sharding = replicated(*graph);
     if (!request.quiet)
@@ -488,6 +522,9 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
                                                     : b * strategy->microbatches * strategy->dp;
     if (!writeOutput(request.outputPath, planJson(model, request.precision, globalBatch, nullptr, plan, *graph).dump()))
       return fail("cannot write " + request.outputPath);
+    if (!request.tracePath.empty() && !writePredictedTrace(request.tracePath, *graph, plan,
+                                                           evaluatedWith ? &*evaluatedWith : nullptr, *cluster, error))
+      return fail("--trace: " + error);
     return plan.estimate.fits() ? 0 : 3;
   }
 
@@ -555,6 +592,9 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     return 0;
   }
   const cost::Graph &graph = *graphs[winner.microbatchSize];
+  std::optional<cost::GraphSharding> evaluatedWith;
+  if (!winner.sharding.empty())
+    evaluatedWith = winner.sharding;
   if (winner.sharding.empty())
     winner.sharding = replicated(graph);
   // When the best plan cannot be built yet, the best one that can.
@@ -597,6 +637,9 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
                            {"why_slower", cost::explainLoss(*buildable, winner)}};
   if (!writeOutput(request.outputPath, json.dump()))
     return fail("cannot write " + request.outputPath);
+  if (!request.tracePath.empty() && !writePredictedTrace(request.tracePath, graph, winner,
+                                                         evaluatedWith ? &*evaluatedWith : nullptr, *cluster, error))
+    return fail("--trace: " + error);
   return 0;
 }
 

@@ -37,6 +37,8 @@ struct PlanRequest {
   std::string outputPath = "-";
   /// A plan to re-evaluate instead of searching.
   std::string planPath;
+  /// Where the plan's predicted step goes as Chrome-trace JSON ("": nowhere).
+  std::string tracePath;
   /// Parts of the strategy the user fixed ("dp=8,zero=1").
   std::string strategy;
   std::string cluster = "dgx-a100";

@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
   planning.inputPath = r.inputPath, planning.outputPath = r.outputPath, planning.planPath = r.planFile;
   planning.strategy = r.strategy, planning.cluster = r.cluster, planning.import = r.import;
   planning.gpus = r.gpus, planning.globalBatch = r.batch.value_or(0);
-  planning.quiet = r.quiet, planning.precision = r.precision;
+  planning.quiet = r.quiet, planning.precision = r.precision, planning.tracePath = r.traceFile;
   if (r.emit == Emit::Plan)
     return runPlanning(context, planning);
 
