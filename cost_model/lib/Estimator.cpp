@@ -446,7 +446,24 @@ std::string Estimate::summary() const {
 
 Json Estimate::chromeTrace() const {
   Json::Array events;
-  for (const PipelineTask &t : pipeline.tasks)
+  // Without a pipeline a microbatch's forward and backward are one call of
+  // the program's step: one event, "F0+B0", as the program's trace has it.
+  bool oneCall = stages.size() == 1 && strategy.virtualStages == 1 && pipeline.tasks.size() % 2 == 0;
+  for (size_t i = 0; oneCall && i < pipeline.tasks.size(); i += 2)
+    oneCall = pipeline.tasks[i].forward && !pipeline.tasks[i + 1].forward &&
+              pipeline.tasks[i].microbatch == pipeline.tasks[i + 1].microbatch;
+  for (size_t i = 0; oneCall && i < pipeline.tasks.size(); i += 2) {
+    const PipelineTask &f = pipeline.tasks[i], &b = pipeline.tasks[i + 1];
+    std::string m = std::to_string(f.microbatch);
+    events.push_back(Json::Object{{"name", "F" + m + "+B" + m},
+                                  {"cat", "step"},
+                                  {"ph", "X"},
+                                  {"pid", 0},
+                                  {"tid", 0},
+                                  {"ts", f.start * 1e6},
+                                  {"dur", (b.end - f.start) * 1e6}});
+  }
+  for (const PipelineTask &t : oneCall ? std::vector<PipelineTask>{} : pipeline.tasks)
     events.push_back(Json::Object{
         {"name", std::string(t.forward ? "F" : "B") + std::to_string(t.microbatch) +
                      (t.chunk ? "." + std::to_string(t.chunk) : "")},

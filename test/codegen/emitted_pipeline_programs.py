@@ -36,13 +36,14 @@ optimizer offload over the data axis included), and checks:
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
     check, check_refusals, compile_model, train, losses, worst_relative, batch_data, npy_floats, finish, WORK,
-    optimizer_flags, runtime_name, safetensors, weight_error, FIXTURES)
+    optimizer_flags, runtime_name, safetensors, weight_error, FIXTURES, COMPILER)
 
 HIDDEN, SEQ = 16, 8
 # (model, strategy, ranks, rows of the global batch, optimizers run)
@@ -212,6 +213,31 @@ if run.returncode == 0:
     logged = [json.loads(line)["pipeline"] for line in open(f"{WORK}/trace.log")]
     check(len(logged) == 2 and all(0 <= p["idle_fraction"] < 1 for p in logged), f"--trace: the log says {logged}")
     print(f"--trace: 2 ranks x 8 calls traced; idle share of rank 0 {logged[-1]['idle_fraction']:.3f}")
+
+# Without a pipeline: each rank traces its step calls (a microbatch's forward
+# and backward are one call, "F0+B0"), the gradients' reduction and the
+# optimizer, under the names the plan's predicted trace gives them.
+program, plan_trace = f"{WORK}/gpt2-dp2-microbatches2", f"{WORK}/gpt2-dp2-predicted.json"
+built = compile_model("gpt2", program, "--strategy", "dp=2,microbatches=2", batch=4)
+planned = subprocess.run([COMPILER, f"{FIXTURES}/gpt2/gpt2_opset17.onnx", "--emit=plan", "--target", "cpu",
+                          "--seq", "8", "--gpus", "2", "--batch", "4", "--strategy", "dp=2,microbatches=2",
+                          "-o", f"{WORK}/gpt2-dp2-plan.json", "--trace", plan_trace, "--quiet"],
+                         capture_output=True, text=True)
+check(built.returncode == 0 and planned.returncode == 0,
+      f"the dp=2 build or its plan failed: {built.stderr[-1500:]} {planned.stderr[-1500:]}")
+if built.returncode == 0 and planned.returncode == 0:
+    feed = batch_data("gpt2", 4)[0]
+    run = train(program, "--feed", feed, "--steps", "2", "--trace", f"{WORK}/dp-trace", ranks=2)
+    check(run.returncode == 0, f"--trace without a pipeline failed: {run.stderr[-1500:]}")
+    predicted = [e["name"] for e in json.load(open(plan_trace))["traceEvents"] if e.get("ph") == "X"]
+    calls = ["F0+B0", "F1+B1"]
+    check([n for n in predicted if "+" in n] == calls, f"the predicted trace's calls are {predicted}")
+    tails = {"data-parallel reduction (exposed)", "optimizer"}
+    for rank in range(2) if run.returncode == 0 else []:
+        names = [e["name"] for e in json.load(open(f"{WORK}/dp-trace.rank-{rank:05d}.json"))["traceEvents"]]
+        check([n for n in names if "+" in n] == calls and set(names) - set(calls) == tails,
+              f"--trace without a pipeline: rank {rank} traced {names}")
+    print(f"--trace without a pipeline: predicted {predicted}, measured the same calls and {sorted(tails)}")
 
 # Checkpoints: a pipeline saves at step 5 and resumes to step 10 bit for
 # bit; the one-rank program resumes the pipeline's checkpoint, and the

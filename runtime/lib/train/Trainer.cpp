@@ -62,10 +62,8 @@ Prepared prepare(const TrainingProgram &program, const Options &o, int rank, int
                  int tensorRanks = 1) {
   if (o.settings.offloadOptimizer && o.settings.zero == 0 && ranks > 1)
     fail(program.model, "optimizer offload moves each rank's ZeRO shard of the optimizer to the host, and this "
-                        "program has no ZeRO stage over its " + std::to_string(ranks) +
-                        " ranks (recompile with --strategy zero=1,offload=optimizer)");
-  if (program.stages.empty() && !o.trace.empty())
-    fail("--trace", "traces the calls of a pipelined program's stages, and this program has one step function");
+                        "program has no ZeRO stage over its " +
+                            std::to_string(ranks) + " ranks (recompile with --strategy zero=1,offload=optimizer)");
   // Found before training, not at the save after it.
   if (!o.save.empty() && !canHoldCheckpoint(o.save, o.saveEvery > 0))
     fail("--save " + o.save, std::string("it exists and holds other files than ") +
@@ -264,6 +262,16 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     auto since = [](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     };
+    // A program without a pipeline traces its step calls (a microbatch's
+    // forward and backward, "F0+B0", as the plan's trace names them), the
+    // gradients' reduction it waits for and the optimizer.
+    auto span = [&](std::string name, std::chrono::steady_clock::time_point from) {
+      if (!groups.pipeline)
+        timeline.spans.push_back(
+            {std::move(name), std::chrono::duration<double>(from - stepBegin).count(), since(stepBegin), true});
+    };
+    if (!groups.pipeline)
+      timeline.spans.clear();
     if (groups.pipeline) {
       // The rank's forward and backward calls in the schedule's order; the
       // loss is the last stage's.
@@ -301,6 +309,7 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
         auto computeBegin = std::chrono::steady_clock::now();
         program.step(inputs, stepParameters, random, float(s.lossScale), microLoss, grads, reported, collectives);
         computeSeconds += since(computeBegin);
+        span("F" + std::to_string(m) + "+B" + std::to_string(m), computeBegin);
       }
       if (gathered) {
         gathered->prefetcher().finishCall();
@@ -324,6 +333,7 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     // gradients (one all-reduce per bucket, the buckets in a fixed order), so
     // the replicated weights stay identical. ZeRO-2 reduced them per
     // microbatch.
+    auto reductionBegin = std::chrono::steady_clock::now();
     if (!scatterEachMicrobatch) {
       if (!s.sharded)
         for (size_t t = 0; t < s.grads.size(); ++t)
@@ -336,6 +346,8 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       else
         s.sharded->useGradients(s.grads);
     }
+    if (dp.size() > 1)
+      span("data-parallel reduction (exposed)", reductionBegin);
     // The step's mean loss over the data-parallel ranks, for the log: one
     // all-reduce of a float, counted and predicted like the others.
     averageOverRanks(dp, &loss, 1);
@@ -375,6 +387,7 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       else
         optimizerStep(o.settings.optimizer, lr, s.updates, s.tensors, gradScale, completeSplit);
       optimizerSeconds = since(optimizerBegin);
+      span("optimizer", optimizerBegin);
       if (o.settings.lossScaling.dynamic && ++s.finiteSteps >= o.settings.lossScaling.window) {
         s.lossScale *= o.settings.lossScaling.growth;
         s.finiteSteps = 0;
@@ -405,6 +418,9 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       record.extra.push_back({"pipeline", pipeline});
       if (!o.trace.empty() && step == o.settings.steps)
         writeTrace(o.trace, groups.world.rank(), timeline.chromeTrace(groups.pp->rank()));
+    } else if (!o.trace.empty() && step == o.settings.steps) {
+      timeline.seconds = std::chrono::duration<double>(now - stepBegin).count();
+      writeTrace(o.trace, groups.world.rank(), timeline.chromeTrace(0));
     }
     if (dp.size() > 1 && !scatterEachMicrobatch)
       record.extra.push_back({"gradient_buckets", "{\"total\": " + std::to_string(average.buckets().size()) +

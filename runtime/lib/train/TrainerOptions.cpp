@@ -42,9 +42,12 @@ Trains %s, compiled by colossal-compile, on the host.
   --dump-gradients DIR write the first step's gradients (averaged over
                        microbatches and ranks, before clipping) as whole
                        tensors, DIR/NAME.npy (rank k: DIR/rank-0000k/NAME.npy)
-  --trace FILE         a pipelined program: each rank writes its last step as a
-                       Chrome trace, FILE.rank-0000k.json (every forward and
-                       backward call, and the waits for what it receives)
+  --trace FILE         each rank writes its last step as a Chrome trace,
+                       FILE.rank-0000k.json: every forward and backward call
+                       (F0, B0; F0+B0 without a pipeline) and the waits for
+                       what a pipeline rank receives, or the gradients'
+                       reduction and the optimizer; the names of
+                       colossal-compile --emit=plan --trace
   --export DIR         write the trained weights as DIR/model.safetensors: whole
                        tensors under the ONNX initializers' (PyTorch's) names and
                        shapes, vocabulary padding removed; and DIR/model.onnx, the
