@@ -92,6 +92,9 @@ TransformerShape shapeOf(const Json &model, int64_t microbatch, const std::strin
   if (const Json *dropout = model.find("dropout"); dropout && dropout->isBool())
     shape.dropout = dropout->asBool();
   shape.microbatch = microbatch;
+  if (shape.heads < 1 || shape.hidden % shape.heads != 0 || shape.kvHeads < 0 ||
+      (shape.kvHeads > 0 && shape.heads % shape.kvHeads != 0))
+    fail(where + ": hidden must divide into heads, and heads into kv_heads");
   return shape;
 }
 

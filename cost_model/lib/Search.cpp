@@ -93,14 +93,15 @@ double computeLowerBound(const Graph &graph, const Strategy &s, const Cluster &c
   for (const Value &v : graph.values)
     if (v.isParameter)
       dtype = v.dtype;
-  double attentionFlops = 0;
-  if (bestAttention > 0)
-    for (const Op &op : graph.ops)
-      if (op.kind == OpKind::MatMul && op.attentionCore)
-        attentionFlops += (op.forwardFlops + op.backwardFlops) * double(graph.repeatOf(op.layer));
+  // The model FLOPs (Graph::modelFlops), the attention products' apart.
+  double otherFlops = 0, attentionFlops = 0;
+  for (const Op &op : graph.ops)
+    if (op.kind == OpKind::MatMul)
+      (bestAttention > 0 && op.attentionCore ? attentionFlops : otherFlops) +=
+          (op.forwardFlops + op.backwardFlops) * double(graph.repeatOf(op.layer));
   double scale = s.recompute == Recompute::Full ? 4.0 / 3.0 : 1.0;
   double peak = cluster.peak(dtype) * double(s.tp) * s.sp;
-  double flopsTime = scale * ((graph.modelFlops() - attentionFlops) / (peak * bestEfficiency) +
+  double flopsTime = scale * (otherFlops / (peak * bestEfficiency) +
                               (bestAttention > 0 ? attentionFlops / (peak * bestAttention) : 0));
   double work = std::max(measuredWork, flopsTime);
   double bound = pipelineLowerBound(s, work, busiestRankWork);
