@@ -31,7 +31,12 @@ void addGridCollectives(const Graph &graph, const Op &op, const Strategy &strate
     if (graph.values[use.value].isParameter && use.dims.size() == 2)
       weight = &use;
   if (op.kind == OpKind::MatMul && weight && !op.inputs.empty() && !op.outputs.empty()) {
-    GridLinear g = gridLinear(strategy.tpMode, q, depth, full(op.inputs[0]), full(*weight), full(op.outputs[0]));
+    // A fused projection's outputs (query, key and value) are one product:
+    // Y is all of them.
+    double y = 0;
+    for (const TensorUse &out : op.outputs)
+      y += full(out);
+    GridLinear g = gridLinear(strategy.tpMode, q, depth, full(op.inputs[0]), full(*weight), y);
     emit(g.forward, forward, forwardSeconds);
     emit(g.backward, backward, backwardSeconds);
     return;
