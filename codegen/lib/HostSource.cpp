@@ -745,9 +745,10 @@ int64_t rangeOfUses(Value input, int64_t tensorRanks) {
   int64_t range = std::numeric_limits<int64_t>::max();
   for (Operation *user : input.getUsers()) {
     // Labels flattened for the loss (labels.view(-1)) label what the
-    // flattened ones do.
-    if (auto reshape = dyn_cast<ReshapeOp>(user)) {
-      range = std::min(range, rangeOfUses(reshape.getResult(), tensorRanks));
+    // flattened ones do; the rank's slice of the tokens (sequence
+    // parallelism) what the whole do.
+    if (isa<ReshapeOp, ReshardOp, RankSliceOp>(user)) {
+      range = std::min(range, rangeOfUses(user->getResult(0), tensorRanks));
       continue;
     }
     // A table or logits split by vocabulary hold 1 / tensorRanks of it.
@@ -1043,8 +1044,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.steps = " << settings.steps << ";\n"
      << "  s.microbatches = " << settings.microbatches << ";\n"
      << "  s.ranks = " << settings.ranks << ";\n"
-     << "  s.tensorRanks = " << settings.tensorRanks << ";\n"
-     << (ownSequenceAxis ? "  s.modelAxis = \"sp\";\n" : "") << "  s.zero = " << settings.zero << ";\n"
+     << (ownSequenceAxis ? "  s.sequenceRanks = " : "  s.tensorRanks = ") << settings.tensorRanks << ";\n"
+     << "  s.zero = " << settings.zero << ";\n"
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"
      << "  s.prefetchBytes = " << settings.prefetchBytes << ";\n"

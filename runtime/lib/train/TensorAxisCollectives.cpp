@@ -10,7 +10,7 @@
 
 namespace colossal::rt::trainer {
 
-TensorAxisCollectives::TensorAxisCollectives(Communicator *tp) : tp_(tp) {}
+TensorAxisCollectives::TensorAxisCollectives(std::vector<Communicator *> axes) : axes_(std::move(axes)) {}
 
 Tensor TensorAxisCollectives::allReduce(const Tensor &x, const std::string &axis) {
   return reduce(x, axis, ReduceOp::Sum);
@@ -109,9 +109,10 @@ TensorAxisCollectives::Runs TensorAxisCollectives::runsOf(const Tensor &x, int64
 }
 
 Communicator &TensorAxisCollectives::communicator(const std::string &axis, const std::string &what) {
-  if (!tp_ || axis != tp_->axis())
-    fail("step", what + " over mesh axis '" + axis + "', which this run does not have");
-  return *tp_;
+  for (Communicator *c : axes_)
+    if (c && c->axis() == axis)
+      return *c;
+  fail("step", what + " over mesh axis '" + axis + "', which this run does not have");
 }
 
 Tensor TensorAxisCollectives::reduce(const Tensor &x, const std::string &axis, ReduceOp op) {

@@ -14,16 +14,19 @@
 #include "colossal/runtime/train/StepInterface.h"
 
 #include <string>
+#include <vector>
 
 namespace colossal::rt::trainer {
 
 using host::Shape;
 using host::Tensor;
 
-/// Tensor parallelism's sums inside the step, over the tensor axis.
+/// Tensor and sequence parallelism's collectives inside the step, over the
+/// model axes' communicators.
 class TensorAxisCollectives : public StepCollectives {
 public:
-  explicit TensorAxisCollectives(Communicator *tp);
+  /// The run's model axes (null entries: axes it does not have).
+  explicit TensorAxisCollectives(std::vector<Communicator *> axes);
   Tensor allReduce(const Tensor &x, const std::string &axis) override;
   Tensor allReduceInPlace(Tensor &&x, const std::string &axis) override;
   Tensor allReduceMax(const Tensor &x, const std::string &axis) override;
@@ -50,7 +53,7 @@ private:
 
   Tensor reduceInPlace(Tensor &&x, const std::string &axis, ReduceOp op);
 
-  Communicator *tp_;
+  std::vector<Communicator *> axes_;
 };
 
 } // namespace colossal::rt::trainer

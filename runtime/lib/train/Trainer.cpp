@@ -90,11 +90,12 @@ void averageOverRanks(Communicator &dp, float *values, int64_t n) {
     values[k] *= inverse;
 }
 
-/// The ranks a rank trains with: the data-parallel axis, the tensor axis
-/// (null without tensor parallelism) and every rank (checkpoints, the log).
+/// The ranks a rank trains with: the data-parallel axis, the tensor and
+/// sequence axes (null without them) and every rank (checkpoints, the log).
 struct RankGroups {
   Communicator &dp;
   Communicator *tp;
+  Communicator *sp;
   Communicator &world;
   /// The pipeline axis, with the rank's part of a pipelined program.
   Communicator *pp = nullptr;
@@ -154,10 +155,11 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   State &s = p.state;
   Communicator &dp = groups.dp;
   Communicator *tp = groups.tp && groups.tp->size() > 1 ? groups.tp : nullptr;
+  Communicator *sp = groups.sp && groups.sp->size() > 1 ? groups.sp : nullptr;
   int64_t tensorRank = tp ? tp->rank() : 0, tensorRanks = tp ? tp->size() : 1;
   // The step's own sums run on this thread: no second thread may talk then.
-  overlapAllowed = overlapAllowed && !tp;
-  TensorAxisCollectives collectives(tp);
+  overlapAllowed = overlapAllowed && !tp && !sp;
+  TensorAxisCollectives collectives({tp, sp});
   // The split tensors' norms are the sums of their slices' over the tensor
   // axis (two floats per tensor); whole tensors' are every rank's own.
   std::vector<size_t> split;
@@ -477,7 +479,7 @@ int trainAlone(int argc, char **argv, const TrainingProgram &program) {
       return 0;
     Prepared p = prepare(program, *options, 0, 1);
     SingleRankCommunicator dp("dp");
-    train(program, p, RankGroups{dp, nullptr, dp}, nullptr, /*overlapAllowed=*/false);
+    train(program, p, RankGroups{dp, nullptr, nullptr, dp}, nullptr, /*overlapAllowed=*/false);
     return 0;
   } catch (const Error &e) {
     printError(argv[0], e.call(), e.reason());
@@ -491,20 +493,21 @@ int trainAlone(int argc, char **argv, const TrainingProgram &program) {
 /// failures (flags, files) are agreed on before the first collective, so
 /// every rank leaves and the lowest failing rank says why; failures after
 /// that abort the job.
-int trainParallel(int argc, char **argv, const TrainingProgram &program, int ranks, int tensorRanks,
+int trainParallel(int argc, char **argv, const TrainingProgram &program, int ranks, int tensorRanks, int sequenceRanks,
                   int pipelineRanks) {
   MpiSession mpi(&argc, &argv);
   CommCounters counters;
   std::unique_ptr<MpiCommunicator> world = MpiCommunicator::world(&counters);
   // The tensor axis inside: its ranks are neighbours (one node); the
-  // pipeline axis outside, across nodes (Megatron-LM's order).
-  const std::string &inner = program.settings.modelAxis;
+  // sequence axis next; the pipeline axis outside, across nodes
+  // (Megatron-LM's order).
   std::string mesh = (pipelineRanks > 1 ? "pp=" + std::to_string(pipelineRanks) + "," : "") +
-                     "dp=" + std::to_string(ranks) +
-                     (tensorRanks > 1 ? "," + inner + "=" + std::to_string(tensorRanks) : "");
+                     "dp=" + std::to_string(ranks) + (sequenceRanks > 1 ? ",sp=" + std::to_string(sequenceRanks) : "") +
+                     (tensorRanks > 1 ? ",tp=" + std::to_string(tensorRanks) : "");
   ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
   Communicator &dp = groups.axis("dp");
-  Communicator *tp = tensorRanks > 1 ? &groups.axis(inner) : nullptr;
+  Communicator *tp = tensorRanks > 1 ? &groups.axis("tp") : nullptr;
+  Communicator *sp = sequenceRanks > 1 ? &groups.axis("sp") : nullptr;
   Communicator *pp = pipelineRanks > 1 ? &groups.axis("pp") : nullptr;
   std::optional<Prepared> prepared;
   std::optional<PipelineRank> pipeline;
@@ -526,7 +529,7 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
   } catch (const std::exception &e) {
     call = program.model, reason = e.what();
   }
-  int worldSize = ranks * tensorRanks * pipelineRanks;
+  int worldSize = ranks * tensorRanks * sequenceRanks * pipelineRanks;
   int64_t failed = reason.empty() ? 0 : worldSize - mpi.rank();
   world->allReduce(Buffer::of(&failed, DType::I64, 1), ReduceOp::Max);
   if (failed > 0) {
@@ -540,7 +543,8 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
   return runOrAbort(
       [&] {
         train(pipeline ? pipeline->program : program, *prepared,
-              RankGroups{dp, tp, *world, pp, pipeline ? &*pipeline : nullptr}, &counters, mpi.threadsMayCommunicate());
+              RankGroups{dp, tp, sp, *world, pp, pipeline ? &*pipeline : nullptr}, &counters,
+              mpi.threadsMayCommunicate());
         return 0;
       },
       [] { MpiSession::abort(1); }, worldSize);
@@ -564,8 +568,9 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
       return 0;
     }
   int ranks = int(program.settings.ranks), tensorRanks = int(std::max<int64_t>(program.settings.tensorRanks, 1));
+  int sequenceRanks = int(std::max<int64_t>(program.settings.sequenceRanks, 1));
   int pipelineRanks = int(std::max<int64_t>(program.settings.pipelineRanks, 1));
-  int worldSize = ranks * tensorRanks * pipelineRanks;
+  int worldSize = ranks * tensorRanks * sequenceRanks * pipelineRanks;
   LaunchInfo launch;
   try {
     launch = detectLaunch();
@@ -574,12 +579,11 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
     return 1;
   }
   if (launch.worldSize != worldSize) {
-    std::string compiled = std::to_string(ranks) + " data-parallel rank" + (ranks == 1 ? "" : "s") +
-                           (tensorRanks > 1 ? " x " + std::to_string(tensorRanks) +
-                                                  (program.settings.modelAxis == "sp" ? " sequence-parallel ranks"
-                                                                                      : " tensor-parallel ranks")
-                                            : "") +
-                           (pipelineRanks > 1 ? " x " + std::to_string(pipelineRanks) + " pipeline ranks" : "");
+    std::string compiled =
+        std::to_string(ranks) + " data-parallel rank" + (ranks == 1 ? "" : "s") +
+        (sequenceRanks > 1 ? " x " + std::to_string(sequenceRanks) + " sequence-parallel ranks" : "") +
+        (tensorRanks > 1 ? " x " + std::to_string(tensorRanks) + " tensor-parallel ranks" : "") +
+        (pipelineRanks > 1 ? " x " + std::to_string(pipelineRanks) + " pipeline ranks" : "");
     // Every rank says it: the launcher may stop the others as soon as one
     // exits, before rank 0 has written anything.
     printError(argv[0], launch.rank == 0 ? "launch" : "rank " + std::to_string(launch.rank) + ": launch",
@@ -591,7 +595,7 @@ int trainerMain(int argc, char **argv, const TrainingProgram &program) {
     return 1;
   }
   return worldSize == 1 ? trainAlone(argc, argv, program)
-                        : trainParallel(argc, argv, program, ranks, tensorRanks, pipelineRanks);
+                        : trainParallel(argc, argv, program, ranks, tensorRanks, sequenceRanks, pipelineRanks);
 }
 
 } // namespace colossal::rt

@@ -87,12 +87,15 @@ struct TrainingSettings {
   /// Data-parallel ranks the program was compiled for; more than one runs
   /// under mpirun with ranks x tensorRanks processes.
   int64_t ranks = 1;
-  /// Ranks of the model axis inside the data-parallel one (neighbouring
-  /// ranks): the mesh is dp x `modelAxis`, "tp" for tensor parallelism
-  /// (Megatron's split of the MLP and attention blocks, with or without its
-  /// sequence parallelism), "sp" for all-to-all sequence parallelism.
+  /// Ranks of the model axes inside the data-parallel one: the mesh is
+  /// dp x sp x tp, tp innermost (neighbouring ranks). "tp" is tensor
+  /// parallelism (Megatron's split of the MLP and attention blocks and the
+  /// vocabulary, with or without its sequence parallelism; the split
+  /// parameters are sliced over it), "sp" sequence parallelism on an axis
+  /// of its own (all-to-all or ring attention; every rank of it holds the
+  /// same weights).
   int64_t tensorRanks = 1;
-  std::string modelAxis = "tp";
+  int64_t sequenceRanks = 1;
   /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
   /// gradients too, 3 the weights too (ShardedOptimizer.h); 0 replicates
   /// everything.
