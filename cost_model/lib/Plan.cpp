@@ -278,6 +278,44 @@ Mesh buildMesh(const Strategy &strategy, const Cluster &cluster) {
   return mesh;
 }
 
+/// Whether the grid's blocks divide every op's split dimensions, as the
+/// papers lay them out (Colossal-AI's documentation): a linear layer's X
+/// [m, k] in q x q blocks (2D), in q d x q (2.5D) or q^2 x q (3D), its weight
+/// [k, n] in q x q blocks (2D, 2.5D) or q x q^2 (3D); attention by heads
+/// along the q columns. The graph's factors: the features (hidden, MLP
+/// width, vocabulary) split q ways (q^2 under 3D, where each is some layer's
+/// output), the heads q ways, a microbatch's tokens (batch x sequence) q,
+/// q d or q^2 ways.
+static bool gridDivides(const Graph &graph, const Strategy &strategy, std::string &error) {
+  auto [q, d] = tensorGrid(strategy);
+  int64_t features = strategy.tpMode == TensorMode::ThreeD ? int64_t(q) * q : q;
+  int64_t tokens = strategy.tpMode == TensorMode::TwoD            ? q
+                   : strategy.tpMode == TensorMode::TwoPointFiveD ? int64_t(q) * d
+                                                                  : int64_t(q) * q;
+  std::string grid = std::to_string(q) + " x " + std::to_string(q) +
+                     (strategy.tpMode == TensorMode::TwoD ? "" : " x " + std::to_string(d));
+  auto refuse = [&](const Op &op, const std::string &what, int64_t size, int64_t ways) {
+    error = "op " + op.name + ": " + what + " of size " + std::to_string(size) + " does not divide " +
+            std::to_string(ways) + " ways over the " + grid + " grid of tp_mode " + nameOf(strategy.tpMode);
+    return false;
+  };
+  for (const Op &op : graph.ops) {
+    int64_t batch = 0, seq = 0;
+    for (const Factor &f : op.factors) {
+      int64_t ways = f.name == "hidden" || f.name == "ffn" || f.name == "vocab" ? features
+                     : f.name == "heads" || f.name == "kv_heads"                ? q
+                                                                                : 1;
+      if (f.size % ways != 0)
+        return refuse(op, "factor " + f.name, f.size, ways);
+      batch = f.name == "batch" ? f.size : batch;
+      seq = f.name == "seq" ? f.size : seq;
+    }
+    if (batch > 0 && seq > 0 && (batch * seq) % tokens != 0)
+      return refuse(op, "its batch x sequence tokens", batch * seq, tokens);
+  }
+  return true;
+}
+
 static bool hasFactor(const Op &op, const std::string &name) {
   return std::any_of(op.factors.begin(), op.factors.end(),
                      [&](const Factor &f) { return f.name == name; });
@@ -329,6 +367,8 @@ bool checkSharding(const Graph &graph, const GraphSharding &sharding, const Mesh
     error = "megatron sequence parallelism needs tp_mode 1d";
     return false;
   }
+  if (strategy.tpMode != TensorMode::OneD && strategy.tp > 1 && !gridDivides(graph, strategy, error))
+    return false;
   if (strategy.sp > 1 && (strategy.spMode == SequenceMode::None ||
                           strategy.spMode == SequenceMode::Megatron)) {
     error = "sp > 1 needs sp_mode all-to-all or ring (megatron uses the tensor axis)";

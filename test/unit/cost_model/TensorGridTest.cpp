@@ -234,3 +234,44 @@ TEST(TensorGrid, LayerMemoryFollowsThePapersTables) {
     EXPECT_DOUBLE_EQ(share.activations * activationShare, one.activations) << nameOf(mode) << " q=" << q;
   }
 }
+
+// A grid whose blocks do not divide the model is refused, naming the op and
+// the dimension (1D's factor check does the same for its axis).
+TEST(TensorGrid, GridsThatDoNotDivideAreRefusedByName) {
+  TransformerShape shape;
+  shape.layers = 2;
+  shape.hidden = 768;
+  shape.heads = 6;
+  shape.seq = 1024;
+  shape.vocab = 50304;
+  Graph graph = buildTransformer(shape);
+  Cluster cluster = *Cluster::preset("dgx-a100", 8);
+  std::string error;
+  Strategy s;
+  s.tp = 16;
+  s.tpMode = TensorMode::TwoD;
+  // 6 heads on the 4 columns of a 4 x 4 grid.
+  EXPECT_FALSE(estimate(graph, s, cluster, error));
+  EXPECT_EQ(error, "op layers.0.attn.qkv: factor heads of size 6 does not divide 4 ways over the 4 x 4 grid of "
+                   "tp_mode 2d");
+  // 3D splits each layer's output features q^2 = 16 ways: 50257 does not.
+  shape.heads = 12;
+  shape.vocab = 50257;
+  graph = buildTransformer(shape);
+  s.tp = 8;
+  s.tpMode = TensorMode::ThreeD;
+  EXPECT_FALSE(estimate(graph, s, cluster, error));
+  EXPECT_EQ(error, "op embed: factor vocab of size 50257 does not divide 4 ways over the 2 x 2 x 2 grid of tp_mode 3d");
+  // 2.5D splits a microbatch's tokens q d ways.
+  shape.vocab = 50304;
+  shape.seq = 2;
+  graph = buildTransformer(shape);
+  s.tp = 8;
+  s.tpMode = TensorMode::TwoPointFiveD;
+  s.tpDepth = 2;
+  EXPECT_FALSE(estimate(graph, s, cluster, error));
+  EXPECT_EQ(error, "op embed: its batch x sequence tokens of size 2 does not divide 4 ways over the 2 x 2 x 2 grid of "
+                   "tp_mode 2.5d");
+  shape.seq = 1024;
+  EXPECT_TRUE(estimate(buildTransformer(shape), s, cluster, error)) << error;
+}
