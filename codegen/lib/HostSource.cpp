@@ -288,6 +288,15 @@ std::string ignoreLiteral(std::optional<uint64_t> ignore) {
   return ignore ? "std::optional<int64_t>(" + std::to_string(int64_t(*ignore)) + ")" : "std::nullopt";
 }
 
+/// A loss split by tokens whose classes a tensor axis splits too: the
+/// trailing arguments naming that axis and the classes.
+template <typename LossOp> std::string vocabularyAxisOf(LossOp loss) {
+  std::optional<StringRef> axis = loss.getMeshAxis();
+  if (!axis)
+    return "";
+  return ", \"" + axis->str() + "\", " + std::to_string(loss.getClasses() ? int64_t(*loss.getClasses()) : -1);
+}
+
 LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t> &parameterIndex) {
   auto in = [&](unsigned i) { return ref(op->getOperand(i)); };
   auto out = [&]() { return shape(op->getResult(0)); };
@@ -424,7 +433,7 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
   if (auto l = dyn_cast<CrossEntropyOp>(op)) {
     if (std::optional<StringRef> axis = l.getTokenAxis())
       return one("tokenSplitCrossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) + ", " +
-                 quoted(l.getReduction()) + ", collectives, " + quoted(*axis) + ")");
+                 quoted(l.getReduction()) + ", collectives, " + quoted(*axis) + vocabularyAxisOf(l) + ")");
     if (std::optional<StringRef> axis = l.getMeshAxis())
       return one("vocabularyParallelCrossEntropy(" + in(0) + ", " + in(1) + ", " + ignoreLiteral(l.getIgnoreIndex()) +
                  ", " + quoted(l.getReduction()) + ", collectives, " + quoted(*axis) + ", " +
@@ -524,7 +533,7 @@ LogicalResult Emitter::emitOp(Operation *op, const std::map<std::string, size_t>
     if (std::optional<StringRef> axis = c.getTokenAxis())
       return one("tokenSplitCrossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " +
                  ignoreLiteral(c.getIgnoreIndex()) + ", " + quoted(c.getReduction()) + ", collectives, " +
-                 quoted(*axis) + ")");
+                 quoted(*axis) + vocabularyAxisOf(c) + ")");
     if (std::optional<StringRef> axis = c.getMeshAxis())
       return one("vocabularyParallelCrossEntropyGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", " +
                  ignoreLiteral(c.getIgnoreIndex()) + ", " + quoted(c.getReduction()) + ", collectives, " +
@@ -1024,9 +1033,6 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   // per-tensor conventions.
   std::string where;
   llvm::raw_string_ostream(where) << optimizer.op.getLoc();
-  // All-to-all and ring sequence parallelism run on a model axis of their
-  // own.
-  bool ownSequenceAxis = module->hasAttr("train.sequence_parallel_ranks");
   os << "  colossal::rt::TrainingSettings &s = p.settings;\n"
      << "  // train.optimizer_update {kind = " << quoted(optimizer.kind) << "} of @optimizer_step, " << where << "\n"
      << "  s.optimizer.kind = *colossal::rt::parseOptimizer(" << quoted(optimizer.kind) << ");\n"
@@ -1044,7 +1050,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.steps = " << settings.steps << ";\n"
      << "  s.microbatches = " << settings.microbatches << ";\n"
      << "  s.ranks = " << settings.ranks << ";\n"
-     << (ownSequenceAxis ? "  s.sequenceRanks = " : "  s.tensorRanks = ") << settings.tensorRanks << ";\n"
+     << "  s.tensorRanks = " << settings.tensorRanks << ";\n"
+     << "  s.sequenceRanks = " << settings.sequenceRanks << ";\n"
      << "  s.zero = " << settings.zero << ";\n"
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"

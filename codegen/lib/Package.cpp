@@ -181,7 +181,8 @@ LogicalResult readPlan(ModuleOp module, ProgramSettings &s) {
     s.pipelineSchedule = plan.getSchedule().str();
   }
   s.ranks = plan.getDp(), s.microbatches = plan.getMicrobatches();
-  s.tensorRanks = plan.hasSequenceAxis() ? plan.getSp() : plan.getTp();
+  s.tensorRanks = plan.getTp();
+  s.sequenceRanks = plan.hasSequenceAxis() ? plan.getSp() : 1;
   s.sequenceMode = plan::strategyOf(plan).spMode;
   s.zero = plan.getZero(), s.offloadOptimizer = plan.getOffload() == "optimizer";
   s.recompute = plan.getRecompute().str();
@@ -228,28 +229,37 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   if (!estimate)
     return module.emitWarning() << "no prediction: the cost model cannot evaluate dp=" << s.ranks << ": " << error;
   if (s.unsplitGraph && s.splitGraph) {
-    // The model axis (tensor or sequence): the whole model under the split
-    // the partitioner applied, read back; the cost model's resharding rules
-    // derive its collectives, which the program's counters must show.
-    bool ownAxis = s.sequenceMode == cost::SequenceMode::AllToAll || s.sequenceMode == cost::SequenceMode::Ring;
-    std::string axis = ownAxis ? "sp" : "tp";
+    // The model axes (tensor, sequence or both): the whole model under the
+    // split the partitioner applied, read back; the cost model's resharding
+    // rules derive their collectives, which the program's counters must
+    // show.
     cost::Strategy split = dataAxis;
     split.tp = planned.tp, split.sp = planned.sp, split.spMode = planned.spMode;
     cost::Mesh mesh = cost::buildMesh(split, *cluster);
-    std::optional<cost::GraphSharding> sharding =
-        cost::appliedAxisSharding(*s.unsplitGraph, *s.splitGraph, mesh.axisIndex(axis), s.tensorRanks, error);
+    std::vector<cost::AppliedSplit> splits;
+    if (s.tensorRanks > 1)
+      splits.push_back(
+          {s.sequenceRanks > 1 ? &*s.tensorSplitGraph : &*s.splitGraph, mesh.axisIndex("tp"), s.tensorRanks});
+    if (s.sequenceRanks > 1)
+      splits.push_back({&*s.splitGraph, mesh.axisIndex("sp"), s.sequenceRanks});
+    std::string axes = s.tensorRanks > 1 && s.sequenceRanks > 1 ? "tp and sp axes"
+                       : s.tensorRanks > 1                      ? "tp axis"
+                                                                : "sp axis";
+    if (s.tensorRanks > 1 && s.sequenceRanks > 1 && !s.tensorSplitGraph)
+      return module.emitWarning() << "no prediction of the " << axes << ": no graph of the tensor split alone";
+    std::optional<cost::GraphSharding> sharding = cost::appliedSharding(*s.unsplitGraph, splits, error);
     options.layouts = cost::SplitLayouts::Built;
     options.recomputeCollectives = false;
     std::optional<cost::Estimate> whole =
         sharding ? cost::estimate(*s.unsplitGraph, split, *cluster, error, &*sharding, options) : std::nullopt;
     if (!whole)
-      return module.emitWarning() << "no prediction of the " << axis << " axis: " << error;
-    // The model axis's collectives, and the pipeline's transfers as the
+      return module.emitWarning() << "no prediction of the " << axes << ": " << error;
+    // The model axes' collectives, and the pipeline's transfers as the
     // split made them (a token split sends the rank's tokens).
     std::vector<cost::CommTotal> &comm = estimate->stages.front().comm;
     llvm::erase_if(comm, [](const cost::CommTotal &c) { return c.axis == "pp"; });
     for (const cost::CommTotal &c : whole->stages.front().comm)
-      if (c.axis == axis || c.axis == "pp")
+      if (c.axis == "tp" || c.axis == "sp" || c.axis == "pp")
         comm.push_back(c);
     // The activations as the search sees the plan: the whole model under
     // the split, with the model axis's algorithm (what it keeps, what its
@@ -325,19 +335,26 @@ Json pipelineRanksOf(const cost::Estimate &planned, const std::map<std::string, 
 /// around the ring of P ranks; its gradient runs that ring again, then
 /// P - 1 steps with the blocks' gradients too and one step with the
 /// gradients alone (RingAttention.h).
-Json modelAxisOf(ModuleOp module, const ProgramSettings &s) {
+Json modelAxisOf(ModuleOp module, const ProgramSettings &s, StringRef axis, int64_t ranks) {
   int64_t activationBytes = 0, calls = 0, splitTensors = 0;
   // Sequence parallelism's collectives: the whole tensor's bytes each (what
   // the communicator counts) for gathers and scatters, the sent bytes for
   // all-to-alls.
   int64_t gatherBytes = 0, gathers = 0, scatterBytes = 0, scatters = 0, tradeBytes = 0, trades = 0;
-  int64_t ringBytes = 0, ringSteps = 0, steps = s.tensorRanks - 1;
+  int64_t ringBytes = 0, ringSteps = 0, steps = ranks - 1;
   auto bytesOf = [](Value v) {
     auto type = cast<ShapedType>(v.getType());
     return type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
   };
+  // Only this axis's: an op names the axis it communicates over.
+  auto on = [&](Operation *op, StringRef name) {
+    auto attr = op->getAttrOfType<StringAttr>(name);
+    return attr && attr.getValue() == axis;
+  };
   if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward"))
     step.walk([&](Operation *op) {
+      if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp, dist::AllToAllOp>(op) && !on(op, "axis"))
+        return;
       if (auto sum = dyn_cast<dist::AllReduceOp>(op))
         activationBytes += bytesOf(sum.getResult()), ++calls;
       if (auto gather = dyn_cast<dist::AllGatherOp>(op))
@@ -346,7 +363,7 @@ Json modelAxisOf(ModuleOp module, const ProgramSettings &s) {
         scatterBytes += bytesOf(scatter.getInput()), ++scatters;
       if (auto trade = dyn_cast<dist::AllToAllOp>(op))
         tradeBytes += bytesOf(trade.getInput()), ++trades;
-      if (isa<train::AttentionOp, train::AttentionGradOp>(op) && op->hasAttr("ring_axis")) {
+      if (isa<train::AttentionOp, train::AttentionGradOp>(op) && on(op, "ring_axis")) {
         int64_t keys = bytesOf(op->getOperand(1)) + bytesOf(op->getOperand(2));
         int64_t blocks = keys + (op->getNumOperands() > (isa<train::AttentionOp>(op) ? 3u : 4u)
                                      ? bytesOf(op->getOperand(3))
@@ -357,44 +374,45 @@ Json modelAxisOf(ModuleOp module, const ProgramSettings &s) {
           ringBytes += steps * blocks + steps * (blocks + keys) + keys, ringSteps += 2 * steps + 1;
       }
       bool loss = isa<train::CrossEntropyOp>(op);
-      if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) && op->hasAttr("mesh_axis")) {
+      if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) && on(op, "mesh_axis")) {
         int64_t rows = cast<ShapedType>(op->getOperand(0).getType()).getDimSize(0);
         activationBytes += (loss ? 3 : 2) * rows * 4;
         calls += 2;
       }
-      if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) && op->hasAttr("token_axis") &&
+      if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) && on(op, "token_axis") &&
           (loss || op->getAttrOfType<StringAttr>("reduction").getValue() == "mean")) {
         activationBytes += loss ? 8 : 4;
         calls += 1;
       }
     });
+  // Parameters are split over the tensor axis alone.
   for (train::ParameterOp p : module.getOps<train::ParameterOp>())
-    splitTensors += p.getTrainable() && p.getSplitDim() ? 1 : 0;
+    splitTensors += axis == "tp" && p.getTrainable() && p.getSplitDim() ? 1 : 0;
   // Vocabulary parallelism: lookups from a rank's rows, losses over a
   // rank's columns of the logits.
   int64_t lookups = 0, losses = 0;
   if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
     forward.walk([&](Operation *op) {
-      if (!op->hasAttr("mesh_axis"))
+      if (!on(op, "mesh_axis"))
         return;
       lookups += isa<train::GatherOp>(op) ? 1 : 0;
       losses += isa<train::CrossEntropyOp>(op) ? 1 : 0;
     });
-  return Json(Json::Object{{"ranks", Json(s.tensorRanks)},
-                           {"vocabulary_parallel", Json(Json::Object{{"lookups", Json(lookups)},
-                                                                      {"losses", Json(losses)}})},
-                           {"activation_all_reduce_bytes_per_step", Json(activationBytes * s.microbatches)},
-                           {"activation_all_reduces_per_step", Json(calls * s.microbatches)},
-                           {"activation_all_gather_bytes_per_step", Json(gatherBytes * s.microbatches)},
-                           {"activation_all_gathers_per_step", Json(gathers * s.microbatches)},
-                           {"activation_reduce_scatter_bytes_per_step", Json(scatterBytes * s.microbatches)},
-                           {"activation_reduce_scatters_per_step", Json(scatters * s.microbatches)},
-                           {"activation_all_to_all_bytes_per_step", Json(tradeBytes * s.microbatches)},
-                           {"activation_all_to_alls_per_step", Json(trades * s.microbatches)},
-                           {"activation_send_recv_bytes_per_step", Json(ringBytes * s.microbatches)},
-                           {"activation_send_recvs_per_step", Json(ringSteps * s.microbatches)},
-                           {"split_trainable_tensors", Json(splitTensors)},
-                           {"norm_completion_bytes", Json(8 * splitTensors)}});
+  return Json(
+      Json::Object{{"ranks", Json(ranks)},
+                   {"vocabulary_parallel", Json(Json::Object{{"lookups", Json(lookups)}, {"losses", Json(losses)}})},
+                   {"activation_all_reduce_bytes_per_step", Json(activationBytes * s.microbatches)},
+                   {"activation_all_reduces_per_step", Json(calls * s.microbatches)},
+                   {"activation_all_gather_bytes_per_step", Json(gatherBytes * s.microbatches)},
+                   {"activation_all_gathers_per_step", Json(gathers * s.microbatches)},
+                   {"activation_reduce_scatter_bytes_per_step", Json(scatterBytes * s.microbatches)},
+                   {"activation_reduce_scatters_per_step", Json(scatters * s.microbatches)},
+                   {"activation_all_to_all_bytes_per_step", Json(tradeBytes * s.microbatches)},
+                   {"activation_all_to_alls_per_step", Json(trades * s.microbatches)},
+                   {"activation_send_recv_bytes_per_step", Json(ringBytes * s.microbatches)},
+                   {"activation_send_recvs_per_step", Json(ringSteps * s.microbatches)},
+                   {"split_trainable_tensors", Json(splitTensors)},
+                   {"norm_completion_bytes", Json(8 * splitTensors)}});
 }
 
 Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemoryPlan &memory) {
@@ -405,14 +423,13 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
   m["source"] = options.onnxPath;
   m["target"] = options.target;
   m["precision"] = options.precision;
-  m["gpus"] = Json(s.ranks * s.tensorRanks * s.pipelineRanks);
-  // The model axis is the tensor axis, or all-to-all sequence parallelism's.
+  m["gpus"] = Json(s.ranks * s.tensorRanks * s.sequenceRanks * s.pipelineRanks);
+  // The model axes: the tensor axis, a sequence axis of its own, or both.
   auto sequence = module->getAttrOfType<StringAttr>("train.sequence_parallel");
-  bool ownSequenceAxis = module->hasAttr("train.sequence_parallel_ranks");
   m["strategy"] = Json(Json::Object{{"dp", Json(s.ranks)},
-                                    {"tp", Json(ownSequenceAxis ? 1 : s.tensorRanks)},
+                                    {"tp", Json(s.tensorRanks)},
                                     {"pp", Json(s.pipelineRanks)},
-                                    {"sp", Json(ownSequenceAxis ? s.tensorRanks : 1)},
+                                    {"sp", Json(s.sequenceRanks)},
                                     {"sp_mode", sequence ? sequence.getValue().str() : std::string("none")},
                                     {"microbatches", Json(s.microbatches)},
                                     {"zero", Json(s.zero)},
@@ -478,7 +495,9 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     }
   }
   if (s.tensorRanks > 1)
-    m[ownSequenceAxis ? "sequence_parallel" : "tensor_parallel"] = modelAxisOf(module, s);
+    m["tensor_parallel"] = modelAxisOf(module, s, "tp", s.tensorRanks);
+  if (s.sequenceRanks > 1)
+    m["sequence_parallel"] = modelAxisOf(module, s, "sp", s.sequenceRanks);
   // The step's own values on one rank, held from definition to last use.
   m["planned_step_peak_bytes"] = Json(memory.peakBytes);
   m["step_value_bytes"] = Json(memory.valueBytes);

@@ -27,13 +27,15 @@ bool isSplit(int64_t share, int64_t all, int64_t ranks) {
   return share < all && share * ranks >= all && share * (ranks - 1) < all;
 }
 
-/// Whether `factor` of `w` is split, read off a tensor dimension it alone
-/// indexes (size-1 factors aside), where `p`'s dimension is smaller.
-/// Used when the rank's op factors differently (a reshape of smaller
+/// Whether `factor` of `w` is split between `before` and `after` (the same
+/// op before and after a split), read off a tensor dimension it alone
+/// indexes in `w` (size-1 factors aside), where `after`'s dimension is
+/// smaller. Used when the ops factor differently (a reshape of smaller
 /// sizes); nullopt when no dimension tells.
-std::optional<bool> splitByDims(const Op &w, const Op &p, int factor, int64_t ranks) {
-  auto scan = [&](const std::vector<TensorUse> &wu, const std::vector<TensorUse> &pu) -> std::optional<bool> {
-    for (size_t t = 0; t < wu.size() && t < pu.size(); ++t)
+std::optional<bool> splitByDims(const Op &w, const Op &before, const Op &after, int factor, int64_t ranks) {
+  auto scan = [&](const std::vector<TensorUse> &wu, const std::vector<TensorUse> &bu,
+                  const std::vector<TensorUse> &au) -> std::optional<bool> {
+    for (size_t t = 0; t < wu.size() && t < bu.size() && t < au.size(); ++t)
       for (size_t d = 0; d < wu[t].dims.size(); ++d) {
         const std::vector<int> &dim = wu[t].dims[d];
         int others = 0;
@@ -44,20 +46,20 @@ std::optional<bool> splitByDims(const Op &w, const Op &p, int factor, int64_t ra
         }
         if (!here || others)
           continue;
-        int64_t all = Graph::dimSize(w, dim), share = Graph::dimSize(p, pu[t].dims[d]);
+        int64_t all = Graph::dimSize(before, bu[t].dims[d]), share = Graph::dimSize(after, au[t].dims[d]);
         return isSplit(share, all, ranks);
       }
     return std::nullopt;
   };
-  if (std::optional<bool> split = scan(w.inputs, p.inputs))
+  if (std::optional<bool> split = scan(w.inputs, before.inputs, after.inputs))
     return split;
-  return scan(w.outputs, p.outputs);
+  return scan(w.outputs, before.outputs, after.outputs);
 }
 
-} // namespace
-
-std::optional<GraphSharding> appliedAxisSharding(const Graph &whole, const Graph &perRank, int axis,
-                                                 int64_t ranks, std::string &error) {
+/// appliedAxisSharding, also giving the index in `perRank` of each op of
+/// `whole`.
+std::optional<GraphSharding> readSplit(const Graph &whole, const Graph &perRank, int axis, int64_t ranks,
+                                       std::string &error, std::vector<size_t> &matched) {
   GraphSharding sharding;
   size_t r = 0;
   for (size_t o = 0; o < whole.ops.size(); ++o, ++r) {
@@ -71,6 +73,7 @@ std::optional<GraphSharding> appliedAxisSharding(const Graph &whole, const Graph
       error = where + " of the whole model has no counterpart in one rank's program";
       return std::nullopt;
     }
+    matched.push_back(r);
     const Op &p = perRank.ops[r];
     bool sameFactors = p.factors.size() == w.factors.size();
     OpSharding split(w.factors.size());
@@ -86,12 +89,55 @@ std::optional<GraphSharding> appliedAxisSharding(const Graph &whole, const Graph
         }
         isSplitHere = share != all;
       } else if (all > 1) {
-        isSplitHere = splitByDims(w, p, int(f), ranks).value_or(false);
+        isSplitHere = splitByDims(w, w, p, int(f), ranks).value_or(false);
       }
       if (isSplitHere)
         split[f].push_back(axis);
     }
     sharding.push_back(std::move(split));
+  }
+  return sharding;
+}
+
+} // namespace
+
+std::optional<GraphSharding> appliedAxisSharding(const Graph &whole, const Graph &perRank, int axis, int64_t ranks,
+                                                 std::string &error) {
+  std::vector<size_t> matched;
+  return readSplit(whole, perRank, axis, ranks, error, matched);
+}
+
+std::optional<GraphSharding> appliedSharding(const Graph &whole, const std::vector<AppliedSplit> &splits,
+                                             std::string &error) {
+  GraphSharding sharding;
+  for (const Op &op : whole.ops)
+    sharding.push_back(OpSharding(op.factors.size()));
+  // Where each op of `whole` is in the graph the next split starts from.
+  std::vector<size_t> at(whole.ops.size());
+  for (size_t o = 0; o < at.size(); ++o)
+    at[o] = o;
+  const Graph *before = &whole;
+  for (const AppliedSplit &split : splits) {
+    std::vector<size_t> matched;
+    std::optional<GraphSharding> step = readSplit(*before, *split.perRank, split.axis, split.ranks, error, matched);
+    if (!step)
+      return std::nullopt;
+    for (size_t o = 0; o < whole.ops.size(); ++o) {
+      const OpSharding &here = (*step)[at[o]];
+      if (here.size() == sharding[o].size()) {
+        for (size_t f = 0; f < here.size(); ++f)
+          sharding[o][f].insert(sharding[o][f].end(), here[f].begin(), here[f].end());
+      } else {
+        // Factored otherwise after an earlier split (a reshape's factors
+        // follow its sizes): the whole op's factors read off the dimensions.
+        const Op &w = whole.ops[o], &from = before->ops[at[o]], &to = split.perRank->ops[matched[at[o]]];
+        for (size_t f = 0; f < w.factors.size(); ++f)
+          if (w.factors[f].size > 1 && splitByDims(w, from, to, int(f), split.ranks).value_or(false))
+            sharding[o][f].push_back(split.axis);
+      }
+      at[o] = matched[at[o]];
+    }
+    before = split.perRank;
   }
   return sharding;
 }

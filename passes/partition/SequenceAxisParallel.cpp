@@ -310,8 +310,8 @@ LogicalResult Partitioner::visitCrossEntropy(CrossEntropyOp loss) {
   if (loss.getReduction() == "none")
     return loss.emitError() << "sequence parallelism sums the loss over the ranks' rows; a loss per row "
                                "(reduction none) would stay split";
-  if (loss.getMeshAxis())
-    return loss.emitError() << "sequence parallelism does not combine with a vocabulary-parallel loss yet";
+  // A vocabulary-parallel loss (the tensor axis's) keeps its split of the
+  // classes; the rows' sums are then summed over the sequence axis too.
   loss.setTokenAxisAttr(axis_);
   return success();
 }
@@ -422,9 +422,12 @@ FailureOr<SequenceAxisSummary> applySequenceAxisParallelism(ModuleOp module, int
     return module.emitError() << "sequence parallelism partitions @forward, and the module has none";
   if (ranks < 2)
     return module.emitError() << "sequence parallelism needs at least 2 ranks, not " << ranks;
-  if (tensorParallelRanks(module) != 1 || module->hasAttr("train.sequence_parallel"))
-    return module.emitError() << "sequence parallelism runs on an unpartitioned module (not with tensor "
-                                 "or another sequence parallelism yet)";
+  // Beside a tensor axis it cuts the tokens of the tensor split's blocks
+  // (their heads already the tensor rank's); Megatron's sequence parallelism
+  // already splits the tokens, over the tensor axis.
+  if (module->hasAttr("train.sequence_parallel"))
+    return module.emitError() << "sequence parallelism on its own axis runs once, and not with Megatron's "
+                                 "sequence parallelism (which splits the tokens over the tensor axis)";
   // The sequence: the attention layers' tokens (self-attention, all alike).
   int64_t tokens = 0;
   AttentionOp first;

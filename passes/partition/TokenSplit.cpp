@@ -4,6 +4,7 @@
 
 #include "passes/partition/ParameterSlices.h"
 
+#include "colossal/Dialect/Dist/DistDialect.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 namespace colossal::partition {
@@ -33,6 +34,12 @@ bool isPerToken(Operation *op, int64_t dim) {
     return other(int64_t(split.getAxis()));
   if (auto concat = dyn_cast<ConcatOp>(op))
     return other(int64_t(concat.getAxis()));
+  if (auto reshard = dyn_cast<dist::ReshardOp>(op)) {
+    // Another axis's resharding (a tensor split's copies and sums) that
+    // keeps the tokens' dimension whole on both sides.
+    dist::Layout from = reshard.getFromLayout(), to = reshard.getToLayout();
+    return size_t(dim) < from.dims.size() && from.dims[size_t(dim)].empty() && to.dims[size_t(dim)].empty();
+  }
   if (auto slice = dyn_cast<SliceOp>(op)) {
     // Whole along the tokens.
     auto input = cast<ShapedType>(slice.getInput().getType());

@@ -31,14 +31,16 @@ namespace {
 void addPartitioning(mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {
   pm.addPass(plan::createDistApplyPlan(plan::DistApplyPlanOptions{options.strategy, options.cluster}));
   // Each split reads its axis from the plan; one the plan does not ask for
-  // leaves the module as it is.
-  partition::SequenceAxisParallelPassOptions sequence;
-  sequence.report = options.report;
-  pm.addPass(partition::createSequenceAxisParallelPass(sequence));
+  // leaves the module as it is. The tensor split first: the sequence axis
+  // then cuts the tokens of what it made (weights it sliced, sums it
+  // inserted) as of any other per-token op.
   partition::TensorParallelPassOptions tensor;
   tensor.report = options.report;
   pm.addPass(partition::createTensorParallelPass(tensor));
   pm.addPass(partition::createSequenceParallelPass(partition::SequenceParallelPassOptions{options.report}));
+  partition::SequenceAxisParallelPassOptions sequence;
+  sequence.report = options.report;
+  pm.addPass(partition::createSequenceAxisParallelPass(sequence));
 }
 
 void addTraining(mlir::OpPassManager &pm, const TrainingPipelineOptions &options) {

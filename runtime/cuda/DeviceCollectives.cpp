@@ -83,16 +83,18 @@ Tensor vocabularyParallelCrossEntropyGrad(const Tensor &scores, const Tensor &la
 }
 
 Tensor tokenSplitCrossEntropy(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
-                              const std::string &reduction, Collectives &collectives, const std::string &axis) {
+                              const std::string &reduction, Collectives &collectives, const std::string &axis,
+                              const std::string &vocabularyAxis, int64_t classes) {
   return upload(host::tokenSplitCrossEntropy(download(scores), download(labels), ignoreIndex, reduction,
-                                             collectives.host(), axis));
+                                             collectives.host(), axis, vocabularyAxis, classes));
 }
 
 Tensor tokenSplitCrossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
                                   std::optional<int64_t> ignoreIndex, const std::string &reduction,
-                                  Collectives &collectives, const std::string &axis) {
+                                  Collectives &collectives, const std::string &axis, const std::string &vocabularyAxis,
+                                  int64_t classes) {
   return upload(host::tokenSplitCrossEntropyGrad(download(scores), download(labels), download(dloss), ignoreIndex,
-                                                 reduction, collectives.host(), axis));
+                                                 reduction, collectives.host(), axis, vocabularyAxis, classes));
 }
 
 Tensor ringAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal,

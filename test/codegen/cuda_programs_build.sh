@@ -8,7 +8,8 @@
 # gathered as the step reads them), one over four with ZeRO-1; one offloads
 # the optimizer, one recomputes every layer, and one draws dropout masks from
 # the step's randomness; five split the model over two GPUs (tensor
-# parallelism, Megatron sequence parallelism, all-to-all and ring attention);
+# parallelism, Megatron sequence parallelism, all-to-all and ring attention)
+# and one over a tensor and a sequence axis of two each;
 # one reads its large constants from beside the program; two are pipelines
 # (1F1B over two GPUs, and the interleaved schedule with two chunks each).
 # The device run is tools/gpu-check.sh's job.
@@ -20,7 +21,7 @@ rm -rf "$work" && mkdir -p "$work"
 status=0
 for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2 gpt2:fp32:zero3 \
              llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_mlp:fp32 \
-             gpt2:fp32:tp2 bert:fp32:tp2 gpt2:fp32:megatron llama:fp32:ulysses gpt2:fp32:ring \
+             gpt2:fp32:tp2 bert:fp32:tp2 gpt2:fp32:megatron llama:fp32:ulysses gpt2:fp32:ring llama_4heads:fp32:tpsp \
              special/large_constants:fp32 gpt2:fp32:pp2 gpt2_4layers:fp32:interleaved; do
   IFS=: read -r model precision strategy <<< "$build"
   dir=$work/${model//\//-}-$precision${strategy:+-$strategy}
@@ -39,6 +40,7 @@ for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:f
     megatron) extra+=(--gpus 2 --strategy tp=2,sp_mode=megatron) ;;
     ulysses) extra+=(--gpus 2 --strategy sp=2,sp_mode=all-to-all) ;;
     ring) extra+=(--gpus 2 --strategy sp=2,sp_mode=ring) ;;
+    tpsp) extra+=(--gpus 4 --strategy tp=2,sp=2,sp_mode=all-to-all) ;;
     # Pipelines: stage functions on device tensors; the trainer runs them in
     # the schedule's order and sends between stages.
     pp2) extra+=(--gpus 2 --strategy pp=2,microbatches=2) ;;

@@ -13,10 +13,10 @@ namespace {
 
 using cost::SequenceMode;
 
-/// Moves the strategy's model axis into `layout`: tp=N (Megatron's split of
+/// Moves the strategy's model axes into `layout`: tp=N (Megatron's split of
 /// the MLP and attention blocks and the vocabulary, with sp_mode=megatron
-/// riding on it) or sp=N with all-to-all or ring attention on an axis of its
-/// own. What moved is cleared from the strategy, so what is left is what
+/// riding on it) and sp=N with all-to-all or ring attention on an axis of
+/// its own, alone or beside tp. What moved is cleared from the strategy, so what is left is what
 /// the partitioner must still be asked about.
 bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
   if (strategy.tp > 1) {
@@ -27,7 +27,7 @@ bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
                  "modes are planned, not built (drop tp_mode)");
       return false;
     }
-    layout.modelRanks = strategy.tp;
+    layout.tensorRanks = strategy.tp;
     strategy.tp = 1;
     if (strategy.spMode == SequenceMode::Megatron && strategy.sp == 1) {
       layout.sequenceParallel = true;
@@ -37,14 +37,7 @@ bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
   if (strategy.sp > 1 && (strategy.spMode == SequenceMode::AllToAll || strategy.spMode == SequenceMode::Ring)) {
     layout.sequenceAxis = strategy.spMode == SequenceMode::Ring ? partition::SequenceAlgorithm::Ring
                                                                 : partition::SequenceAlgorithm::AllToAll;
-    if (layout.modelRanks > 1) {
-      printError(std::string("--strategy: sp_mode=") + partition::nameOf(*layout.sequenceAxis) +
-                 " runs on its own sequence axis, not with tp=N yet (drop tp, "
-                 "or use sp_mode=megatron on the "
-                 "tensor axis)");
-      return false;
-    }
-    layout.modelRanks = strategy.sp;
+    layout.sequenceRanks = strategy.sp;
     strategy.sp = 1;
     strategy.spMode = SequenceMode::None;
   }
@@ -74,14 +67,17 @@ bool takePipeline(cost::Strategy &strategy, BuildLayout &layout) {
 
 /// The ranks of one data-parallel replica: the model axis's times the
 /// pipeline's.
-int64_t replicaRanks(const BuildLayout &layout) { return layout.modelRanks * layout.pipelineRanks; }
+int64_t replicaRanks(const BuildLayout &layout) { return layout.modelRanks() * layout.pipelineRanks; }
 
 std::string axisText(const BuildLayout &layout) {
   std::string text;
-  if (layout.modelRanks > 1)
-    text = std::string(layout.sequenceAxis ? "sp=" : "tp=") + std::to_string(layout.modelRanks);
-  if (layout.pipelineRanks > 1)
-    text += (text.empty() ? "pp=" : " x pp=") + std::to_string(layout.pipelineRanks);
+  auto add = [&](const char *axis, int64_t ranks) {
+    if (ranks > 1)
+      text += (text.empty() ? "" : " x ") + std::string(axis) + "=" + std::to_string(ranks);
+  };
+  add("tp", layout.tensorRanks);
+  add("sp", layout.sequenceRanks);
+  add("pp", layout.pipelineRanks);
   return text;
 }
 
@@ -131,13 +127,13 @@ bool takeStrategy(const Request &request, const std::string &text, BuildLayout &
       error = "the partitioner runs data parallelism, 1D tensor parallelism "
               "(tp=N, with Megatron's sequence "
               "parallelism: sp_mode=megatron), sequence parallelism on its own "
-              "axis (sp=N,sp_mode=all-to-all|ring), pipelines (pp=N, "
+              "axis (sp=N,sp_mode=all-to-all|ring, alone or beside tp=N), pipelines (pp=N, "
               "schedule=gpipe|1f1b|interleaved), "
               "microbatches, ZeRO 1, 2 and 3, optimizer offload and "
               "recomputation (full or selective) only; "
               "--strategy asks for " +
               lacks;
-      if (strategy->spMode == SequenceMode::Megatron && strategy->tp == 1 && layout.modelRanks == 1)
+      if (strategy->spMode == SequenceMode::Megatron && strategy->tp == 1 && layout.tensorRanks == 1)
         error += " (sp_mode=megatron splits the tokens over the tensor axis: "
                  "add tp=N)";
       strategy.reset();
@@ -200,12 +196,11 @@ std::optional<BuildLayout> resolveBuildLayout(const Request &request, const std:
 cost::Strategy strategyOf(const BuildLayout &layout) {
   cost::Strategy s;
   s.dp = int(layout.ranks), s.microbatches = int(layout.microbatches);
+  s.tp = int(layout.tensorRanks);
+  s.spMode = layout.sequenceParallel ? SequenceMode::Megatron : SequenceMode::None;
   if (layout.sequenceAxis) {
-    s.sp = int(layout.modelRanks);
+    s.sp = int(layout.sequenceRanks);
     s.spMode = *layout.sequenceAxis == partition::SequenceAlgorithm::Ring ? SequenceMode::Ring : SequenceMode::AllToAll;
-  } else {
-    s.tp = int(layout.modelRanks);
-    s.spMode = layout.sequenceParallel ? SequenceMode::Megatron : SequenceMode::None;
   }
   s.pp = int(layout.pipelineRanks), s.virtualStages = int(layout.virtualStages);
   s.schedule = layout.schedule, s.stageLayers = layout.stageLayers;

@@ -27,12 +27,15 @@ namespace colossal::driver {
 struct BuildLayout {
   /// Data-parallel ranks, microbatches per rank and step.
   int64_t ranks = 1, microbatches = 1;
-  /// Ranks of the model axis: tensor (`tp`), or sequence (`sp`) when
-  /// `sequenceAxis` is set.
-  int64_t modelRanks = 1;
+  /// Ranks of the model axes: tensor (`tp`) and sequence (`sp`, with
+  /// `sequenceAxis`'s algorithm; the two may be held together).
+  int64_t tensorRanks = 1, sequenceRanks = 1;
   /// Megatron's sequence parallelism on the tensor axis.
   bool sequenceParallel = false;
   std::optional<partition::SequenceAlgorithm> sequenceAxis;
+
+  /// The model axes' ranks together.
+  int64_t modelRanks() const { return tensorRanks * sequenceRanks; }
   /// Pipeline parallelism: ranks of the pipeline axis, model chunks per
   /// rank, the schedule and the layers of each virtual stage (empty: equal
   /// shares).

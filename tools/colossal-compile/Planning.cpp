@@ -244,13 +244,14 @@ std::string partitionerLacks(const cost::Strategy &s, cost::Placement placement)
   // Pipelines run with ZeRO-1 at most (as DeepSpeed).
   add(s.pp > 1 && s.zero > 1, "pp=" + std::to_string(s.pp) + " with ZeRO-" + std::to_string(s.zero));
   // Sequence parallelism: Megatron's on the partitioner's tensor split, or
-  // all-to-all and ring on a sequence axis of their own (not with tp yet).
+  // all-to-all and ring on a sequence axis of their own (beside the
+  // partitioner's tensor split, if any).
   bool ownAxis = s.spMode == cost::SequenceMode::AllToAll || s.spMode == cost::SequenceMode::Ring;
   if (s.spMode == cost::SequenceMode::Megatron)
     add(s.sp > 1 || s.tp == 1 || !builtSplit, "Megatron's sequence parallelism off the partitioner's tensor split");
   else if (ownAxis)
-    add(s.sp == 1 || s.tp > 1 || placement != cost::Placement::Partitioner,
-        "sp=" + std::to_string(s.sp) + ",sp_mode=" + cost::nameOf(s.spMode) + (s.tp > 1 ? " with tp" : ""));
+    add(s.sp == 1 || placement != cost::Placement::Partitioner,
+        "sp=" + std::to_string(s.sp) + ",sp_mode=" + cost::nameOf(s.spMode));
   else
     add(s.sp > 1 || s.spMode != cost::SequenceMode::None, "sequence parallelism");
   add(s.zero > 3, "zero=" + std::to_string(s.zero));
@@ -665,8 +666,8 @@ std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::s
   return strategy;
 }
 
-bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, const cost::Graph &split,
-                           const std::string &axis, int64_t ranks, std::string &error) {
+bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, const cost::Graph *tensorSplit,
+                           const cost::Graph &split, int64_t tensorRanks, int64_t sequenceRanks, std::string &error) {
   std::optional<support::Json> json = readJson(path, error);
   if (!json)
     return false;
@@ -683,8 +684,12 @@ bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, co
       cost::Cluster::preset("dgx-a100", 1 + int(strategy->devices() - 1) / 8);
   cost::Mesh mesh = cost::buildMesh(*strategy, *cluster);
   std::optional<cost::GraphSharding> planned = cost::shardingFromJson(*shardings, whole, mesh, error);
-  std::optional<cost::GraphSharding> built =
-      planned ? cost::appliedAxisSharding(whole, split, mesh.axisIndex(axis), ranks, error) : std::nullopt;
+  std::vector<cost::AppliedSplit> splits;
+  if (tensorRanks > 1)
+    splits.push_back({sequenceRanks > 1 ? tensorSplit : &split, mesh.axisIndex("tp"), tensorRanks});
+  if (sequenceRanks > 1)
+    splits.push_back({&split, mesh.axisIndex("sp"), sequenceRanks});
+  std::optional<cost::GraphSharding> built = planned ? cost::appliedSharding(whole, splits, error) : std::nullopt;
   if (!planned || !built) {
     error = path + ": " + error;
     return false;

@@ -69,14 +69,15 @@ std::string partitionerLacks(const cost::Strategy &strategy, cost::Placement pla
 /// nullopt with `error` saying what the plan needs that it lacks.
 std::optional<cost::Strategy> readExecutablePlan(const std::string &path, std::string &error);
 
-/// Whether the plan in `path` splits the model's ops over its model axis
-/// `axis` ("tp" or "sp") of `ranks` ranks as the partitioner did (`whole`
-/// before, `split` one rank's graph after; AppliedSharding.h): a plan edited
-/// or made for another model would otherwise build a program its
+/// Whether the plan in `path` splits the model's ops over its model axes
+/// (`tensorRanks` of "tp", `sequenceRanks` of "sp") as the partitioner did
+/// (`whole` before, `split` one rank's graph after, `tensorSplit` after the
+/// tensor split alone when both axes split; AppliedSharding.h): a plan
+/// edited or made for another model would otherwise build a program its
 /// predictions do not describe. False with `error` naming the first op that
 /// differs.
-bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, const cost::Graph &split,
-                           const std::string &axis, int64_t ranks, std::string &error);
+bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, const cost::Graph *tensorSplit,
+                           const cost::Graph &split, int64_t tensorRanks, int64_t sequenceRanks, std::string &error);
 
 } // namespace colossal
 

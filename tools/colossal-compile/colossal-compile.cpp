@@ -17,6 +17,7 @@
 #include "Planning.h"
 #include "colossal/Codegen/Package.h"
 #include "colossal/Import/OnnxImporter.h"
+#include "passes/partition/TensorParallel.h"
 #include "passes/pipeline/TrainingPipeline.h"
 #include "passes/plan/CostGraphBridge.h"
 
@@ -84,6 +85,18 @@ bool runStages(ModuleOp module, const pipeline::TrainingPipelineOptions &options
 std::optional<cost::Graph> forwardGraph(ModuleOp module) {
   FailureOr<cost::Graph> graph = plan::buildCostGraph(module.lookupSymbol<func::FuncOp>("forward"));
   return succeeded(graph) ? std::optional<cost::Graph>(std::move(*graph)) : std::nullopt;
+}
+
+/// One rank's graph of `module` split over `ranks` tensor ranks alone (a
+/// copy; the module itself is split by the pipeline): where a sequence axis
+/// follows, the package reads each axis's split from the graph before it.
+std::optional<cost::Graph> tensorSplitOf(ModuleOp module, int64_t ranks) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  // The pipeline's own run reports the partitioner's errors.
+  ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
+  if (failed(partition::partitionTensorParallel(*copy, ranks)))
+    return std::nullopt;
+  return forwardGraph(*copy);
 }
 
 /// What the package needs beyond the module (whose dist.plan says how the
@@ -191,20 +204,24 @@ int main(int argc, char **argv) {
   Stage last = lastStage(r.emit);
   if (!runStages(*module, options, Stage::Imported, std::min(last, Stage::Raised), r.inputPath, timing, progress))
     return 1;
-  // The model's graph before and after the model axis splits it: the
-  // package predicts the axis's collectives from the two, and a plan's
-  // placement must be the split made.
-  std::optional<cost::Graph> wholeGraph, splitGraph;
-  if (last >= Stage::Partitioned && layout->modelRanks > 1)
+  // The model's graph before and after the model axes split it (and after
+  // the tensor split alone when a sequence axis follows): the package
+  // predicts the axes' collectives from them, and a plan's placement must be
+  // the split made.
+  std::optional<cost::Graph> wholeGraph, tensorSplitGraph, splitGraph;
+  if (last >= Stage::Partitioned && layout->modelRanks() > 1) {
     wholeGraph = forwardGraph(*module);
+    if (layout->tensorRanks > 1 && layout->sequenceRanks > 1)
+      tensorSplitGraph = tensorSplitOf(*module, layout->tensorRanks);
+  }
   if (!runStages(*module, options, Stage::Raised, std::min(last, Stage::Partitioned), r.inputPath, timing, progress))
     return 1;
   if (wholeGraph) {
     splitGraph = forwardGraph(*module);
     std::string error;
     if (!r.planFile.empty() && splitGraph &&
-        !planMatchesBuiltSplit(r.planFile, *wholeGraph, *splitGraph, layout->sequenceAxis ? "sp" : "tp",
-                               layout->modelRanks, error)) {
+        !planMatchesBuiltSplit(r.planFile, *wholeGraph, tensorSplitGraph ? &*tensorSplitGraph : nullptr, *splitGraph,
+                               layout->tensorRanks, layout->sequenceRanks, error)) {
       printError("--plan " + error);
       return 1;
     }
@@ -226,6 +243,7 @@ int main(int argc, char **argv) {
   package.timing = &timing;
   package.onPhase = [&](const std::string &phase) { progress.show(phase); };
   package.settings.unsplitGraph = std::move(wholeGraph);
+  package.settings.tensorSplitGraph = std::move(tensorSplitGraph);
   package.settings.splitGraph = std::move(splitGraph);
   if (failed(codegen::writePackage(*module, package)))
     return 1;

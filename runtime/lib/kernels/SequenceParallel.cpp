@@ -4,6 +4,7 @@
 
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/kernels/TensorOpShapes.h"
+#include "colossal/runtime/kernels/VocabularyParallel.h"
 #include "colossal/runtime/train/StepInterface.h"
 
 #include <algorithm>
@@ -99,6 +100,13 @@ int64_t countedHere(const Tensor &scores, const Tensor &labels, std::optional<in
                                ignoreIndex.value_or(std::numeric_limits<int64_t>::min()), op);
 }
 
+/// The labels of this rank's rows that count (the vocabulary-parallel loss
+/// checks them against the whole vocabulary).
+int64_t labelsCounted(const Tensor &labels, std::optional<int64_t> ignoreIndex) {
+  int64_t ignore = ignoreIndex.value_or(std::numeric_limits<int64_t>::min());
+  return int64_t(std::count_if(labels.ints.begin(), labels.ints.end(), [&](int64_t l) { return l != ignore; }));
+}
+
 void requireReduced(const std::string &reduction, const char *op) {
   if (reduction != "mean" && reduction != "sum")
     fail(op, "reduction '" + reduction + "': a loss split by rows is summed over the ranks (mean or sum)");
@@ -107,15 +115,19 @@ void requireReduced(const std::string &reduction, const char *op) {
 } // namespace
 
 Tensor tokenSplitCrossEntropy(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
-                              const std::string &reduction, StepCollectives &collectives, const std::string &axis) {
+                              const std::string &reduction, StepCollectives &collectives, const std::string &axis,
+                              const std::string &vocabularyAxis, int64_t classes) {
   const char *op = "cross_entropy (split by tokens)";
   requireReduced(reduction, op);
-  int64_t counted = countedHere(scores, labels, ignoreIndex, op);
+  int64_t counted =
+      vocabularyAxis.empty() ? countedHere(scores, labels, ignoreIndex, op) : labelsCounted(labels, ignoreIndex);
   double loss = 0;
   {
     // The partial sums are the op's scratch; only the loss is its value.
     MemoryScope scope(MemoryCategory::Workspace);
-    Tensor sum = crossEntropy(scores, labels, ignoreIndex, "sum");
+    Tensor sum = vocabularyAxis.empty() ? crossEntropy(scores, labels, ignoreIndex, "sum")
+                                        : vocabularyParallelCrossEntropy(scores, labels, ignoreIndex, "sum",
+                                                                         collectives, vocabularyAxis, classes);
     Tensor totals = collectives.allReduce(Tensor::ofFloats({2}, {sum.floats[0], float(counted)}), axis);
     loss = totals.floats[0];
     if (reduction == "mean")
@@ -126,7 +138,8 @@ Tensor tokenSplitCrossEntropy(const Tensor &scores, const Tensor &labels, std::o
 
 Tensor tokenSplitCrossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
                                   std::optional<int64_t> ignoreIndex, const std::string &reduction,
-                                  StepCollectives &collectives, const std::string &axis) {
+                                  StepCollectives &collectives, const std::string &axis,
+                                  const std::string &vocabularyAxis, int64_t classes) {
   const char *op = "cross_entropy_grad (split by tokens)";
   requireReduced(reduction, op);
   if (dloss.integer || dloss.floats.size() != 1)
@@ -134,12 +147,16 @@ Tensor tokenSplitCrossEntropyGrad(const Tensor &scores, const Tensor &labels, co
   double scale = dloss.floats[0];
   MemoryScope scope(MemoryCategory::Workspace);
   if (reduction == "mean") {
-    int64_t counted = countedHere(scores, labels, ignoreIndex, op);
+    int64_t counted =
+        vocabularyAxis.empty() ? countedHere(scores, labels, ignoreIndex, op) : labelsCounted(labels, ignoreIndex);
     float total = collectives.allReduce(Tensor::ofFloats({1}, {float(counted)}), axis).floats[0];
     scale /= std::max(1.0, double(total));
   }
   Tensor scaled = Tensor::ofFloats({}, {float(scale)});
   MemoryScope result(MemoryCategory::Activations);
+  if (!vocabularyAxis.empty())
+    return vocabularyParallelCrossEntropyGrad(scores, labels, scaled, ignoreIndex, "sum", collectives, vocabularyAxis,
+                                              classes);
   return crossEntropyGrad(scores, labels, scaled, ignoreIndex, "sum");
 }
 

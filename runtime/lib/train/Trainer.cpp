@@ -226,7 +226,8 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   schedule.minRatio = o.settings.minLrRatio;
   // A pipeline's other ranks hold other stages, so other memory: the first
   // rank of each writes its own records beside the log (LOG.pipeline-rank-K).
-  bool stageLead = groups.pipeline && groups.pp->rank() > 0 && dp.rank() == 0 && tensorRank == 0;
+  bool stageLead =
+      groups.pipeline && groups.pp->rank() > 0 && dp.rank() == 0 && tensorRank == 0 && (sp ? sp->rank() : 0) == 0;
   StepLog log(lead                          ? o.log
               : stageLead && !o.log.empty() ? o.log + ".pipeline-rank-" + std::to_string(groups.pp->rank())
                                             : std::string());

@@ -49,9 +49,10 @@ struct ProgramSettings {
   /// Data-parallel ranks.
   int64_t ranks = 1;
   /// Ranks of the tensor axis (passes/partition/TensorParallel.h has split
-  /// the module for them); the program runs on ranks x tensorRanks
-  /// processes, the tensor axis inside.
-  int64_t tensorRanks = 1;
+  /// the module for them) and of the sequence axis of its own
+  /// (SequenceAxisParallel.h); the program runs on ranks x sequenceRanks x
+  /// tensorRanks processes, the tensor axis inside.
+  int64_t tensorRanks = 1, sequenceRanks = 1;
   /// ZeRO stage over the data-parallel ranks (0: replicated; 1: optimizer
   /// state sharded; 2: gradients too; 3: weights too).
   int64_t zero = 0;
@@ -74,14 +75,15 @@ struct ProgramSettings {
   /// gathered where it is read). writePackage sets one layer's weights,
   /// what the cost model's ZeRO-3 holds in flight.
   int64_t prefetchBytes = 0;
-  /// Tensor parallelism: the model's cost graph before the partitioner split
-  /// it and one rank's after (its @forward, before differentiation). The
-  /// package reads the split back from the two (cost/AppliedSharding.h) and
-  /// has the cost model predict the tensor axis's collectives from it.
-  std::optional<cost::Graph> unsplitGraph, splitGraph;
-  /// How the model axis of `tensorRanks` splits the sequence: Megatron's
-  /// on the tensor axis between its blocks, all-to-all or ring on an axis
-  /// of its own (the model axis is then `sp`), or not at all.
+  /// The model axes: the model's cost graph before the partitioner split
+  /// it and one rank's after (its @forward, before differentiation), and
+  /// with both axes the graph after the tensor split alone. The package
+  /// reads the split back from them (cost/AppliedSharding.h) and has the
+  /// cost model predict the model axes' collectives from it.
+  std::optional<cost::Graph> unsplitGraph, tensorSplitGraph, splitGraph;
+  /// How the sequence is split: Megatron's on the tensor axis between its
+  /// blocks, all-to-all or ring on an axis of its own (`sequenceRanks`), or
+  /// not at all.
   cost::SequenceMode sequenceMode = cost::SequenceMode::None;
 };
 

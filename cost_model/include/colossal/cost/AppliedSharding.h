@@ -37,6 +37,21 @@ namespace colossal::cost {
 std::optional<GraphSharding> appliedAxisSharding(const Graph &whole, const Graph &perRank, int axis,
                                                  int64_t ranks, std::string &error);
 
+/// One split of a chain the partitioner applies: the rank's graph after it,
+/// and the mesh axis and ranks it splits over.
+struct AppliedSplit {
+  const Graph *perRank = nullptr;
+  int axis = 0;
+  int64_t ranks = 1;
+};
+
+/// The sharding of `whole` made by `splits` in order (the tensor axis's,
+/// then the sequence axis's cut of what it made), each read back from the
+/// graph before it as appliedAxisSharding does; a factor split by several
+/// lists their axes in that order.
+std::optional<GraphSharding> appliedSharding(const Graph &whole, const std::vector<AppliedSplit> &splits,
+                                             std::string &error);
+
 } // namespace colossal::cost
 
 #endif // COLOSSAL_COST_APPLIEDSHARDING_H

@@ -664,7 +664,9 @@ def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
     With `token_axis` (sequence parallelism), each rank of that mesh axis
     holds its own rows (its tokens) of the logits and labels: the loss sums
     and the counted labels are summed over the axis, so every rank gets the
-    loss over all the rows.
+    loss over all the rows. Both may be set (tensor and sequence axes
+    together): each row's loss is over `mesh_axis`'s classes, and the rows'
+    sums over `token_axis`.
 
     Constraints:
     - as for `train.softmax_cross_entropy_loss`, without class weights.

@@ -65,10 +65,12 @@ Tensor vocabularyParallelCrossEntropyGrad(const Tensor &scores, const Tensor &la
                                           std::optional<int64_t> ignoreIndex, const std::string &reduction,
                                           Collectives &collectives, const std::string &axis, int64_t classes = -1);
 Tensor tokenSplitCrossEntropy(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
-                              const std::string &reduction, Collectives &collectives, const std::string &axis);
+                              const std::string &reduction, Collectives &collectives, const std::string &axis,
+                              const std::string &vocabularyAxis = "", int64_t classes = -1);
 Tensor tokenSplitCrossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
                                   std::optional<int64_t> ignoreIndex, const std::string &reduction,
-                                  Collectives &collectives, const std::string &axis);
+                                  Collectives &collectives, const std::string &axis,
+                                  const std::string &vocabularyAxis = "", int64_t classes = -1);
 Tensor ringAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal,
                      Collectives &collectives, const std::string &axis);
 std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,

@@ -39,15 +39,20 @@ Tensor joinAlong(const Floats &received, const Shape &block, int64_t concatDim, 
 /// rank holding rows `scores` [N, C] and `labels` [N] of them. The rows'
 /// losses and counted labels are summed over mesh axis `axis` (one
 /// all-reduce of two floats), so every rank gets the whole loss ("mean" or
-/// "sum").
+/// "sum"). With a `vocabularyAxis` (`mesh_axis` too: a tensor axis splits
+/// the classes), `scores` holds the rank's columns of its rows and each row's
+/// loss is the vocabulary-parallel one (VocabularyParallel.h; `classes` as
+/// there).
 Tensor tokenSplitCrossEntropy(const Tensor &scores, const Tensor &labels, std::optional<int64_t> ignoreIndex,
-                              const std::string &reduction, StepCollectives &collectives, const std::string &axis);
+                              const std::string &reduction, StepCollectives &collectives, const std::string &axis,
+                              const std::string &vocabularyAxis = "", int64_t classes = -1);
 
 /// Its gradient for this rank's rows; under "mean" the counted labels are
 /// summed over the axis again (one float).
 Tensor tokenSplitCrossEntropyGrad(const Tensor &scores, const Tensor &labels, const Tensor &dloss,
                                   std::optional<int64_t> ignoreIndex, const std::string &reduction,
-                                  StepCollectives &collectives, const std::string &axis);
+                                  StepCollectives &collectives, const std::string &axis,
+                                  const std::string &vocabularyAxis = "", int64_t classes = -1);
 
 } // namespace host
 } // namespace colossal::rt
