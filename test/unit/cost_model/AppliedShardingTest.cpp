@@ -107,3 +107,31 @@ TEST(AppliedSharding, APaddedSplitCountsAndAWrongSizeIsRefused) {
   EXPECT_FALSE(appliedAxisSharding(whole, none, 0, 2, error));
   EXPECT_EQ(error, "op 0 (train.linear) of the whole model has no counterpart in one rank's program");
 }
+
+TEST(AppliedSharding, AChainOfSplitsIsReadStepByStep) {
+  // Tensor axis (mesh axis 0) then sequence axis (mesh axis 1), 2 ranks
+  // each: a column-parallel linear to 2 heads of 8 and the reshape into
+  // heads. The tensor split halves the output columns (the reshape then has
+  // no head factor); the sequence split halves the rows of both, the
+  // reshape's read off its dimensions since it factors otherwise than the
+  // whole one.
+  Graph whole, tensor, both;
+  int y = 0;
+  whole.ops.push_back(linear(whole, whole.addValue("x", DType::F32), 8, 16, 16, false, y));
+  whole.ops.push_back(reshape(whole, y, 8, 2, 8));
+  tensor.ops.push_back(linear(tensor, tensor.addValue("x", DType::F32), 8, 16, 8, false, y));
+  tensor.ops.push_back(reshape(tensor, y, 8, 1, 8));
+  both.ops.push_back(linear(both, both.addValue("x", DType::F32), 4, 16, 8, false, y));
+  both.ops.push_back(reshape(both, y, 4, 1, 8));
+  std::string error;
+  std::optional<GraphSharding> sharding = appliedSharding(whole, {{&tensor, 0, 2}, {&both, 1, 2}}, error);
+  ASSERT_TRUE(sharding) << error;
+  EXPECT_EQ((*sharding)[0], (OpSharding{{1}, {}, {0}})); // rows by sp, columns by tp
+  EXPECT_EQ((*sharding)[1], (OpSharding{{1}, {0}, {}})); // rows by sp, heads by tp
+  // A split the second step does not make is an error naming the op.
+  Graph wrong;
+  wrong.ops.push_back(linear(wrong, wrong.addValue("x", DType::F32), 3, 16, 8, false, y));
+  wrong.ops.push_back(reshape(wrong, y, 3, 1, 8));
+  EXPECT_FALSE(appliedSharding(whole, {{&tensor, 0, 2}, {&wrong, 1, 2}}, error));
+  EXPECT_EQ(error, "op 0 (train.linear): factor 0 is 3 on one rank and 8 whole, not a split over 2 ranks");
+}
