@@ -96,6 +96,17 @@ std::optional<Estimate> estimateLayers(TransformerShape shape, int64_t layers, c
   return e;
 }
 
+/// A GPT whose hidden size, heads and tokens every grid below divides.
+TransformerShape gridTestLayer() {
+  TransformerShape shape;
+  shape.hidden = 512;
+  shape.heads = 16;
+  shape.seq = 256;
+  shape.microbatch = 2;
+  shape.vocab = 1024;
+  return shape;
+}
+
 LayerShare layerShare(const TransformerShape &shape, const Strategy &s) {
   LayerShare share;
   std::optional<Estimate> one = estimateLayers(shape, 1, s), two = estimateLayers(shape, 2, s);
@@ -123,12 +134,7 @@ LayerShare layerShare(const TransformerShape &shape, const Strategy &s) {
 // for (k, n) = (h, 3h) query-key-value, (h, h) output, (h, 4h) and (4h, h)
 // MLP, m = batch x sequence tokens.
 TEST(TensorGrid, LayerBytesFollowThePapersAlgorithms) {
-  TransformerShape shape;
-  shape.hidden = 512;
-  shape.heads = 16;
-  shape.seq = 256;
-  shape.microbatch = 2;
-  shape.vocab = 1024;
+  TransformerShape shape = gridTestLayer();
   const double h = double(shape.hidden), m = double(shape.microbatch * shape.seq), e = 2; // bf16
   // Sums over the layer's linears of |X|, |A| and |Y| in bytes.
   const double sumX = (h + h + h + 4 * h) * m * e, sumA = (3 * h * h + h * h + 4 * h * h + 4 * h * h) * e,
@@ -213,12 +219,7 @@ TEST(TensorGrid, LayerBytesFollowThePapersAlgorithms) {
 // activations 1/q^2, 1/(d q^2) and 1/q^3 (1D keeps the activations between
 // its blocks whole, and parameters 1/P only for the split matrices).
 TEST(TensorGrid, LayerMemoryFollowsThePapersTables) {
-  TransformerShape shape;
-  shape.hidden = 512;
-  shape.heads = 16;
-  shape.seq = 256;
-  shape.microbatch = 2;
-  shape.vocab = 1024;
+  TransformerShape shape = gridTestLayer();
   LayerShare one = layerShare(shape, Strategy());
   ASSERT_GT(one.parameters, 0);
   for (auto [mode, q, d, parameterShare, activationShare] :
