@@ -45,6 +45,15 @@ RankParameters countParameters(const EstimateContext &ctx) {
   tensorSplitTensors.assign(ranks, 0);
   std::vector<int> firstLayer(ranks, -1);
   std::vector<std::set<int>> seen(ranks);
+  // A pipeline's trainable weights as each rank holds them (value, rank,
+  // local elements), and which are held by more than one rank.
+  struct Held {
+    int value, rank;
+    double elements;
+  };
+  std::vector<Held> held;
+  std::vector<int> firstHolder(ranks > 1 ? graph.values.size() : 0, -1);
+  std::vector<char> sharedValue(firstHolder.size(), 0);
   double &weightBytes = p.weightBytes, &optimizerBytes = p.optimizerBytes;
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     int rank = opStage[o] % ranks;
@@ -55,6 +64,12 @@ RankParameters countParameters(const EstimateContext &ctx) {
       double n = localElements(graph.ops[o], sharding[o], mesh, use.dims) / weightShare;
       params[rank] += n * ctx.repeatOf(o);
       if (!value.frozen) {
+        if (ranks > 1) {
+          int &first = firstHolder[size_t(use.value)];
+          sharedValue[size_t(use.value)] |= first >= 0 && first != rank;
+          first = first < 0 ? rank : first;
+          held.push_back({use.value, rank, n * ctx.repeatOf(o)});
+        }
         trainableParams[rank] += n * ctx.repeatOf(o);
         trainableTensors[rank] += ctx.repeatOf(o);
         if (tensorAxis >= 0) {
@@ -81,6 +96,10 @@ RankParameters countParameters(const EstimateContext &ctx) {
       optimizerBytes = (weightBytes == 2 ? 4 : 0) + 4.0 * options.optimizerMoments;
     }
   }
+  p.sharedAcrossStages.assign(ranks, 0);
+  for (const Held &h : held)
+    if (sharedValue[size_t(h.value)])
+      p.sharedAcrossStages[size_t(h.rank)] += h.elements;
   return p;
 }
 
@@ -167,10 +186,10 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
     // trust ratios.
     if (strategy.zero >= 1 && options.shardedNormReductions > 0)
       dpExposed += event(Collective::AllReduce, 8 * trainableTensors[r], options.shardedNormReductions);
-    // The rank holding the loss (the last stage) averages it over the
-    // data-parallel ranks for the log: one float.
-    if (r == ranks - 1)
-      dpExposed += event(Collective::AllReduce, 4, 1);
+    // Every rank averages the step's loss over the data-parallel ranks for
+    // the log (a pipeline's ranks have summed it over the stages first):
+    // one float.
+    dpExposed += event(Collective::AllReduce, 4, 1);
   }
   // Weights split over the tensor axis: their per-tensor sums of squares
   // are completed over it as well (two floats per split tensor, per
@@ -182,6 +201,22 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
                 collectiveTime(Collective::AllReduce, bytes, mesh.axes[tensorAxis], cluster)};
     addComm(comm, mesh, e, options.shardedNormReductions);
     tensorNormSeconds = e.seconds * options.shardedNormReductions;
+  }
+  // A pipeline's ranks each hold part of the model: per step they sum the
+  // loss (one float, for the log), the gradients of weights read on several
+  // of them (fp32) and the gradient norm's squares (one double), each in
+  // one all-reduce over the pipeline axis (PipelineStep.h).
+  if (int pp = mesh.axisIndex("pp"); pp >= 0 && mesh.axes[size_t(pp)].size > 1) {
+    auto event = [&](double bytes) {
+      CommEvent e{Collective::AllReduce, pp, bytes,
+                  collectiveTime(Collective::AllReduce, bytes, mesh.axes[size_t(pp)], cluster)};
+      addComm(comm, mesh, e, 1);
+      dpExposed += e.seconds;
+    };
+    event(4);
+    if (p.sharedAcrossStages[size_t(r)] > 0)
+      event(4 * p.sharedAcrossStages[size_t(r)]);
+    event(8);
   }
   re.dataParallelSeconds = dpTotal;
   re.dataParallelExposed = dpExposed;

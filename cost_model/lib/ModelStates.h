@@ -34,6 +34,10 @@ struct RankParameters {
   /// over it), and that axis (-1: none).
   std::vector<double> tensorSplitTensors;
   int tensorAxis = -1;
+  /// Trainable elements a pipeline rank holds of weights that other
+  /// pipeline ranks read too (a tied embedding and output layer): their
+  /// gradients are summed over the pipeline axis.
+  std::vector<double> sharedAcrossStages;
   /// Bytes per weight, and per trainable element of optimizer state.
   double weightBytes = 2, optimizerBytes = 12;
 };

@@ -43,7 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
     check, check_refusals, compile_model, train, losses, worst_relative, batch_data, npy_floats, finish, WORK,
-    optimizer_flags, runtime_name, safetensors, weight_error, FIXTURES, COMPILER)
+    optimizer_flags, runtime_name, safetensors, weight_error, check_counters, FIXTURES, COMPILER)
 
 HIDDEN, SEQ = 16, 8
 # (model, strategy, ranks, rows of the global batch, optimizers run)
@@ -181,6 +181,11 @@ for model, strategy, ranks, rows, optimizers in CASES:
                      .get("pp") for key in ("bytes", "calls")}
         check(predicted == {"bytes": sent_bytes, "calls": calls},
               f"{tag} {name}: the plan predicts pipeline rank 0 sends {predicted}; it sent {sent}")
+        # Every collective on every axis, bytes and calls (the pipeline
+        # axis's sums of the loss, the tied weights' gradients and the norm
+        # among them), as pipeline rank 0's counters saw them each step.
+        check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][runtime_name(name)], f"{tag} {name}",
+                       calls=manifest["predicted_comm_calls_per_step_by_optimizer"][runtime_name(name)])
     dump, log = f"{program}-gradients", f"{program}-gradients.log"
     run = train(program, "--feed", feed, "--steps", "1", "--dump-gradients", dump, "--log", log, ranks=ranks)
     check(run.returncode == 0, f"{tag}: --dump-gradients failed: {run.stderr[-1500:]}")
