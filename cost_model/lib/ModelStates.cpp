@@ -35,6 +35,7 @@ RankParameters countParameters(const EstimateContext &ctx) {
   // backward pass if the backward reads it (ShardedOptimizer.h).
   std::vector<double> &gatheredForward = p.gatheredForward, &gatheredBackward = p.gatheredBackward;
   gatheredForward.assign(ranks, 0), gatheredBackward.assign(ranks, 0);
+  p.gatheredForwardTensors.assign(ranks, 0), p.gatheredBackwardTensors.assign(ranks, 0);
   // Trainable tensors the tensor axis splits (their norms are completed
   // over it).
   int &tensorAxis = p.tensorAxis;
@@ -82,8 +83,11 @@ RankParameters countParameters(const EstimateContext &ctx) {
         }
         double padded = std::ceil(n / strategy.dp - 1e-9) * strategy.dp;
         gatheredForward[rank] += padded * ctx.repeatOf(o);
-        if (value.readByBackward)
+        p.gatheredForwardTensors[rank] += ctx.repeatOf(o);
+        if (value.readByBackward) {
           gatheredBackward[rank] += padded * ctx.repeatOf(o);
+          p.gatheredBackwardTensors[rank] += ctx.repeatOf(o);
+        }
       }
       // One layer's weights: what ZeRO-3 gathers (and prefetches) at a time.
       if (graph.ops[o].layer >= 0 && firstLayer[rank] < 0)
@@ -170,11 +174,13 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
     }
     if (strategy.zero == 3) {
       // Trainable weights gathered before the forward and again before the
-      // backward of every microbatch, prefetched a layer ahead (frozen
-      // ones are kept whole).
-      double t = event(Collective::AllGather, gatheredForward[r] * weightBytes, m);
-      if (gatheredBackward[r] > 0)
-        t += event(Collective::AllGather, gatheredBackward[r] * weightBytes, m);
+      // backward of every microbatch, one all-gather per tensor (each paying
+      // its latency), prefetched a layer ahead (frozen ones are kept whole).
+      auto gathers = [&](double elements, double tensors) {
+        return tensors > 0 ? event(Collective::AllGather, elements * weightBytes / tensors, m * tensors) : 0.0;
+      };
+      double t = gathers(gatheredForward[r], p.gatheredForwardTensors[r]) +
+                 gathers(gatheredBackward[r], p.gatheredBackwardTensors[r]);
       double hidden = m * (re.computeForward + re.computeBackward) * (layers - 1) / layers;
       dpExposed += std::max(0.0, t - hidden);
     } else if (strategy.zero >= 1) {

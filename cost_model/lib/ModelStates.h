@@ -30,6 +30,8 @@ struct RankParameters {
   /// gathers it whole (padded) for the forward pass, and again for the
   /// backward pass if the backward reads it (ShardedOptimizer.h).
   std::vector<double> gatheredForward, gatheredBackward;
+  /// ... and how many tensors each pass gathers: one all-gather each.
+  std::vector<double> gatheredForwardTensors, gatheredBackwardTensors;
   /// Trainable tensors the tensor axis splits (their norms are completed
   /// over it), and that axis (-1: none).
   std::vector<double> tensorSplitTensors;

@@ -147,7 +147,8 @@ for model in ["gpt2", "bert", "llama"]:
             check_replicas(f"{WORK}/{tag}-n", tag)
             # The run chose its optimizer by flag: the plan for that one.
             predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][runtime_name(name)]
-            check_counters(f"{WORK}/{tag}-n.log", predicted, tag)
+            check_counters(f"{WORK}/{tag}-n.log", predicted, tag,
+                           calls=manifest["predicted_comm_calls_per_step_by_optimizer"][runtime_name(name)])
             check_model_states(f"{WORK}/{tag}-n.log",
                                manifest["predicted_model_state_bytes_per_rank_by_optimizer"][runtime_name(name)],
                                f"{model} {name} zero={stage} x{ranks}")
@@ -197,7 +198,8 @@ for stage in [2, 3]:
     check(sum(sizes) == 7232, f"gpt2 has {sum(sizes)} trainable weights, not 7232")
     padded = 7233 if stage == 2 else sum(-(-n // 3) * 3 for n in sizes)
     check(predicted["reduce_scatter"]["dp"] == padded * 4, f"the plan does not count the padding: {predicted}")
-    check_counters(log, predicted, f"gpt2 zero={stage} x3")
+    check_counters(log, predicted, f"gpt2 zero={stage} x3",
+                   calls=manifest["predicted_comm_calls_per_step_by_optimizer"]["lamb"])
     check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"]["lamb"],
                        f"gpt2 lamb zero={stage} x3 (padded)")
     loss_error = worst_relative(losses(log), reference6["losses"]["lamb"])
@@ -482,7 +484,7 @@ def check_model_axis(manifest, section, axis, name, log, tag):
         ir["all_reduce"] = (b + completions * section["norm_completion_bytes"], n + completions)
     model = {c: (axes[axis], predicted_calls[c][axis]) for c, axes in predicted.items() if axis in axes}
     check(model == ir, f"{tag}: the cost model predicts {model} (bytes, calls) on {axis}, the IR counts {ir}")
-    check_counters(log, predicted, tag)
+    check_counters(log, predicted, tag, calls=predicted_calls)
     first = json.loads(open(log).readline())["comm"]
     measured = {c: (axes[axis]["bytes"], axes[axis]["calls"]) for c, axes in first.items() if axis in axes}
     check(measured == model, f"{tag}: measured {measured} (bytes, calls) on {axis}, the plan says {model}")

@@ -395,7 +395,8 @@ def check_offload(model, ranks):
         worst_weight, where = (worst_weight_error(reference_run, f"{WORK}/{tag}", ranks, model, rows)
                                if reference_run and os.path.exists(reference_run) else (0.0, "one rank"))
         if ranks > 1:
-            check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][name], tag)
+            check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][name], tag,
+                           calls=manifest["predicted_comm_calls_per_step_by_optimizer"][name])
         for line in open(log):
             measured = json.loads(line)["offload"]
             check(measured == moved, f"{tag}: moved {measured} bytes to and from the host, the plan says {moved}")
@@ -455,7 +456,8 @@ def check_recompute(model, where, recompute_feed, extra, plain, plain_log, batch
               f"{tag}: the losses differ from the same run without recomputation ({same_as})")
         check_step_peak(log, program, tag)
         if extra:
-            check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][name], tag)
+            check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][name], tag,
+                           calls=manifest["predicted_comm_calls_per_step_by_optimizer"][name])
         print(f"{model:8} {label:16} {name:9} {planned:18} {without:10}  ({planned / without:.2f} of the peak without; "
               f"losses bit for bit those without recomputation{'; bytes measured = predicted' if extra else ''})")
 
