@@ -236,18 +236,12 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
     cost::Strategy split = dataAxis;
     split.tp = planned.tp, split.sp = planned.sp, split.spMode = planned.spMode;
     cost::Mesh mesh = cost::buildMesh(split, *cluster);
-    std::vector<cost::AppliedSplit> splits;
-    if (s.tensorRanks > 1)
-      splits.push_back(
-          {s.sequenceRanks > 1 ? &*s.tensorSplitGraph : &*s.splitGraph, mesh.axisIndex("tp"), s.tensorRanks});
-    if (s.sequenceRanks > 1)
-      splits.push_back({&*s.splitGraph, mesh.axisIndex("sp"), s.sequenceRanks});
     std::string axes = s.tensorRanks > 1 && s.sequenceRanks > 1 ? "tp and sp axes"
                        : s.tensorRanks > 1                      ? "tp axis"
                                                                 : "sp axis";
-    if (s.tensorRanks > 1 && s.sequenceRanks > 1 && !s.tensorSplitGraph)
-      return module.emitWarning() << "no prediction of the " << axes << ": no graph of the tensor split alone";
-    std::optional<cost::GraphSharding> sharding = cost::appliedSharding(*s.unsplitGraph, splits, error);
+    std::optional<cost::GraphSharding> sharding =
+        cost::appliedModelAxes(*s.unsplitGraph, s.tensorSplitGraph ? &*s.tensorSplitGraph : nullptr, *s.splitGraph,
+                               mesh, s.tensorRanks, s.sequenceRanks, error);
     options.layouts = cost::SplitLayouts::Built;
     options.recomputeCollectives = false;
     std::optional<cost::Estimate> whole =

@@ -107,6 +107,21 @@ std::optional<GraphSharding> appliedAxisSharding(const Graph &whole, const Graph
   return readSplit(whole, perRank, axis, ranks, error, matched);
 }
 
+std::optional<GraphSharding> appliedModelAxes(const Graph &whole, const Graph *tensorSplit, const Graph &split,
+                                              const Mesh &mesh, int64_t tensorRanks, int64_t sequenceRanks,
+                                              std::string &error) {
+  std::vector<AppliedSplit> splits;
+  if (tensorRanks > 1 && sequenceRanks > 1 && !tensorSplit) {
+    error = "no graph of the tensor split alone to read the tensor axis from";
+    return std::nullopt;
+  }
+  if (tensorRanks > 1)
+    splits.push_back({sequenceRanks > 1 ? tensorSplit : &split, mesh.axisIndex("tp"), tensorRanks});
+  if (sequenceRanks > 1)
+    splits.push_back({&split, mesh.axisIndex("sp"), sequenceRanks});
+  return appliedSharding(whole, splits, error);
+}
+
 std::optional<GraphSharding> appliedSharding(const Graph &whole, const std::vector<AppliedSplit> &splits,
                                              std::string &error) {
   GraphSharding sharding;

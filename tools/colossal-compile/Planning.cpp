@@ -684,12 +684,9 @@ bool planMatchesBuiltSplit(const std::string &path, const cost::Graph &whole, co
       cost::Cluster::preset("dgx-a100", 1 + int(strategy->devices() - 1) / 8);
   cost::Mesh mesh = cost::buildMesh(*strategy, *cluster);
   std::optional<cost::GraphSharding> planned = cost::shardingFromJson(*shardings, whole, mesh, error);
-  std::vector<cost::AppliedSplit> splits;
-  if (tensorRanks > 1)
-    splits.push_back({sequenceRanks > 1 ? tensorSplit : &split, mesh.axisIndex("tp"), tensorRanks});
-  if (sequenceRanks > 1)
-    splits.push_back({&split, mesh.axisIndex("sp"), sequenceRanks});
-  std::optional<cost::GraphSharding> built = planned ? cost::appliedSharding(whole, splits, error) : std::nullopt;
+  std::optional<cost::GraphSharding> built =
+      planned ? cost::appliedModelAxes(whole, tensorSplit, split, mesh, tensorRanks, sequenceRanks, error)
+              : std::nullopt;
   if (!planned || !built) {
     error = path + ": " + error;
     return false;

@@ -52,6 +52,14 @@ struct AppliedSplit {
 std::optional<GraphSharding> appliedSharding(const Graph &whole, const std::vector<AppliedSplit> &splits,
                                              std::string &error);
 
+/// The partitioner's model axes read back: `tensorRanks` over mesh axis
+/// "tp", then `sequenceRanks` over "sp" (either may be 1), from `whole`,
+/// one rank's graph after both (`split`) and, when both split, after the
+/// tensor split alone (`tensorSplit`; null is an error then).
+std::optional<GraphSharding> appliedModelAxes(const Graph &whole, const Graph *tensorSplit, const Graph &split,
+                                              const Mesh &mesh, int64_t tensorRanks, int64_t sequenceRanks,
+                                              std::string &error);
+
 } // namespace colossal::cost
 
 #endif // COLOSSAL_COST_APPLIEDSHARDING_H
