@@ -53,33 +53,58 @@ double leastLayerTrainable(const Graph &graph) {
 
 namespace {
 
-/// Whether the fixed parts of the strategy allow a model axis of `tp`
-/// ranks carrying `mode`.
-bool admitsModelAxis(const SearchOptions &o, int tp, SequenceMode mode) {
-  bool ownAxis = mode == SequenceMode::AllToAll || mode == SequenceMode::Ring;
-  return !fixedMismatch(o, "tp", (ownAxis ? 1 : tp) != o.fixed.tp) &&
-         !fixedMismatch(o, "sp", (ownAxis ? tp : 1) != o.fixed.sp) && !fixedMismatch(o, "sp_mode", mode != o.fixed.spMode);
+/// Whether the fixed parts of the strategy allow the model axis.
+bool admitsModelAxis(const SearchOptions &o, const ModelAxis &axis) {
+  return !fixedMismatch(o, "tp", axis.tensor != o.fixed.tp) && !fixedMismatch(o, "sp", axis.sequence != o.fixed.sp) &&
+         !fixedMismatch(o, "sp_mode", axis.mode != o.fixed.spMode);
+}
+
+/// The strategy's tp, sp and sp_mode for the model axis.
+void setModelAxis(Strategy &s, const ModelAxis &axis) {
+  s.tp = axis.tensor;
+  s.sp = axis.sequence;
+  s.spMode = axis.mode;
 }
 
 } // namespace
 
-std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Cluster &cluster) {
-  std::vector<ModelAxis> axes;
-  const int n = options.devices;
-  for (int tp = 2; tp <= n && tp <= cluster.gpusPerNode; ++tp)
-    if (n % tp == 0)
-      for (SequenceMode mode : {SequenceMode::None, SequenceMode::Megatron, SequenceMode::AllToAll, SequenceMode::Ring})
-        if (admitsModelAxis(options, tp, mode))
-          axes.push_back({tp, mode});
+std::string ModelAxis::str() const {
+  std::string text = "tp=" + std::to_string(tensor);
+  if (ownSequenceAxis())
+    text += ",sp=" + std::to_string(sequence);
+  if (mode != SequenceMode::None)
+    text += std::string(",sp_mode=") + nameOf(mode);
+  return text;
+}
+
+std::vector<ModelAxis> modelAxesOf(int ranks) {
+  std::vector<ModelAxis> axes{{ranks, 1, SequenceMode::None}};
+  if (ranks == 1)
+    return axes;
+  axes.push_back({ranks, 1, SequenceMode::Megatron});
+  for (int tensor = 1; tensor < ranks; ++tensor)
+    if (ranks % tensor == 0)
+      for (SequenceMode mode : {SequenceMode::AllToAll, SequenceMode::Ring})
+        axes.push_back({tensor, ranks / tensor, mode});
   return axes;
 }
 
-int modelAxisIndex(const ModelAxis &axis, const Cluster &cluster) {
-  bool ownAxis = axis.second == SequenceMode::AllToAll || axis.second == SequenceMode::Ring;
+std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Cluster &cluster) {
+  std::vector<ModelAxis> axes;
+  const int n = options.devices;
+  for (int ranks = 2; ranks <= n && ranks <= cluster.gpusPerNode; ++ranks)
+    if (n % ranks == 0)
+      for (const ModelAxis &axis : modelAxesOf(ranks))
+        if (admitsModelAxis(options, axis))
+          axes.push_back(axis);
+  return axes;
+}
+
+std::pair<int, int> modelAxisIndices(const ModelAxis &axis, const Cluster &cluster) {
   Strategy s;
-  (ownAxis ? s.sp : s.tp) = axis.first;
-  s.spMode = axis.second;
-  return buildMesh(s, cluster).axisIndex(ownAxis ? "sp" : "tp");
+  setModelAxis(s, axis);
+  Mesh mesh = buildMesh(s, cluster);
+  return {axis.tensor > 1 ? mesh.axisIndex("tp") : -1, axis.ownSequenceAxis() ? mesh.axisIndex("sp") : -1};
 }
 
 std::vector<size_t> factorStructure(const Graph &graph) {
@@ -134,9 +159,9 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
   // recomputation: what the evaluated plans measured per layer, which
   // bounds the deeper pipelines' time and memory before they are simulated
   // (SearchBounds.h).
-  std::map<std::tuple<int64_t, int, int, int, int>, MeasuredLayers> measured;
+  std::map<std::tuple<int64_t, ModelAxis, int, int>, MeasuredLayers> measured;
   std::map<int64_t, double> layerTrainable;
-  // `tp` is the model axis's size: the tensor axis's or the sequence axis's.
+  // `tp` is the model axes' ranks: tensor x sequence.
   for (int tp = 1; tp <= n && tp <= cluster.gpusPerNode; ++tp) {
     if (n % tp != 0)
       continue;
@@ -175,22 +200,20 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                                      [](const Op &op) { return op.recomputedWhenSelective; });
         // The model axis: tensor parallelism (1D, or with Megatron's
         // sequence parallelism on it), or sequence parallelism on its own
-        // axis (all-to-all, ring); only the partitioner places the latter
-        // three.
-        std::vector<SequenceMode> modes{SequenceMode::None};
+        // axis (all-to-all, ring), alone or beside a tensor axis; only the
+        // partitioner places the ones with sequence parallelism.
         const std::map<ModelAxis, ModelAxisSplit> &splits = given->partitionerSplits;
+        std::vector<ModelAxis> axes{{tp, 1, SequenceMode::None}};
         if (tp > 1 && !splits.empty())
-          modes.insert(modes.end(), {SequenceMode::Megatron, SequenceMode::AllToAll, SequenceMode::Ring});
-        for (SequenceMode mode : modes) {
-          bool ownAxis = mode == SequenceMode::AllToAll || mode == SequenceMode::Ring;
+          axes = modelAxesOf(tp);
+        for (const ModelAxis &axis : axes) {
+          SequenceMode mode = axis.mode;
           Strategy s;
           s.dp = dp;
-          s.tp = ownAxis ? 1 : tp;
-          s.sp = ownAxis ? tp : 1;
-          s.spMode = mode;
+          setModelAxis(s, axis);
           s.pp = pp;
           s.microbatches = m;
-          if (!admitsModelAxis(o, tp, mode))
+          if (!admitsModelAxis(o, axis))
             continue;
           Mesh mesh = buildMesh(s, cluster);
           auto key = std::make_pair(b, tp);
@@ -221,7 +244,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
           } else {
             if (mode == SequenceMode::None && solved[key] && !o.partitionerPlacementOnly)
               placements.push_back({&*solved[key], Placement::Solver});
-            if (auto split = splits.find({tp, mode}); split != splits.end()) {
+            if (auto split = splits.find(axis); split != splits.end()) {
               if (!split->second.sharding && firstInvalid.empty())
                 firstInvalid = s.str() + ": " + split->second.error;
               if (split->second.sharding)
@@ -283,8 +306,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                       ++result.prunedByTime;
                       continue;
                     }
-                    MeasuredLayers &layer =
-                        measured[std::make_tuple(b, tp, int(mode), int(placement), int(recompute))];
+                    MeasuredLayers &layer = measured[std::make_tuple(b, axis, int(placement), int(recompute))];
                     if (!o.exhaustive && layer.known() && layers > 0) {
                       double time = pipelineLowerBound(s, layer.work(layers), layer.busiestRank(layers, pp));
                       if (time >= kthBest() && !(buildable && time < bestBuildableTime())) {

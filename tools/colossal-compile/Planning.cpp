@@ -106,49 +106,65 @@ private:
   std::map<int64_t, std::string> errors_;
 };
 
-/// The split the partitioner makes of the model over `tp` ranks of its
-/// model axis (Megatron's pairs, heads and vocabulary, TensorParallel.h,
-/// with its sequence parallelism under `mode` Megatron; or the tokens over
-/// a sequence axis, SequenceAxisParallel.h, under AllToAll and Ring), read
-/// back as a sharding of `whole` on mesh axis `axis` (AppliedSharding.h);
-/// nullopt with the partitioner's reason when it cannot split the model
-/// that way.
+/// The split the partitioner makes of the model over its model axes:
+/// Megatron's pairs, heads and vocabulary over the tensor ranks
+/// (TensorParallel.h, with its sequence parallelism under Megatron), then
+/// the tokens of what it made over a sequence axis of its own
+/// (SequenceAxisParallel.h, under AllToAll and Ring), read back as a
+/// sharding of `whole` on the plan's mesh (AppliedSharding.h); nullopt with
+/// the partitioner's reason when it cannot split the model that way.
 std::optional<cost::GraphSharding> partitionerSharding(mlir::MLIRContext &context, RaisedModels &models,
-                                                       const cost::Graph &whole, int tp, int axis,
-                                                       cost::SequenceMode mode, std::string &error) {
+                                                       const cost::Graph &whole, const cost::ModelAxis &axis,
+                                                       const cost::Cluster &cluster, std::string &error) {
   mlir::ModuleOp raised = models.at(whole.microbatch, error);
   if (!raised)
     return std::nullopt;
   mlir::OwningOpRef<mlir::ModuleOp> module = raised.clone();
+  auto costGraph = [&]() -> std::optional<cost::Graph> {
+    mlir::FailureOr<cost::Graph> graph = plan::buildCostGraph(module->lookupSymbol<mlir::func::FuncOp>("forward"));
+    if (mlir::failed(graph))
+      return std::nullopt;
+    return std::move(*graph);
+  };
   // The partitioner's refusal is this placement's reason, not an error of
   // the search: kept, not printed.
   std::string reason;
-  bool split = false;
+  bool split = true;
+  std::optional<cost::Graph> tensorSplit;
   {
     mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &diag) {
       if (reason.empty())
         reason = diag.str();
       return mlir::success();
     });
-    if (mode == cost::SequenceMode::AllToAll || mode == cost::SequenceMode::Ring)
-      split = mlir::succeeded(partition::applySequenceAxisParallelism(
-          *module, tp,
-          mode == cost::SequenceMode::Ring ? partition::SequenceAlgorithm::Ring : partition::SequenceAlgorithm::AllToAll));
-    else
-      split = mlir::succeeded(partition::partitionTensorParallel(*module, tp)) &&
-              (mode != cost::SequenceMode::Megatron || mlir::succeeded(partition::applySequenceParallelism(*module)));
+    if (axis.tensor > 1) {
+      split =
+          mlir::succeeded(partition::partitionTensorParallel(*module, axis.tensor)) &&
+          (axis.mode != cost::SequenceMode::Megatron || mlir::succeeded(partition::applySequenceParallelism(*module)));
+      if (split && axis.ownSequenceAxis())
+        tensorSplit = costGraph();
+    }
+    if (split && axis.ownSequenceAxis())
+      split = mlir::succeeded(partition::applySequenceAxisParallelism(*module, axis.sequence,
+                                                                      axis.mode == cost::SequenceMode::Ring
+                                                                          ? partition::SequenceAlgorithm::Ring
+                                                                          : partition::SequenceAlgorithm::AllToAll));
   }
   if (!split) {
-    error = "the partitioner cannot split the model over " + std::to_string(tp) + " " +
-            (mode == cost::SequenceMode::None ? "tensor" : cost::nameOf(mode)) + " ranks: " + reason;
+    error = "the partitioner cannot split the model as " + axis.str() + ": " + reason;
     return std::nullopt;
   }
-  mlir::FailureOr<cost::Graph> graph = plan::buildCostGraph(module->lookupSymbol<mlir::func::FuncOp>("forward"));
-  if (mlir::failed(graph)) {
+  std::optional<cost::Graph> graph = costGraph();
+  if (!graph || (axis.tensor > 1 && axis.ownSequenceAxis() && !tensorSplit)) {
     error = "the cost model cannot represent the split model";
     return std::nullopt;
   }
-  return cost::appliedAxisSharding(whole, *graph, axis, tp, error);
+  cost::Strategy strategy;
+  strategy.tp = axis.tensor;
+  strategy.sp = axis.sequence;
+  strategy.spMode = axis.mode;
+  return cost::appliedModelAxes(whole, tensorSplit ? &*tensorSplit : nullptr, *graph,
+                                cost::buildMesh(strategy, cluster), axis.tensor, axis.sequence, error);
 }
 
 /// The model's cost graph with its batch dimension bound to `microbatch`.
@@ -351,17 +367,22 @@ void printReport(const std::string &model, const std::string &precision, const c
   } else {
     os << "layers     none found (no repeated block): no pipeline or recomputation plans\n";
   }
-  if (plan.strategy.tp > 1) {
+  bool sequenceAxis = plan.strategy.sp > 1 && (plan.strategy.spMode == cost::SequenceMode::AllToAll ||
+                                               plan.strategy.spMode == cost::SequenceMode::Ring);
+  if (plan.strategy.tp > 1 || sequenceAxis) {
     bool splitsAny = false;
     for (const cost::OpSharding &op : plan.sharding)
       for (const std::vector<int> &axes : op)
         splitsAny |= !axes.empty();
     if (!splitsAny)
-      os << "note: the tensor axis splits no op: its ranks repeat the whole model's work, which the cost "
+      os << "note: the model axis splits no op: its ranks repeat the whole model's work, which the cost "
             "model finds cheaper than any split's communication (a model this small is latency-bound)\n";
-    os << "tensor axis, op by op ("
-       << (plan.placement == cost::Placement::Partitioner ? "the partitioner's split: Megatron's pairs, heads and vocabulary"
-                                                         : "the sharding solver's choice")
+    std::string split = plan.strategy.tp > 1 ? "Megatron's pairs, heads and vocabulary over tp" : "";
+    if (sequenceAxis)
+      split += std::string(split.empty() ? "" : ", then ") + "the tokens over sp";
+    os << (sequenceAxis ? "model axes" : "tensor axis") << ", op by op ("
+       << (plan.placement == cost::Placement::Partitioner ? "the partitioner's split: " + split
+                                                          : std::string("the sharding solver's choice"))
        << "):\n";
     for (const std::string &line : tensorSplitSummary(graph, plan.sharding, plan.estimate.mesh))
       os << "  " << line << "\n";
@@ -565,9 +586,8 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       for (const cost::ModelAxis &axis : axes) {
         auto [entry, fresh] = splits.try_emplace({structure, axis});
         if (fresh)
-          entry->second.sharding = partitionerSharding(context, models, given.graph, axis.first,
-                                                       cost::modelAxisIndex(axis, *cluster), axis.second,
-                                                       entry->second.error);
+          entry->second.sharding =
+              partitionerSharding(context, models, given.graph, axis, *cluster, entry->second.error);
         given.partitionerSplits[axis] = entry->second;
       }
       return given;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 using namespace colossal::cost;
 
 namespace {
@@ -104,7 +106,7 @@ TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
   options.devices = 8;
   options.globalBatch = 32;
   std::string error;
-  options.fixed = *Strategy::parse("sp_mode=all-to-all", error, &options.fixedKeys);
+  options.fixed = *Strategy::parse("tp=1,sp_mode=all-to-all", error, &options.fixedKeys);
   // Without the partitioner's splits there is no sequence axis to place.
   SearchResult none = searchGraphPlans(importedGpt(2), cluster, options);
   EXPECT_TRUE(none.best.empty());
@@ -114,10 +116,10 @@ TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
   std::vector<ModelAxis> asked = modelAxesToSplit(options, cluster);
   for (const ModelAxis &axis : asked) {
     Strategy s;
-    s.sp = axis.first;
-    s.spMode = axis.second;
-    s.dp = 8 / axis.first;
-    EXPECT_EQ(modelAxisIndex(axis, cluster), buildMesh(s, cluster).axisIndex("sp"));
+    s.sp = axis.sequence;
+    s.spMode = axis.mode;
+    s.dp = 8 / axis.sequence;
+    EXPECT_EQ(modelAxisIndices(axis, cluster), std::make_pair(-1, buildMesh(s, cluster).axisIndex("sp")));
   }
   auto replicated = [](const Graph &graph, ModelAxis) -> std::optional<ModelAxisSplit> {
     GraphSharding sharding;
@@ -135,8 +137,78 @@ TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
     EXPECT_FALSE(c.sharding.empty());
   }
   ASSERT_FALSE(asked.empty());
-  for (auto [ranks, mode] : asked)
-    EXPECT_EQ(mode, SequenceMode::AllToAll) << ranks;
+  for (const ModelAxis &axis : asked) {
+    EXPECT_EQ(axis.mode, SequenceMode::AllToAll) << axis.str();
+    EXPECT_EQ(axis.tensor, 1) << axis.str();
+  }
+}
+
+TEST(GraphSearch, ModelAxesAreEveryTensorBySequenceSplit) {
+  // 4 ranks: the tensor axis alone and with Megatron's sequence
+  // parallelism; 1 x 4, 2 x 2 for each of all-to-all and ring.
+  std::vector<std::string> names;
+  for (const ModelAxis &axis : modelAxesOf(4))
+    names.push_back(axis.str());
+  EXPECT_EQ(names, (std::vector<std::string>{"tp=4", "tp=4,sp_mode=megatron", "tp=1,sp=4,sp_mode=all-to-all",
+                                             "tp=1,sp=4,sp_mode=ring", "tp=2,sp=2,sp_mode=all-to-all",
+                                             "tp=2,sp=2,sp_mode=ring"}));
+  for (const ModelAxis &axis : modelAxesOf(6))
+    EXPECT_EQ(axis.ranks(), 6) << axis.str();
+  EXPECT_EQ(modelAxesOf(1).size(), 1u);
+}
+
+TEST(GraphSearch, TensorBySequenceAxesArePlacedByThePartitioner) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 32;
+  std::string error;
+  options.fixed = *Strategy::parse("tp=2,sp=2,sp_mode=ring", error, &options.fixedKeys);
+  std::vector<ModelAxis> asked = modelAxesToSplit(options, cluster);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked.front().str(), "tp=2,sp=2,sp_mode=ring");
+  // The tensor and sequence axes are different axes of every plan's mesh.
+  auto [tensorAxis, sequenceAxis] = modelAxisIndices(asked.front(), cluster);
+  Strategy s;
+  s.tp = s.sp = s.dp = 2;
+  s.spMode = SequenceMode::Ring;
+  Mesh mesh = buildMesh(s, cluster);
+  EXPECT_EQ(tensorAxis, mesh.axisIndex("tp"));
+  EXPECT_EQ(sequenceAxis, mesh.axisIndex("sp"));
+  // A split of the tensor axis only and one of both: the search evaluates
+  // plans with the split it is given, tensor x sequence the fixed one.
+  std::vector<ModelAxis> seen;
+  auto split = [&](const Graph &graph, ModelAxis axis) -> std::optional<ModelAxisSplit> {
+    seen.push_back(axis);
+    GraphSharding sharding;
+    for (const Op &op : graph.ops)
+      sharding.emplace_back(op.factors.size());
+    return ModelAxisSplit{sharding, ""};
+  };
+  SearchResult result = searchGraphPlans(importedGpt(2, true, split, asked), cluster, options);
+  ASSERT_FALSE(result.best.empty()) << result.infeasible;
+  for (const SearchCandidate &c : result.best) {
+    EXPECT_EQ(c.strategy.tp, 2);
+    EXPECT_EQ(c.strategy.sp, 2);
+    EXPECT_EQ(c.strategy.spMode, SequenceMode::Ring);
+    EXPECT_EQ(c.placement, Placement::Partitioner);
+  }
+  EXPECT_FALSE(seen.empty());
+
+  // Unfixed, the search on 4 devices evaluates every model axis it is given
+  // a split for, tensor x sequence ones included.
+  SearchOptions open;
+  open.devices = 4;
+  open.globalBatch = 8;
+  open.keep = 1000;
+  std::vector<ModelAxis> all = modelAxesToSplit(open, cluster);
+  SearchResult searched = searchGraphPlans(importedGpt(2, true, split, all), cluster, open);
+  std::set<std::string> axes;
+  for (const SearchCandidate &c : searched.best)
+    axes.insert(ModelAxis{c.strategy.tp, c.strategy.sp, c.strategy.spMode}.str());
+  EXPECT_TRUE(axes.count("tp=2,sp=2,sp_mode=all-to-all")) << searched.best.size();
+  EXPECT_TRUE(axes.count("tp=2,sp=2,sp_mode=ring"));
+  EXPECT_TRUE(axes.count("tp=1,sp=4,sp_mode=ring"));
 }
 
 TEST(GraphSearch, APartitionerRefusalIsTheReasonGiven) {
@@ -147,7 +219,7 @@ TEST(GraphSearch, APartitionerRefusalIsTheReasonGiven) {
   std::string error;
   options.fixed = *Strategy::parse("sp_mode=ring", error, &options.fixedKeys);
   auto refuse = [](const Graph &, ModelAxis axis) -> std::optional<ModelAxisSplit> {
-    return ModelAxisSplit{std::nullopt, "the tokens do not divide by " + std::to_string(axis.first)};
+    return ModelAxisSplit{std::nullopt, "the tokens do not divide by " + std::to_string(axis.sequence)};
   };
   SearchResult result =
       searchGraphPlans(importedGpt(2, true, refuse, modelAxesToSplit(options, cluster)), cluster, options);

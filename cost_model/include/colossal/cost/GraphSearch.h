@@ -8,7 +8,9 @@
 // it with the graph, as the partitioner splits the model (SearchGraph::
 // partitionerSplits: the plans `-o DIR` builds), with or without
 // Megatron's sequence parallelism on it; or a sequence axis of its own
-// (all-to-all, ring), as the partitioner splits the tokens;
+// (all-to-all, ring), as the partitioner splits the tokens, alone or beside
+// a tensor axis (tp x sp: the tensor split first, then the tokens of what
+// it made);
 // every power-of-two microbatch size up to 16 that divides
 // the per-replica batch, the pipeline schedule (1F1B; interleaved with two
 // chunks where the layers allow), recomputation, ZeRO stages and optimizer
@@ -32,14 +34,38 @@
 
 #include <functional>
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace colossal::cost {
 
-/// A model axis the search places: its ranks, and what runs on it (None:
-/// the tensor axis; Megatron: the tensor axis with Megatron's sequence
-/// parallelism; AllToAll, Ring: a sequence axis of its own).
-using ModelAxis = std::pair<int, SequenceMode>;
+/// The model axes the search places inside a node: a tensor axis of
+/// `tensor` ranks and what runs on it (None: the tensor axis alone;
+/// Megatron: with Megatron's sequence parallelism), or a sequence axis of
+/// its own of `sequence` ranks (AllToAll, Ring), beside a tensor axis when
+/// `tensor` > 1.
+struct ModelAxis {
+  int tensor = 1;
+  int sequence = 1;
+  SequenceMode mode = SequenceMode::None;
+
+  /// The ranks of one model-parallel group: tensor x sequence.
+  int ranks() const { return tensor * sequence; }
+  bool ownSequenceAxis() const { return mode == SequenceMode::AllToAll || mode == SequenceMode::Ring; }
+  /// The strategy's model-axis part ("tp=2,sp=2,sp_mode=ring").
+  std::string str() const;
+  bool operator<(const ModelAxis &other) const {
+    return std::tie(tensor, sequence, mode) < std::tie(other.tensor, other.sequence, other.mode);
+  }
+  bool operator==(const ModelAxis &other) const {
+    return tensor == other.tensor && sequence == other.sequence && mode == other.mode;
+  }
+};
+
+/// The model axes of `ranks` ranks in a node: the tensor axis alone and with
+/// Megatron's sequence parallelism, and every split into tensor x sequence
+/// ranks (sequence > 1) for each of all-to-all and ring.
+std::vector<ModelAxis> modelAxesOf(int ranks);
 
 /// How the partitioner splits a graph over a model axis, read back as a
 /// sharding of the whole graph (AppliedSharding.h), or why it cannot.
@@ -67,9 +93,9 @@ using GraphAtMicrobatch = std::function<std::optional<SearchGraph>(int64_t micro
 /// caller giving the partitioner's splits splits each graph over.
 std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Cluster &cluster);
 
-/// The index of the model axis's mesh axis ("tp", or "sp" for a sequence
-/// axis of its own) in every plan's mesh.
-int modelAxisIndex(const ModelAxis &axis, const Cluster &cluster);
+/// The model axis's mesh axes in every plan's mesh: the index of "tp"
+/// (-1 when `tensor` is 1) and of "sp" (-1 without an axis of its own).
+std::pair<int, int> modelAxisIndices(const ModelAxis &axis, const Cluster &cluster);
 
 /// Graphs at different microbatch sizes share their factor structure
 /// (GraphScaling.h) except where a size-1 factor drops out: one split per
