@@ -23,6 +23,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -85,6 +86,10 @@ private:
   mlir::OwningOpRef<mlir::ModuleOp> importRaised(int64_t microbatch, std::string &error) {
     ImportOptions options = request_.import;
     options.batch = microbatch;
+    // An error that does not depend on the microbatch size (an unbound
+    // dimension, an unsupported op) is printed once, not once per size.
+    mlir::ScopedDiagnosticHandler once(
+        &context_, [&](mlir::Diagnostic &diag) { return mlir::success(!printed_.insert(diag.str()).second); });
     mlir::OwningOpRef<mlir::ModuleOp> module = importOnnxFile(context_, file_, options);
     if (!module) {
       error = "importing " + request_.inputPath + " failed (see the error above)";
@@ -104,6 +109,7 @@ private:
   const OnnxFile &file_;
   std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> modules_;
   std::map<int64_t, std::string> errors_;
+  std::set<std::string> printed_;
 };
 
 /// The split the partitioner makes of the model over its model axes:
