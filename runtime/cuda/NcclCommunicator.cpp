@@ -200,6 +200,14 @@ void NcclCommunicator::doAllToAll(const void *send, void *recv, DType dtype, int
   complete("all_to_all");
 }
 
+void NcclCommunicator::doReduce(void *data, DType dtype, int64_t count, int root, ReduceOp op) {
+  std::string what = describe("reduce");
+  settle(ncclReduce(data, data, ncclCount(dtype, count), ncclType(dtype, true, what), ncclOp(op), root, asComm(comm_),
+                    cuda::asStream(stream_)),
+         "ncclReduce");
+  complete("reduce");
+}
+
 void NcclCommunicator::doBroadcast(void *data, DType dtype, int64_t count, int root) {
   std::string what = describe("broadcast");
   settle(ncclBroadcast(data, data, ncclCount(dtype, count), ncclType(dtype, false, what), root, asComm(comm_),

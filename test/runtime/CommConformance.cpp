@@ -5,7 +5,7 @@
 //   mpirun -np 4 comm-conformance [--mesh dp=2,tp=2] [--backend mpi|nccl]
 //
 // For the world and every axis group of the mesh it checks each collective
-// (sum and max reductions, gathers, scatters, all-to-all, broadcast, ring
+// (sum and max reductions, gathers, scatters, all-to-all, broadcast, reduce, ring
 // send/recv, barrier) on every element type, on contiguous and strided
 // buffers, and the trainer's bucketed gradient average (MPI), with element
 // counts that do not divide evenly into anything
@@ -275,6 +275,50 @@ void runSuite(Suite &suite, Communicator &comm, CommCounters &counters, bool all
         return "";
       });
 
+      // Reduced into one rank's buffer (each root in turn for the sum); the
+      // others' buffers are only read.
+      for (int root = 0; root < n; ++root)
+        suite.run("reduce sum to " + std::to_string(root) + " " + tag, [&]() -> std::string {
+          Suite::Remote buf(suite, dtype, count);
+          for (int64_t i = 0; i < count; ++i)
+            buf.host.set(i, valueAt(r, 0, i));
+          buf.upload();
+          int64_t before = bytesSoFar(counters, "reduce", axis);
+          comm.reduce(Buffer::of(buf.data, dtype, count), root, ReduceOp::Sum);
+          Host &out = buf.download();
+          for (int64_t i = 0; i < count; ++i) {
+            double want = valueAt(r, 0, i);
+            if (r == root) {
+              want = 0;
+              for (int k = 0; k < n; ++k)
+                want += valueAt(k, 0, i);
+            }
+            if (out.get(i) != want)
+              return mismatch(r == root ? "reduced" : "non-root buffer", i, out.get(i), want);
+          }
+          return checkBytes(counters, "reduce", axis, before, count * bytesOf(dtype));
+        });
+
+      suite.run("reduce max " + tag, [&]() -> std::string {
+        Suite::Remote buf(suite, dtype, count);
+        for (int64_t i = 0; i < count; ++i)
+          buf.host.set(i, valueAt((r + int(i)) % n, 1, i));
+        buf.upload();
+        comm.reduce(Buffer::of(buf.data, dtype, count), 0, ReduceOp::Max);
+        Host &out = buf.download();
+        for (int64_t i = 0; i < count; ++i) {
+          double want = valueAt((r + int(i)) % n, 1, i);
+          if (r == 0) {
+            want = 0;
+            for (int k = 0; k < n; ++k)
+              want = std::max(want, valueAt((k + int(i)) % n, 1, i));
+          }
+          if (out.get(i) != want)
+            return mismatch("max", i, out.get(i), want);
+        }
+        return "";
+      });
+
       suite.run("send_recv ring " + tag, [&]() -> std::string {
         Suite::Remote send(suite, dtype, count), recv(suite, dtype, count);
         for (int64_t i = 0; i < count; ++i)
@@ -349,6 +393,30 @@ void runSuite(Suite &suite, Communicator &comm, CommCounters &counters, bool all
         double want = i % stride < block ? valueAt(0, 7, i) : valueAt(r, 7, i);
         if (out.get(i) != want)
           return mismatch("strided broadcast", i, out.get(i), want);
+      }
+      return "";
+    });
+  }
+
+  // A strided block reduced: the root's other elements stay as they were.
+  {
+    const int64_t rows = 4, block = 2, stride = 3, count = rows * block;
+    suite.run("reduce strided on " + axis, [&]() -> std::string {
+      Suite::Remote buf(suite, DType::F32, rows * stride);
+      for (int64_t i = 0; i < rows * stride; ++i)
+        buf.host.set(i, valueAt(r, 9, i));
+      buf.upload();
+      comm.reduce(Buffer::strided(buf.data, DType::F32, count, block, stride), n - 1);
+      Host &out = buf.download();
+      for (int64_t i = 0; i < rows * stride; ++i) {
+        double want = valueAt(r, 9, i);
+        if (r == n - 1 && i % stride < block) {
+          want = 0;
+          for (int k = 0; k < n; ++k)
+            want += valueAt(k, 9, i);
+        }
+        if (out.get(i) != want)
+          return mismatch("strided reduce", i, out.get(i), want);
       }
       return "";
     });

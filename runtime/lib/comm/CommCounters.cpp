@@ -16,6 +16,8 @@ const char *nameOf(CollectiveKind kind) {
     return "all_to_all";
   case CollectiveKind::Broadcast:
     return "broadcast";
+  case CollectiveKind::Reduce:
+    return "reduce";
   case CollectiveKind::SendRecv:
     return "send_recv";
   case CollectiveKind::Barrier:

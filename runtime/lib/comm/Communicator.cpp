@@ -174,6 +174,16 @@ void Communicator::broadcast(Buffer buffer, int root) {
   record(CollectiveKind::Broadcast, buffer.bytes());
 }
 
+void Communicator::reduce(Buffer buffer, int root, ReduceOp op) {
+  std::string what = describe("reduce");
+  if (root < 0 || root >= size())
+    fail(what, "root " + std::to_string(root) + " is outside the group of " + std::to_string(size()));
+  Staged data(*this, buffer, true, rank() == root, what.c_str());
+  doReduce(data.data(), buffer.dtype, buffer.count, root, op);
+  data.finish();
+  record(CollectiveKind::Reduce, buffer.bytes());
+}
+
 PendingSend::~PendingSend() = default;
 
 namespace {

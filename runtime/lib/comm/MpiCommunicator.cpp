@@ -245,6 +245,16 @@ void MpiCommunicator::doBroadcast(void *data, DType dtype, int64_t count, int ro
   wait(&request, 1, "broadcast");
 }
 
+void MpiCommunicator::doReduce(void *data, DType dtype, int64_t count, int root, ReduceOp op) {
+  std::string what = describe("reduce");
+  MPI_Request request;
+  // The root reduces into its own buffer; the others only send theirs.
+  check(MPI_Ireduce(rank_ == root ? MPI_IN_PLACE : data, rank_ == root ? data : nullptr, checkedCount(count, what),
+                    mpiType(dtype), mpiOp(dtype, op, what), root, asComm(comm_), &request),
+        "MPI_Ireduce: " + what);
+  wait(&request, 1, "reduce");
+}
+
 void MpiCommunicator::doSendRecv(const std::vector<PeerTransfer> &transfers) {
   std::string what = describe("send_recv");
   std::vector<MPI_Request> requests(transfers.size());

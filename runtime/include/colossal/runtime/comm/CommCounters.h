@@ -3,7 +3,7 @@
 // Every collective records its calls and bytes under (collective, axis). The
 // byte count follows the cost model's convention (cost/Communication.h): the
 // full size of the reduced or gathered tensor, the whole send buffer of an
-// all-to-all, the buffer of a broadcast, the bytes sent by send/recv. So a
+// all-to-all, the buffer of a broadcast or reduce, the bytes sent by send/recv. So a
 // plan's predicted communication can be compared with what ran, exactly.
 // Nothing is exempt: the trainer's reduction of the loss for its log counts
 // like the step's own collectives (and the cost model predicts it).
@@ -21,7 +21,7 @@
 
 namespace colossal::rt {
 
-enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, SendRecv, Barrier };
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv, Barrier };
 /// "all_reduce", "all_gather", ... (the cost model's names).
 const char *nameOf(CollectiveKind kind);
 

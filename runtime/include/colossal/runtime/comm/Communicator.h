@@ -89,6 +89,10 @@ public:
   /// send and recv hold size() equal blocks; block j of send goes to rank j.
   void allToAll(Buffer send, Buffer recv);
   void broadcast(Buffer buffer, int root);
+  /// Sums (or maxes) every rank's buffer into `root`'s, in place there;
+  /// the other ranks' buffers are only read (SUMMA's products are reduced
+  /// to the rank that holds the block).
+  void reduce(Buffer buffer, int root, ReduceOp op = ReduceOp::Sum);
   /// Sends and receives posted together (a ring step).
   void sendRecv(const std::vector<PeerTransfer> &transfers);
   /// Posts a send of a contiguous `buffer` to `peer` and returns at once: a
@@ -118,6 +122,7 @@ protected:
                                ReduceOp op) = 0;
   virtual void doAllToAll(const void *send, void *recv, DType dtype, int64_t countPerRank) = 0;
   virtual void doBroadcast(void *data, DType dtype, int64_t count, int root) = 0;
+  virtual void doReduce(void *data, DType dtype, int64_t count, int root, ReduceOp op) = 0;
   virtual void doSendRecv(const std::vector<PeerTransfer> &transfers) = 0;
   /// Point-to-point with tags; backends without them refuse (the default).
   virtual std::unique_ptr<PendingSend> doPostSend(const void *data, DType dtype, int64_t count, int peer, int tag);

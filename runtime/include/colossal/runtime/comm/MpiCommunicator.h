@@ -68,6 +68,7 @@ protected:
   void doReduceScatter(const void *send, void *recv, DType dtype, int64_t count, ReduceOp op) override;
   void doAllToAll(const void *send, void *recv, DType dtype, int64_t countPerRank) override;
   void doBroadcast(void *data, DType dtype, int64_t count, int root) override;
+  void doReduce(void *data, DType dtype, int64_t count, int root, ReduceOp op) override;
   void doSendRecv(const std::vector<PeerTransfer> &transfers) override;
   std::unique_ptr<PendingSend> doPostSend(const void *data, DType dtype, int64_t count, int peer, int tag) override;
   void doReceive(void *data, DType dtype, int64_t count, int peer, int tag) override;

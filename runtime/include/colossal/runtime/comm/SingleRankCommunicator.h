@@ -26,6 +26,7 @@ protected:
   void doReduceScatter(const void *send, void *recv, DType dtype, int64_t count, ReduceOp) override;
   void doAllToAll(const void *send, void *recv, DType dtype, int64_t countPerRank) override;
   void doBroadcast(void *, DType, int64_t, int) override {}
+  void doReduce(void *, DType, int64_t, int, ReduceOp) override {}
   void doSendRecv(const std::vector<PeerTransfer> &transfers) override;
   void doBarrier() override {}
 };
