@@ -115,6 +115,24 @@ Communicator &TensorAxisCollectives::communicator(const std::string &axis, const
   fail("step", what + " over mesh axis '" + axis + "', which this run does not have");
 }
 
+Tensor TensorAxisCollectives::broadcast(const Tensor &x, const std::string &axis, int64_t root) {
+  Communicator &c = communicator(axis, "a broadcast");
+  if (x.integer)
+    fail("step", "a broadcast of an integer tensor over '" + axis + "'");
+  Tensor result = c.rank() == root ? x : Tensor::zeros(x.shape);
+  c.broadcast(Buffer::of(result.floats.data(), DType::F32, int64_t(result.floats.size())), int(root));
+  return result;
+}
+
+Tensor TensorAxisCollectives::reduceTo(const Tensor &x, const std::string &axis, int64_t root) {
+  Communicator &c = communicator(axis, "a reduce");
+  if (x.integer)
+    fail("step", "a reduce of an integer tensor over '" + axis + "'");
+  Tensor result = x;
+  c.reduce(Buffer::of(result.floats.data(), DType::F32, int64_t(result.floats.size())), int(root));
+  return result;
+}
+
 Tensor TensorAxisCollectives::reduce(const Tensor &x, const std::string &axis, ReduceOp op) {
   return reduceInPlace(Tensor(x), axis, op);
 }

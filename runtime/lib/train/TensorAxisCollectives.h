@@ -41,6 +41,10 @@ public:
 
   Tensor reduceScatter(const Tensor &x, const std::string &axis, int64_t dim) override;
 
+  Tensor broadcast(const Tensor &x, const std::string &axis, int64_t root) override;
+
+  Tensor reduceTo(const Tensor &x, const std::string &axis, int64_t root) override;
+
 private:
   /// A tensor as [outer, size, inner] around dimension `dim`.
   struct Runs {

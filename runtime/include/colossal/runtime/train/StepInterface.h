@@ -186,6 +186,13 @@ public:
   /// `x` sent to the next rank of mesh axis `axis` (rank + 1, around the
   /// ring), the previous rank's received (ring self-attention).
   virtual host::Tensor ringShift(const host::Tensor &x, const std::string &axis) = 0;
+  /// Rank `root`'s `x` on every rank of mesh axis `axis` (the others' `x`
+  /// gives its shape): a grid layer's block handed along its row or column.
+  /// Backends without it refuse, naming the axis.
+  virtual host::Tensor broadcast(const host::Tensor &x, const std::string &axis, int64_t root);
+  /// The sum of the ranks' `x` at rank `root` of mesh axis `axis`; the
+  /// other ranks get their own `x` back.
+  virtual host::Tensor reduceTo(const host::Tensor &x, const std::string &axis, int64_t root);
   /// This rank's index on mesh axis `axis`, and the axis's ranks: which
   /// slice of a split tensor the rank holds.
   virtual int64_t rankOn(const std::string &axis) = 0;

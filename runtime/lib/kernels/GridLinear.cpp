@@ -1,0 +1,88 @@
+//===- GridLinear.cpp - SUMMA on the host ----------------------------------===//
+
+#include "colossal/runtime/kernels/GridLinear.h"
+
+#include "colossal/runtime/Error.h"
+#include "colossal/runtime/kernels/Kernels.h"
+#include "colossal/runtime/train/StepInterface.h"
+
+namespace colossal::rt::host {
+
+namespace {
+
+/// The grid's side and this rank's (row, column), checked against the
+/// blocks' shapes.
+struct GridPlace {
+  int64_t q = 1, i = 0, j = 0;
+};
+
+GridPlace placeOf(StepCollectives &c, const std::string &row, const std::string &column, const Tensor &x,
+                  const Tensor &w) {
+  GridPlace p;
+  p.q = c.ranksOn(row);
+  if (c.ranksOn(column) != p.q)
+    fail("summa", "a grid of " + std::to_string(p.q) + " columns ('" + row + "') and " +
+                      std::to_string(c.ranksOn(column)) + " rows ('" + column + "') is not square");
+  // A rank's index in its row group is its column, in its column group its row.
+  p.j = c.rankOn(row);
+  p.i = c.rankOn(column);
+  if (x.shape.size() < 2 || w.shape.size() != 2 || x.shape.back() != w.shape[0])
+    fail("summa", "blocks " + describe(x.shape) + " and " + describe(w.shape) + " do not multiply");
+  return p;
+}
+
+/// `t` as a matrix of its last dimension's columns (shares no storage).
+Tensor asMatrix(const Tensor &t) {
+  int64_t columns = t.shape.back();
+  return Tensor::ofFloats({int64_t(t.floats.size()) / columns, columns}, t.floats);
+}
+
+Tensor withShape(Tensor t, Shape shape) {
+  t.shape = std::move(shape);
+  return t;
+}
+
+} // namespace
+
+Tensor summaLinear(const Tensor &x, const Tensor &w, StepCollectives &c, const std::string &row,
+                   const std::string &column) {
+  GridPlace p = placeOf(c, row, column, x, w);
+  Tensor xm = asMatrix(x);
+  Shape outShape = x.shape;
+  outShape.back() = w.shape[1];
+  Shape out{xm.shape[0], w.shape[1]};
+  Tensor y = Tensor::zeros(out);
+  for (int64_t t = 0; t < p.q; ++t) {
+    Tensor xt = c.broadcast(xm, row, t);
+    Tensor wt = c.broadcast(w, column, t);
+    y = gemm(xt, wt, &y, false, false, 1.0f, 1.0f, out);
+  }
+  return withShape(std::move(y), outShape);
+}
+
+std::vector<Tensor> summaLinearGrad(const Tensor &x, const Tensor &w, const Tensor &dy, StepCollectives &c,
+                                    const std::string &row, const std::string &column) {
+  GridPlace p = placeOf(c, row, column, x, w);
+  Tensor xm = asMatrix(x), dym = asMatrix(dy);
+  if (dym.shape[0] != xm.shape[0] || dym.shape[1] != w.shape[1])
+    fail("summa", "gradient block " + describe(dy.shape) + " does not match " + describe(x.shape) + " times " +
+                      describe(w.shape));
+  Tensor dx, dw;
+  for (int64_t t = 0; t < p.q; ++t) {
+    // dX_it: this rank's dY_ij W_tj^T, summed along the row at column t.
+    Tensor wt = c.broadcast(w, column, t);
+    Tensor partX = gemm(dym, wt, nullptr, false, true, 1.0f, 0.0f, {xm.shape[0], w.shape[0]});
+    Tensor sumX = c.reduceTo(partX, row, t);
+    if (p.j == t)
+      dx = std::move(sumX);
+    // dW_tj: X_it^T dY_ij, summed along the column at row t.
+    Tensor xt = c.broadcast(xm, row, t);
+    Tensor partW = gemm(xt, dym, nullptr, true, false, 1.0f, 0.0f, w.shape);
+    Tensor sumW = c.reduceTo(partW, column, t);
+    if (p.i == t)
+      dw = std::move(sumW);
+  }
+  return {withShape(std::move(dx), x.shape), std::move(dw)};
+}
+
+} // namespace colossal::rt::host
