@@ -20,12 +20,14 @@
 #include "colossal/runtime/kernels/Kernels.h"
 
 #include "runtime/lib/train/TensorAxisCollectives.h"
+#include "test/unit/runtime/GridBlocks.h"
 
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 using namespace colossal::rt;
+using colossal::rt::testing::gridBlock;
 using host::Tensor;
 
 namespace {
@@ -37,15 +39,6 @@ Tensor drawn(host::Shape shape, uint32_t seed) {
   for (float &v : t.floats)
     v = normal(rng);
   return t;
-}
-
-Tensor blockOf(const Tensor &t, int64_t i, int64_t j, int64_t q) {
-  int64_t rows = t.shape[0] / q, columns = t.shape[1] / q;
-  Tensor out = Tensor::zeros({rows, columns});
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < columns; ++c)
-      out.floats[size_t(r * columns + c)] = t.floats[size_t((i * rows + r) * t.shape[1] + j * columns + c)];
-  return out;
 }
 
 /// The first element further than 1e-5 (relative) from `want`, or "".
@@ -80,14 +73,15 @@ int main(int argc, char **argv) {
         const int64_t m = 4 * q, k = 3 * q, n = 5 * q;
         Tensor x = drawn({m, k}, 41), w = drawn({k, n}, 42), dy = drawn({m, n}, 43);
         counters.reset();
-        Tensor y = host::summaLinear(blockOf(x, i, j, q), blockOf(w, i, j, q), collectives, "tp_col", "tp_row");
-        std::vector<Tensor> grads = host::summaLinearGrad(blockOf(x, i, j, q), blockOf(w, i, j, q),
-                                                          blockOf(dy, i, j, q), collectives, "tp_col", "tp_row");
-        std::string failure = differs("Y", y, blockOf(host::gemm(x, w, nullptr, false, false, 1, 0, {m, n}), i, j, q));
+        Tensor y = host::summaLinear(gridBlock(x, i, j, q), gridBlock(w, i, j, q), collectives, "tp_col", "tp_row");
+        std::vector<Tensor> grads = host::summaLinearGrad(gridBlock(x, i, j, q), gridBlock(w, i, j, q),
+                                                          gridBlock(dy, i, j, q), collectives, "tp_col", "tp_row");
+        std::string failure =
+            differs("Y", y, gridBlock(host::gemm(x, w, nullptr, false, false, 1, 0, {m, n}), i, j, q));
         if (failure.empty())
-          failure = differs("dX", grads[0], blockOf(host::gemm(dy, w, nullptr, false, true, 1, 0, {m, k}), i, j, q));
+          failure = differs("dX", grads[0], gridBlock(host::gemm(dy, w, nullptr, false, true, 1, 0, {m, k}), i, j, q));
         if (failure.empty())
-          failure = differs("dW", grads[1], blockOf(host::gemm(x, dy, nullptr, true, false, 1, 0, {k, n}), i, j, q));
+          failure = differs("dW", grads[1], gridBlock(host::gemm(x, dy, nullptr, true, false, 1, 0, {k, n}), i, j, q));
 
         namespace cost = colossal::cost;
         cost::GridLinear priced =

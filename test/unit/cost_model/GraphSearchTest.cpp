@@ -40,6 +40,15 @@ GraphAtMicrobatch importedGpt(int64_t layers, bool detect = true,
   };
 }
 
+/// A split that leaves every op whole: what the search is given when the
+/// test is about which axes it evaluates, not their cost.
+ModelAxisSplit replicatedSplit(const Graph &graph) {
+  GraphSharding sharding;
+  for (const Op &op : graph.ops)
+    sharding.emplace_back(op.factors.size());
+  return ModelAxisSplit{sharding, ""};
+}
+
 /// The pruned search keeps the plans evaluating everything keeps, in order.
 void expectSamePlans(const SearchResult &pruned, const SearchResult &all) {
   ASSERT_EQ(pruned.best.size(), all.best.size());
@@ -122,10 +131,7 @@ TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
     EXPECT_EQ(modelAxisIndices(axis, cluster), std::make_pair(-1, buildMesh(s, cluster).axisIndex("sp")));
   }
   auto replicated = [](const Graph &graph, ModelAxis) -> std::optional<ModelAxisSplit> {
-    GraphSharding sharding;
-    for (const Op &op : graph.ops)
-      sharding.emplace_back(op.factors.size());
-    return ModelAxisSplit{sharding, ""};
+    return replicatedSplit(graph);
   };
   SearchResult result = searchGraphPlans(importedGpt(2, true, replicated, asked), cluster, options);
   ASSERT_FALSE(result.best.empty()) << result.infeasible;
@@ -175,15 +181,12 @@ TEST(GraphSearch, TensorBySequenceAxesArePlacedByThePartitioner) {
   Mesh mesh = buildMesh(s, cluster);
   EXPECT_EQ(tensorAxis, mesh.axisIndex("tp"));
   EXPECT_EQ(sequenceAxis, mesh.axisIndex("sp"));
-  // A split of the tensor axis only and one of both: the search evaluates
-  // plans with the split it is given, tensor x sequence the fixed one.
+  // Given the split of the one axis it asks for, the search evaluates the
+  // fixed tensor x sequence plans with it.
   std::vector<ModelAxis> seen;
   auto split = [&](const Graph &graph, ModelAxis axis) -> std::optional<ModelAxisSplit> {
     seen.push_back(axis);
-    GraphSharding sharding;
-    for (const Op &op : graph.ops)
-      sharding.emplace_back(op.factors.size());
-    return ModelAxisSplit{sharding, ""};
+    return replicatedSplit(graph);
   };
   SearchResult result = searchGraphPlans(importedGpt(2, true, split, asked), cluster, options);
   ASSERT_FALSE(result.best.empty()) << result.infeasible;

@@ -13,6 +13,7 @@
 #include "colossal/cost/TensorGrid.h"
 #include "colossal/runtime/kernels/Kernels.h"
 
+#include "test/unit/runtime/GridBlocks.h"
 #include "test/unit/runtime/TensorChecks.h"
 #include "test/unit/runtime/ThreadCollectives.h"
 
@@ -20,24 +21,11 @@
 
 using namespace colossal::rt;
 using colossal::rt::testing::expectNear;
+using colossal::rt::testing::gridBlock;
 using colossal::rt::testing::onGrid;
 using colossal::rt::testing::randomFloats;
 using colossal::rt::testing::ThreadCounters;
 using host::Tensor;
-
-namespace {
-
-/// Block (i, j) of a matrix cut into q x q equal blocks.
-Tensor blockOf(const Tensor &t, int i, int j, int q) {
-  int64_t rows = t.shape[0] / q, columns = t.shape[1] / q;
-  Tensor out = Tensor::zeros({rows, columns});
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < columns; ++c)
-      out.floats[size_t(r * columns + c)] = t.floats[size_t((i * rows + r) * t.shape[1] + j * columns + c)];
-  return out;
-}
-
-} // namespace
 
 TEST(GridLinear, SummaBlocksAreTheWholeProductsAndGradientsBlocks) {
   for (int q : {2, 3}) {
@@ -50,9 +38,9 @@ TEST(GridLinear, SummaBlocksAreTheWholeProductsAndGradientsBlocks) {
     std::vector<Tensor> yBlocks(ranks), dxBlocks(ranks), dwBlocks(ranks);
     ThreadCounters counters;
     onGrid(q, "tp_col", "tp_row", &counters, [&](int i, int j, StepCollectives &c) {
-      Tensor xb = blockOf(x, i, j, q), wb = blockOf(w, i, j, q);
+      Tensor xb = gridBlock(x, i, j, q), wb = gridBlock(w, i, j, q);
       yBlocks[size_t(i * q + j)] = host::summaLinear(xb, wb, c, "tp_col", "tp_row");
-      std::vector<Tensor> grads = host::summaLinearGrad(xb, wb, blockOf(dy, i, j, q), c, "tp_col", "tp_row");
+      std::vector<Tensor> grads = host::summaLinearGrad(xb, wb, gridBlock(dy, i, j, q), c, "tp_col", "tp_row");
       dxBlocks[size_t(i * q + j)] = grads[0];
       dwBlocks[size_t(i * q + j)] = grads[1];
     });
@@ -61,9 +49,9 @@ TEST(GridLinear, SummaBlocksAreTheWholeProductsAndGradientsBlocks) {
         std::string where = std::to_string(q) + "x" + std::to_string(q) + " rank (" + std::to_string(i) + ", " +
                             std::to_string(j) + ")";
         size_t r = size_t(i * q + j);
-        expectNear(yBlocks[r].floats, blockOf(y, i, j, q).floats, 1e-5, ("Y " + where).c_str());
-        expectNear(dxBlocks[r].floats, blockOf(dx, i, j, q).floats, 1e-5, ("dX " + where).c_str());
-        expectNear(dwBlocks[r].floats, blockOf(dw, i, j, q).floats, 1e-5, ("dW " + where).c_str());
+        expectNear(yBlocks[r].floats, gridBlock(y, i, j, q).floats, 1e-5, ("Y " + where).c_str());
+        expectNear(dxBlocks[r].floats, gridBlock(dx, i, j, q).floats, 1e-5, ("dX " + where).c_str());
+        expectNear(dwBlocks[r].floats, gridBlock(dw, i, j, q).floats, 1e-5, ("dW " + where).c_str());
         EXPECT_EQ(dxBlocks[r].shape, (host::Shape{m / q, k / q})) << where;
         EXPECT_EQ(dwBlocks[r].shape, (host::Shape{k / q, n / q})) << where;
       }
@@ -97,14 +85,14 @@ TEST(GridLinear, LeadingDimensionsAreRowsAndBadGridsAreRefused) {
   Tensor y = host::gemm(x, w, nullptr, false, false, 1, 0, {8, 4});
   std::vector<Tensor> blocks(4);
   onGrid(q, "tp_col", "tp_row", nullptr, [&](int i, int j, StepCollectives &c) {
-    Tensor xb = blockOf(x, i, j, q);
+    Tensor xb = gridBlock(x, i, j, q);
     xb.shape = {2, 2, 3};
-    blocks[size_t(i * q + j)] = host::summaLinear(xb, blockOf(w, i, j, q), c, "tp_col", "tp_row");
+    blocks[size_t(i * q + j)] = host::summaLinear(xb, gridBlock(w, i, j, q), c, "tp_col", "tp_row");
   });
   for (int i = 0; i < q; ++i)
     for (int j = 0; j < q; ++j) {
       EXPECT_EQ(blocks[size_t(i * q + j)].shape, (host::Shape{2, 2, 2}));
-      expectNear(blocks[size_t(i * q + j)].floats, blockOf(y, i, j, q).floats, 1e-5, "3D X");
+      expectNear(blocks[size_t(i * q + j)].floats, gridBlock(y, i, j, q).floats, 1e-5, "3D X");
     }
   // Blocks that do not multiply name their shapes.
   try {
