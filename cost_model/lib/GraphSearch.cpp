@@ -59,13 +59,6 @@ bool admitsModelAxis(const SearchOptions &o, const ModelAxis &axis) {
          !fixedMismatch(o, "sp_mode", axis.mode != o.fixed.spMode);
 }
 
-/// The strategy's tp, sp and sp_mode for the model axis.
-void setModelAxis(Strategy &s, const ModelAxis &axis) {
-  s.tp = axis.tensor;
-  s.sp = axis.sequence;
-  s.spMode = axis.mode;
-}
-
 } // namespace
 
 std::string ModelAxis::str() const {
@@ -75,6 +68,12 @@ std::string ModelAxis::str() const {
   if (mode != SequenceMode::None)
     text += std::string(",sp_mode=") + nameOf(mode);
   return text;
+}
+
+void ModelAxis::applyTo(Strategy &strategy) const {
+  strategy.tp = tensor;
+  strategy.sp = sequence;
+  strategy.spMode = mode;
 }
 
 std::vector<ModelAxis> modelAxesOf(int ranks) {
@@ -98,13 +97,6 @@ std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Clus
         if (admitsModelAxis(options, axis))
           axes.push_back(axis);
   return axes;
-}
-
-std::pair<int, int> modelAxisIndices(const ModelAxis &axis, const Cluster &cluster) {
-  Strategy s;
-  setModelAxis(s, axis);
-  Mesh mesh = buildMesh(s, cluster);
-  return {axis.tensor > 1 ? mesh.axisIndex("tp") : -1, axis.ownSequenceAxis() ? mesh.axisIndex("sp") : -1};
 }
 
 std::vector<size_t> factorStructure(const Graph &graph) {
@@ -210,7 +202,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
           SequenceMode mode = axis.mode;
           Strategy s;
           s.dp = dp;
-          setModelAxis(s, axis);
+          axis.applyTo(s);
           s.pp = pp;
           s.microbatches = m;
           if (!admitsModelAxis(o, axis))

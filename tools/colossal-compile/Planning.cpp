@@ -166,9 +166,7 @@ std::optional<cost::GraphSharding> partitionerSharding(mlir::MLIRContext &contex
     return std::nullopt;
   }
   cost::Strategy strategy;
-  strategy.tp = axis.tensor;
-  strategy.sp = axis.sequence;
-  strategy.spMode = axis.mode;
+  axis.applyTo(strategy);
   return cost::appliedModelAxes(whole, tensorSplit ? &*tensorSplit : nullptr, *graph,
                                 cost::buildMesh(strategy, cluster), axis.tensor, axis.sequence, error);
 }

@@ -54,6 +54,8 @@ struct ModelAxis {
   bool ownSequenceAxis() const { return mode == SequenceMode::AllToAll || mode == SequenceMode::Ring; }
   /// The strategy's model-axis part ("tp=2,sp=2,sp_mode=ring").
   std::string str() const;
+  /// Sets `strategy`'s tp, sp and sp_mode to this axis's.
+  void applyTo(Strategy &strategy) const;
   bool operator<(const ModelAxis &other) const {
     return std::tie(tensor, sequence, mode) < std::tie(other.tensor, other.sequence, other.mode);
   }
@@ -92,10 +94,6 @@ using GraphAtMicrobatch = std::function<std::optional<SearchGraph>(int64_t micro
 /// on `cluster` (the axis inside a node, as the fixed parts allow): what a
 /// caller giving the partitioner's splits splits each graph over.
 std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Cluster &cluster);
-
-/// The model axis's mesh axes in every plan's mesh: the index of "tp"
-/// (-1 when `tensor` is 1) and of "sp" (-1 without an axis of its own).
-std::pair<int, int> modelAxisIndices(const ModelAxis &axis, const Cluster &cluster);
 
 /// Graphs at different microbatch sizes share their factor structure
 /// (GraphScaling.h) except where a size-1 factor drops out: one split per
