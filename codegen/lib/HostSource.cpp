@@ -224,7 +224,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "#include \"colossal/runtime/train/StepMemory.h\"\n"
      << "#include \"colossal/runtime/train/Trainer.h\"\n"
      << (device ? ""
-                : "#include \"colossal/runtime/kernels/SequenceParallel.h\"\n"
+                : "#include \"colossal/runtime/kernels/GridLinear.h\"\n"
+                  "#include \"colossal/runtime/kernels/SequenceParallel.h\"\n"
                   "#include \"colossal/runtime/kernels/RingAttention.h\"\n"
                   "#include \"colossal/runtime/kernels/VocabularyParallel.h\"\n");
   if (device)
@@ -271,6 +272,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   bool scalesLoss = false;
   auto tensorParallel = module->getAttrOfType<IntegerAttr>("train.tensor_parallel");
   int64_t tensorRanks = tensorParallel ? tensorParallel.getInt() : 1;
+  auto gridSide = module->getAttrOfType<IntegerAttr>("train.tensor_grid");
   for (func::FuncOp function : stages)
     for (unsigned a = 0; a < function.getNumArguments(); ++a)
       if (auto name = function.getArgAttrOfType<StringAttr>(a, "train.name"); name && name.getValue() == "loss_scale")
@@ -310,6 +312,17 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
       os << ", /*init=*/{colossal::rt::ParameterInit::" << initKindName(kinds[p.getSymName().str()]) << ", "
          << floatLiteral(settings.initStd) << "}";
     os << "});\n";
+    // A block of a tensor grid: each dimension's axes (TensorSlices.h).
+    if (auto layout = p->getAttrOfType<ShardingAttr>("dist.sharding")) {
+      os << "  p.parameters.back().gridSplit = {";
+      for (auto [d, axes] : llvm::enumerate(layout.getLayout().dims)) {
+        os << (d ? ", {" : "{");
+        for (auto [a, axis] : llvm::enumerate(axes))
+          os << (a ? ", " : "") << quoted(axis);
+        os << "}";
+      }
+      os << "};\n";
+    }
   }
   // train.optimizer_update lowers to the runtime's fused optimizer: these are
   // its settings (defaults a flag may override), the masks above its
@@ -335,6 +348,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.ranks = " << settings.ranks << ";\n"
      << "  s.tensorRanks = " << settings.tensorRanks << ";\n"
      << "  s.sequenceRanks = " << settings.sequenceRanks << ";\n"
+     << (gridSide ? "  s.tensorGrid = " + std::to_string(gridSide.getInt()) + ";\n" : std::string())
      << "  s.zero = " << settings.zero << ";\n"
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"

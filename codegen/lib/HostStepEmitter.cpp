@@ -202,6 +202,9 @@ LogicalResult StepEmitter::emitOp(Operation *op, const std::map<std::string, siz
   if (auto n = dyn_cast<RmsNormOp>(op))
     return one("rmsNorm(" + in(0) + ", " + optionalRef(n.getScale()) + ", " + std::to_string(int64_t(n.getAxis())) +
                ", " + floatLiteral(n.getEpsilon().convertToDouble()) + ")");
+  if (auto g = dyn_cast<dist::GridLinearOp>(op))
+    return one("summaLinear(" + in(0) + ", " + in(1) + ", collectives, " + quoted(g.getRowAxis()) + ", " +
+               quoted(g.getColumnAxis()) + ")");
   if (auto a = dyn_cast<AttentionOp>(op)) {
     if (!a.getDropout().isZero())
       return op->emitError() << "attention dropout has no host lowering yet";
@@ -321,6 +324,9 @@ LogicalResult StepEmitter::emitOp(Operation *op, const std::map<std::string, siz
                              ref(n.getResultGrad()) + ", " + std::to_string(int64_t(n.getAxis())) + ", " +
                              floatLiteral(n.getEpsilon().convertToDouble()) + ", " +
                              std::to_string(op->getNumResults()) + ")");
+  if (auto g = dyn_cast<dist::GridLinearGradOp>(op))
+    return defineAll(op, "summaLinearGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", collectives, " +
+                             quoted(g.getRowAxis()) + ", " + quoted(g.getColumnAxis()) + ")");
   if (auto a = dyn_cast<AttentionGradOp>(op)) {
     if (std::optional<StringRef> axis = a.getRingAxis())
       return defineAll(op, "ringAttentionGrad(" + ref(a.getQuery()) + ", " + ref(a.getKey()) + ", " +

@@ -182,6 +182,9 @@ LogicalResult readPlan(ModuleOp module, ProgramSettings &s) {
   }
   s.ranks = plan.getDp(), s.microbatches = plan.getMicrobatches();
   s.tensorRanks = plan.getTp();
+  if (plan.getTp() > 1 && plan.getTpMode() != "1d" && !module->hasAttr("train.tensor_grid"))
+    return module.emitError() << "the plan has tp_mode=" << plan.getTpMode()
+                              << " and the module is not split on a grid";
   s.sequenceRanks = plan.hasSequenceAxis() ? plan.getSp() : 1;
   s.sequenceMode = plan::strategyOf(plan).spMode;
   s.zero = plan.getZero(), s.offloadOptimizer = plan.getOffload() == "optimizer";
@@ -449,13 +452,26 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
                                          {"shape", shapeJson(type.getShape())},
                                          {"dtype", element}}));
     }
-  for (train::ParameterOp p : module.getOps<train::ParameterOp>())
-    parameters.push_back(Json(Json::Object{{"name", p.getSymName().str()},
-                                           {"shape", shapeJson(cast<ShapedType>(p.getType()).getShape())},
-                                           {"split_dim", Json(p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1))},
-                                           {"split_groups", Json(int64_t(p.getSplitGroups()))},
-                                           {"padding", Json(int64_t(p.getPadding()))},
-                                           {"trainable", Json(bool(p.getTrainable()))}}));
+  for (train::ParameterOp p : module.getOps<train::ParameterOp>()) {
+    Json::Object parameter{{"name", p.getSymName().str()},
+                           {"shape", shapeJson(cast<ShapedType>(p.getType()).getShape())},
+                           {"split_dim", Json(p.getSplitDim() ? int64_t(*p.getSplitDim()) : int64_t(-1))},
+                           {"split_groups", Json(int64_t(p.getSplitGroups()))},
+                           {"padding", Json(int64_t(p.getPadding()))},
+                           {"trainable", Json(bool(p.getTrainable()))}};
+    // A block of a tensor grid: the mesh axes splitting each dimension.
+    if (auto layout = p->getAttrOfType<dist::ShardingAttr>("dist.sharding")) {
+      Json::Array dims;
+      for (const std::vector<std::string> &axes : layout.getLayout().dims) {
+        Json::Array names;
+        for (const std::string &axis : axes)
+          names.push_back(Json(axis));
+        dims.push_back(Json(names));
+      }
+      parameter["grid_split"] = Json(dims);
+    }
+    parameters.push_back(Json(parameter));
+  }
   FailureOr<CompiledOptimizer> optimizer = readCompiledOptimizer(module);
   if (failed(optimizer))
     return Json();

@@ -422,6 +422,14 @@ LogicalResult GradientRuleSet::contractionRules(bool &handled) {
     }
     return success();
   }
+  if (auto g = dyn_cast<dist::GridLinearOp>(op)) {
+    // SUMMA's backward steps on the same grid.
+    auto grad = dist::GridLinearGradOp::create(builder, op->getLoc(), operandType(0), operandType(1), g.getInput(),
+                                               g.getWeight(), dy, g.getRowAxisAttr(), g.getColumnAxisAttr());
+    out[0] = grad.getInputGrad();
+    out[1] = grad.getWeightGrad();
+    return success();
+  }
   if (auto m = dyn_cast<MatMulOp>(op)) {
     RankedTensorType at = operandType(0), bt = operandType(1);
     if (at.getRank() < 2 || bt.getRank() < 2)

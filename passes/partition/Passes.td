@@ -25,6 +25,28 @@ def TensorParallelPass : Pass<"train-tensor-parallel", "::mlir::ModuleOp"> {
   ];
 }
 
+def TensorGridPass : Pass<"train-tensor-grid", "::mlir::ModuleOp"> {
+  let summary = "2D tensor parallelism (Optimus, SUMMA) of @forward on a q x q grid";
+  let description = [{
+    Splits @forward over a q x q grid of tensor ranks, mesh axes `tp_row`
+    and `tp_col` (Xu et al. 2021): activations in blocks (rows over
+    `tp_row`, features over `tp_col`), every linear layer whose weight is
+    read once as SUMMA's product of blocks (`dist.grid_linear`), its weight
+    a 1/q^2 block per rank and its bias split over `tp_col`; elementwise ops
+    and residual adds on the blocks; a cross-entropy over block logits
+    vocabulary-parallel over `tp_col`, its rows summed over `tp_row`. Other
+    ops reading blocks compute on whole values (the blocks gathered), so the
+    step stays exact; the report names them. Split parameters record a
+    `dist.sharding` layout. Fails naming the op when a dimension does not
+    divide by q. On a module with a `dist.plan`, runs when the plan asks for
+    `tp_mode = "2d"` (tp = q^2).
+  }];
+  let options = [
+    Option<"side", "side", "int64_t", "0", "The grid's side q without a plan (tp = q x q)">,
+    Option<"report", "report", "bool", "false", "Emit a remark saying what was split">,
+  ];
+}
+
 def SequenceParallelPass : Pass<"train-sequence-parallel", "::mlir::ModuleOp"> {
   let summary = "Megatron's sequence parallelism on the tensor axis";
   let description = [{

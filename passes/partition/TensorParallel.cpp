@@ -376,9 +376,11 @@ struct TensorParallelPass : impl::TensorParallelPassBase<TensorParallelPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (dist::PlanAttr plan = dist::PlanAttr::on(module); plan && plan.getTp() > 1 && plan.getTpMode() == "2d")
+      return; // train-tensor-grid's
     if (dist::PlanAttr plan = dist::PlanAttr::on(module); plan && plan.getTp() > 1 && plan.getTpMode() != "1d") {
       module.emitError() << getArgument() << ": the plan's tp_mode=" << plan.getTpMode()
-                         << " is planned, not built (1D tensor parallelism is)";
+                         << " is planned, not built (1D and 2D tensor parallelism are)";
       return signalPassFailure();
     }
     FailureOr<int64_t> planned =

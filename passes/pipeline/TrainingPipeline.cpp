@@ -37,6 +37,9 @@ void addPartitioning(mlir::OpPassManager &pm, const TrainingPipelineOptions &opt
   partition::TensorParallelPassOptions tensor;
   tensor.report = options.report;
   pm.addPass(partition::createTensorParallelPass(tensor));
+  partition::TensorGridPassOptions grid;
+  grid.report = options.report;
+  pm.addPass(partition::createTensorGridPass(grid));
   pm.addPass(partition::createSequenceParallelPass(partition::SequenceParallelPassOptions{options.report}));
   partition::SequenceAxisParallelPassOptions sequence;
   sequence.report = options.report;

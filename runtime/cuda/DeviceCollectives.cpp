@@ -2,10 +2,11 @@
 
 #include "colossal/runtime/comm/DeviceCollectives.h"
 
+#include "colossal/runtime/kernels/GridLinear.h"
 #include "colossal/runtime/kernels/RingAttention.h"
 #include "colossal/runtime/kernels/SequenceParallel.h"
-#include "colossal/runtime/train/StepInterface.h"
 #include "colossal/runtime/kernels/VocabularyParallel.h"
+#include "colossal/runtime/train/StepInterface.h"
 
 #include <memory>
 
@@ -110,6 +111,16 @@ std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Te
   std::unique_ptr<host::Tensor> hostMask = downloadOptional(mask);
   return uploadAll(host::ringAttentionGrad(download(q), download(k), download(v), hostMask.get(), download(dOut),
                                            scale, causal, collectives.host(), axis));
+}
+
+Tensor summaLinear(const Tensor &x, const Tensor &w, Collectives &collectives, const std::string &row,
+                   const std::string &column) {
+  return upload(host::summaLinear(download(x), download(w), collectives.host(), row, column));
+}
+
+std::vector<Tensor> summaLinearGrad(const Tensor &x, const Tensor &w, const Tensor &dy, Collectives &collectives,
+                                    const std::string &row, const std::string &column) {
+  return uploadAll(host::summaLinearGrad(download(x), download(w), download(dy), collectives.host(), row, column));
 }
 
 } // namespace colossal::rt::device

@@ -20,14 +20,21 @@ using cost::SequenceMode;
 /// the partitioner must still be asked about.
 bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
   if (strategy.tp > 1) {
-    if (strategy.tpMode != cost::TensorMode::OneD) {
+    if (strategy.tpMode == cost::TensorMode::TwoD) {
+      if (strategy.sp > 1 || strategy.spMode != SequenceMode::None) {
+        printError("--strategy: tp=" + std::to_string(strategy.tp) +
+                   ",tp_mode=2d runs alone on the model axes; a sequence split beside the grid is not built yet");
+        return false;
+      }
+      layout.tensorGrid = true;
+    } else if (strategy.tpMode != cost::TensorMode::OneD) {
       printError("--strategy: tp=" + std::to_string(strategy.tp) +
-                 " runs as 1D tensor parallelism of the MLP and attention "
-                 "blocks and the vocabulary; other tensor "
-                 "modes are planned, not built (drop tp_mode)");
+                 " runs as 1D tensor parallelism (the MLP and attention blocks and the vocabulary) or as a 2D grid "
+                 "(tp_mode=2d); 2.5D and 3D are planned, not built");
       return false;
     }
     layout.tensorRanks = strategy.tp;
+    strategy.tpMode = cost::TensorMode::OneD;
     strategy.tp = 1;
     if (strategy.spMode == SequenceMode::Megatron && strategy.sp == 1) {
       layout.sequenceParallel = true;
@@ -197,6 +204,7 @@ cost::Strategy strategyOf(const BuildLayout &layout) {
   cost::Strategy s;
   s.dp = int(layout.ranks), s.microbatches = int(layout.microbatches);
   s.tp = int(layout.tensorRanks);
+  s.tpMode = layout.tensorGrid ? cost::TensorMode::TwoD : cost::TensorMode::OneD;
   s.spMode = layout.sequenceParallel ? SequenceMode::Megatron : SequenceMode::None;
   if (layout.sequenceAxis) {
     s.sp = int(layout.sequenceRanks);

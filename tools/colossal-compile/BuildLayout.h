@@ -32,6 +32,8 @@ struct BuildLayout {
   int64_t tensorRanks = 1, sequenceRanks = 1;
   /// Megatron's sequence parallelism on the tensor axis.
   bool sequenceParallel = false;
+  /// The tensor ranks as a square grid (2D, SUMMA) instead of 1D.
+  bool tensorGrid = false;
   std::optional<partition::SequenceAlgorithm> sequenceAxis;
 
   /// The model axes' ranks together.

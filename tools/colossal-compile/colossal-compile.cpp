@@ -209,7 +209,8 @@ int main(int argc, char **argv) {
   // predicts the axes' collectives from them, and a plan's placement must be
   // the split made.
   std::optional<cost::Graph> wholeGraph, tensorSplitGraph, splitGraph;
-  if (last >= Stage::Partitioned && layout->modelRanks() > 1) {
+  // (Not yet for a tensor grid, whose manifest predicts the data axis only.)
+  if (last >= Stage::Partitioned && layout->modelRanks() > 1 && !layout->tensorGrid) {
     wholeGraph = forwardGraph(*module);
     if (layout->tensorRanks > 1 && layout->sequenceRanks > 1)
       tensorSplitGraph = tensorSplitOf(*module, layout->tensorRanks);

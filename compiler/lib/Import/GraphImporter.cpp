@@ -321,10 +321,12 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
                                            location.offset, location.length)
                                  .str()
                            : "initializer";
-    train::ParameterOp::create(moduleBuilder,
-        fileLoc, moduleBuilder.getStringAttr(init.name()), TypeAttr::get(type),
+    train::ParameterOp::create(
+        moduleBuilder, fileLoc, moduleBuilder.getStringAttr(init.name()), TypeAttr::get(type),
         isTrainable ? moduleBuilder.getUnitAttr() : UnitAttr(), moduleBuilder.getStringAttr(data),
-        /*split_dim=*/IntegerAttr(), /*splits=*/moduleBuilder.getI64IntegerAttr(1));
+        /*split_dim=*/IntegerAttr(), /*splits=*/moduleBuilder.getI64IntegerAttr(1),
+        /*split_groups=*/moduleBuilder.getI64IntegerAttr(1), /*padding=*/moduleBuilder.getI64IntegerAttr(0),
+        /*block_splits=*/DenseI64ArrayAttr());
     values[init.name()].parameterType = type;
   }
 
@@ -361,9 +363,12 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
         continue;
       }
       train::ParameterOp::create(moduleBuilder, fileLoc, moduleBuilder.getStringAttr(input.name()),
-                                               TypeAttr::get(*type), moduleBuilder.getUnitAttr(),
-                                               moduleBuilder.getStringAttr("none"), /*split_dim=*/IntegerAttr(),
-                                               /*splits=*/moduleBuilder.getI64IntegerAttr(1));
+                                 TypeAttr::get(*type), moduleBuilder.getUnitAttr(), moduleBuilder.getStringAttr("none"),
+                                 /*split_dim=*/IntegerAttr(),
+                                 /*splits=*/moduleBuilder.getI64IntegerAttr(1),
+                                 /*split_groups=*/moduleBuilder.getI64IntegerAttr(1),
+                                 /*padding=*/moduleBuilder.getI64IntegerAttr(0),
+                                 /*block_splits=*/DenseI64ArrayAttr());
       values[input.name()].parameterType = *type;
       continue;
     }

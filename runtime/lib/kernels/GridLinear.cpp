@@ -3,6 +3,7 @@
 #include "colossal/runtime/kernels/GridLinear.h"
 
 #include "colossal/runtime/Error.h"
+#include "colossal/runtime/TrackedAllocator.h"
 #include "colossal/runtime/kernels/Kernels.h"
 #include "colossal/runtime/train/StepInterface.h"
 
@@ -37,32 +38,38 @@ Tensor asMatrix(const Tensor &t) {
   return Tensor::ofFloats({int64_t(t.floats.size()) / columns, columns}, t.floats);
 }
 
-Tensor withShape(Tensor t, Shape shape) {
-  t.shape = std::move(shape);
-  return t;
-}
+/// `t`'s values as a tensor of `shape` allocated in the caller's category:
+/// the blocks received and the partial sums sent are communication buffers
+/// (below); only the result is the step's value.
+Tensor resultOf(const Tensor &t, Shape shape) { return Tensor::ofFloats(std::move(shape), t.floats); }
 
 } // namespace
 
 Tensor summaLinear(const Tensor &x, const Tensor &w, StepCollectives &c, const std::string &row,
                    const std::string &column) {
   GridPlace p = placeOf(c, row, column, x, w);
-  Tensor xm = asMatrix(x);
   Shape outShape = x.shape;
   outShape.back() = w.shape[1];
-  Shape out{xm.shape[0], w.shape[1]};
-  Tensor y = Tensor::zeros(out);
-  for (int64_t t = 0; t < p.q; ++t) {
-    Tensor xt = c.broadcast(xm, row, t);
-    Tensor wt = c.broadcast(w, column, t);
-    y = gemm(xt, wt, &y, false, false, 1.0f, 1.0f, out);
+  Tensor y;
+  {
+    MemoryScope scope(MemoryCategory::Communication);
+    Tensor xm = asMatrix(x);
+    Shape out{xm.shape[0], w.shape[1]};
+    y = Tensor::zeros(out);
+    for (int64_t t = 0; t < p.q; ++t) {
+      Tensor xt = c.broadcast(xm, row, t);
+      Tensor wt = c.broadcast(w, column, t);
+      y = gemm(xt, wt, &y, false, false, 1.0f, 1.0f, out);
+    }
   }
-  return withShape(std::move(y), outShape);
+  return resultOf(y, outShape);
 }
 
 std::vector<Tensor> summaLinearGrad(const Tensor &x, const Tensor &w, const Tensor &dy, StepCollectives &c,
                                     const std::string &row, const std::string &column) {
   GridPlace p = placeOf(c, row, column, x, w);
+  MemoryCategory caller = MemoryScope::category();
+  MemoryScope scope(MemoryCategory::Communication);
   Tensor xm = asMatrix(x), dym = asMatrix(dy);
   if (dym.shape[0] != xm.shape[0] || dym.shape[1] != w.shape[1])
     fail("summa", "gradient block " + describe(dy.shape) + " does not match " + describe(x.shape) + " times " +
@@ -82,7 +89,13 @@ std::vector<Tensor> summaLinearGrad(const Tensor &x, const Tensor &w, const Tens
     if (p.i == t)
       dw = std::move(sumW);
   }
-  return {withShape(std::move(dx), x.shape), std::move(dw)};
+  // (Moved in: a braced list would copy each result once more.)
+  MemoryScope results(caller);
+  std::vector<Tensor> grads;
+  grads.reserve(2);
+  grads.push_back(resultOf(dx, x.shape));
+  grads.push_back(resultOf(dw, w.shape));
+  return grads;
 }
 
 } // namespace colossal::rt::host

@@ -69,11 +69,12 @@ void GradientDump::write(const std::string &dir, const TrainingProgram &program,
   for (size_t t = 0; t < trainable.size(); ++t) {
     const ProgramParameter &p = program.parameters.at(trainable[t]);
     const Floats &mine = local[t];
-    if (p.splitDim < 0 || tensorRanks == 1) {
+    if ((p.splitDim < 0 && p.gridSplit.empty()) || tensorRanks == 1) {
       writeNpy(where + "/" + p.name + ".npy", DType::F32, p.shape, mine.data());
       continue;
     }
-    // Every rank's slice, in rank order, each put in its place.
+    // Every rank's slice, in rank order, each put in its place (a block
+    // held by a whole grid row or column is placed once per holder).
     Floats slices = buffer<float>(mine.size() * size_t(tensorRanks), MemoryCategory::Communication);
     tp->allGather(Buffer::of(const_cast<float *>(mine.data()), DType::F32, int64_t(mine.size())),
                   Buffer::of(slices.data(), DType::F32, int64_t(slices.size())));

@@ -100,6 +100,9 @@ struct RankGroups {
   /// The pipeline axis, with the rank's part of a pipelined program.
   Communicator *pp = nullptr;
   const PipelineRank *pipeline = nullptr;
+  /// A tensor grid's axes inside tp: the rank's row's and column's groups
+  /// (tp_row: ranks of one grid column; tp_col: ranks of one grid row).
+  Communicator *gridRow = nullptr, *gridColumn = nullptr;
 };
 
 /// Seconds to the microsecond, for the log's time breakdown.
@@ -159,22 +162,36 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   int64_t tensorRank = tp ? tp->rank() : 0, tensorRanks = tp ? tp->size() : 1;
   // The step's own sums run on this thread: no second thread may talk then.
   overlapAllowed = overlapAllowed && !tp && !sp;
-  TensorAxisCollectives collectives({tp, sp});
-  // The split tensors' norms are the sums of their slices' over the tensor
-  // axis (two floats per tensor); whole tensors' are every rank's own.
-  std::vector<size_t> split;
+  TensorAxisCollectives collectives({tp, sp, groups.gridRow, groups.gridColumn});
+  // The split tensors' norms are the sums of their slices' over the axes
+  // splitting them (two floats per tensor): the tensor axis, or on a grid
+  // the grid axes a block is split over; whole tensors' are every rank's own.
+  std::vector<std::pair<Communicator *, std::vector<size_t>>> splitOver;
+  auto completedOver = [&](const ProgramParameter &p) -> Communicator * {
+    if (p.splitDim >= 0)
+      return tp;
+    bool row = false, column = false;
+    for (const std::vector<std::string> &axes : p.gridSplit)
+      for (const std::string &axis : axes)
+        (axis == "tp_row" ? row : column) = true;
+    return row && column ? tp : row ? groups.gridRow : column ? groups.gridColumn : nullptr;
+  };
   for (size_t t = 0; t < s.trainable.size(); ++t)
-    if (program.parameters[s.trainable[t]].splitDim >= 0)
-      split.push_back(t);
+    if (Communicator *c = completedOver(program.parameters[s.trainable[t]]); c && c->size() > 1) {
+      auto it = std::find_if(splitOver.begin(), splitOver.end(), [c](const auto &group) { return group.first == c; });
+      (it == splitOver.end() ? splitOver.emplace_back(c, std::vector<size_t>{}) : *it).second.push_back(t);
+    }
   CompleteSquares completeSplit;
-  if (tp && !split.empty())
-    completeSplit = [&](std::vector<float> &squares) {
-      std::vector<float> packed;
-      for (size_t t : split)
-        packed.push_back(squares[2 * t]), packed.push_back(squares[2 * t + 1]);
-      tp->allReduce(Buffer::of(packed.data(), DType::F32, int64_t(packed.size())));
-      for (size_t k = 0; k < split.size(); ++k)
-        squares[2 * split[k]] = packed[2 * k], squares[2 * split[k] + 1] = packed[2 * k + 1];
+  if (!splitOver.empty())
+    completeSplit = [&splitOver](std::vector<float> &squares) {
+      for (auto &[communicator, split] : splitOver) {
+        std::vector<float> packed;
+        for (size_t t : split)
+          packed.push_back(squares[2 * t]), packed.push_back(squares[2 * t + 1]);
+        communicator->allReduce(Buffer::of(packed.data(), DType::F32, int64_t(packed.size())));
+        for (size_t k = 0; k < split.size(); ++k)
+          squares[2 * split[k]] = packed[2 * k], squares[2 * split[k] + 1] = packed[2 * k + 1];
+      }
     };
   bool lead = groups.world.rank() == 0;
   s.lossScale = o.settings.lossScaling.dynamic ? o.settings.lossScaling.initial : 1.0;
@@ -506,6 +523,20 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
                      "dp=" + std::to_string(ranks) + (sequenceRanks > 1 ? ",sp=" + std::to_string(sequenceRanks) : "") +
                      (tensorRanks > 1 ? ",tp=" + std::to_string(tensorRanks) : "");
   ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
+  // A tensor grid: the same ranks split again by row and column, tensor
+  // rank t being row t / q and column t % q.
+  std::optional<ProcessGroups> grid;
+  if (int64_t q = program.settings.tensorGrid; q > 1) {
+    if (q * q != tensorRanks) {
+      printError(argv[0], program.model,
+                 "a " + std::to_string(q) + " x " + std::to_string(q) + " tensor grid on " +
+                     std::to_string(tensorRanks) + " tensor ranks");
+      return 1;
+    }
+    std::string rows =
+        mesh.substr(0, mesh.rfind(",tp=")) + ",tp_row=" + std::to_string(q) + ",tp_col=" + std::to_string(q);
+    grid.emplace(ProcessGroups::overMpi(MeshShape::parse(rows), *world));
+  }
   Communicator &dp = groups.axis("dp");
   Communicator *tp = tensorRanks > 1 ? &groups.axis("tp") : nullptr;
   Communicator *sp = sequenceRanks > 1 ? &groups.axis("sp") : nullptr;
@@ -544,8 +575,9 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
   return runOrAbort(
       [&] {
         train(pipeline ? pipeline->program : program, *prepared,
-              RankGroups{dp, tp, sp, *world, pp, pipeline ? &*pipeline : nullptr}, &counters,
-              mpi.threadsMayCommunicate());
+              RankGroups{dp, tp, sp, *world, pp, pipeline ? &*pipeline : nullptr,
+                         grid ? &grid->axis("tp_row") : nullptr, grid ? &grid->axis("tp_col") : nullptr},
+              &counters, mpi.threadsMayCommunicate());
         return 0;
       },
       [] { MpiSession::abort(1); }, worldSize);

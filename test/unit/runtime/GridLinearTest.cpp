@@ -104,3 +104,33 @@ TEST(GridLinear, LeadingDimensionsAreRowsAndBadGridsAreRefused) {
     EXPECT_NE(std::string(e.what()).find("[4, 3] and [2, 2] do not multiply"), std::string::npos) << e.what();
   }
 }
+
+// The step charges SUMMA's results to its own category, and nothing else
+// the product makes: the blocks received and the partial sums sent are
+// communication buffers, freed before it returns.
+TEST(GridLinear, OnlyTheResultsAreChargedToTheCaller) {
+  Tensor x = randomFloats({4, 6}, 41, 1.0f), w = randomFloats({6, 8}, 42, 1.0f), dy = randomFloats({4, 8}, 43, 1.0f);
+  for (int q : {1, 2}) {
+    MemoryTracker &memory = MemoryTracker::global();
+    onGrid(q, "tp_col", "tp_row", nullptr, [&](int i, int j, StepCollectives &c) {
+      Tensor xb = gridBlock(x, i, j, q), wb = gridBlock(w, i, j, q), dyb = gridBlock(dy, i, j, q);
+      if (i != 0 || j != 0) {
+        host::summaLinear(xb, wb, c, "tp_col", "tp_row");
+        host::summaLinearGrad(xb, wb, dyb, c, "tp_col", "tp_row");
+        return;
+      }
+      MemoryScope scope(MemoryCategory::Activations);
+      int64_t before = memory.current(MemorySpace::Host, MemoryCategory::Activations);
+      memory.resetPeaks();
+      Tensor y = host::summaLinear(xb, wb, c, "tp_col", "tp_row");
+      EXPECT_EQ(memory.peak(MemorySpace::Host, MemoryCategory::Activations) - before,
+                int64_t(y.floats.size() * sizeof(float)))
+          << q;
+      memory.resetPeaks();
+      std::vector<Tensor> grads = host::summaLinearGrad(xb, wb, dyb, c, "tp_col", "tp_row");
+      EXPECT_EQ(memory.peak(MemorySpace::Host, MemoryCategory::Activations) - before,
+                int64_t((y.floats.size() + grads[0].floats.size() + grads[1].floats.size()) * sizeof(float)))
+          << q;
+    });
+  }
+}

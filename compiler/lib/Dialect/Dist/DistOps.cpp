@@ -121,3 +121,28 @@ LogicalResult MeshOp::verify() {
                            << " ranks cannot have " << onNode << " of a group on one node";
   return success();
 }
+
+/// The shapes of a grid product's blocks: x [..., k], w [k, n], y [..., n].
+static LogicalResult verifyGridProduct(Operation *op, Value input, Value weight, Value output, StringRef rowAxis,
+                                       StringRef columnAxis) {
+  RankedTensorType x = rankedType(input), w = rankedType(weight), y = rankedType(output);
+  if (rowAxis == columnAxis)
+    return op->emitOpError() << "needs two grid axes, and both are '" << rowAxis << "'";
+  if (w.getRank() != 2 || x.getRank() < 1 || x.getDimSize(x.getRank() - 1) != w.getDimSize(0))
+    return op->emitOpError() << "multiplies blocks " << x << " and " << w << " whose inner dimensions do not match";
+  SmallVector<int64_t> shape(x.getShape());
+  shape.back() = w.getDimSize(1);
+  if (y.getShape() != ArrayRef<int64_t>(shape) || y.getElementType() != x.getElementType())
+    return op->emitOpError() << "makes " << y << " from blocks " << x << " and " << w;
+  return success();
+}
+
+LogicalResult GridLinearOp::verify() {
+  return verifyGridProduct(*this, getInput(), getWeight(), getResult(), getRowAxis(), getColumnAxis());
+}
+
+LogicalResult GridLinearGradOp::verify() {
+  if (getInputGrad().getType() != getInput().getType() || getWeightGrad().getType() != getWeight().getType())
+    return emitOpError() << "returns gradients of types other than its input's and weight's";
+  return verifyGridProduct(*this, getInput(), getWeight(), getOutputGrad(), getRowAxis(), getColumnAxis());
+}

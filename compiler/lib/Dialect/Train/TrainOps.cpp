@@ -105,6 +105,12 @@ LogicalResult ParameterOp::verify() {
       return emitOpError() << "split_groups " << groups << " do not divide the slice's " << size
                            << " elements along split_dim";
   }
+  if (std::optional<ArrayRef<int64_t>> blocks = getBlockSplits()) {
+    if (int64_t(blocks->size()) != rank || llvm::any_of(*blocks, [](int64_t b) { return b < 1; }))
+      return emitOpError() << "block_splits needs one count of at least 1 per dimension of " << getType();
+    if (getSplitDim())
+      return emitOpError() << "is cut both into blocks and along split_dim";
+  }
   return success();
 }
 

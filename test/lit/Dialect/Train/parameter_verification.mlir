@@ -22,3 +22,17 @@ func.func @param_type_matches_declaration() {
 
 // expected-error@+1 {{attribute 'type' failed to satisfy constraint: type attribute of statically shaped tensor}}
 train.parameter @dynamic : tensor<?x4xf32>
+
+// -----
+
+module {
+  // expected-error @+1 {{'train.parameter' op block_splits needs one count of at least 1 per dimension of 'tensor<4x8xf32>'}}
+  train.parameter @w : tensor<4x8xf32> {block_splits = array<i64: 2>}
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'train.parameter' op is cut both into blocks and along split_dim}}
+  train.parameter @w : tensor<4x8xf32> {block_splits = array<i64: 2, 2>, split_dim = 0 : i64, splits = 2 : i64}
+}

@@ -223,4 +223,63 @@ def Dist_ReshardOp : Dist_Op<"reshard", [Pure, DeclareOpInterfaceMethods<SymbolU
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Products on a tensor grid (2D tensor parallelism)
+//===----------------------------------------------------------------------===//
+
+def Dist_GridLinearOp : Dist_Op<"grid_linear", [Pure]> {
+  let summary = "a rank's block of X W on a q x q grid (SUMMA)";
+  let description = [{
+    2D tensor parallelism's matrix product (Optimus, Xu et al. 2021, on
+    SUMMA). On a q x q grid, the rank in row i (its rank on `column_axis`,
+    whose groups are a grid column) and column j (its rank on `row_axis`,
+    whose groups are a grid row) holds block (i, j) of X [m, k] as `input`
+    (its m / q rows, leading dimensions flattened, and k / q features) and of
+    W [k, n] as `weight` [k / q, n / q], and makes block (i, j) of X W. In
+    each of q steps, X blocks are broadcast along the rows and W blocks
+    along the columns (`runtime/kernels/GridLinear.h`). Its gradient is
+    `dist.grid_linear_grad`.
+
+    Example:
+
+    ```mlir
+    %y = dist.grid_linear %x, %w {row_axis = "tp_col", column_axis = "tp_row"}
+        : (tensor<2x8xf32>, tensor<8x16xf32>) -> tensor<2x16xf32>
+    ```
+
+    Constraints:
+    - the input's last dimension is the weight's first; the result is the
+      input with the weight's second dimension last;
+    - the two axes differ.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight, StrAttr:$row_axis, StrAttr:$column_axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Dist_GridLinearGradOp : Dist_Op<"grid_linear_grad", [Pure]> {
+  let summary = "a rank's blocks of dX and dW of dist.grid_linear";
+  let description = [{
+    The backward pass of `dist.grid_linear` on the same grid: dX_ij =
+    sum_t dY_it W_jt^T, reduced along row i, and dW_ij = sum_t X_ti^T dY_tj,
+    reduced along column j (the steps of SUMMA on the duals).
+
+    Example:
+
+    ```mlir
+    %dx, %dw = dist.grid_linear_grad %x, %w, %dy {row_axis = "tp_col", column_axis = "tp_row"}
+        : (tensor<2x8xf32>, tensor<8x16xf32>, tensor<2x16xf32>) -> (tensor<2x8xf32>, tensor<8x16xf32>)
+    ```
+
+    Constraints: those of `dist.grid_linear`; the results have the input's
+    and the weight's types, `output_grad` the forward result's.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight, AnyRankedTensor:$output_grad,
+                       StrAttr:$row_axis, StrAttr:$column_axis);
+  let results = (outs AnyRankedTensor:$input_grad, AnyRankedTensor:$weight_grad);
+  let assemblyFormat = "$input `,` $weight `,` $output_grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // COLOSSAL_DIST_OPS

@@ -53,6 +53,11 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
     along `split_dim`: the program's tensor is the model's with them
     appended (they stay zero: nothing reads them, so their gradients are).
 
+    On a tensor grid (2D tensor parallelism), `block_splits` says into how
+    many blocks each dimension of the model's tensor is cut, and the type
+    is one rank's block; which grid axes cut it is the `dist.sharding`
+    attribute beside it.
+
     Example:
 
     ```mlir
@@ -67,7 +72,8 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
                        UnitAttr:$trainable, DefaultValuedStrAttr<StrAttr, "none">:$data,
                        OptionalAttr<I64Attr>:$split_dim, DefaultValuedAttr<I64Attr, "1">:$splits,
                        DefaultValuedAttr<I64Attr, "1">:$split_groups,
-                       DefaultValuedAttr<I64Attr, "0">:$padding);
+                       DefaultValuedAttr<I64Attr, "0">:$padding,
+                       OptionalAttr<DenseI64ArrayAttr>:$block_splits);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -75,11 +81,14 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
     }
     /// The program's whole shape: the slice's, times `splits` along
-    /// `split_dim` (padding included).
+    /// `split_dim` (padding included), or the block's times `block_splits`.
     ::llvm::SmallVector<int64_t> getFullShape() {
       ::llvm::SmallVector<int64_t> shape(getTensorType().getShape());
       if (std::optional<int64_t> dim = getSplitDim())
         shape[*dim] *= getSplits();
+      if (std::optional<::llvm::ArrayRef<int64_t>> blocks = getBlockSplits())
+        for (size_t d = 0; d < shape.size() && d < blocks->size(); ++d)
+          shape[d] *= (*blocks)[d];
       return shape;
     }
     /// The model file's shape: the whole shape less the padding.

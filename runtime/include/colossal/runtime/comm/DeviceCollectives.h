@@ -3,9 +3,9 @@
 // Tensor and sequence parallelism on the CUDA target: the collectives a step
 // makes over a mesh axis, and the ops whose work is split over one (the
 // vocabulary-parallel embedding and loss, dropout of a token slice, the
-// token-split loss, ring attention), with the host target's meaning
+// token-split loss, ring attention, SUMMA's grid product), with the host target's meaning
 // (`Trainer.h`'s StepCollectives, VocabularyParallel.h, SequenceParallel.h,
-// RingAttention.h).
+// RingAttention.h, GridLinear.h).
 //
 // This lowering stages their tensors through host memory: it downloads the
 // operands, runs the host target's code (MPI collectives over the trainer's
@@ -76,6 +76,11 @@ Tensor ringAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Te
 std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
                                       const Tensor &dOut, float scale, bool causal, Collectives &collectives,
                                       const std::string &axis);
+/// SUMMA's linear layer on a q x q grid (GridLinear.h).
+Tensor summaLinear(const Tensor &x, const Tensor &w, Collectives &collectives, const std::string &row,
+                   const std::string &column);
+std::vector<Tensor> summaLinearGrad(const Tensor &x, const Tensor &w, const Tensor &dy, Collectives &collectives,
+                                    const std::string &row, const std::string &column);
 
 } // namespace device
 } // namespace colossal::rt

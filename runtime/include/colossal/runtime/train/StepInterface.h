@@ -62,6 +62,11 @@ struct ProgramParameter {
   int64_t padding = 0;
   /// Drawn by the program unless the run names a weights file.
   ParameterInit init;
+  /// A block of a tensor grid (2D tensor parallelism; `TrainingSettings::
+  /// tensorGrid`): for each dimension, the grid axes splitting it, major
+  /// first ("tp_row": the rank's row, "tp_col": its column); `shape` is the
+  /// block. Empty: not on a grid.
+  std::vector<std::vector<std::string>> gridSplit;
 };
 
 /// Dynamic loss scaling for fp16 gradients (the rules of PyTorch's
@@ -95,6 +100,9 @@ struct TrainingSettings {
   /// of its own (all-to-all or ring attention; every rank of it holds the
   /// same weights).
   int64_t tensorRanks = 1;
+  /// The tensor ranks as a tensorGrid x tensorGrid grid (2D tensor
+  /// parallelism: mesh axes tp_row and tp_col inside tp); 0: one axis.
+  int64_t tensorGrid = 0;
   int64_t sequenceRanks = 1;
   /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
   /// gradients too, 3 the weights too (ShardedOptimizer.h); 0 replicates

@@ -1,0 +1,61 @@
+//===- TensorGrid.h - 2D tensor parallelism on a q x q grid -------*- C++ -*-===//
+//
+// Optimus (Xu et al. 2021, "An Efficient 2D Method for Training Super-Large
+// Deep Learning Models"), as Colossal-AI builds it: the tensor ranks form a
+// q x q grid whose rank (i, j) is rank i of mesh axis "tp_row" and rank j
+// of "tp_col". An activation [b, ..., h] is held in blocks: its rows (the
+// leading dimension) split over tp_row, its features over tp_col. Every
+// linear layer is SUMMA's product of the input's block and the weight's
+// (`dist.grid_linear`): the weight [k, n] split by rows over tp_row and by
+// columns over tp_col, a 1/q^2 block per rank; its bias split over tp_col
+// (each grid row holds the columns it adds to, its gradient summed over the
+// rows). Elementwise ops and residual adds compute on the blocks; the
+// cross-entropy is vocabulary-parallel over tp_col and sums its rows over
+// tp_row, so no rank holds whole logits. The graph's inputs enter as the
+// rank's block (a slice: nothing moves).
+//
+// Split parameters record their layout as a `dist.sharding` attribute (the
+// model file keeps the whole tensor; each rank loads its block). Any other
+// op reading a block (a layer norm, attention, an embedding: not yet split
+// on the grid as the papers do) computes on the whole value, its blocks
+// gathered over both axes, and a whole value entering the grid is sliced:
+// the step stays exact, and the report names what ran whole.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLOSSAL_PASSES_PARTITION_TENSORGRID_H
+#define COLOSSAL_PASSES_PARTITION_TENSORGRID_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <string>
+#include <vector>
+
+namespace colossal::partition {
+
+/// The grid's axes: a rank's row is its rank on `kGridRowAxis` (whose
+/// groups are grid columns), its column its rank on `kGridColumnAxis`.
+inline constexpr const char *kGridRowAxis = "tp_row";
+inline constexpr const char *kGridColumnAxis = "tp_col";
+
+struct TensorGridSummary {
+  int64_t linears = 0, splitParameters = 0, losses = 0;
+  /// Blocks gathered whole for the ops the grid does not split, and those
+  /// ops' names (in order).
+  int64_t gathers = 0;
+  std::vector<std::string> wholeOps;
+};
+
+/// Splits @forward over a `side` x `side` grid of tensor ranks. Fails
+/// naming the op that the grid cannot split or whose dimension does not
+/// divide by `side`. Records `train.tensor_parallel = side^2` and
+/// `train.tensor_grid = side` on the module.
+mlir::FailureOr<TensorGridSummary> partitionTensorGrid(mlir::ModuleOp module, int64_t side);
+
+/// The grid's side on a module split by partitionTensorGrid; 0 otherwise.
+int64_t tensorGridSide(mlir::ModuleOp module);
+
+} // namespace colossal::partition
+
+#endif // COLOSSAL_PASSES_PARTITION_TENSORGRID_H

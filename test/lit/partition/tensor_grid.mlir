@@ -1,0 +1,88 @@
+// RUN: colossal-opt %s -split-input-file -train-tensor-grid=side=2 -verify-diagnostics | FileCheck %s --enable-var-scope
+// RUN: colossal-opt %s -split-input-file -train-tensor-grid=side=2 -train-autodiff -train-lower-resharding -verify-diagnostics | FileCheck %s --check-prefix=GRAD
+
+// An MLP on a 2 x 2 grid: the input enters as the rank's block (rows over
+// tp_row, features over tp_col), each linear is SUMMA's product of blocks
+// with its weight a quarter of the whole (rows of [k, n] over tp_row,
+// columns over tp_col, seen through the transpose of the [n, k] parameter)
+// and its bias split over tp_col, read as copies over the rows; GELU works
+// on the block; the loss is vocabulary-parallel over tp_col, its rows
+// summed over tp_row.
+// CHECK-LABEL: module attributes {train.tensor_grid = 2 : i64, train.tensor_parallel = 4 : i64}
+// CHECK: dist.mesh @tp_grid {axes = ["tp_row", "tp_col"], sizes = array<i64: 2, 2>}
+// CHECK: train.parameter @fc : tensor<16x4xf32> {block_splits = array<i64: 2, 2>, dist.sharding = #dist.sharding<[tp_col, tp_row]>, trainable}
+// CHECK: train.parameter @fc_bias : tensor<16xf32> {block_splits = array<i64: 2>, dist.sharding = #dist.sharding<[tp_col]>, trainable}
+// CHECK: train.parameter @out : tensor<16x6xf32> {block_splits = array<i64: 2, 2>, dist.sharding = #dist.sharding<[tp_row, tp_col]>, trainable}
+// CHECK: %[[X:.*]] = dist.reshard %arg0 {from = #dist.sharding<[-, -]>, mesh = @tp_grid, to = #dist.sharding<[tp_row, tp_col]>} : (tensor<4x8xf32>) -> tensor<2x4xf32>
+// CHECK: %[[WT:.*]] = train.transpose %{{.*}} {perm = array<i64: 1, 0>} : (tensor<16x4xf32>) -> tensor<4x16xf32>
+// CHECK: %[[Y:.*]] = dist.grid_linear %[[X]], %[[WT]] {column_axis = "tp_row", row_axis = "tp_col"} : (tensor<2x4xf32>, tensor<4x16xf32>) -> tensor<2x16xf32>
+// CHECK: %[[B:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[tp_col]>, mesh = @tp_grid, to = #dist.sharding<[tp_col] copies(tp_row)>} : (tensor<16xf32>) -> tensor<16xf32>
+// CHECK: %[[H:.*]] = train.add %[[Y]], %[[B]] : (tensor<2x16xf32>, tensor<16xf32>) -> tensor<2x16xf32>
+// CHECK: %[[A:.*]] = train.gelu %[[H]] : (tensor<2x16xf32>) -> tensor<2x16xf32>
+// CHECK: %[[L:.*]] = dist.grid_linear %[[A]], %{{.*}} {column_axis = "tp_row", row_axis = "tp_col"} : (tensor<2x16xf32>, tensor<16x6xf32>) -> tensor<2x6xf32>
+// CHECK: %[[T:.*]] = dist.reshard %arg1 {from = #dist.sharding<[-]>, mesh = @tp_grid, to = #dist.sharding<[tp_row]>} : (tensor<4xi64>) -> tensor<2xi64>
+// CHECK: train.cross_entropy %[[L]], %[[T]] {mesh_axis = "tp_col", token_axis = "tp_row"} : (tensor<2x6xf32>, tensor<2xi64>) -> tensor<f32>
+// The backward pass: SUMMA's steps on the duals; the bias gradient summed
+// over the grid's rows (the copies' dual); the input's slices need no
+// gradient.
+// GRAD-LABEL: func.func @forward_backward
+// GRAD: dist.grid_linear_grad %{{.*}}, %{{.*}}, %{{.*}} {column_axis = "tp_row", row_axis = "tp_col"} : (tensor<2x16xf32>, tensor<16x6xf32>, tensor<2x6xf32>) -> (tensor<2x16xf32>, tensor<16x6xf32>)
+// GRAD: dist.all_reduce %{{.*}} {axis = "tp_row"} : tensor<16xf32>
+// GRAD: dist.grid_linear_grad %{{.*}}, %{{.*}}, %{{.*}} {column_axis = "tp_row", row_axis = "tp_col"} : (tensor<2x4xf32>, tensor<4x16xf32>, tensor<2x16xf32>) -> (tensor<2x4xf32>, tensor<4x16xf32>)
+// GRAD: return
+module {
+  train.parameter @fc : tensor<32x8xf32> {trainable}
+  train.parameter @fc_bias : tensor<32xf32> {trainable}
+  train.parameter @out : tensor<32x12xf32> {trainable}
+  func.func @forward(%x: tensor<4x8xf32> {train.name = "x"}, %t: tensor<4xi64> {train.name = "labels"}) -> (tensor<f32> {train.name = "loss"}) {
+    %w = train.param @fc : tensor<32x8xf32>
+    %wt = train.transpose %w {perm = array<i64: 1, 0>} : (tensor<32x8xf32>) -> tensor<8x32xf32>
+    %b = train.param @fc_bias : tensor<32xf32>
+    %h = train.linear %x, %wt, %b : (tensor<4x8xf32>, tensor<8x32xf32>, tensor<32xf32>) -> tensor<4x32xf32>
+    %a = train.gelu %h : (tensor<4x32xf32>) -> tensor<4x32xf32>
+    %o = train.param @out : tensor<32x12xf32>
+    %l = train.linear %a, %o : (tensor<4x32xf32>, tensor<32x12xf32>) -> tensor<4x12xf32>
+    %loss = train.cross_entropy %l, %t : (tensor<4x12xf32>, tensor<4xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// What the grid does not split computes on whole values: a layer norm
+// reads the linear's blocks gathered over both axes, and its output enters
+// the next linear as the rank's block again.
+// CHECK-LABEL: module attributes {train.tensor_grid = 2 : i64, train.tensor_parallel = 4 : i64}
+// CHECK: %[[Y:.*]] = dist.grid_linear
+// CHECK: %[[W:.*]] = dist.reshard %[[Y]] {from = #dist.sharding<[tp_row, tp_col]>, mesh = @tp_grid, to = #dist.sharding<[-, -]>} : (tensor<2x8xf32>) -> tensor<4x16xf32>
+// CHECK: %[[N:.*]] = train.layer_norm %[[W]]
+// CHECK: %[[S:.*]] = dist.reshard %[[N]] {from = #dist.sharding<[-, -]>, mesh = @tp_grid, to = #dist.sharding<[tp_row, tp_col]>} : (tensor<4x16xf32>) -> tensor<2x8xf32>
+// CHECK: dist.grid_linear %[[S]]
+module {
+  train.parameter @a : tensor<8x16xf32> {trainable}
+  train.parameter @b : tensor<16x4xf32> {trainable}
+  func.func @forward(%x: tensor<4x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
+    %w = train.param @a : tensor<8x16xf32>
+    %h = train.linear %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    %n = train.layer_norm %h {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %v = train.param @b : tensor<16x4xf32>
+    %y = train.linear %n, %v : (tensor<4x16xf32>, tensor<16x4xf32>) -> tensor<4x4xf32>
+    %sq = train.mul %y, %y : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %loss = train.reduce_mean %sq {axes = array<i64>, keepdims = false} : (tensor<4x4xf32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// A dimension the grid does not divide is refused, naming the layer.
+module {
+  train.parameter @a : tensor<8x5xf32> {trainable}
+  func.func @forward(%x: tensor<4x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
+    %w = train.param @a : tensor<8x5xf32>
+    // expected-error @+1 {{2D tensor parallelism on a 2 x 2 grid splits this linear layer's 4 rows, 8 input and 5 output features, which must each divide by 2}}
+    %h = train.linear %x, %w : (tensor<4x8xf32>, tensor<8x5xf32>) -> tensor<4x5xf32>
+    %loss = train.reduce_mean %h {axes = array<i64>, keepdims = false} : (tensor<4x5xf32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
