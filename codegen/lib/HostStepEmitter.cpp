@@ -204,7 +204,7 @@ LogicalResult StepEmitter::emitOp(Operation *op, const std::map<std::string, siz
                ", " + floatLiteral(n.getEpsilon().convertToDouble()) + ")");
   if (auto g = dyn_cast<dist::GridLinearOp>(op))
     return one("summaLinear(" + in(0) + ", " + in(1) + ", collectives, " + quoted(g.getRowAxis()) + ", " +
-               quoted(g.getColumnAxis()) + ")");
+               quoted(g.getColumnAxis()) + ", " + (g.getTransposeWeight() ? "true" : "false") + ")");
   if (auto a = dyn_cast<AttentionOp>(op)) {
     if (!a.getDropout().isZero())
       return op->emitError() << "attention dropout has no host lowering yet";
@@ -326,7 +326,8 @@ LogicalResult StepEmitter::emitOp(Operation *op, const std::map<std::string, siz
                              std::to_string(op->getNumResults()) + ")");
   if (auto g = dyn_cast<dist::GridLinearGradOp>(op))
     return defineAll(op, "summaLinearGrad(" + in(0) + ", " + in(1) + ", " + in(2) + ", collectives, " +
-                             quoted(g.getRowAxis()) + ", " + quoted(g.getColumnAxis()) + ")");
+                             quoted(g.getRowAxis()) + ", " + quoted(g.getColumnAxis()) + ", " +
+                             (g.getTransposeWeight() ? "true" : "false") + ")");
   if (auto a = dyn_cast<AttentionGradOp>(op)) {
     if (std::optional<StringRef> axis = a.getRingAxis())
       return defineAll(op, "ringAttentionGrad(" + ref(a.getQuery()) + ", " + ref(a.getKey()) + ", " +

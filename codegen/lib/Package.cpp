@@ -10,6 +10,7 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
 #include "colossal/cost/Estimator.h"
+#include "colossal/cost/TensorGrid.h"
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/io/Safetensors.h"
 #include "colossal/support/Json.h"
@@ -27,6 +28,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <unistd.h>
 
 namespace colossal::codegen {
@@ -192,6 +194,9 @@ LogicalResult readPlan(ModuleOp module, ProgramSettings &s) {
   return success();
 }
 
+void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, const std::string &optimizer,
+                 std::vector<cost::CommTotal> &comm);
+
 /// The cost model's estimate of this program's strategy with `optimizer`:
 /// what the program's counters and memory tracker must report, the plan that
 /// a user can check against the run.
@@ -265,6 +270,8 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
     for (size_t r = 0; r < estimate->stages.size() && r < whole->stages.size(); ++r)
       estimate->stages[r].memory.activations = whole->stages[r].memory.activations;
   }
+  if (auto side = module->getAttrOfType<IntegerAttr>("train.tensor_grid"))
+    addGridComm(module, s, side.getInt(), optimizer, estimate->stages.front().comm);
   return *estimate;
 }
 
@@ -412,6 +419,61 @@ Json modelAxisOf(ModuleOp module, const ProgramSettings &s, StringRef axis, int6
                    {"norm_completion_bytes", Json(8 * splitTensors)}});
 }
 
+/// A tensor grid's collectives per step (2D): SUMMA's broadcasts and
+/// reduces of every grid linear layer as the cost model prices them
+/// (cost/TensorGrid.h, Optimus's per-layer collectives), what the lowered
+/// reshardings and the loss move on each grid axis as the IR counts them
+/// (modelAxisOf), and the trainer's completions of the blocks' norms (two
+/// floats per tensor, once for the gradient norm and once more for LAMB's
+/// and LARS's trust ratios) over the axes each is split on: "tp", the
+/// tensor ranks' communicator, for a block of both.
+void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, const std::string &optimizer,
+                 std::vector<cost::CommTotal> &comm) {
+  auto add = [&](cost::Collective collective, const std::string &axis, double bytes, int calls) {
+    if (calls == 0)
+      return;
+    auto it =
+        llvm::find_if(comm, [&](const cost::CommTotal &c) { return c.collective == collective && c.axis == axis; });
+    if (it == comm.end())
+      it = comm.insert(comm.end(), cost::CommTotal{collective, axis});
+    it->bytes += bytes, it->calls += calls;
+  };
+  auto bytesOf = [](Value v) {
+    auto type = cast<ShapedType>(v.getType());
+    return double(type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8));
+  };
+  double q2 = double(side * side);
+  if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+    forward.walk([&](dist::GridLinearOp op) {
+      cost::GridLinear linear = cost::gridLinear(cost::TensorMode::TwoD, int(side), 1, bytesOf(op.getInput()) * q2,
+                                                 bytesOf(op.getWeight()) * q2, bytesOf(op.getResult()) * q2);
+      for (const auto *pass : {&linear.forward, &linear.backward})
+        for (const cost::GridCollective &c : *pass)
+          add(c.collective, c.axis, c.bytes * c.calls * double(s.microbatches), c.calls * int(s.microbatches));
+    });
+  for (const char *axis : {"tp_row", "tp_col"}) {
+    Json counted = modelAxisOf(module, s, axis, side);
+    auto take = [&](cost::Collective collective, const char *bytes, const char *calls) {
+      add(collective, axis, counted.find(bytes)->asNumber(), int(counted.find(calls)->asNumber()));
+    };
+    take(cost::Collective::AllReduce, "activation_all_reduce_bytes_per_step", "activation_all_reduces_per_step");
+    take(cost::Collective::AllGather, "activation_all_gather_bytes_per_step", "activation_all_gathers_per_step");
+    take(cost::Collective::ReduceScatter, "activation_reduce_scatter_bytes_per_step",
+         "activation_reduce_scatters_per_step");
+  }
+  int completions = optimizer == "lamb" || optimizer == "lars" ? 2 : 1;
+  std::map<std::string, int> blocksOver;
+  for (train::ParameterOp p : module.getOps<train::ParameterOp>())
+    if (auto layout = p->getAttrOfType<dist::ShardingAttr>("dist.sharding"); layout && p.getTrainable()) {
+      std::set<std::string> axes;
+      for (const std::vector<std::string> &dim : layout.getLayout().dims)
+        axes.insert(dim.begin(), dim.end());
+      ++blocksOver[axes.size() > 1 ? "tp" : *axes.begin()];
+    }
+  for (const auto &[axis, tensors] : blocksOver)
+    add(cost::Collective::AllReduce, axis, double(completions * 8 * tensors), completions);
+}
+
 Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemoryPlan &memory) {
   const ProgramSettings &s = options.settings;
   Json::Object m;
@@ -504,8 +566,18 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
       m["predicted_pinned_model_state_bytes_per_rank_by_optimizer"] = Json(pinned);
     }
   }
-  if (s.tensorRanks > 1)
+  if (auto side = module->getAttrOfType<IntegerAttr>("train.tensor_grid")) {
+    int64_t linears = 0;
+    if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+      forward.walk([&](dist::GridLinearOp) { ++linears; });
+    m["tensor_grid"] = Json(Json::Object{{"mode", "2d"},
+                                         {"side", Json(side.getInt())},
+                                         {"grid_linears", Json(linears)},
+                                         {"tp_row", modelAxisOf(module, s, "tp_row", side.getInt())},
+                                         {"tp_col", modelAxisOf(module, s, "tp_col", side.getInt())}});
+  } else if (s.tensorRanks > 1) {
     m["tensor_parallel"] = modelAxisOf(module, s, "tp", s.tensorRanks);
+  }
   if (s.sequenceRanks > 1)
     m["sequence_parallel"] = modelAxisOf(module, s, "sp", s.sequenceRanks);
   // The step's own values on one rank, held from definition to last use.

@@ -425,7 +425,8 @@ LogicalResult GradientRuleSet::contractionRules(bool &handled) {
   if (auto g = dyn_cast<dist::GridLinearOp>(op)) {
     // SUMMA's backward steps on the same grid.
     auto grad = dist::GridLinearGradOp::create(builder, op->getLoc(), operandType(0), operandType(1), g.getInput(),
-                                               g.getWeight(), dy, g.getRowAxisAttr(), g.getColumnAxisAttr());
+                                               g.getWeight(), dy, g.getRowAxisAttr(), g.getColumnAxisAttr(),
+                                               g.getTransposeWeightAttr());
     out[0] = grad.getInputGrad();
     out[1] = grad.getWeightGrad();
     return success();

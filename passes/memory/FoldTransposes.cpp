@@ -83,6 +83,54 @@ int64_t foldIntoLinears(Block &body) {
   return folded;
 }
 
+/// SUMMA's products of blocks reading a transposed weight block (a weight
+/// stored [out, in]) read it transposed in place (`transpose_weight`), and
+/// the gradient op makes the gradient in the stored layout: neither pass
+/// makes a weight-sized copy, and the transpose of the weight gradient
+/// back to the stored layout goes.
+int64_t foldIntoGridLinears(Block &body) {
+  int64_t folded = 0;
+  for (auto g : llvm::make_early_inc_range(body.getOps<dist::GridLinearOp>())) {
+    Value weight = g.getWeight(), source = transposedFrom(weight);
+    if (g.getTransposeWeight() || !source)
+      continue;
+    g.getWeightMutable().assign(source);
+    g.setTransposeWeight(true);
+    eraseIfUnused(weight);
+    ++folded;
+  }
+  for (auto g : llvm::make_early_inc_range(body.getOps<dist::GridLinearGradOp>())) {
+    Value weight = g.getWeight(), source = transposedFrom(weight);
+    if (g.getTransposeWeight() || !source)
+      continue;
+    OpBuilder builder(g);
+    auto stored = dist::GridLinearGradOp::create(builder, g.getLoc(), g.getInputGrad().getType(), source.getType(),
+                                                 g.getInput(), source, g.getOutputGrad(), g.getRowAxisAttr(),
+                                                 g.getColumnAxisAttr(), builder.getUnitAttr());
+    dist::copyStage(g, stored);
+    g.getInputGrad().replaceAllUsesWith(stored.getInputGrad());
+    SmallVector<train::TransposeOp> back;
+    for (Operation *user : g.getWeightGrad().getUsers())
+      if (auto t = llvm::dyn_cast<train::TransposeOp>(user); t && transposedFrom(t.getResult()))
+        back.push_back(t);
+    for (train::TransposeOp t : back) {
+      t.getResult().replaceAllUsesWith(stored.getWeightGrad());
+      t->erase();
+    }
+    if (!g.getWeightGrad().use_empty()) {
+      builder.setInsertionPointAfter(stored);
+      auto transposed = train::TransposeOp::create(builder, g.getLoc(), weight.getType(), stored.getWeightGrad(),
+                                                   builder.getDenseI64ArrayAttr({1, 0}));
+      dist::copyStage(g, transposed);
+      g.getWeightGrad().replaceAllUsesWith(transposed.getResult());
+    }
+    g->erase();
+    eraseIfUnused(weight);
+    ++folded;
+  }
+  return folded;
+}
+
 /// The product transposed, `g`'s operands swapped and each flag flipped:
 /// (op(A) op(B))^T = op(B)^T op(A)^T. Made where `g` is.
 Value transposedProduct(train::GemmOp g, Type type) {
@@ -135,6 +183,7 @@ FailureOr<int64_t> foldTransposesIntoProducts(ModuleOp module) {
   Block &body = step.getBody().front();
   int64_t folded = foldIntoMatmuls(body);
   folded += foldIntoLinears(body);
+  folded += foldIntoGridLinears(body);
   folded += foldTransposedProducts(body);
   return folded;
 }

@@ -66,6 +66,10 @@ def FoldTransposesPass : Pass<"train-fold-transposes", "::mlir::ModuleOp"> {
     transpose(gemm(a, b))        -> gemm(b, a), both flags flipped
     transpose(all_reduce(gemm))  -> all_reduce(the product transposed)
     linear(x, transpose(w), b)   -> linear(x, w, b) {transpose_weight}
+    dist.grid_linear(x, transpose(w))
+                                 -> dist.grid_linear(x, w) {transpose_weight}
+    transpose(dw) of dist.grid_linear_grad(x, transpose(w), dy)
+                                 -> dw of dist.grid_linear_grad(x, w, dy) {transpose_weight}
     ```
 
     so a weight gradient is one product made in the weight's layout, and a

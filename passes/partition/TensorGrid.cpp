@@ -187,7 +187,7 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   splitOnGrid(*w, {{kDim, kGridRowAxis}, {nDim, kGridColumnAxis}});
   RankedTensorType resultType = blockType(typeOf(linear.getResult()), q_);
   Value y = GridLinearOp::create(b, linear.getLoc(), resultType, *x, linear.getWeight(),
-                                 b.getStringAttr(kGridColumnAxis), b.getStringAttr(kGridRowAxis));
+                                 b.getStringAttr(kGridColumnAxis), b.getStringAttr(kGridRowAxis), UnitAttr());
   if (bias) {
     splitOnGrid(*bias, {{0, kGridColumnAxis}});
     Layout columns = wholeLayout(1);

@@ -143,7 +143,7 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule, const llvm::Dens
       facts.savedInputs.push_back(b);
   };
   llvm::TypeSwitch<Operation *>(op)
-      .Case<train::MatMulOp, train::LinearOp, train::GemmOp>([&](Operation *) {
+      .Case<train::MatMulOp, train::LinearOp, train::GemmOp, dist::GridLinearOp>([&](Operation *) {
         facts.kind = cost::OpKind::MatMul;
         facts.forwardFlops = 2 * space;
         partnersOf(0, 1);
@@ -189,22 +189,22 @@ OpFacts factsOf(Operation *op, const train::ShardingRule &rule, const llvm::Dens
         facts.forwardFlops = 2 * out;
         facts.savesMask = true;
       })
-      .Case<train::CrossEntropyOp, train::SoftmaxCrossEntropyLossOp,
-            train::NegativeLogLikelihoodLossOp>([&](Operation *) {
-        facts.kind = cost::OpKind::Loss;
-        facts.forwardFlops = 5 * elementsOf(op->getOperand(0));
-        activationInputs({0});
-      })
+      .Case<train::CrossEntropyOp, train::SoftmaxCrossEntropyLossOp, train::NegativeLogLikelihoodLossOp>(
+          [&](Operation *) {
+            facts.kind = cost::OpKind::Loss;
+            facts.forwardFlops = 5 * elementsOf(op->getOperand(0));
+            activationInputs({0});
+          })
       .Case([&](train::GatherOp) {
         facts.kind = cost::OpKind::Embedding;
         facts.forwardFlops = out;
       })
-      .Case<train::GeluOp, train::SiluOp, train::TanhOp, train::SigmoidOp, train::ErfOp,
-            train::ExpOp, train::LogOp, train::SqrtOp, train::ReciprocalOp, train::ReluOp,
-            train::SinOp, train::CosOp, train::PowOp>([&](Operation *) {
-        facts.forwardFlops = 8 * out;
-        activationInputs({0});
-      })
+      .Case<train::GeluOp, train::SiluOp, train::TanhOp, train::SigmoidOp, train::ErfOp, train::ExpOp, train::LogOp,
+            train::SqrtOp, train::ReciprocalOp, train::ReluOp, train::SinOp, train::CosOp, train::PowOp>(
+          [&](Operation *) {
+            facts.forwardFlops = 8 * out;
+            activationInputs({0});
+          })
       .Case([&](train::MulOp) {
         facts.forwardFlops = out;
         partnersOf(0, 1);
@@ -324,11 +324,13 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     return index;
   };
 
-  WalkResult walk = function.walk([&](train::ShardingRuleOpInterface ruled) -> WalkResult {
-    Operation *op = ruled.getOperation();
-    if (dist::isRepeatCopy(op))
+  // The train ops by their rules, and SUMMA's product of blocks as the
+  // linear layer it computes.
+  WalkResult walk = function.walk([&](Operation *op) -> WalkResult {
+    auto ruled = llvm::dyn_cast<train::ShardingRuleOpInterface>(op);
+    if ((!ruled && !llvm::isa<dist::GridLinearOp>(op)) || dist::isRepeatCopy(op))
       return WalkResult::advance();
-    train::ShardingRule rule = ruled.getShardingRule();
+    train::ShardingRule rule = ruled ? ruled.getShardingRule() : train::computeShardingRule(op);
     cost::Op costOp;
     costOp.name = op->getName().getStringRef().str();
     for (auto [i, f] : llvm::enumerate(rule.factors))

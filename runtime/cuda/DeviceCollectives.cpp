@@ -114,13 +114,14 @@ std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Te
 }
 
 Tensor summaLinear(const Tensor &x, const Tensor &w, Collectives &collectives, const std::string &row,
-                   const std::string &column) {
-  return upload(host::summaLinear(download(x), download(w), collectives.host(), row, column));
+                   const std::string &column, bool transposed) {
+  return upload(host::summaLinear(download(x), download(w), collectives.host(), row, column, transposed));
 }
 
 std::vector<Tensor> summaLinearGrad(const Tensor &x, const Tensor &w, const Tensor &dy, Collectives &collectives,
-                                    const std::string &row, const std::string &column) {
-  return uploadAll(host::summaLinearGrad(download(x), download(w), download(dy), collectives.host(), row, column));
+                                    const std::string &row, const std::string &column, bool transposed) {
+  return uploadAll(
+      host::summaLinearGrad(download(x), download(w), download(dy), collectives.host(), row, column, transposed));
 }
 
 } // namespace colossal::rt::device

@@ -710,6 +710,86 @@ for model in ["gpt2_4heads", "llama_4heads"]:
         check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
+# 2D tensor parallelism (tp=4,tp_mode=2d: Optimus on a 2 x 2 grid, axes
+# tp_row and tp_col): activations in blocks (rows over tp_row, features over
+# tp_col), every linear layer SUMMA's product of blocks with its weight a
+# quarter per rank, the MLP fixture's loss vocabulary-parallel over tp_col;
+# what the grid does not split yet (norms, attention, embeddings) computes
+# whole from gathered blocks. On the MLP, GPT-2 and LLaMA fixtures, and with
+# 2 data-parallel ranks x the grid on 8, the runs train like PyTorch and one
+# rank (first-step gradients, losses, final weights), every collective on
+# every axis moves the bytes and calls the plan predicts (SUMMA's from the
+# cost model's formulas, the rest as the IR counts them), the model states
+# and the step's peak are the compiler's plan (the cost model's activation
+# estimate does not count the grid's gathered and sliced blocks yet: its
+# ratio is reported), and each grid axis's broadcasts and
+# reduces equal Optimus's per-layer counts computed here from the weights'
+# shapes (Xu et al. 2021, sec. 3.1: per linear layer, q broadcasts of an X
+# block along the row and q of a W block along the column forward; q of
+# each again and q reduces of a dX and a dW block backward).
+def optimus_closed_form(manifest, rows, q, microbatches=1):
+    """Per step: {collective: {axis: (bytes, calls)}} of the grid's linear
+    layers, from each blocked weight's shape ([n/q, k/q] as the model file
+    holds it, transposed into the layer) and the rank's rows of X."""
+    want = {"broadcast": {"tp_col": [0, 0], "tp_row": [0, 0]}, "reduce": {"tp_col": [0, 0], "tp_row": [0, 0]}}
+    for p in manifest["parameters"]:
+        if len(p.get("grid_split", [])) != 2:
+            continue
+        n_block, k_block = p["shape"]
+        x_block, w_block = 4 * (rows // q) * k_block, 4 * n_block * k_block
+        for collective, axis, block, per in (("broadcast", "tp_col", x_block, 2 * q), ("broadcast", "tp_row", w_block, 2 * q),
+                                             ("reduce", "tp_col", x_block, q), ("reduce", "tp_row", w_block, q)):
+            want[collective][axis][0] += per * block * microbatches
+            want[collective][axis][1] += per * microbatches
+    return {c: {a: tuple(v) for a, v in axes.items()} for c, axes in want.items()}
+
+
+print(f"{'model':12} {'dp x grid':9} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
+for model, dp, batch, seq_rows in [("mlp", 1, 4, 1), ("gpt2_4heads", 1, 2, 8), ("llama_4heads", 1, 2, 8),
+                                   ("gpt2", 2, 4, 8)]:
+    feed_dir, reference, _ = batch_data(model, batch)
+    ranks = 4 * dp
+    program = f"{WORK}/{model}-grid2x2-dp{dp}"
+    built = compile_model(model, program, "--gpus", str(ranks), "--strategy", f"dp={dp},tp=4,tp_mode=2d", batch=batch)
+    check(built.returncode == 0, f"{model} 2D grid x dp={dp}: {built.stderr[-2000:]}")
+    if built.returncode:
+        continue
+    manifest = json.load(open(f"{program}/manifest.json"))
+    grid = manifest.get("tensor_grid", {})
+    check(manifest["strategy"]["tp"] == 4 and manifest["gpus"] == ranks and grid.get("side") == 2 and
+          grid.get("grid_linears", 0) > 0, f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
+    check_gradients(program, model, batch, ranks, f"{model}-grid2x2-dp{dp}")
+    single = f"{WORK}/{model}-b{batch}"
+    if not os.path.exists(f"{single}/model_train"):
+        built = compile_model(model, single, "--gpus", "1", batch=batch)
+        check(built.returncode == 0, f"{model} on one rank: {built.stderr[-2000:]}")
+    for name in (["adamw", "sgd"] if dp == 1 else ["lamb"]):
+        if not os.path.exists(f"{WORK}/{model}-{name}-{batch}-1/{shard}"):
+            one = train(single, "--feed", feed_dir, "--save", f"{WORK}/{model}-{name}-{batch}-1",
+                        *optimizer_flags(name, reference["hyper_parameters"][name]))
+            check(one.returncode == 0, f"{model} {name} on one rank: {one.stderr[-1500:]}")
+        tag = f"{model}-{name}-grid2x2-dp{dp}"
+        ran = train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, reference)
+        if not ran:
+            continue
+        log, loss_error, worst_weight, where = ran
+        predicted = manifest["predicted_comm_bytes_per_step_by_optimizer"][name]
+        calls = manifest["predicted_comm_calls_per_step_by_optimizer"][name]
+        check_counters(log, predicted, tag, calls=calls)
+        first = json.loads(open(log).readline())["comm"]
+        measured = {c: {a: (first[c][a]["bytes"], first[c][a]["calls"]) for a in ("tp_col", "tp_row")}
+                    for c in ("broadcast", "reduce")}
+        closed_form = optimus_closed_form(manifest, batch // dp * seq_rows, 2)
+        check(measured == closed_form, f"{tag}: SUMMA moved {measured} (bytes, calls), Optimus's formulas say "
+                                       f"{closed_form}")
+        check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name], tag)
+        check_step_peak(log, program, tag, estimate_missing="the grid's gathered and sliced blocks")
+        grid_moved = ", ".join(f"{c} {a} {b} B/{n}" for c, axes in measured.items() for a, (b, n) in axes.items())
+        print(f"{model:12} {f'{dp} x 2x2':9} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {grid_moved}: "
+              f"measured = plan = Optimus's; every other collective measured = plan)")
+        check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
+        check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
 # The cost model is right about the model axes: per step, bytes and calls of
 # each collective as the cost model predicts them (from the split read back
 # off the program), as the IR counts the partitioner's collectives, and as

@@ -168,7 +168,7 @@ def check_model_states(log, predicted, tag, space="memory"):
 step_rows = []
 
 
-def check_step_peak(log, program, tag):
+def check_step_peak(log, program, tag, estimate_missing=None):
     """The step frees each value after its last use. Two numbers per step:
     the plan's bookkeeping replayed as the step ran (`planned_activations`,
     which must be the compiler's `planned_step_peak_bytes`), and what the
@@ -177,7 +177,9 @@ def check_step_peak(log, program, tag):
     allocator's peak must equal the plan at every step (a value the plan
     does not know of, or a copy it does not count, shows here), and the
     plan must be below holding every value. The kernels' scratch is
-    workspace, reported beside it."""
+    workspace, reported beside it. `estimate_missing` says what the cost
+    model's activation estimate does not model yet for this run: its ratio
+    is then reported, not held to 5%."""
     manifest = json.load(open(f"{program}/manifest.json"))
     planned, every = manifest["planned_step_peak_bytes"], manifest["step_value_bytes"]
     records = [json.loads(line) for line in open(log)]
@@ -193,7 +195,8 @@ def check_step_peak(log, program, tag):
     total = max(r["memory"]["total"]["peak"] for r in records)
     rss = max(r["rss_peak_bytes"] for r in records)
     step_rows.append(dict(tag=tag, allocated=max(allocated), planned=planned, every=every,
-                          predicted=manifest.get("predicted_activation_bytes_per_rank"), workspace=workspace,
+                          predicted=manifest.get("predicted_activation_bytes_per_rank"), missing=estimate_missing,
+                          workspace=workspace,
                           communication=communication, total=total, rss=rss))
 
 
@@ -476,13 +479,14 @@ def finish():
     for row in step_rows:
         predicted, allocated = row["predicted"], row["allocated"]
         estimate = f"{predicted:>9.0f} ({predicted / allocated:.3f})" if predicted else f"{'-':>17}"
-        if predicted:
+        note = f"  (estimate not held to 5%: it does not model {row['missing']} yet)" if row.get("missing") else ""
+        if predicted and not note:
             ratios.append(predicted / allocated)
             check(abs(predicted / allocated - 1) <= 0.05,
                   f"{row['tag']}: the cost model's activation estimate {predicted:.0f} is not within 5% of the "
                   f"allocator's step peak {allocated}")
         print(f"{row['tag']:44} {allocated:>10} {row['planned']:>10} {estimate} {row['workspace']:>10} "
-              f"{row['communication']:>8} {row['total']:>8} {row['every']:>12}")
+              f"{row['communication']:>8} {row['total']:>8} {row['every']:>12}{note}")
     if ratios:
         within = sum(abs(r - 1) <= 0.05 for r in ratios)
         print(f"cost model / allocator's activation peak: {min(ratios):.3f} to {max(ratios):.3f}, "

@@ -18,7 +18,7 @@ struct GridPlace {
 };
 
 GridPlace placeOf(StepCollectives &c, const std::string &row, const std::string &column, const Tensor &x,
-                  const Tensor &w) {
+                  const Tensor &w, bool transposed) {
   GridPlace p;
   p.q = c.ranksOn(row);
   if (c.ranksOn(column) != p.q)
@@ -27,8 +27,9 @@ GridPlace placeOf(StepCollectives &c, const std::string &row, const std::string 
   // A rank's index in its row group is its column, in its column group its row.
   p.j = c.rankOn(row);
   p.i = c.rankOn(column);
-  if (x.shape.size() < 2 || w.shape.size() != 2 || x.shape.back() != w.shape[0])
-    fail("summa", "blocks " + describe(x.shape) + " and " + describe(w.shape) + " do not multiply");
+  if (x.shape.size() < 2 || w.shape.size() != 2 || x.shape.back() != w.shape[transposed ? 1 : 0])
+    fail("summa", "blocks " + describe(x.shape) + " and " + describe(w.shape) + (transposed ? " (transposed)" : "") +
+                      " do not multiply");
   return p;
 }
 
@@ -46,45 +47,49 @@ Tensor resultOf(const Tensor &t, Shape shape) { return Tensor::ofFloats(std::mov
 } // namespace
 
 Tensor summaLinear(const Tensor &x, const Tensor &w, StepCollectives &c, const std::string &row,
-                   const std::string &column) {
-  GridPlace p = placeOf(c, row, column, x, w);
+                   const std::string &column, bool transposed) {
+  GridPlace p = placeOf(c, row, column, x, w, transposed);
+  int64_t n = w.shape[transposed ? 0 : 1];
   Shape outShape = x.shape;
-  outShape.back() = w.shape[1];
+  outShape.back() = n;
   Tensor y;
   {
     MemoryScope scope(MemoryCategory::Communication);
     Tensor xm = asMatrix(x);
-    Shape out{xm.shape[0], w.shape[1]};
+    Shape out{xm.shape[0], n};
     y = Tensor::zeros(out);
     for (int64_t t = 0; t < p.q; ++t) {
       Tensor xt = c.broadcast(xm, row, t);
       Tensor wt = c.broadcast(w, column, t);
-      y = gemm(xt, wt, &y, false, false, 1.0f, 1.0f, out);
+      y = gemm(xt, wt, &y, false, transposed, 1.0f, 1.0f, out);
     }
   }
   return resultOf(y, outShape);
 }
 
 std::vector<Tensor> summaLinearGrad(const Tensor &x, const Tensor &w, const Tensor &dy, StepCollectives &c,
-                                    const std::string &row, const std::string &column) {
-  GridPlace p = placeOf(c, row, column, x, w);
+                                    const std::string &row, const std::string &column, bool transposed) {
+  GridPlace p = placeOf(c, row, column, x, w, transposed);
+  int64_t k = w.shape[transposed ? 1 : 0], n = w.shape[transposed ? 0 : 1];
   MemoryCategory caller = MemoryScope::category();
   MemoryScope scope(MemoryCategory::Communication);
   Tensor xm = asMatrix(x), dym = asMatrix(dy);
-  if (dym.shape[0] != xm.shape[0] || dym.shape[1] != w.shape[1])
+  if (dym.shape[0] != xm.shape[0] || dym.shape[1] != n)
     fail("summa", "gradient block " + describe(dy.shape) + " does not match " + describe(x.shape) + " times " +
                       describe(w.shape));
   Tensor dx, dw;
   for (int64_t t = 0; t < p.q; ++t) {
     // dX_it: this rank's dY_ij W_tj^T, summed along the row at column t.
     Tensor wt = c.broadcast(w, column, t);
-    Tensor partX = gemm(dym, wt, nullptr, false, true, 1.0f, 0.0f, {xm.shape[0], w.shape[0]});
+    Tensor partX = gemm(dym, wt, nullptr, false, !transposed, 1.0f, 0.0f, {xm.shape[0], k});
     Tensor sumX = c.reduceTo(partX, row, t);
     if (p.j == t)
       dx = std::move(sumX);
     // dW_tj: X_it^T dY_ij, summed along the column at row t.
     Tensor xt = c.broadcast(xm, row, t);
-    Tensor partW = gemm(xt, dym, nullptr, true, false, 1.0f, 0.0f, w.shape);
+    // (dW^T = dY^T X for a transposed block.)
+    Tensor partW = transposed ? gemm(dym, xt, nullptr, true, false, 1.0f, 0.0f, w.shape)
+                              : gemm(xt, dym, nullptr, true, false, 1.0f, 0.0f, w.shape);
     Tensor sumW = c.reduceTo(partW, column, t);
     if (p.i == t)
       dw = std::move(sumW);

@@ -1,5 +1,6 @@
 // RUN: colossal-opt %s -split-input-file -train-tensor-grid=side=2 -verify-diagnostics | FileCheck %s --enable-var-scope
 // RUN: colossal-opt %s -split-input-file -train-tensor-grid=side=2 -train-autodiff -train-lower-resharding -verify-diagnostics | FileCheck %s --check-prefix=GRAD
+// RUN: colossal-opt %s -split-input-file -train-tensor-grid=side=2 -train-autodiff -train-lower-resharding -train-fold-transposes -verify-diagnostics | FileCheck %s --check-prefix=FOLD
 
 // An MLP on a 2 x 2 grid: the input enters as the rank's block (rows over
 // tp_row, features over tp_col), each linear is SUMMA's product of blocks
@@ -30,6 +31,13 @@
 // GRAD: dist.all_reduce %{{.*}} {axis = "tp_row"} : tensor<16xf32>
 // GRAD: dist.grid_linear_grad %{{.*}}, %{{.*}}, %{{.*}} {column_axis = "tp_row", row_axis = "tp_col"} : (tensor<2x4xf32>, tensor<4x16xf32>, tensor<2x16xf32>) -> (tensor<2x4xf32>, tensor<4x16xf32>)
 // GRAD: return
+// The weight stored [out, in] is read transposed in place, and its
+// gradient made in that layout (no transposed copies either way).
+// FOLD-LABEL: func.func @forward_backward
+// FOLD: dist.grid_linear %{{.*}}, %{{.*}} {column_axis = "tp_row", row_axis = "tp_col", transpose_weight} : (tensor<2x4xf32>, tensor<16x4xf32>) -> tensor<2x16xf32>
+// FOLD: dist.grid_linear_grad %{{.*}}, %{{.*}}, %{{.*}} {column_axis = "tp_row", row_axis = "tp_col", transpose_weight} : (tensor<2x4xf32>, tensor<16x4xf32>, tensor<2x16xf32>) -> (tensor<2x4xf32>, tensor<16x4xf32>)
+// FOLD-NOT: train.transpose
+// FOLD: return
 module {
   train.parameter @fc : tensor<32x8xf32> {trainable}
   train.parameter @fc_bias : tensor<32xf32> {trainable}

@@ -134,3 +134,30 @@ TEST(GridLinear, OnlyTheResultsAreChargedToTheCaller) {
     });
   }
 }
+
+// A weight stored [out, in] (W^T): rank (i, j) holds (W_ij)^T, block (j, i)
+// of W^T, and SUMMA reads it transposed in place; the weight gradient comes
+// in the same layout.
+TEST(GridLinear, TransposedWeightBlocksGiveTheSameProductAndGradients) {
+  const int q = 2;
+  const int64_t m = 4 * q, k = 3 * q, n = 5 * q;
+  Tensor x = randomFloats({m, k}, 51, 1.0f), w = randomFloats({k, n}, 52, 0.5f), dy = randomFloats({m, n}, 53, 1.0f);
+  Tensor y = host::gemm(x, w, nullptr, false, false, 1, 0, {m, n});
+  Tensor dx = host::gemm(dy, w, nullptr, false, true, 1, 0, {m, k});
+  Tensor dw = host::gemm(x, dy, nullptr, true, false, 1, 0, {k, n});
+  std::vector<Tensor> yBlocks(4), dxBlocks(4), dwtBlocks(4);
+  onGrid(q, "tp_col", "tp_row", nullptr, [&](int i, int j, StepCollectives &c) {
+    Tensor xb = gridBlock(x, i, j, q), wtb = host::transpose(gridBlock(w, i, j, q), {1, 0});
+    size_t r = size_t(i * q + j);
+    yBlocks[r] = host::summaLinear(xb, wtb, c, "tp_col", "tp_row", /*transposed=*/true);
+    std::vector<Tensor> grads = host::summaLinearGrad(xb, wtb, gridBlock(dy, i, j, q), c, "tp_col", "tp_row", true);
+    dxBlocks[r] = grads[0], dwtBlocks[r] = grads[1];
+  });
+  for (int i = 0; i < q; ++i)
+    for (int j = 0; j < q; ++j) {
+      size_t r = size_t(i * q + j);
+      expectNear(yBlocks[r].floats, gridBlock(y, i, j, q).floats, 1e-5, "Y");
+      expectNear(dxBlocks[r].floats, gridBlock(dx, i, j, q).floats, 1e-5, "dX");
+      expectNear(dwtBlocks[r].floats, host::transpose(gridBlock(dw, i, j, q), {1, 0}).floats, 1e-5, "dW^T");
+    }
+}

@@ -124,25 +124,29 @@ LogicalResult MeshOp::verify() {
 
 /// The shapes of a grid product's blocks: x [..., k], w [k, n], y [..., n].
 static LogicalResult verifyGridProduct(Operation *op, Value input, Value weight, Value output, StringRef rowAxis,
-                                       StringRef columnAxis) {
+                                       StringRef columnAxis, bool transposed) {
   RankedTensorType x = rankedType(input), w = rankedType(weight), y = rankedType(output);
   if (rowAxis == columnAxis)
     return op->emitOpError() << "needs two grid axes, and both are '" << rowAxis << "'";
-  if (w.getRank() != 2 || x.getRank() < 1 || x.getDimSize(x.getRank() - 1) != w.getDimSize(0))
-    return op->emitOpError() << "multiplies blocks " << x << " and " << w << " whose inner dimensions do not match";
+  int64_t k = transposed ? 1 : 0;
+  if (w.getRank() != 2 || x.getRank() < 1 || x.getDimSize(x.getRank() - 1) != w.getDimSize(k))
+    return op->emitOpError() << "multiplies blocks " << x << " and " << w << (transposed ? " (transposed)" : "")
+                             << " whose inner dimensions do not match";
   SmallVector<int64_t> shape(x.getShape());
-  shape.back() = w.getDimSize(1);
+  shape.back() = w.getDimSize(1 - k);
   if (y.getShape() != ArrayRef<int64_t>(shape) || y.getElementType() != x.getElementType())
     return op->emitOpError() << "makes " << y << " from blocks " << x << " and " << w;
   return success();
 }
 
 LogicalResult GridLinearOp::verify() {
-  return verifyGridProduct(*this, getInput(), getWeight(), getResult(), getRowAxis(), getColumnAxis());
+  return verifyGridProduct(*this, getInput(), getWeight(), getResult(), getRowAxis(), getColumnAxis(),
+                           getTransposeWeight());
 }
 
 LogicalResult GridLinearGradOp::verify() {
   if (getInputGrad().getType() != getInput().getType() || getWeightGrad().getType() != getWeight().getType())
     return emitOpError() << "returns gradients of types other than its input's and weight's";
-  return verifyGridProduct(*this, getInput(), getWeight(), getOutputGrad(), getRowAxis(), getColumnAxis());
+  return verifyGridProduct(*this, getInput(), getWeight(), getOutputGrad(), getRowAxis(), getColumnAxis(),
+                           getTransposeWeight());
 }

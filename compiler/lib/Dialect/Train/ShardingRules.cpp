@@ -143,6 +143,24 @@ ShardingRule linearRule(LinearOp op) {
   return b.take();
 }
 
+/// SUMMA's product of blocks (dist.grid_linear) reads like a linear layer
+/// on them: [..., k] x [k, n] -> [..., n], k a reduction.
+ShardingRule gridLinearRule(colossal::dist::GridLinearOp op) {
+  RuleBuilder b(op);
+  ArrayRef<int64_t> input = shapeOf(op.getInput()), weight = shapeOf(op.getWeight());
+  for (size_t d = 0; d + 1 < input.size(); ++d) {
+    int f = b.factor(input[d]);
+    b.operand(0, d, f);
+    b.result(0, d, f);
+  }
+  int k = b.factor(weight[0], FactorKind::Reduction), n = b.factor(weight[1]);
+  b.operand(0, input.size() - 1, k);
+  b.operand(1, 0, k);
+  b.operand(1, 1, n);
+  b.result(0, input.size() - 1, n);
+  return b.take();
+}
+
 /// conv: batch and output channels split freely; input channels are a
 /// reduction (ungrouped only); spatial dims need halo exchange, so stay whole.
 ShardingRule convRule(ConvOp op) {
@@ -450,6 +468,7 @@ ShardingRule computeShardingRule(Operation *op) {
       .Case([](MatMulOp op) { return matmulRule(op); })
       .Case([](GemmOp op) { return gemmRule(op); })
       .Case([](LinearOp op) { return linearRule(op); })
+      .Case([](colossal::dist::GridLinearOp op) { return gridLinearRule(op); })
       .Case([](ConvOp op) { return convRule(op); })
       .Case([](EinsumOp op) { return einsumRule(op); })
       .Case([](AttentionOp op) { return attentionRule(op); })

@@ -237,7 +237,9 @@ def Dist_GridLinearOp : Dist_Op<"grid_linear", [Pure]> {
     (its m / q rows, leading dimensions flattened, and k / q features) and of
     W [k, n] as `weight` [k / q, n / q], and makes block (i, j) of X W. In
     each of q steps, X blocks are broadcast along the rows and W blocks
-    along the columns (`runtime/kernels/GridLinear.h`). Its gradient is
+    along the columns (`runtime/kernels/GridLinear.h`). With
+    `transpose_weight`, `weight` is the block of W^T [n / q, k / q] (a
+    weight stored [out, in], read transposed in place). Its gradient is
     `dist.grid_linear_grad`.
 
     Example:
@@ -248,11 +250,13 @@ def Dist_GridLinearOp : Dist_Op<"grid_linear", [Pure]> {
     ```
 
     Constraints:
-    - the input's last dimension is the weight's first; the result is the
-      input with the weight's second dimension last;
+    - the input's last dimension is the weight's first (its second with
+      `transpose_weight`); the result is the input with the weight's other
+      dimension last;
     - the two axes differ.
   }];
-  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight, StrAttr:$row_axis, StrAttr:$column_axis);
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight, StrAttr:$row_axis, StrAttr:$column_axis,
+                       UnitAttr:$transpose_weight);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -263,7 +267,8 @@ def Dist_GridLinearGradOp : Dist_Op<"grid_linear_grad", [Pure]> {
   let description = [{
     The backward pass of `dist.grid_linear` on the same grid: dX_ij =
     sum_t dY_it W_jt^T, reduced along row i, and dW_ij = sum_t X_ti^T dY_tj,
-    reduced along column j (the steps of SUMMA on the duals).
+    reduced along column j (the steps of SUMMA on the duals). With
+    `transpose_weight`, the weight and its gradient are W^T's blocks.
 
     Example:
 
@@ -276,7 +281,7 @@ def Dist_GridLinearGradOp : Dist_Op<"grid_linear_grad", [Pure]> {
     and the weight's types, `output_grad` the forward result's.
   }];
   let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight, AnyRankedTensor:$output_grad,
-                       StrAttr:$row_axis, StrAttr:$column_axis);
+                       StrAttr:$row_axis, StrAttr:$column_axis, UnitAttr:$transpose_weight);
   let results = (outs AnyRankedTensor:$input_grad, AnyRankedTensor:$weight_grad);
   let assemblyFormat = "$input `,` $weight `,` $output_grad attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -78,9 +78,9 @@ std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Te
                                       const std::string &axis);
 /// SUMMA's linear layer on a q x q grid (GridLinear.h).
 Tensor summaLinear(const Tensor &x, const Tensor &w, Collectives &collectives, const std::string &row,
-                   const std::string &column);
+                   const std::string &column, bool transposed = false);
 std::vector<Tensor> summaLinearGrad(const Tensor &x, const Tensor &w, const Tensor &dy, Collectives &collectives,
-                                    const std::string &row, const std::string &column);
+                                    const std::string &row, const std::string &column, bool transposed = false);
 
 } // namespace device
 } // namespace colossal::rt

@@ -34,13 +34,15 @@ class StepCollectives;
 namespace host {
 
 /// This rank's block of X W: `x` [..., k / q] (the leading dimensions are
-/// rows of X, this rank's m / q of them), `w` [k / q, n / q].
+/// rows of X, this rank's m / q of them), `w` [k / q, n / q], or with
+/// `transposed` W^T's block [n / q, k / q] (a weight stored [out, in]).
 Tensor summaLinear(const Tensor &x, const Tensor &w, StepCollectives &collectives, const std::string &row,
-                   const std::string &column);
+                   const std::string &column, bool transposed = false);
 
-/// {this rank's block of dX, of dW} for `dy`, its block of dY.
+/// {this rank's block of dX, of dW (of dW^T when `transposed`)} for `dy`,
+/// its block of dY.
 std::vector<Tensor> summaLinearGrad(const Tensor &x, const Tensor &w, const Tensor &dy, StepCollectives &collectives,
-                                    const std::string &row, const std::string &column);
+                                    const std::string &row, const std::string &column, bool transposed = false);
 
 } // namespace host
 } // namespace colossal::rt
