@@ -72,6 +72,11 @@ private:
 
   LogicalResult splitLinear(LinearOp linear, bool &split);
   LogicalResult splitLoss(CrossEntropyOp loss, bool &split);
+  void splitNorm(Operation *norm, bool &split);
+  /// A per-feature parameter ([h]: a bias, a norm's scale) as the rank's
+  /// columns, read as copies over the grid's rows; null when it is not a
+  /// parameter read once.
+  Value columnsOf(OpBuilder &b, Location loc, Value vector);
 
   ModuleOp module_;
   func::FuncOp forward_;
@@ -189,13 +194,9 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   Value y = GridLinearOp::create(b, linear.getLoc(), resultType, *x, linear.getWeight(),
                                  b.getStringAttr(kGridColumnAxis), b.getStringAttr(kGridRowAxis), UnitAttr());
   if (bias) {
-    splitOnGrid(*bias, {{0, kGridColumnAxis}});
-    Layout columns = wholeLayout(1);
-    columns.dims[0].push_back(kGridColumnAxis);
-    Layout copies = columns;
-    copies.copies.push_back(kGridRowAxis);
-    Value b2 = reshard(b, linear.getLoc(), linear.getBias(), typeOf(linear.getBias()), columns, copies);
-    y = AddOp::create(b, linear.getLoc(), resultType, y, b2);
+    // (A bias read once, of n elements, which q divides: checked above.)
+    Value columns = columnsOf(b, linear.getLoc(), linear.getBias());
+    y = AddOp::create(b, linear.getLoc(), resultType, y, columns);
   }
   blocks_.insert(y);
   linear.getResult().replaceAllUsesWith(y);
@@ -203,6 +204,82 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   ++summary_->linears;
   split = true;
   return success();
+}
+
+Value GridSplitter::columnsOf(OpBuilder &b, Location loc, Value vector) {
+  std::optional<SplitOperand> p = traceToParameter(vector, 0);
+  if (!p || !p->views.empty() || !soleRead(*p) || typeOf(vector).getRank() != 1 ||
+      typeOf(vector).getDimSize(0) % q_ != 0)
+    return Value();
+  splitOnGrid(*p, {{0, kGridColumnAxis}});
+  Layout columns = wholeLayout(1);
+  columns.dims[0].push_back(kGridColumnAxis);
+  Layout copies = columns;
+  copies.copies.push_back(kGridRowAxis);
+  return reshard(b, loc, vector, typeOf(vector), columns, copies);
+}
+
+/// A layer or RMS norm over the features of a block (Optimus's layer norm):
+/// each rank sums its features, the row's sums are completed over tp_col
+/// (an all-reduce of one value per row; its gradient's too), and the rank
+/// normalises its block; scale and bias split over the columns as biases
+/// are. Norms over more than the last dimension, or with a scale or bias
+/// that is not a parameter read once, stay whole.
+void GridSplitter::splitNorm(Operation *norm, bool &split) {
+  split = false;
+  auto layer = dyn_cast<LayerNormOp>(norm);
+  auto rms = dyn_cast<RmsNormOp>(norm);
+  if ((!layer && !rms) || !blocks_.contains(norm->getOperand(0)))
+    return;
+  Value x = norm->getOperand(0);
+  RankedTensorType xt = typeOf(x);
+  int64_t rank = xt.getRank(), axis = layer ? int64_t(layer.getAxis()) : int64_t(rms.getAxis());
+  Value scale = layer ? layer.getScale() : rms.getScale(), bias = layer ? layer.getBias() : Value();
+  auto isVectorParameter = [&](Value v) {
+    std::optional<SplitOperand> p = v ? traceToParameter(v, 0) : std::nullopt;
+    return !v || (p && p->views.empty() && soleRead(*p) && typeOf(v).getRank() == 1);
+  };
+  if ((axis < 0 ? axis + rank : axis) != rank - 1 || !isVectorParameter(scale) || !isVectorParameter(bias))
+    return;
+  OpBuilder b(norm);
+  Location loc = norm->getLoc();
+  Type element = xt.getElementType();
+  double features = double(xt.getShape().back() * q_);
+  SmallVector<int64_t> rowShape(xt.getShape());
+  rowShape.back() = 1;
+  auto rowType = RankedTensorType::get(rowShape, element);
+  Layout rows = wholeLayout(rank);
+  rows.dims.front().push_back(kGridRowAxis);
+  Layout partial = rows, copies = rows;
+  partial.sums.push_back(kGridColumnAxis);
+  copies.copies.push_back(kGridColumnAxis);
+  auto scalar = [&](double value) -> Value {
+    auto type = RankedTensorType::get({}, element);
+    return ConstantOp::create(b, loc, cast<ElementsAttr>(DenseElementsAttr::get(type, b.getFloatAttr(element, value))));
+  };
+  // The mean over the whole row of features: the rank's sum, completed
+  // over the row's ranks, divided by the features.
+  auto rowMean = [&](Value v) -> Value {
+    Value sum = ReduceSumOp::create(b, loc, rowType, v, b.getDenseI64ArrayAttr({rank - 1}), b.getBoolAttr(true));
+    Value whole = reshard(b, loc, sum, rowType, partial, copies);
+    return MulOp::create(b, loc, rowType, whole, scalar(1.0 / features));
+  };
+  Value centred = x;
+  if (layer)
+    centred = SubOp::create(b, loc, xt, x, rowMean(x));
+  Value meanSquare = rowMean(MulOp::create(b, loc, xt, centred, centred));
+  float epsilon = layer ? layer.getEpsilon().convertToFloat() : rms.getEpsilon().convertToFloat();
+  Value spread = SqrtOp::create(b, loc, rowType, AddOp::create(b, loc, rowType, meanSquare, scalar(epsilon)));
+  Value y = MulOp::create(b, loc, xt, centred, ReciprocalOp::create(b, loc, rowType, spread));
+  if (scale)
+    y = MulOp::create(b, loc, xt, y, columnsOf(b, loc, scale));
+  if (bias)
+    y = AddOp::create(b, loc, xt, y, columnsOf(b, loc, bias));
+  blocks_.insert(y);
+  norm->getResult(0).replaceAllUsesWith(y);
+  norm->erase();
+  ++summary_->norms;
+  split = true;
 }
 
 /// The loss of blocks of logits: vocabulary-parallel over the grid's
@@ -245,6 +322,17 @@ LogicalResult GridSplitter::run(TensorGridSummary &summary) {
         return failure();
       if (split)
         continue;
+    }
+    splitNorm(op, split);
+    if (split)
+      continue;
+    // A dropout of ratio 0 (an export's inference-off dropout) is the
+    // identity on the block.
+    if (auto dropout = dyn_cast<DropoutOp>(op); dropout && dropout.getRatio().isZero() &&
+                                                blocks_.contains(dropout.getInput()) && dropout.getMask().use_empty()) {
+      dropout.getOutput().replaceAllUsesWith(dropout.getInput());
+      dropout->erase();
+      continue;
     }
     OpBuilder b(op);
     // Elementwise ops compute on the blocks: unary ones as they are, binary
@@ -349,8 +437,8 @@ struct TensorGridPass : impl::TensorGridPassBase<TensorGridPass> {
       return;
     InFlightDiagnostic remark = module.emitRemark();
     remark << "tp=" << ranks << " as a " << q << " x " << q << " grid (2D): " << split->linears
-           << " linear layers by SUMMA, " << split->splitParameters << " parameters in blocks, " << split->losses
-           << " losses vocabulary-parallel over the columns";
+           << " linear layers by SUMMA, " << split->norms << " norms on blocks, " << split->splitParameters
+           << " parameters in blocks, " << split->losses << " losses vocabulary-parallel over the columns";
     if (!split->wholeOps.empty()) {
       remark << "; computed whole (their inputs gathered, " << split->gathers << " gathers):";
       llvm::StringMap<int> counts;

@@ -9,15 +9,18 @@
 // (`dist.grid_linear`): the weight [k, n] split by rows over tp_row and by
 // columns over tp_col, a 1/q^2 block per rank; its bias split over tp_col
 // (each grid row holds the columns it adds to, its gradient summed over the
-// rows). Elementwise ops and residual adds compute on the blocks; the
+// rows). A layer or RMS norm over the features normalises the block with
+// its row's statistics completed over tp_col (one value per row), its scale
+// and bias split as biases are. Elementwise ops and residual adds compute
+// on the blocks; the
 // cross-entropy is vocabulary-parallel over tp_col and sums its rows over
 // tp_row, so no rank holds whole logits. The graph's inputs enter as the
 // rank's block (a slice: nothing moves).
 //
 // Split parameters record their layout as a `dist.sharding` attribute (the
 // model file keeps the whole tensor; each rank loads its block). Any other
-// op reading a block (a layer norm, attention, an embedding: not yet split
-// on the grid as the papers do) computes on the whole value, its blocks
+// op reading a block (attention, an embedding: not yet split on the grid
+// as the papers do) computes on the whole value, its blocks
 // gathered over both axes, and a whole value entering the grid is sliced:
 // the step stays exact, and the report names what ran whole.
 //
@@ -40,7 +43,7 @@ inline constexpr const char *kGridRowAxis = "tp_row";
 inline constexpr const char *kGridColumnAxis = "tp_col";
 
 struct TensorGridSummary {
-  int64_t linears = 0, splitParameters = 0, losses = 0;
+  int64_t linears = 0, norms = 0, splitParameters = 0, losses = 0;
   /// Blocks gathered whole for the ops the grid does not split, and those
   /// ops' names (in order).
   int64_t gathers = 0;

@@ -9,7 +9,8 @@
 # the optimizer, one recomputes every layer, and one draws dropout masks from
 # the step's randomness; five split the model over two GPUs (tensor
 # parallelism, Megatron sequence parallelism, all-to-all and ring attention)
-# and one over a tensor and a sequence axis of two each;
+# and one over a tensor and a sequence axis of two each; one is a 2 x 2 tensor
+# grid (2D, SUMMA's products staged through host memory);
 # one reads its large constants from beside the program; two are pipelines
 # (1F1B over two GPUs, and the interleaved schedule with two chunks each).
 # The device run is tools/gpu-check.sh's job.
@@ -22,6 +23,7 @@ status=0
 for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2 gpt2:fp32:zero3 \
              llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_mlp:fp32 \
              gpt2:fp32:tp2 bert:fp32:tp2 gpt2:fp32:megatron llama:fp32:ulysses gpt2:fp32:ring llama_4heads:fp32:tpsp \
+             gpt2_4heads:fp32:grid2d \
              special/large_constants:fp32 gpt2:fp32:pp2 gpt2_4layers:fp32:interleaved; do
   IFS=: read -r model precision strategy <<< "$build"
   dir=$work/${model//\//-}-$precision${strategy:+-$strategy}
@@ -41,6 +43,7 @@ for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:f
     ulysses) extra+=(--gpus 2 --strategy sp=2,sp_mode=all-to-all) ;;
     ring) extra+=(--gpus 2 --strategy sp=2,sp_mode=ring) ;;
     tpsp) extra+=(--gpus 4 --strategy tp=2,sp=2,sp_mode=all-to-all) ;;
+    grid2d) extra+=(--gpus 4 --strategy tp=4,tp_mode=2d) ;;
     # Pipelines: stage functions on device tensors; the trainer runs them in
     # the schedule's order and sends between stages.
     pp2) extra+=(--gpus 2 --strategy pp=2,microbatches=2) ;;

@@ -713,8 +713,9 @@ for model in ["gpt2_4heads", "llama_4heads"]:
 # 2D tensor parallelism (tp=4,tp_mode=2d: Optimus on a 2 x 2 grid, axes
 # tp_row and tp_col): activations in blocks (rows over tp_row, features over
 # tp_col), every linear layer SUMMA's product of blocks with its weight a
-# quarter per rank, the MLP fixture's loss vocabulary-parallel over tp_col;
-# what the grid does not split yet (norms, attention, embeddings) computes
+# quarter per rank, layer and RMS norms on the blocks (row statistics
+# completed over tp_col), the MLP fixture's loss vocabulary-parallel over
+# tp_col; what the grid does not split yet (attention, embeddings) computes
 # whole from gathered blocks. On the MLP, GPT-2 and LLaMA fixtures, and with
 # 2 data-parallel ranks x the grid on 8, the runs train like PyTorch and one
 # rank (first-step gradients, losses, final weights), every collective on

@@ -57,13 +57,13 @@ module {
 
 // -----
 
-// What the grid does not split computes on whole values: a layer norm
-// reads the linear's blocks gathered over both axes, and its output enters
-// the next linear as the rank's block again.
+// What the grid does not split computes on whole values: a softmax over
+// the features reads the linear's blocks gathered over both axes, and its
+// output enters the next linear as the rank's block again.
 // CHECK-LABEL: module attributes {train.tensor_grid = 2 : i64, train.tensor_parallel = 4 : i64}
 // CHECK: %[[Y:.*]] = dist.grid_linear
 // CHECK: %[[W:.*]] = dist.reshard %[[Y]] {from = #dist.sharding<[tp_row, tp_col]>, mesh = @tp_grid, to = #dist.sharding<[-, -]>} : (tensor<2x8xf32>) -> tensor<4x16xf32>
-// CHECK: %[[N:.*]] = train.layer_norm %[[W]]
+// CHECK: %[[N:.*]] = train.softmax %[[W]]
 // CHECK: %[[S:.*]] = dist.reshard %[[N]] {from = #dist.sharding<[-, -]>, mesh = @tp_grid, to = #dist.sharding<[tp_row, tp_col]>} : (tensor<4x16xf32>) -> tensor<2x8xf32>
 // CHECK: dist.grid_linear %[[S]]
 module {
@@ -72,7 +72,48 @@ module {
   func.func @forward(%x: tensor<4x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
     %w = train.param @a : tensor<8x16xf32>
     %h = train.linear %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
-    %n = train.layer_norm %h {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %n = train.softmax %h {axis = -1 : i64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %v = train.param @b : tensor<16x4xf32>
+    %y = train.linear %n, %v : (tensor<4x16xf32>, tensor<16x4xf32>) -> tensor<4x4xf32>
+    %sq = train.mul %y, %y : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %loss = train.reduce_mean %sq {axes = array<i64>, keepdims = false} : (tensor<4x4xf32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// A layer norm over a block's features (Optimus): the rank's sums of each
+// row, completed over tp_col (a partial sum read as copies: an all-reduce
+// forward, and one of the gradient backward), the block centred and scaled
+// on its own; scale and bias split over the columns, read as copies over
+// the rows.
+// CHECK-LABEL: module attributes {train.tensor_grid = 2 : i64, train.tensor_parallel = 4 : i64}
+// CHECK: train.parameter @g : tensor<8xf32> {block_splits = array<i64: 2>, dist.sharding = #dist.sharding<[tp_col]>, trainable}
+// CHECK: %[[Y:.*]] = dist.grid_linear
+// CHECK: %[[S1:.*]] = train.reduce_sum %[[Y]] {axes = array<i64: 1>} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+// CHECK: %[[C1:.*]] = dist.reshard %[[S1]] {from = #dist.sharding<[tp_row, -] sum(tp_col)>, mesh = @tp_grid, to = #dist.sharding<[tp_row, -] copies(tp_col)>} : (tensor<2x1xf32>) -> tensor<2x1xf32>
+// CHECK: %[[M:.*]] = train.mul %[[C1]], %{{.*}} : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+// CHECK: %[[X:.*]] = train.sub %[[Y]], %[[M]] : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+// CHECK: train.reduce_sum
+// CHECK: dist.reshard {{.*}} sum(tp_col)>
+// CHECK: train.sqrt
+// CHECK: train.reciprocal
+// CHECK: %[[G:.*]] = dist.reshard %{{.*}} {from = #dist.sharding<[tp_col]>, mesh = @tp_grid, to = #dist.sharding<[tp_col] copies(tp_row)>} : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: train.mul %{{.*}}, %[[G]] : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+// CHECK-NOT: train.layer_norm
+// CHECK: dist.grid_linear
+module {
+  train.parameter @a : tensor<8x16xf32> {trainable}
+  train.parameter @g : tensor<16xf32> {trainable}
+  train.parameter @beta : tensor<16xf32> {trainable}
+  train.parameter @b : tensor<16x4xf32> {trainable}
+  func.func @forward(%x: tensor<4x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
+    %w = train.param @a : tensor<8x16xf32>
+    %h = train.linear %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    %g = train.param @g : tensor<16xf32>
+    %beta = train.param @beta : tensor<16xf32>
+    %n = train.layer_norm %h, %g, %beta {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
     %v = train.param @b : tensor<16x4xf32>
     %y = train.linear %n, %v : (tensor<4x16xf32>, tensor<16x4xf32>) -> tensor<4x4xf32>
     %sq = train.mul %y, %y : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
