@@ -40,6 +40,32 @@ std::optional<SplitOperand> traceToParameter(Value value, int64_t dim) {
   }
 }
 
+std::optional<SmallVector<std::pair<int64_t, int64_t>>> reshapeGroups(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  SmallVector<std::pair<int64_t, int64_t>> groups;
+  size_t f = 0;
+  for (int64_t size : to) {
+    size_t first = f;
+    if (size == 1 && (f >= from.size() || from[f] != 1)) {
+      groups.push_back({int64_t(f), int64_t(f)}); // an inserted 1
+      continue;
+    }
+    int64_t product = 1;
+    do {
+      if (f >= from.size())
+        return std::nullopt;
+      product *= from[f++];
+    } while (product < size);
+    if (product != size)
+      return std::nullopt;
+    groups.push_back({int64_t(first), int64_t(f)});
+  }
+  while (f < from.size() && from[f] == 1)
+    ++f;
+  if (f != from.size())
+    return std::nullopt;
+  return groups;
+}
+
 void retypeTranspose(TransposeOp transpose) {
   RankedTensorType input = typeOf(transpose.getInput());
   SmallVector<int64_t> shape;

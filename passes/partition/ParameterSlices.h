@@ -52,6 +52,12 @@ std::optional<SplitOperand> traceToParameter(mlir::Value value, int64_t dim);
 /// after it retyped to match.
 void splitParameter(mlir::ModuleOp module, const SplitOperand &operand, int64_t ranks);
 
+/// Which dimensions of `from` make up each dimension of `to` in a reshape
+/// (row-major grouping), as [first, last) of `from` for each of `to`;
+/// empty when the shapes do not group.
+std::optional<llvm::SmallVector<std::pair<int64_t, int64_t>>> reshapeGroups(llvm::ArrayRef<int64_t> from,
+                                                                            llvm::ArrayRef<int64_t> to);
+
 /// `transpose`'s result type recomputed from its (retyped) input.
 void retypeTranspose(train::TransposeOp transpose);
 

@@ -32,8 +32,11 @@ def TensorGridPass : Pass<"train-tensor-grid", "::mlir::ModuleOp"> {
     and `tp_col` (Xu et al. 2021): activations in blocks (rows over
     `tp_row`, features over `tp_col`), every linear layer whose weight is
     read once as SUMMA's product of blocks (`dist.grid_linear`), its weight
-    a 1/q^2 block per rank and its bias split over `tp_col`; elementwise ops
-    and residual adds on the blocks; a cross-entropy over block logits
+    a 1/q^2 block per rank and its bias split over `tp_col`; layer and RMS
+    norms on the blocks (row statistics completed over `tp_col`);
+    elementwise ops and residual adds on the blocks; reshapes, transposes,
+    slices and concatenations carrying the split, attention by heads; a
+    cross-entropy over block logits
     vocabulary-parallel over `tp_col`, its rows summed over `tp_row`. Other
     ops reading blocks compute on whole values (the blocks gathered), so the
     step stays exact; the report names them. Split parameters record a

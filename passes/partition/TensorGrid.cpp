@@ -24,19 +24,30 @@ using namespace colossal::dist;
 
 namespace {
 
-/// A value's rows split over tp_row and its last dimension over tp_col.
-Layout blockLayout(int64_t rank) {
+/// The dimensions of a value split over the grid: `row` over tp_row (its
+/// rows: a batch dimension), `col` over tp_col (its features, or the heads
+/// they reshape into).
+struct GridDims {
+  int64_t row = 0, col = 0;
+  bool operator==(const GridDims &other) const { return row == other.row && col == other.col; }
+  bool operator!=(const GridDims &other) const { return !(*this == other); }
+};
+
+/// A block: the rows (first dimension) and the features (last).
+GridDims blockDims(int64_t rank) { return {0, rank - 1}; }
+
+Layout gridLayout(int64_t rank, GridDims d) {
   Layout layout = wholeLayout(rank);
-  layout.dims.front().push_back(kGridRowAxis);
-  layout.dims.back().push_back(kGridColumnAxis);
+  layout.dims[size_t(d.row)].push_back(kGridRowAxis);
+  layout.dims[size_t(d.col)].push_back(kGridColumnAxis);
   return layout;
 }
 
-/// The rank's block of `type` (rows by q, last dimension by q).
-RankedTensorType blockType(RankedTensorType type, int64_t q) {
+/// The rank's part of a value of `type` split as `d`.
+RankedTensorType localType(RankedTensorType type, GridDims d, int64_t q) {
   SmallVector<int64_t> shape(type.getShape());
-  shape.front() /= q;
-  shape.back() /= q;
+  shape[size_t(d.row)] /= q;
+  shape[size_t(d.col)] /= q;
   return RankedTensorType::get(shape, type.getElementType());
 }
 
@@ -56,15 +67,34 @@ private:
     return ReshardOp::create(b, loc, type, input, ShardingAttr::get(context, from), ShardingAttr::get(context, to),
                              mesh());
   }
-  /// `value` as this rank's block: a slice of a whole value (nothing moves;
-  /// its gradient is gathered), or the block it already is.
-  FailureOr<Value> block(OpBuilder &b, Operation *user, Value value);
-  /// `value` whole: a block gathered over both axes (its gradient is the
-  /// rank's block of the whole gradient).
-  Value whole(OpBuilder &b, Location loc, Value value);
-  bool dividesRowsAndFeatures(RankedTensorType type) const {
-    return type.getRank() >= 2 && type.getShape().front() % q_ == 0 && type.getShape().back() % q_ == 0;
+  std::optional<GridDims> dimsOf(Value v) const {
+    auto it = split_.find(v);
+    return it == split_.end() ? std::nullopt : std::optional<GridDims>(it->second);
   }
+  bool isBlock(Value v) const { return dimsOf(v) == std::optional<GridDims>(blockDims(typeOf(v).getRank())); }
+  /// The whole value's type of `v` (its own when it is whole).
+  RankedTensorType wholeTypeOf(Value v) const;
+  /// `v` held as `d` (the result has type `type`, and `d` as its split).
+  Value mark(Value v, GridDims d) {
+    split_[v] = d;
+    return v;
+  }
+  /// `value` split as `d`: a slice of a whole value (nothing moves; its
+  /// gradient is gathered), or the value itself when it is split so; a
+  /// value split otherwise is gathered first.
+  FailureOr<Value> into(OpBuilder &b, Operation *user, Value value, GridDims d);
+  FailureOr<Value> block(OpBuilder &b, Operation *user, Value value) {
+    return into(b, user, value, blockDims(wholeTypeOf(value).getRank()));
+  }
+  /// `value` whole: gathered over both axes (its gradient is the rank's
+  /// part of the whole gradient).
+  Value whole(OpBuilder &b, Location loc, Value value);
+  /// A whole operand of an op computing on parts split as `d` (result
+  /// shape `result`, numpy broadcasting): sliced along each split
+  /// dimension it spans, copies over the axes it is broadcast along (its
+  /// gradient summed over them); null when it spans a split dimension with
+  /// another size.
+  Value broadcastInto(OpBuilder &b, Location loc, Value operand, RankedTensorType result, GridDims d);
   bool soleRead(SplitOperand operand) { return reads_[operand.read.getName()] == 1; }
   /// Makes the parameter of `operand` its block: its dimension
   /// `axes[d]`-split for each operand dimension d (empty: whole).
@@ -73,6 +103,9 @@ private:
   LogicalResult splitLinear(LinearOp linear, bool &split);
   LogicalResult splitLoss(CrossEntropyOp loss, bool &split);
   void splitNorm(Operation *norm, bool &split);
+  /// Ops that compute on their parts as they are split (elementwise ops,
+  /// views, attention by heads): true when `op` was split.
+  bool splitInPlace(OpBuilder &b, Operation *op);
   /// A per-feature parameter ([h]: a bias, a norm's scale) as the rank's
   /// columns, read as copies over the grid's rows; null when it is not a
   /// parameter read once.
@@ -83,10 +116,12 @@ private:
   int64_t q_;
   llvm::StringMap<int> reads_;
   FlatSymbolRefAttr mesh_;
-  /// Values held as blocks.
-  llvm::DenseSet<Value> blocks_;
-  /// Whole values already sliced into blocks, and blocks already gathered.
-  DenseMap<Value, Value> sliced_, gathered_;
+  /// Values held split, and how.
+  DenseMap<Value, GridDims> split_;
+  /// Whole values already sliced (by value and split), and split values
+  /// already gathered.
+  DenseMap<std::pair<Value, int64_t>, Value> sliced_;
+  DenseMap<Value, Value> gathered_;
   TensorGridSummary *summary_ = nullptr;
 };
 
@@ -101,45 +136,74 @@ FlatSymbolRefAttr GridSplitter::mesh() {
   return mesh_ = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
 }
 
-FailureOr<Value> GridSplitter::block(OpBuilder &b, Operation *user, Value value) {
-  if (blocks_.contains(value))
-    return value;
-  if (Value known = sliced_.lookup(value))
+RankedTensorType GridSplitter::wholeTypeOf(Value v) const {
+  RankedTensorType t = typeOf(v);
+  std::optional<GridDims> d = dimsOf(v);
+  if (!d)
+    return t;
+  SmallVector<int64_t> shape(t.getShape());
+  shape[size_t(d->row)] *= q_;
+  shape[size_t(d->col)] *= q_;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+FailureOr<Value> GridSplitter::into(OpBuilder &b, Operation *user, Value value, GridDims d) {
+  if (std::optional<GridDims> held = dimsOf(value)) {
+    if (*held == d)
+      return value;
+    value = whole(b, user->getLoc(), value);
+  }
+  int64_t key = d.row * 1024 + d.col;
+  if (Value known = sliced_.lookup({value, key}))
     return known;
-  auto type = cast<RankedTensorType>(value.getType());
-  if (!dividesRowsAndFeatures(type))
-    return user->emitError() << "2D tensor parallelism on a " << q_ << " x " << q_ << " grid splits the rows "
-                             << "(first dimension) and features (last dimension) of " << type << " read by "
-                             << user->getName() << ", which do not divide by " << q_ << " (at " << user->getLoc()
-                             << ")";
+  RankedTensorType type = typeOf(value);
+  if (type.getDimSize(d.row) % q_ != 0 || type.getDimSize(d.col) % q_ != 0)
+    return user->emitError() << "2D tensor parallelism on a " << q_ << " x " << q_ << " grid splits dimensions "
+                             << d.row << " and " << d.col << " of " << type << " read by " << user->getName()
+                             << ", which do not divide by " << q_ << " (at " << user->getLoc() << ")";
   OpBuilder::InsertionGuard guard(b);
   if (Operation *def = value.getDefiningOp())
     b.setInsertionPointAfter(def);
   else
     b.setInsertionPointToStart(&forward_.getBody().front());
-  Value sliced =
-      reshard(b, value.getLoc(), value, blockType(type, q_), wholeLayout(type.getRank()), blockLayout(type.getRank()));
-  blocks_.insert(sliced);
-  sliced_[value] = sliced;
-  return sliced;
+  Value sliced = reshard(b, value.getLoc(), value, localType(type, d, q_), wholeLayout(type.getRank()),
+                         gridLayout(type.getRank(), d));
+  sliced_[{value, key}] = sliced;
+  return mark(sliced, d);
 }
 
 Value GridSplitter::whole(OpBuilder &b, Location loc, Value value) {
-  if (!blocks_.contains(value))
+  std::optional<GridDims> d = dimsOf(value);
+  if (!d)
     return value;
   if (Value known = gathered_.lookup(value))
     return known;
-  auto type = cast<RankedTensorType>(value.getType());
-  SmallVector<int64_t> shape(type.getShape());
-  shape.front() *= q_;
-  shape.back() *= q_;
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointAfterValue(value);
-  Value gathered = reshard(b, loc, value, RankedTensorType::get(shape, type.getElementType()),
-                           blockLayout(type.getRank()), wholeLayout(type.getRank()));
+  Value gathered = reshard(b, loc, value, wholeTypeOf(value), gridLayout(typeOf(value).getRank(), *d),
+                           wholeLayout(typeOf(value).getRank()));
   gathered_[value] = gathered;
   ++summary_->gathers;
   return gathered;
+}
+
+Value GridSplitter::broadcastInto(OpBuilder &b, Location loc, Value operand, RankedTensorType result, GridDims d) {
+  RankedTensorType type = typeOf(operand);
+  int64_t offset = result.getRank() - type.getRank();
+  Layout from = wholeLayout(type.getRank()), to = from;
+  SmallVector<int64_t> shape(type.getShape());
+  for (auto [dim, axis] : {std::pair<int64_t, StringRef>{d.row, kGridRowAxis}, {d.col, kGridColumnAxis}}) {
+    int64_t at = dim - offset;
+    if (at >= 0 && type.getDimSize(at) != 1) {
+      if (type.getDimSize(at) != result.getDimSize(dim))
+        return Value();
+      to.dims[size_t(at)].push_back(axis.str());
+      shape[size_t(at)] /= q_;
+    } else {
+      to.copies.push_back(axis.str());
+    }
+  }
+  return reshard(b, loc, operand, RankedTensorType::get(shape, type.getElementType()), from, to);
 }
 
 void GridSplitter::splitOnGrid(SplitOperand operand, ArrayRef<std::pair<int64_t, StringRef>> dims) {
@@ -175,7 +239,7 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
     return success();
   // (An input already in blocks holds 1/q of the rows.)
   int64_t k = weight.getDimSize(0), n = weight.getDimSize(1);
-  int64_t rows = input.getRank() < 2 ? 0 : input.getShape().front() * (blocks_.contains(linear.getInput()) ? q_ : 1);
+  int64_t rows = input.getRank() < 2 ? 0 : wholeTypeOf(linear.getInput()).getShape().front();
   if (input.getRank() < 2 || rows % q_ != 0 || k % q_ != 0 || n % q_ != 0)
     return linear.emitError() << "2D tensor parallelism on a " << q_ << " x " << q_ << " grid splits this linear "
                               << "layer's " << rows << " rows, " << k << " input and " << n
@@ -190,7 +254,8 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   // dimension 0 (k) split over the rows' axis, 1 (n) over the columns'.
   int64_t kDim = w->parameterDim, nDim = 1 - kDim;
   splitOnGrid(*w, {{kDim, kGridRowAxis}, {nDim, kGridColumnAxis}});
-  RankedTensorType resultType = blockType(typeOf(linear.getResult()), q_);
+  RankedTensorType resultType =
+      localType(typeOf(linear.getResult()), blockDims(typeOf(linear.getResult()).getRank()), q_);
   Value y = GridLinearOp::create(b, linear.getLoc(), resultType, *x, linear.getWeight(),
                                  b.getStringAttr(kGridColumnAxis), b.getStringAttr(kGridRowAxis), UnitAttr());
   if (bias) {
@@ -198,7 +263,7 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
     Value columns = columnsOf(b, linear.getLoc(), linear.getBias());
     y = AddOp::create(b, linear.getLoc(), resultType, y, columns);
   }
-  blocks_.insert(y);
+  mark(y, blockDims(resultType.getRank()));
   linear.getResult().replaceAllUsesWith(y);
   linear.erase();
   ++summary_->linears;
@@ -229,7 +294,7 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
   split = false;
   auto layer = dyn_cast<LayerNormOp>(norm);
   auto rms = dyn_cast<RmsNormOp>(norm);
-  if ((!layer && !rms) || !blocks_.contains(norm->getOperand(0)))
+  if ((!layer && !rms) || !isBlock(norm->getOperand(0)))
     return;
   Value x = norm->getOperand(0);
   RankedTensorType xt = typeOf(x);
@@ -275,7 +340,7 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
     y = MulOp::create(b, loc, xt, y, columnsOf(b, loc, scale));
   if (bias)
     y = AddOp::create(b, loc, xt, y, columnsOf(b, loc, bias));
-  blocks_.insert(y);
+  mark(y, blockDims(rank));
   norm->getResult(0).replaceAllUsesWith(y);
   norm->erase();
   ++summary_->norms;
@@ -288,8 +353,8 @@ LogicalResult GridSplitter::splitLoss(CrossEntropyOp loss, bool &split) {
   split = false;
   Value logits = loss.getLogits();
   RankedTensorType labels = typeOf(loss.getLabels());
-  if (!blocks_.contains(logits) || typeOf(logits).getRank() != 2 || labels.getRank() != 1 || loss.getMeshAxis() ||
-      loss.getTokenAxis() || blocks_.contains(loss.getLabels()))
+  if (!isBlock(logits) || typeOf(logits).getRank() != 2 || labels.getRank() != 1 || loss.getMeshAxis() ||
+      loss.getTokenAxis() || dimsOf(loss.getLabels()))
     return success();
   OpBuilder b(loss);
   Layout rows = wholeLayout(1);
@@ -302,6 +367,136 @@ LogicalResult GridSplitter::splitLoss(CrossEntropyOp loss, bool &split) {
   ++summary_->losses;
   split = true;
   return success();
+}
+
+bool GridSplitter::splitInPlace(OpBuilder &b, Operation *op) {
+  if (op->getNumResults() != 1)
+    return false;
+  auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+  auto finish = [&](GridDims d) {
+    op->getResult(0).setType(localType(resultType, d, q_));
+    mark(op->getResult(0), d);
+    return true;
+  };
+  // Elementwise, unary: as the operand is split.
+  if (isSliceWise(op)) {
+    std::optional<GridDims> d = dimsOf(op->getOperand(0));
+    return d && finish(*d);
+  }
+  // Elementwise, binary (numpy broadcasting): the split operand's parts; a
+  // whole one of the result's shape sliced alike, a broadcast one sliced or
+  // read as copies along each split dimension.
+  if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
+    std::optional<GridDims> l = dimsOf(op->getOperand(0)), r = dimsOf(op->getOperand(1));
+    if ((!l && !r) || (l && r && *l != *r))
+      return false;
+    GridDims d = l ? *l : *r;
+    SmallVector<Value, 2> parts;
+    for (Value operand : op->getOperands()) {
+      if (dimsOf(operand)) {
+        if (wholeTypeOf(operand).getShape() != resultType.getShape())
+          return false;
+        parts.push_back(operand);
+        continue;
+      }
+      // (A whole operand of the result's shape divides as the split one does.)
+      Value part;
+      if (typeOf(operand).getShape() != resultType.getShape())
+        part = broadcastInto(b, op->getLoc(), operand, resultType, d);
+      else if (FailureOr<Value> sliced = into(b, op, operand, d); succeeded(sliced))
+        part = *sliced;
+      if (!part)
+        return false;
+      parts.push_back(part);
+    }
+    for (auto [i, part] : llvm::enumerate(parts))
+      op->setOperand(unsigned(i), part);
+    return finish(d);
+  }
+  // A reshape carries a split dimension to the one it leads (merged
+  // dimensions) or to the leading one of those it is cut into.
+  if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+    std::optional<GridDims> d = dimsOf(reshape.getInput());
+    if (!d)
+      return false;
+    ArrayRef<int64_t> from = wholeTypeOf(reshape.getInput()).getShape(), to = resultType.getShape();
+    auto carried = [&](int64_t dim) -> std::optional<int64_t> {
+      if (auto groups = reshapeGroups(from, to))
+        for (auto [t, group] : llvm::enumerate(*groups))
+          if (group.first == dim && group.second > group.first)
+            return int64_t(t);
+      if (auto groups = reshapeGroups(to, from); groups && (*groups)[size_t(dim)].second > (*groups)[size_t(dim)].first)
+        if (int64_t lead = (*groups)[size_t(dim)].first; to[size_t(lead)] % q_ == 0)
+          return lead;
+      return std::nullopt;
+    };
+    std::optional<int64_t> row = carried(d->row), col = carried(d->col);
+    return row && col && *row != *col && finish({*row, *col});
+  }
+  if (auto transpose = dyn_cast<TransposeOp>(op)) {
+    std::optional<GridDims> d = dimsOf(transpose.getInput());
+    if (!d)
+      return false;
+    ArrayRef<int64_t> perm = transpose.getPerm();
+    auto moved = [&](int64_t dim) { return int64_t(llvm::find(perm, dim) - perm.begin()); };
+    return finish({moved(d->row), moved(d->col)});
+  }
+  // Attention by heads: rows and heads (batch dimensions of the op) split,
+  // each rank attends with its heads of its rows.
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    std::optional<GridDims> d = dimsOf(attention.getQuery());
+    int64_t rank = resultType.getRank();
+    if (!d || dimsOf(attention.getKey()) != d || dimsOf(attention.getValue()) != d || d->row >= rank - 2 ||
+        d->col >= rank - 2 || !attention.getDropout().isZero() || attention.getRingAxis())
+      return false;
+    if (Value mask = attention.getMask()) {
+      if (dimsOf(mask))
+        return false;
+      Value part = broadcastInto(b, op->getLoc(), mask, resultType, *d);
+      if (!part)
+        return false;
+      attention.getMaskMutable().assign(part);
+    }
+    return finish(*d);
+  }
+  // A slice along dimensions that are not split; the split ones whole.
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    std::optional<GridDims> d = dimsOf(slice.getInput());
+    if (!d)
+      return false;
+    ArrayRef<int64_t> whole = wholeTypeOf(slice.getInput()).getShape();
+    SmallVector<int64_t> limits(slice.getLimits());
+    for (int64_t dim : {d->row, d->col}) {
+      if (slice.getStarts()[size_t(dim)] != 0 || slice.getSteps()[size_t(dim)] != 1 ||
+          limits[size_t(dim)] < whole[size_t(dim)])
+        return false;
+      limits[size_t(dim)] = whole[size_t(dim)] / q_;
+    }
+    slice.setLimits(limits);
+    return finish(*d);
+  }
+  // A concatenation along a dimension that is not split.
+  if (auto concat = dyn_cast<ConcatOp>(op)) {
+    std::optional<GridDims> d;
+    for (Value input : concat.getInputs())
+      if (std::optional<GridDims> held = dimsOf(input)) {
+        if (d && *d != *held)
+          return false;
+        d = held;
+      }
+    int64_t axis =
+        int64_t(concat.getAxis()) < 0 ? int64_t(concat.getAxis()) + resultType.getRank() : int64_t(concat.getAxis());
+    if (!d || axis == d->row || axis == d->col)
+      return false;
+    for (OpOperand &input : concat->getOpOperands()) {
+      FailureOr<Value> part = into(b, op, input.get(), *d);
+      if (failed(part))
+        return false;
+      input.set(*part);
+    }
+    return finish(*d);
+  }
+  return false;
 }
 
 LogicalResult GridSplitter::run(TensorGridSummary &summary) {
@@ -327,49 +522,20 @@ LogicalResult GridSplitter::run(TensorGridSummary &summary) {
     if (split)
       continue;
     // A dropout of ratio 0 (an export's inference-off dropout) is the
-    // identity on the block.
-    if (auto dropout = dyn_cast<DropoutOp>(op); dropout && dropout.getRatio().isZero() &&
-                                                blocks_.contains(dropout.getInput()) && dropout.getMask().use_empty()) {
+    // identity on the part.
+    if (auto dropout = dyn_cast<DropoutOp>(op);
+        dropout && dropout.getRatio().isZero() && dimsOf(dropout.getInput()) && dropout.getMask().use_empty()) {
       dropout.getOutput().replaceAllUsesWith(dropout.getInput());
       dropout->erase();
       continue;
     }
     OpBuilder b(op);
-    // Elementwise ops compute on the blocks: unary ones as they are, binary
-    // ones reading a block and a whole value of the same shape on the
-    // whole value's block.
-    if (isSliceWise(op) && blocks_.contains(op->getOperand(0))) {
-      op->getResult(0).setType(op->getOperand(0).getType());
-      blocks_.insert(op->getResult(0));
+    if (splitInPlace(b, op))
       continue;
-    }
-    if (isa<AddOp, SubOp, MulOp, DivOp>(op) &&
-        (blocks_.contains(op->getOperand(0)) || blocks_.contains(op->getOperand(1)))) {
-      Value l = op->getOperand(0), r = op->getOperand(1);
-      auto wholeType = [&](Value v) {
-        auto t = typeOf(v);
-        if (!blocks_.contains(v))
-          return t;
-        SmallVector<int64_t> shape(t.getShape());
-        shape.front() *= q_, shape.back() *= q_;
-        return RankedTensorType::get(shape, t.getElementType());
-      };
-      if (wholeType(l) == typeOf(op->getResult(0)) && wholeType(r) == typeOf(op->getResult(0))) {
-        for (OpOperand &operand : op->getOpOperands()) {
-          FailureOr<Value> mine = block(b, op, operand.get());
-          if (failed(mine))
-            return failure();
-          operand.set(*mine);
-        }
-        op->getResult(0).setType(op->getOperand(0).getType());
-        blocks_.insert(op->getResult(0));
-        continue;
-      }
-    }
     // Anything else computes on whole values: blocks it reads are gathered.
     bool gathered = false;
     for (OpOperand &operand : op->getOpOperands())
-      if (blocks_.contains(operand.get())) {
+      if (dimsOf(operand.get())) {
         operand.set(whole(b, op->getLoc(), operand.get()));
         gathered = true;
       }

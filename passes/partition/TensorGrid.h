@@ -12,15 +12,17 @@
 // rows). A layer or RMS norm over the features normalises the block with
 // its row's statistics completed over tp_col (one value per row), its scale
 // and bias split as biases are. Elementwise ops and residual adds compute
-// on the blocks; the
+// on the blocks; reshapes, transposes, slices and concatenations carry the
+// split to other dimensions (a projection's features into its heads), and
+// attention runs by heads on the rank's rows; the
 // cross-entropy is vocabulary-parallel over tp_col and sums its rows over
 // tp_row, so no rank holds whole logits. The graph's inputs enter as the
 // rank's block (a slice: nothing moves).
 //
 // Split parameters record their layout as a `dist.sharding` attribute (the
 // model file keeps the whole tensor; each rank loads its block). Any other
-// op reading a block (attention, an embedding: not yet split on the grid
-// as the papers do) computes on the whole value, its blocks
+// op reading a block (a fused QKV projection's split, an embedding: not
+// yet split on the grid as the papers do) computes on the whole value, its blocks
 // gathered over both axes, and a whole value entering the grid is sliced:
 // the step stays exact, and the report names what ran whole.
 //

@@ -51,35 +51,6 @@ struct Pair {
   int64_t ranks = 1;
 };
 
-/// Which dimensions of `from` make up each dimension of `to` in a reshape
-/// (row-major grouping), as [first, last) of `from` for each of `to`;
-/// empty when the shapes do not group.
-std::optional<SmallVector<std::pair<int64_t, int64_t>>> reshapeGroups(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
-  SmallVector<std::pair<int64_t, int64_t>> groups;
-  size_t f = 0;
-  for (int64_t size : to) {
-    size_t first = f;
-    if (size == 1 && (f >= from.size() || from[f] != 1)) {
-      groups.push_back({int64_t(f), int64_t(f)}); // an inserted 1
-      continue;
-    }
-    int64_t product = 1;
-    do {
-      if (f >= from.size())
-        return std::nullopt;
-      product *= from[f++];
-    } while (product < size);
-    if (product != size)
-      return std::nullopt;
-    groups.push_back({int64_t(first), int64_t(f)});
-  }
-  while (f < from.size() && from[f] == 1)
-    ++f;
-  if (f != from.size())
-    return std::nullopt;
-  return groups;
-}
-
 /// Visits `value`, split along `dim` (in `groups` equal parts, each split),
 /// and what it is computed from, back to the column linears; fails on
 /// anything the split cannot pass.

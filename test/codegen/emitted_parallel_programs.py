@@ -714,9 +714,10 @@ for model in ["gpt2_4heads", "llama_4heads"]:
 # tp_row and tp_col): activations in blocks (rows over tp_row, features over
 # tp_col), every linear layer SUMMA's product of blocks with its weight a
 # quarter per rank, layer and RMS norms on the blocks (row statistics
-# completed over tp_col), the MLP fixture's loss vocabulary-parallel over
-# tp_col; what the grid does not split yet (attention, embeddings) computes
-# whole from gathered blocks. On the MLP, GPT-2 and LLaMA fixtures, and with
+# completed over tp_col), attention by heads (LLaMA: rotary tables read as
+# copies), the loss vocabulary-parallel over tp_col; what the grid does not
+# split yet (GPT-2's fused QKV split, embeddings) computes whole from
+# gathered blocks. On the MLP, GPT-2 and LLaMA fixtures, and with
 # 2 data-parallel ranks x the grid on 8, the runs train like PyTorch and one
 # rank (first-step gradients, losses, final weights), every collective on
 # every axis moves the bytes and calls the plan predicts (SUMMA's from the

@@ -135,3 +135,48 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Attention by heads on the grid: the projections' blocks reshape into the
+// rank's heads of its rows (the features' split leads the heads), the
+// transposes carry the split, and each rank attends with its heads; the
+// output reshapes back into the next product's block. Nothing is gathered.
+// CHECK-LABEL: module attributes {train.tensor_grid = 2 : i64, train.tensor_parallel = 4 : i64}
+// CHECK: %[[Q:.*]] = dist.grid_linear {{.*}} -> tensor<1x4x4xf32>
+// CHECK-NOT: to = #dist.sharding<[-, -, -]>
+// CHECK: %[[QH:.*]] = train.reshape %[[Q]] : (tensor<1x4x4xf32>) -> tensor<1x4x1x4xf32>
+// CHECK: %[[QT:.*]] = train.transpose %[[QH]] {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x1x4xf32>) -> tensor<1x1x4x4xf32>
+// CHECK: %[[A:.*]] = train.attention %[[QT]], %{{.*}}, %{{.*}} {causal = true, scale = 5.000000e-01 : f32} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+// CHECK: %[[AT:.*]] = train.transpose %[[A]] {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x1x4x4xf32>) -> tensor<1x4x1x4xf32>
+// CHECK: %[[AR:.*]] = train.reshape %[[AT]] : (tensor<1x4x1x4xf32>) -> tensor<1x4x4xf32>
+// CHECK-NOT: to = #dist.sharding<[-, -, -]>
+// CHECK: dist.grid_linear %[[AR]], %{{.*}} -> tensor<1x4x4xf32>
+module {
+  train.parameter @wq : tensor<8x8xf32> {trainable}
+  train.parameter @wk : tensor<8x8xf32> {trainable}
+  train.parameter @wv : tensor<8x8xf32> {trainable}
+  train.parameter @wo : tensor<8x8xf32> {trainable}
+  func.func @forward(%x: tensor<2x4x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
+    %wq = train.param @wq : tensor<8x8xf32>
+    %q = train.linear %x, %wq : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %wk = train.param @wk : tensor<8x8xf32>
+    %k = train.linear %x, %wk : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %wv = train.param @wv : tensor<8x8xf32>
+    %v = train.linear %x, %wv : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %qh = train.reshape %q : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+    %kh = train.reshape %k : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+    %vh = train.reshape %v : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+    %qt = train.transpose %qh {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+    %kt = train.transpose %kh {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+    %vt = train.transpose %vh {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+    %a = train.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f32} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+    %at = train.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x4xf32>) -> tensor<2x4x2x4xf32>
+    %ar = train.reshape %at : (tensor<2x4x2x4xf32>) -> tensor<2x4x8xf32>
+    %wo = train.param @wo : tensor<8x8xf32>
+    %o = train.linear %ar, %wo : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %sq = train.mul %o, %o : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %loss = train.reduce_sum %sq {axes = array<i64>, keepdims = false} : (tensor<2x4x8xf32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
