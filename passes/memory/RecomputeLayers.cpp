@@ -47,7 +47,7 @@ FailureOr<std::vector<ForwardOp>> layersOfForwardPass(func::FuncOp forward, Bloc
   for (Operation &op : body) {
     // A pipeline's copies of an op for another stage are not the cost
     // graph's (dist/Stages.h).
-    if (isa<train::ShardingRuleOpInterface>(op) && !dist::isRepeatCopy(&op)) {
+    if (plan::isCostGraphOp(&op) && !dist::isRepeatCopy(&op)) {
       size_t i = ops.size();
       if (i >= graph->ops.size() || graph->ops[i].name != op.getName().getStringRef())
         return op.emitError() << "recomputation: the forward pass of @forward_backward differs from @forward at its "

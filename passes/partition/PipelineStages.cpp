@@ -107,7 +107,7 @@ FailureOr<StageSummary> assignPipelineStages(ModuleOp module, int64_t stages, co
   bool afterLayers = false;
   for (Operation &op : body.without_terminator()) {
     int64_t s = 0;
-    if (isa<train::ShardingRuleOpInterface>(op)) {
+    if (plan::isCostGraphOp(&op)) {
       if (index >= graph->ops.size())
         return op.emitError("pipeline: @forward has more ops than its cost graph (an internal error)"), failure();
       int layer = graph->ops[index++].layer;

@@ -328,7 +328,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   // linear layer it computes.
   WalkResult walk = function.walk([&](Operation *op) -> WalkResult {
     auto ruled = llvm::dyn_cast<train::ShardingRuleOpInterface>(op);
-    if ((!ruled && !llvm::isa<dist::GridLinearOp>(op)) || dist::isRepeatCopy(op))
+    if (!isCostGraphOp(op) || dist::isRepeatCopy(op))
       return WalkResult::advance();
     train::ShardingRule rule = ruled ? ruled.getShardingRule() : train::computeShardingRule(op);
     cost::Op costOp;
@@ -399,5 +399,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   markSelectiveRecomputation(graph);
   return graph;
 }
+
+bool isCostGraphOp(Operation *op) { return llvm::isa<train::ShardingRuleOpInterface, dist::GridLinearOp>(op); }
 
 } // namespace colossal::plan

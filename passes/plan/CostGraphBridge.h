@@ -18,6 +18,10 @@
 
 namespace colossal::plan {
 
+/// Whether the cost graph counts `op` as an op: the train ops (by their
+/// sharding rules) and SUMMA's product of blocks.
+bool isCostGraphOp(mlir::Operation *op);
+
 /// Builds the cost graph of `function`; ops without a sharding rule
 /// (constants, parameter reads) become values, not ops. Its layers are the
 /// repeated blocks LayerDetection.h finds. Fails with a

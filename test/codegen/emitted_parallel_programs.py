@@ -713,7 +713,8 @@ for model in ["gpt2_4heads", "llama_4heads"]:
 # 2D tensor parallelism (tp=4,tp_mode=2d: Optimus on a 2 x 2 grid, axes
 # tp_row and tp_col): activations in blocks (rows over tp_row, features over
 # tp_col), every linear layer SUMMA's product of blocks with its weight a
-# quarter per rank, layer and RMS norms on the blocks (row statistics
+# quarter per rank (also beside ZeRO-2, offload, microbatches and
+# recomputation), layer and RMS norms on the blocks (row statistics
 # completed over tp_col), attention by heads (LLaMA: rotary tables read as
 # copies), the loss vocabulary-parallel over tp_col; what the grid does not
 # split yet (GPT-2's fused QKV split, embeddings) computes whole from
@@ -747,12 +748,16 @@ def optimus_closed_form(manifest, rows, q, microbatches=1):
 
 
 print(f"{'model':12} {'dp x grid':9} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
-for model, dp, batch, seq_rows in [("mlp", 1, 4, 1), ("gpt2_4heads", 1, 2, 8), ("llama_4heads", 1, 2, 8),
-                                   ("gpt2", 2, 4, 8)]:
+for model, dp, batch, seq_rows, extra in [
+        ("mlp", 1, 4, 1, ""), ("gpt2_4heads", 1, 2, 8, ""), ("llama_4heads", 1, 2, 8, ""), ("gpt2", 2, 4, 8, ""),
+        ("llama", 2, 4, 8, "zero=2"), ("llama", 1, 4, 8, "microbatches=2"), ("llama", 2, 4, 8, "zero=1,offload=optimizer"),
+        ("llama_4heads", 1, 2, 8, "recompute=full")]:
     feed_dir, reference, _ = batch_data(model, batch)
     ranks = 4 * dp
-    program = f"{WORK}/{model}-grid2x2-dp{dp}"
-    built = compile_model(model, program, "--gpus", str(ranks), "--strategy", f"dp={dp},tp=4,tp_mode=2d", batch=batch)
+    slug = "-" + extra.replace("=", "").replace(",", "-") if extra else ""
+    program = f"{WORK}/{model}-grid2x2-dp{dp}{slug}"
+    built = compile_model(model, program, "--gpus", str(ranks), "--strategy",
+                          f"dp={dp},tp=4,tp_mode=2d" + ("," + extra if extra else ""), batch=batch)
     check(built.returncode == 0, f"{model} 2D grid x dp={dp}: {built.stderr[-2000:]}")
     if built.returncode:
         continue
@@ -760,17 +765,17 @@ for model, dp, batch, seq_rows in [("mlp", 1, 4, 1), ("gpt2_4heads", 1, 2, 8), (
     grid = manifest.get("tensor_grid", {})
     check(manifest["strategy"]["tp"] == 4 and manifest["gpus"] == ranks and grid.get("side") == 2 and
           grid.get("grid_linears", 0) > 0, f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
-    check_gradients(program, model, batch, ranks, f"{model}-grid2x2-dp{dp}")
+    check_gradients(program, model, batch, ranks, f"{model}-grid2x2-dp{dp}{slug}")
     single = f"{WORK}/{model}-b{batch}"
     if not os.path.exists(f"{single}/model_train"):
         built = compile_model(model, single, "--gpus", "1", batch=batch)
         check(built.returncode == 0, f"{model} on one rank: {built.stderr[-2000:]}")
-    for name in (["adamw", "sgd"] if dp == 1 else ["lamb"]):
+    for name in (["adamw", "sgd"] if dp == 1 and not extra else ["adamw"] if "recompute" in extra else ["lamb"]):
         if not os.path.exists(f"{WORK}/{model}-{name}-{batch}-1/{shard}"):
             one = train(single, "--feed", feed_dir, "--save", f"{WORK}/{model}-{name}-{batch}-1",
                         *optimizer_flags(name, reference["hyper_parameters"][name]))
             check(one.returncode == 0, f"{model} {name} on one rank: {one.stderr[-1500:]}")
-        tag = f"{model}-{name}-grid2x2-dp{dp}"
+        tag = f"{model}-{name}-grid2x2-dp{dp}{slug}"
         ran = train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, reference)
         if not ran:
             continue
@@ -781,14 +786,22 @@ for model, dp, batch, seq_rows in [("mlp", 1, 4, 1), ("gpt2_4heads", 1, 2, 8), (
         first = json.loads(open(log).readline())["comm"]
         measured = {c: {a: (first[c][a]["bytes"], first[c][a]["calls"]) for a in ("tp_col", "tp_row")}
                     for c in ("broadcast", "reduce")}
-        closed_form = optimus_closed_form(manifest, batch // dp * seq_rows, 2)
+        microbatches = strategy_value(extra, "microbatches")
+        closed_form = optimus_closed_form(manifest, batch // dp // microbatches * seq_rows, 2, microbatches)
         check(measured == closed_form, f"{tag}: SUMMA moved {measured} (bytes, calls), Optimus's formulas say "
                                        f"{closed_form}")
         check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name], tag)
         check_step_peak(log, program, tag, estimate_missing="the grid's gathered and sliced blocks")
         grid_moved = ", ".join(f"{c} {a} {b} B/{n}" for c, axes in measured.items() for a, (b, n) in axes.items())
-        print(f"{model:12} {f'{dp} x 2x2':9} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; {grid_moved}: "
-              f"measured = plan = Optimus's; every other collective measured = plan)")
+        if "recompute" in extra:
+            # Recomputation re-runs each layer's products (SUMMA's
+            # broadcasts again) and changes nothing else.
+            same_as = f"{WORK}/{model}-{name}-grid2x2-dp{dp}.log"
+            check(os.path.exists(same_as) and losses(log) == losses(same_as),
+                  f"{tag}: the losses differ from the same grid without recomputation")
+        print(f"{model:12} {f'{dp} x 2x2':9} {name + (' ' + extra if extra else ''):9} {loss_error:28.2e} "
+              f"{worst_weight:30.2e}  ({where}; {grid_moved}: measured = plan = Optimus's; every other collective "
+              f"measured = plan)")
         check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
