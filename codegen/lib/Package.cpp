@@ -442,15 +442,19 @@ void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, const 
     auto type = cast<ShapedType>(v.getType());
     return double(type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8));
   };
+  // Every product the step makes: the forward's, those recomputation
+  // runs again, and the backward's.
   double q2 = double(side * side);
-  if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
-    forward.walk([&](dist::GridLinearOp op) {
-      cost::GridLinear linear = cost::gridLinear(cost::TensorMode::TwoD, int(side), 1, bytesOf(op.getInput()) * q2,
-                                                 bytesOf(op.getWeight()) * q2, bytesOf(op.getResult()) * q2);
-      for (const auto *pass : {&linear.forward, &linear.backward})
-        for (const cost::GridCollective &c : *pass)
-          add(c.collective, c.axis, c.bytes * c.calls * double(s.microbatches), c.calls * int(s.microbatches));
-    });
+  auto addLinear = [&](Value x, Value w, Value y, bool backward) {
+    cost::GridLinear linear =
+        cost::gridLinear(cost::TensorMode::TwoD, int(side), 1, bytesOf(x) * q2, bytesOf(w) * q2, bytesOf(y) * q2);
+    for (const cost::GridCollective &c : backward ? linear.backward : linear.forward)
+      add(c.collective, c.axis, c.bytes * c.calls * double(s.microbatches), c.calls * int(s.microbatches));
+  };
+  if (auto step = module.lookupSymbol<func::FuncOp>("forward_backward")) {
+    step.walk([&](dist::GridLinearOp op) { addLinear(op.getInput(), op.getWeight(), op.getResult(), false); });
+    step.walk([&](dist::GridLinearGradOp op) { addLinear(op.getInput(), op.getWeight(), op.getOutputGrad(), true); });
+  }
   for (const char *axis : {"tp_row", "tp_col"}) {
     Json counted = modelAxisOf(module, s, axis, side);
     auto take = [&](cost::Collective collective, const char *bytes, const char *calls) {

@@ -294,10 +294,16 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
   split = false;
   auto layer = dyn_cast<LayerNormOp>(norm);
   auto rms = dyn_cast<RmsNormOp>(norm);
-  if ((!layer && !rms) || !isBlock(norm->getOperand(0)))
+  // A whole input (the embeddings' sum before the first layer) enters the
+  // grid here, so that every layer is split alike.
+  if (!layer && !rms)
     return;
   Value x = norm->getOperand(0);
-  RankedTensorType xt = typeOf(x);
+  RankedTensorType whole = wholeTypeOf(x);
+  if ((!isBlock(x) && dimsOf(x)) || whole.getRank() < 2 || whole.getShape().front() % q_ != 0 ||
+      whole.getShape().back() % q_ != 0)
+    return;
+  RankedTensorType xt = localType(whole, blockDims(whole.getRank()), q_);
   int64_t rank = xt.getRank(), axis = layer ? int64_t(layer.getAxis()) : int64_t(rms.getAxis());
   Value scale = layer ? layer.getScale() : rms.getScale(), bias = layer ? layer.getBias() : Value();
   auto isVectorParameter = [&](Value v) {
@@ -308,6 +314,11 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
     return;
   OpBuilder b(norm);
   Location loc = norm->getLoc();
+  FailureOr<Value> entered = block(b, norm, x);
+  if (failed(entered))
+    return;
+  x = *entered;
+  b.setInsertionPoint(norm);
   Type element = xt.getElementType();
   double features = double(xt.getShape().back() * q_);
   SmallVector<int64_t> rowShape(xt.getShape());

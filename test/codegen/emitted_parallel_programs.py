@@ -788,8 +788,10 @@ for model, dp, batch, seq_rows, extra in [
                     for c in ("broadcast", "reduce")}
         microbatches = strategy_value(extra, "microbatches")
         closed_form = optimus_closed_form(manifest, batch // dp // microbatches * seq_rows, 2, microbatches)
-        check(measured == closed_form, f"{tag}: SUMMA moved {measured} (bytes, calls), Optimus's formulas say "
-                                       f"{closed_form}")
+        # (Recomputation runs some layers' products twice: its bytes are the
+        # plan's, checked above, and not the formulas' single pass.)
+        check(measured == closed_form or "recompute" in extra,
+              f"{tag}: SUMMA moved {measured} (bytes, calls), Optimus's formulas say {closed_form}")
         check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][name], tag)
         check_step_peak(log, program, tag, estimate_missing="the grid's gathered and sliced blocks")
         grid_moved = ", ".join(f"{c} {a} {b} B/{n}" for c, axes in measured.items() for a, (b, n) in axes.items())
@@ -804,6 +806,23 @@ for model, dp, batch, seq_rows, extra in [
               f"measured = plan)")
         check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
+# Pipelines of grids: two stages, each on its own 2 x 2 grid (8 ranks), the
+# layers split alike (the first norm brings the embeddings' sum into the
+# grid): GPT-2 trains like PyTorch. (Each stage's bytes are not predicted
+# per pipeline rank yet.)
+feed4, reference4, _ = batch_data("gpt2", 4)
+program = f"{WORK}/gpt2-grid2x2-pp2"
+built = compile_model("gpt2", program, "--gpus", "8", "--strategy", "tp=4,tp_mode=2d,pp=2,microbatches=2", batch=4)
+check(built.returncode == 0, f"gpt2 2D grid x pp=2: {built.stderr[-2000:]}")
+if built.returncode == 0:
+    run = train(program, "--feed", feed4, "--log", f"{WORK}/gpt2-grid2x2-pp2.log",
+                *optimizer_flags("lamb", reference4["hyper_parameters"]["lamb"]), ranks=8)
+    check(run.returncode == 0, f"gpt2 2D grid x pp=2: run failed: {run.stderr[-1500:]}")
+    if run.returncode == 0:
+        error = worst_relative(losses(f"{WORK}/gpt2-grid2x2-pp2.log"), reference4["losses"]["lamb"])
+        print(f"gpt2 pp=2 x 2x2 grid (8 ranks), lamb: losses within {error:.2e} of PyTorch's")
+        check(error <= 1e-5, f"gpt2 2D grid x pp=2: losses differ from PyTorch's by {error:.2e}")
 
 # The cost model is right about the model axes: per step, bytes and calls of
 # each collective as the cost model predicts them (from the split read back
