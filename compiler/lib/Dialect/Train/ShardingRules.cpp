@@ -124,40 +124,35 @@ ShardingRule gemmRule(GemmOp op) {
   return b.take();
 }
 
-ShardingRule linearRule(LinearOp op) {
-  RuleBuilder b(op);
-  ArrayRef<int64_t> input = shapeOf(op.getInput()), weight = shapeOf(op.getWeight());
+/// x [..., k] times w [k, n] ([n, k] when `transposed`): the leading
+/// dimensions parallel, k a reduction; returns n's factor.
+int productFactors(RuleBuilder &b, ArrayRef<int64_t> input, ArrayRef<int64_t> weight, bool transposed) {
   for (size_t d = 0; d + 1 < input.size(); ++d) {
     int f = b.factor(input[d]);
     b.operand(0, d, f);
     b.result(0, d, f);
   }
-  bool transposed = op.getTransposeWeight();
   int k = b.factor(weight[transposed ? 1 : 0], FactorKind::Reduction), n = b.factor(weight[transposed ? 0 : 1]);
   b.operand(0, input.size() - 1, k);
   b.operand(1, transposed ? 1 : 0, k);
   b.operand(1, transposed ? 0 : 1, n);
   b.result(0, input.size() - 1, n);
+  return n;
+}
+
+ShardingRule linearRule(LinearOp op) {
+  RuleBuilder b(op);
+  int n = productFactors(b, shapeOf(op.getInput()), shapeOf(op.getWeight()), op.getTransposeWeight());
   if (op.getBias())
     b.operand(2, 0, n);
   return b.take();
 }
 
 /// SUMMA's product of blocks (dist.grid_linear) reads like a linear layer
-/// on them: [..., k] x [k, n] -> [..., n], k a reduction.
+/// on them.
 ShardingRule gridLinearRule(colossal::dist::GridLinearOp op) {
   RuleBuilder b(op);
-  ArrayRef<int64_t> input = shapeOf(op.getInput()), weight = shapeOf(op.getWeight());
-  for (size_t d = 0; d + 1 < input.size(); ++d) {
-    int f = b.factor(input[d]);
-    b.operand(0, d, f);
-    b.result(0, d, f);
-  }
-  int k = b.factor(weight[0], FactorKind::Reduction), n = b.factor(weight[1]);
-  b.operand(0, input.size() - 1, k);
-  b.operand(1, 0, k);
-  b.operand(1, 1, n);
-  b.result(0, input.size() - 1, n);
+  productFactors(b, shapeOf(op.getInput()), shapeOf(op.getWeight()), op.getTransposeWeight());
   return b.take();
 }
 
