@@ -66,39 +66,29 @@ int64_t foldIntoMatmuls(Block &body) {
   return folded;
 }
 
-/// linear(x, transpose(w), b): the linear reads w transposed in place (its
-/// `transpose_weight` flag), so the forward pass (and each re-run of it)
-/// makes no weight-sized copy.
-int64_t foldIntoLinears(Block &body) {
+/// linear(x, transpose(w), b), and SUMMA's product of blocks likewise: the
+/// product reads w transposed in place (its `transpose_weight` flag), so the
+/// forward pass (and each re-run of it) makes no weight-sized copy.
+template <typename Product> int64_t foldIntoProducts(Block &body) {
   int64_t folded = 0;
-  for (auto l : llvm::make_early_inc_range(body.getOps<train::LinearOp>())) {
-    Value weight = l.getWeight(), source = transposedFrom(weight);
-    if (l.getTransposeWeight() || !source)
+  for (auto p : llvm::make_early_inc_range(body.getOps<Product>())) {
+    Value weight = p.getWeight(), source = transposedFrom(weight);
+    if (p.getTransposeWeight() || !source)
       continue;
-    l.getWeightMutable().assign(source);
-    l.setTransposeWeight(true);
+    p.getWeightMutable().assign(source);
+    p.setTransposeWeight(true);
     eraseIfUnused(weight);
     ++folded;
   }
   return folded;
 }
 
-/// SUMMA's products of blocks reading a transposed weight block (a weight
-/// stored [out, in]) read it transposed in place (`transpose_weight`), and
-/// the gradient op makes the gradient in the stored layout: neither pass
-/// makes a weight-sized copy, and the transpose of the weight gradient
-/// back to the stored layout goes.
-int64_t foldIntoGridLinears(Block &body) {
+/// SUMMA's gradient op reading a transposed weight block (a weight stored
+/// [out, in]) reads it transposed in place and makes the gradient in the
+/// stored layout: no weight-sized copy, and the transpose of the weight
+/// gradient back to the stored layout goes.
+int64_t foldIntoGridLinearGrads(Block &body) {
   int64_t folded = 0;
-  for (auto g : llvm::make_early_inc_range(body.getOps<dist::GridLinearOp>())) {
-    Value weight = g.getWeight(), source = transposedFrom(weight);
-    if (g.getTransposeWeight() || !source)
-      continue;
-    g.getWeightMutable().assign(source);
-    g.setTransposeWeight(true);
-    eraseIfUnused(weight);
-    ++folded;
-  }
   for (auto g : llvm::make_early_inc_range(body.getOps<dist::GridLinearGradOp>())) {
     Value weight = g.getWeight(), source = transposedFrom(weight);
     if (g.getTransposeWeight() || !source)
@@ -182,8 +172,9 @@ FailureOr<int64_t> foldTransposesIntoProducts(ModuleOp module) {
     return module.emitError() << "train-fold-transposes needs @forward_backward (run train-autodiff first)";
   Block &body = step.getBody().front();
   int64_t folded = foldIntoMatmuls(body);
-  folded += foldIntoLinears(body);
-  folded += foldIntoGridLinears(body);
+  folded += foldIntoProducts<train::LinearOp>(body);
+  folded += foldIntoProducts<dist::GridLinearOp>(body);
+  folded += foldIntoGridLinearGrads(body);
   folded += foldTransposedProducts(body);
   return folded;
 }

@@ -45,7 +45,7 @@ def TensorGridPass : Pass<"train-tensor-grid", "::mlir::ModuleOp"> {
     `tp_mode = "2d"` (tp = q^2).
   }];
   let options = [
-    Option<"side", "side", "int64_t", "0", "The grid's side q without a plan (tp = q x q)">,
+    Option<"ranks", "ranks", "int64_t", "0", "Tensor ranks, a square q x q (0: the module's dist.plan's tp)">,
     Option<"report", "report", "bool", "false", "Emit a remark saying what was split">,
   ];
 }

@@ -10,7 +10,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace colossal::partition {
@@ -74,7 +73,7 @@ private:
   bool isBlock(Value v) const { return dimsOf(v) == std::optional<GridDims>(blockDims(typeOf(v).getRank())); }
   /// The whole value's type of `v` (its own when it is whole).
   RankedTensorType wholeTypeOf(Value v) const;
-  /// `v` held as `d` (the result has type `type`, and `d` as its split).
+  /// Records that `v` (of its local type) is held split as `d`.
   Value mark(Value v, GridDims d) {
     split_[v] = d;
     return v;
@@ -306,9 +305,11 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
   RankedTensorType xt = localType(whole, blockDims(whole.getRank()), q_);
   int64_t rank = xt.getRank(), axis = layer ? int64_t(layer.getAxis()) : int64_t(rms.getAxis());
   Value scale = layer ? layer.getScale() : rms.getScale(), bias = layer ? layer.getBias() : Value();
+  // (A scale or bias broadcast from fewer features stays whole, and so does
+  // the norm.)
   auto isVectorParameter = [&](Value v) {
     std::optional<SplitOperand> p = v ? traceToParameter(v, 0) : std::nullopt;
-    return !v || (p && p->views.empty() && soleRead(*p) && typeOf(v).getRank() == 1);
+    return !v || (p && p->views.empty() && soleRead(*p) && typeOf(v).getShape() == whole.getShape().take_back());
   };
   if ((axis < 0 ? axis + rank : axis) != rank - 1 || !isVectorParameter(scale) || !isVectorParameter(bias))
     return;
@@ -558,11 +559,6 @@ LogicalResult GridSplitter::run(TensorGridSummary &summary) {
 
 } // namespace
 
-int64_t tensorGridSide(ModuleOp module) {
-  auto side = module->getAttrOfType<IntegerAttr>("train.tensor_grid");
-  return side ? side.getInt() : 0;
-}
-
 FailureOr<TensorGridSummary> partitionTensorGrid(ModuleOp module, int64_t side) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
@@ -593,18 +589,20 @@ struct TensorGridPass : impl::TensorGridPassBase<TensorGridPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    PlanAttr plan = PlanAttr::on(module);
-    if (plan && (plan.getTp() == 1 || plan.getTpMode() != "2d"))
-      return;
-    int64_t ranks = plan ? plan.getTp() : int64_t(side) * side;
-    if (ranks < 1)
+    FailureOr<int64_t> planned = plannedRanks(module, getArgument(), ranks, [](PlanAttr plan) {
+      return plan.getTpMode() == "2d" ? plan.getTp() : int64_t(1);
+    });
+    if (failed(planned))
+      return signalPassFailure();
+    int64_t tensorRanks = *planned;
+    if (tensorRanks == 1)
       return;
     int64_t q = 1;
-    while (q * q < ranks)
+    while (q * q < tensorRanks)
       ++q;
-    if (q * q != ranks) {
+    if (q * q != tensorRanks) {
       module.emitError() << getArgument() << ": tp_mode=2d needs a square number of tensor ranks (a q x q grid), "
-                         << "not tp=" << ranks;
+                         << "not tp=" << tensorRanks;
       return signalPassFailure();
     }
     FailureOr<TensorGridSummary> split = partitionTensorGrid(module, q);
@@ -613,7 +611,7 @@ struct TensorGridPass : impl::TensorGridPassBase<TensorGridPass> {
     if (!report)
       return;
     InFlightDiagnostic remark = module.emitRemark();
-    remark << "tp=" << ranks << " as a " << q << " x " << q << " grid (2D): " << split->linears
+    remark << "tp=" << tensorRanks << " as a " << q << " x " << q << " grid (2D): " << split->linears
            << " linear layers by SUMMA, " << split->norms << " norms on blocks, " << split->splitParameters
            << " parameters in blocks, " << split->losses << " losses vocabulary-parallel over the columns";
     if (!split->wholeOps.empty()) {

@@ -58,9 +58,6 @@ struct TensorGridSummary {
 /// `train.tensor_grid = side` on the module.
 mlir::FailureOr<TensorGridSummary> partitionTensorGrid(mlir::ModuleOp module, int64_t side);
 
-/// The grid's side on a module split by partitionTensorGrid; 0 otherwise.
-int64_t tensorGridSide(mlir::ModuleOp module);
-
 } // namespace colossal::partition
 
 #endif // COLOSSAL_PASSES_PARTITION_TENSORGRID_H

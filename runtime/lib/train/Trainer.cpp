@@ -519,9 +519,9 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
   // The tensor axis inside: its ranks are neighbours (one node); the
   // sequence axis next; the pipeline axis outside, across nodes
   // (Megatron-LM's order).
-  std::string mesh = (pipelineRanks > 1 ? "pp=" + std::to_string(pipelineRanks) + "," : "") +
-                     "dp=" + std::to_string(ranks) + (sequenceRanks > 1 ? ",sp=" + std::to_string(sequenceRanks) : "") +
-                     (tensorRanks > 1 ? ",tp=" + std::to_string(tensorRanks) : "");
+  std::string outer = (pipelineRanks > 1 ? "pp=" + std::to_string(pipelineRanks) + "," : "") +
+                      "dp=" + std::to_string(ranks) + (sequenceRanks > 1 ? ",sp=" + std::to_string(sequenceRanks) : "");
+  std::string mesh = outer + (tensorRanks > 1 ? ",tp=" + std::to_string(tensorRanks) : "");
   ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
   // A tensor grid: the same ranks split again by row and column, tensor
   // rank t being row t / q and column t % q.
@@ -533,8 +533,7 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
                      std::to_string(tensorRanks) + " tensor ranks");
       return 1;
     }
-    std::string rows =
-        mesh.substr(0, mesh.rfind(",tp=")) + ",tp_row=" + std::to_string(q) + ",tp_col=" + std::to_string(q);
+    std::string rows = outer + ",tp_row=" + std::to_string(q) + ",tp_col=" + std::to_string(q);
     grid.emplace(ProcessGroups::overMpi(MeshShape::parse(rows), *world));
   }
   Communicator &dp = groups.axis("dp");

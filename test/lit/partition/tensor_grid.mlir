@@ -1,6 +1,6 @@
-// RUN: colossal-opt %s -split-input-file -train-tensor-grid=side=2 -verify-diagnostics | FileCheck %s --enable-var-scope
-// RUN: colossal-opt %s -split-input-file -train-tensor-grid=side=2 -train-autodiff -train-lower-resharding -verify-diagnostics | FileCheck %s --check-prefix=GRAD
-// RUN: colossal-opt %s -split-input-file -train-tensor-grid=side=2 -train-autodiff -train-lower-resharding -train-fold-transposes -verify-diagnostics | FileCheck %s --check-prefix=FOLD
+// RUN: colossal-opt %s -split-input-file -train-tensor-grid=ranks=4 -verify-diagnostics | FileCheck %s --enable-var-scope
+// RUN: colossal-opt %s -split-input-file -train-tensor-grid=ranks=4 -train-autodiff -train-lower-resharding -verify-diagnostics | FileCheck %s --check-prefix=GRAD
+// RUN: colossal-opt %s -split-input-file -train-tensor-grid=ranks=4 -train-autodiff -train-lower-resharding -train-fold-transposes -verify-diagnostics | FileCheck %s --check-prefix=FOLD
 
 // An MLP on a 2 x 2 grid: the input enters as the rank's block (rows over
 // tp_row, features over tp_col), each linear is SUMMA's product of blocks
