@@ -273,6 +273,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
   auto tensorParallel = module->getAttrOfType<IntegerAttr>("train.tensor_parallel");
   int64_t tensorRanks = tensorParallel ? tensorParallel.getInt() : 1;
   auto gridSide = module->getAttrOfType<IntegerAttr>("train.tensor_grid");
+  auto gridDepth = module->getAttrOfType<IntegerAttr>("train.tensor_grid_depth");
   for (func::FuncOp function : stages)
     for (unsigned a = 0; a < function.getNumArguments(); ++a)
       if (auto name = function.getArgAttrOfType<StringAttr>(a, "train.name"); name && name.getValue() == "loss_scale")
@@ -349,6 +350,7 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.tensorRanks = " << settings.tensorRanks << ";\n"
      << "  s.sequenceRanks = " << settings.sequenceRanks << ";\n"
      << (gridSide ? "  s.tensorGrid = " + std::to_string(gridSide.getInt()) + ";\n" : std::string())
+     << (gridDepth ? "  s.tensorGridDepth = " + std::to_string(gridDepth.getInt()) + ";\n" : std::string())
      << "  s.zero = " << settings.zero << ";\n"
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"

@@ -194,7 +194,13 @@ LogicalResult readPlan(ModuleOp module, ProgramSettings &s) {
   return success();
 }
 
-void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, const std::string &optimizer,
+/// A tensor grid's layers (2.5D's depth; 1 for 2D).
+int64_t gridDepthOf(ModuleOp module) {
+  auto depth = module->getAttrOfType<IntegerAttr>("train.tensor_grid_depth");
+  return depth ? depth.getInt() : 1;
+}
+
+void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, int64_t depth, const std::string &optimizer,
                  std::vector<cost::CommTotal> &comm);
 
 /// The cost model's estimate of this program's strategy with `optimizer`:
@@ -224,6 +230,7 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   cost::Strategy planned = plan::strategyOf(plan);
   cost::Strategy dataAxis = planned;
   dataAxis.tp = dataAxis.sp = 1, dataAxis.spMode = cost::SequenceMode::None;
+  dataAxis.tpMode = cost::TensorMode::OneD, dataAxis.tpDepth = 1;
   if (s.ranks == 1)
     dataAxis.zero = 0;
   // The program completes per-tensor norms across ZeRO shards once for the
@@ -271,7 +278,7 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
       estimate->stages[r].memory.activations = whole->stages[r].memory.activations;
   }
   if (auto side = module->getAttrOfType<IntegerAttr>("train.tensor_grid"))
-    addGridComm(module, s, side.getInt(), optimizer, estimate->stages.front().comm);
+    addGridComm(module, s, side.getInt(), gridDepthOf(module), optimizer, estimate->stages.front().comm);
   return *estimate;
 }
 
@@ -419,15 +426,17 @@ Json modelAxisOf(ModuleOp module, const ProgramSettings &s, StringRef axis, int6
                    {"norm_completion_bytes", Json(8 * splitTensors)}});
 }
 
-/// A tensor grid's collectives per step (2D): SUMMA's broadcasts and
+/// A tensor grid's collectives per step (2D, and 2.5D's layers): SUMMA's broadcasts and
 /// reduces of every grid linear layer as the cost model prices them
 /// (cost/TensorGrid.h, Optimus's per-layer collectives), what the lowered
 /// reshardings and the loss move on each grid axis as the IR counts them
 /// (modelAxisOf), and the trainer's completions of the blocks' norms (two
 /// floats per tensor, once for the gradient norm and once more for LAMB's
 /// and LARS's trust ratios) over the axes each is split on: "tp", the
-/// tensor ranks' communicator, for a block of both.
-void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, const std::string &optimizer,
+/// tensor ranks' communicator, for a block of both ("tp_layer", the rank's
+/// layer, on 2.5D's). On 2.5D's layers the weights' gradients summed over
+/// tp_depth and the loss's rows over tp_rows are the IR's too.
+void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, int64_t depth, const std::string &optimizer,
                  std::vector<cost::CommTotal> &comm) {
   auto add = [&](cost::Collective collective, const std::string &axis, double bytes, int calls) {
     if (calls == 0)
@@ -455,8 +464,11 @@ void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, const 
     step.walk([&](dist::GridLinearOp op) { addLinear(op.getInput(), op.getWeight(), op.getResult(), false); });
     step.walk([&](dist::GridLinearGradOp op) { addLinear(op.getInput(), op.getWeight(), op.getOutputGrad(), true); });
   }
-  for (const char *axis : {"tp_row", "tp_col"}) {
-    Json counted = modelAxisOf(module, s, axis, side);
+  std::vector<std::pair<const char *, int64_t>> axes = {{"tp_row", side}, {"tp_col", side}};
+  if (depth > 1)
+    axes.insert(axes.end(), {{"tp_depth", depth}, {"tp_rows", depth * side}});
+  for (auto [axis, ranks] : axes) {
+    Json counted = modelAxisOf(module, s, axis, ranks);
     auto take = [&](cost::Collective collective, const char *bytes, const char *calls) {
       add(collective, axis, counted.find(bytes)->asNumber(), int(counted.find(calls)->asNumber()));
     };
@@ -472,7 +484,7 @@ void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, const 
       std::set<std::string> axes;
       for (const std::vector<std::string> &dim : layout.getLayout().dims)
         axes.insert(dim.begin(), dim.end());
-      ++blocksOver[axes.size() > 1 ? "tp" : *axes.begin()];
+      ++blocksOver[axes.size() > 1 ? (depth > 1 ? "tp_layer" : "tp") : *axes.begin()];
     }
   for (const auto &[axis, tensors] : blocksOver)
     add(cost::Collective::AllReduce, axis, double(completions * 8 * tensors), completions);
@@ -574,11 +586,18 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     int64_t linears = 0;
     if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
       forward.walk([&](dist::GridLinearOp) { ++linears; });
-    m["tensor_grid"] = Json(Json::Object{{"mode", "2d"},
-                                         {"side", Json(side.getInt())},
-                                         {"grid_linears", Json(linears)},
-                                         {"tp_row", modelAxisOf(module, s, "tp_row", side.getInt())},
-                                         {"tp_col", modelAxisOf(module, s, "tp_col", side.getInt())}});
+    int64_t depth = gridDepthOf(module);
+    Json::Object grid{{"mode", depth > 1 ? "2.5d" : "2d"},
+                      {"side", Json(side.getInt())},
+                      {"depth", Json(depth)},
+                      {"grid_linears", Json(linears)},
+                      {"tp_row", modelAxisOf(module, s, "tp_row", side.getInt())},
+                      {"tp_col", modelAxisOf(module, s, "tp_col", side.getInt())}};
+    if (depth > 1) {
+      grid["tp_depth"] = modelAxisOf(module, s, "tp_depth", depth);
+      grid["tp_rows"] = modelAxisOf(module, s, "tp_rows", depth * side.getInt());
+    }
+    m["tensor_grid"] = Json(std::move(grid));
   } else if (s.tensorRanks > 1) {
     m["tensor_parallel"] = modelAxisOf(module, s, "tp", s.tensorRanks);
   }

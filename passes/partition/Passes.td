@@ -26,7 +26,7 @@ def TensorParallelPass : Pass<"train-tensor-parallel", "::mlir::ModuleOp"> {
 }
 
 def TensorGridPass : Pass<"train-tensor-grid", "::mlir::ModuleOp"> {
-  let summary = "2D tensor parallelism (Optimus, SUMMA) of @forward on a q x q grid";
+  let summary = "2D (Optimus, SUMMA) and 2.5D (Tesseract) tensor parallelism of @forward on grids";
   let description = [{
     Splits @forward over a q x q grid of tensor ranks, mesh axes `tp_row`
     and `tp_col` (Xu et al. 2021): activations in blocks (rows over
@@ -42,10 +42,18 @@ def TensorGridPass : Pass<"train-tensor-grid", "::mlir::ModuleOp"> {
     step stays exact; the report names them. Split parameters record a
     `dist.sharding` layout. Fails naming the op when a dimension does not
     divide by q. On a module with a `dist.plan`, runs when the plan asks for
-    `tp_mode = "2d"` (tp = q^2).
+    `tp_mode = "2d"` (tp = q^2) or `"2.5d"`.
+
+    2.5D (Wang et al. 2021, Tesseract): `depth` layers of the q x q grid,
+    mesh axis `tp_depth`. The rows are split over the layers, then over each
+    layer's `tp_row`; each layer runs the 2D algorithm on its rows with the
+    same weight blocks (held 1/q^2, read as copies over `tp_depth`, so their
+    gradients are summed over the depth); the loss sums its rows over
+    `tp_rows`, one grid column's ranks across the layers.
   }];
   let options = [
-    Option<"ranks", "ranks", "int64_t", "0", "Tensor ranks, a square q x q (0: the module's dist.plan's tp)">,
+    Option<"ranks", "ranks", "int64_t", "0", "Tensor ranks, q x q x depth (0: the module's dist.plan's tp)">,
+    Option<"depth", "depth", "int64_t", "0", "Layers of the grid, 2.5D's depth (0: the plan's tp_depth, else 1)">,
     Option<"report", "report", "bool", "false", "Emit a remark saying what was split">,
   ];
 }

@@ -23,9 +23,9 @@ using namespace colossal::dist;
 
 namespace {
 
-/// The dimensions of a value split over the grid: `row` over tp_row (its
-/// rows: a batch dimension), `col` over tp_col (its features, or the heads
-/// they reshape into).
+/// The dimensions of a value split over the grid: `row` over the rows' axes
+/// (tp_row, with depth tp_depth before it: a batch dimension), `col` over
+/// tp_col (its features, or the heads they reshape into).
 struct GridDims {
   int64_t row = 0, col = 0;
   bool operator==(const GridDims &other) const { return row == other.row && col == other.col; }
@@ -35,24 +35,41 @@ struct GridDims {
 /// A block: the rows (first dimension) and the features (last).
 GridDims blockDims(int64_t rank) { return {0, rank - 1}; }
 
-Layout gridLayout(int64_t rank, GridDims d) {
+/// The grid's shape: q x q ranks in each of `depth` layers (2.5D's depth;
+/// 1 for 2D). The rows are split over the layers, then over each layer's
+/// rows: `depth` x q parts, tp_depth major.
+struct GridShape {
+  int64_t q = 1, depth = 1;
+  int64_t rowParts() const { return q * depth; }
+  SmallVector<std::string, 2> rowAxes() const {
+    if (depth > 1)
+      return {kGridDepthAxis, kGridRowAxis};
+    return {kGridRowAxis};
+  }
+  /// The loss's token axis: the group of every row of one grid column.
+  StringRef tokenAxis() const { return depth > 1 ? kGridRowsAxis : kGridRowAxis; }
+};
+
+Layout gridLayout(int64_t rank, GridDims d, const GridShape &g) {
   Layout layout = wholeLayout(rank);
-  layout.dims[size_t(d.row)].push_back(kGridRowAxis);
+  for (const std::string &axis : g.rowAxes())
+    layout.dims[size_t(d.row)].push_back(axis);
   layout.dims[size_t(d.col)].push_back(kGridColumnAxis);
   return layout;
 }
 
 /// The rank's part of a value of `type` split as `d`.
-RankedTensorType localType(RankedTensorType type, GridDims d, int64_t q) {
+RankedTensorType localType(RankedTensorType type, GridDims d, const GridShape &g) {
   SmallVector<int64_t> shape(type.getShape());
-  shape[size_t(d.row)] /= q;
-  shape[size_t(d.col)] /= q;
+  shape[size_t(d.row)] /= g.rowParts();
+  shape[size_t(d.col)] /= g.q;
   return RankedTensorType::get(shape, type.getElementType());
 }
 
 class GridSplitter {
 public:
-  GridSplitter(ModuleOp module, func::FuncOp forward, int64_t q) : module_(module), forward_(forward), q_(q) {
+  GridSplitter(ModuleOp module, func::FuncOp forward, GridShape grid)
+      : module_(module), forward_(forward), grid_(grid), q_(grid.q) {
     module.walk([&](ParamOp read) { ++reads_[read.getName()]; });
   }
 
@@ -96,8 +113,16 @@ private:
   Value broadcastInto(OpBuilder &b, Location loc, Value operand, RankedTensorType result, GridDims d);
   bool soleRead(SplitOperand operand) { return reads_[operand.read.getName()] == 1; }
   /// Makes the parameter of `operand` its block: its dimension
-  /// `axes[d]`-split for each operand dimension d (empty: whole).
-  void splitOnGrid(SplitOperand operand, ArrayRef<std::pair<int64_t, StringRef>> dims);
+  /// `axes[d]`-split for each operand dimension d (empty: whole). With
+  /// `layersShare`, the grid's layers (2.5D's depth) read the same block:
+  /// copies over tp_depth, whose gradients (each layer's rows') are summed.
+  void splitOnGrid(SplitOperand operand, ArrayRef<std::pair<int64_t, StringRef>> dims, bool layersShare = false);
+  /// "a q x q grid" or "d layers of q x q grids", for errors.
+  std::string describe() const {
+    std::string side = std::to_string(q_) + " x " + std::to_string(q_);
+    return grid_.depth > 1 ? std::to_string(grid_.depth) + " layers of " + side + " grids (2.5D)"
+                           : "a " + side + " grid (2D)";
+  }
 
   LogicalResult splitLinear(LinearOp linear, bool &split);
   LogicalResult splitLoss(CrossEntropyOp loss, bool &split);
@@ -112,6 +137,7 @@ private:
 
   ModuleOp module_;
   func::FuncOp forward_;
+  GridShape grid_;
   int64_t q_;
   llvm::StringMap<int> reads_;
   FlatSymbolRefAttr mesh_;
@@ -128,9 +154,14 @@ FlatSymbolRefAttr GridSplitter::mesh() {
   if (mesh_)
     return mesh_;
   OpBuilder builder(module_.getContext());
-  auto mesh = MeshOp::create(builder, module_.getLoc(), builder.getStringAttr("tp_grid"),
-                             builder.getStrArrayAttr({kGridRowAxis, kGridColumnAxis}),
-                             builder.getDenseI64ArrayAttr({q_, q_}), DenseI64ArrayAttr());
+  SmallVector<StringRef, 3> axes;
+  SmallVector<int64_t, 3> sizes;
+  if (grid_.depth > 1)
+    axes.push_back(kGridDepthAxis), sizes.push_back(grid_.depth);
+  axes.append({kGridRowAxis, kGridColumnAxis});
+  sizes.append({q_, q_});
+  auto mesh = MeshOp::create(builder, module_.getLoc(), builder.getStringAttr("tp_grid"), builder.getStrArrayAttr(axes),
+                             builder.getDenseI64ArrayAttr(sizes), DenseI64ArrayAttr());
   SymbolTable(module_).insert(mesh, module_.getBody()->begin());
   return mesh_ = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
 }
@@ -141,7 +172,7 @@ RankedTensorType GridSplitter::wholeTypeOf(Value v) const {
   if (!d)
     return t;
   SmallVector<int64_t> shape(t.getShape());
-  shape[size_t(d->row)] *= q_;
+  shape[size_t(d->row)] *= grid_.rowParts();
   shape[size_t(d->col)] *= q_;
   return RankedTensorType::get(shape, t.getElementType());
 }
@@ -156,17 +187,18 @@ FailureOr<Value> GridSplitter::into(OpBuilder &b, Operation *user, Value value, 
   if (Value known = sliced_.lookup({value, key}))
     return known;
   RankedTensorType type = typeOf(value);
-  if (type.getDimSize(d.row) % q_ != 0 || type.getDimSize(d.col) % q_ != 0)
-    return user->emitError() << "2D tensor parallelism on a " << q_ << " x " << q_ << " grid splits dimensions "
-                             << d.row << " and " << d.col << " of " << type << " read by " << user->getName()
-                             << ", which do not divide by " << q_ << " (at " << user->getLoc() << ")";
+  if (type.getDimSize(d.row) % grid_.rowParts() != 0 || type.getDimSize(d.col) % q_ != 0)
+    return user->emitError() << "tensor parallelism on " << describe() << " splits dimension " << d.row << " of "
+                             << type << " read by " << user->getName() << " in " << grid_.rowParts()
+                             << " and dimension " << d.col << " in " << q_ << ", which do not divide (at "
+                             << user->getLoc() << ")";
   OpBuilder::InsertionGuard guard(b);
   if (Operation *def = value.getDefiningOp())
     b.setInsertionPointAfter(def);
   else
     b.setInsertionPointToStart(&forward_.getBody().front());
-  Value sliced = reshard(b, value.getLoc(), value, localType(type, d, q_), wholeLayout(type.getRank()),
-                         gridLayout(type.getRank(), d));
+  Value sliced = reshard(b, value.getLoc(), value, localType(type, d, grid_), wholeLayout(type.getRank()),
+                         gridLayout(type.getRank(), d, grid_));
   sliced_[{value, key}] = sliced;
   return mark(sliced, d);
 }
@@ -179,7 +211,7 @@ Value GridSplitter::whole(OpBuilder &b, Location loc, Value value) {
     return known;
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointAfterValue(value);
-  Value gathered = reshard(b, loc, value, wholeTypeOf(value), gridLayout(typeOf(value).getRank(), *d),
+  Value gathered = reshard(b, loc, value, wholeTypeOf(value), gridLayout(typeOf(value).getRank(), *d, grid_),
                            wholeLayout(typeOf(value).getRank()));
   gathered_[value] = gathered;
   ++summary_->gathers;
@@ -191,21 +223,22 @@ Value GridSplitter::broadcastInto(OpBuilder &b, Location loc, Value operand, Ran
   int64_t offset = result.getRank() - type.getRank();
   Layout from = wholeLayout(type.getRank()), to = from;
   SmallVector<int64_t> shape(type.getShape());
-  for (auto [dim, axis] : {std::pair<int64_t, StringRef>{d.row, kGridRowAxis}, {d.col, kGridColumnAxis}}) {
+  SmallVector<std::string, 2> columnAxis = {kGridColumnAxis};
+  for (auto [dim, axes, parts] : {std::tuple(d.row, grid_.rowAxes(), grid_.rowParts()), {d.col, columnAxis, q_}}) {
     int64_t at = dim - offset;
     if (at >= 0 && type.getDimSize(at) != 1) {
       if (type.getDimSize(at) != result.getDimSize(dim))
         return Value();
-      to.dims[size_t(at)].push_back(axis.str());
-      shape[size_t(at)] /= q_;
+      llvm::append_range(to.dims[size_t(at)], axes);
+      shape[size_t(at)] /= parts;
     } else {
-      to.copies.push_back(axis.str());
+      llvm::append_range(to.copies, axes);
     }
   }
   return reshard(b, loc, operand, RankedTensorType::get(shape, type.getElementType()), from, to);
 }
 
-void GridSplitter::splitOnGrid(SplitOperand operand, ArrayRef<std::pair<int64_t, StringRef>> dims) {
+void GridSplitter::splitOnGrid(SplitOperand operand, ArrayRef<std::pair<int64_t, StringRef>> dims, bool layersShare) {
   auto parameter = module_.lookupSymbol<ParameterOp>(operand.read.getName());
   RankedTensorType type = parameter.getTensorType();
   Layout layout = wholeLayout(type.getRank());
@@ -220,6 +253,15 @@ void GridSplitter::splitOnGrid(SplitOperand operand, ArrayRef<std::pair<int64_t,
   parameter.setTypeAttr(TypeAttr::get(sliced));
   parameter->setAttr("dist.sharding", ShardingAttr::get(module_.getContext(), layout));
   operand.read.getResult().setType(sliced);
+  if (layersShare && grid_.depth > 1) {
+    OpBuilder b(operand.read);
+    b.setInsertionPointAfter(operand.read);
+    Layout shared = layout;
+    shared.copies.push_back(kGridDepthAxis);
+    Value read = operand.read.getResult();
+    Value copies = reshard(b, operand.read.getLoc(), read, sliced, layout, shared);
+    read.replaceAllUsesExcept(copies, copies.getDefiningOp());
+  }
   for (TransposeOp view : operand.views)
     retypeTranspose(view);
   ++summary_->splitParameters;
@@ -239,11 +281,10 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   // (An input already in blocks holds 1/q of the rows.)
   int64_t k = weight.getDimSize(0), n = weight.getDimSize(1);
   int64_t rows = input.getRank() < 2 ? 0 : wholeTypeOf(linear.getInput()).getShape().front();
-  if (input.getRank() < 2 || rows % q_ != 0 || k % q_ != 0 || n % q_ != 0)
-    return linear.emitError() << "2D tensor parallelism on a " << q_ << " x " << q_ << " grid splits this linear "
-                              << "layer's " << rows << " rows, " << k << " input and " << n
-                              << " output features, which must each divide by " << q_ << " (at " << linear.getLoc()
-                              << ")";
+  if (input.getRank() < 2 || rows % grid_.rowParts() != 0 || k % q_ != 0 || n % q_ != 0)
+    return linear.emitError() << "tensor parallelism on " << describe() << " splits this linear layer's " << rows
+                              << " rows in " << grid_.rowParts() << " and its " << k << " input and " << n
+                              << " output features in " << q_ << ", which must divide (at " << linear.getLoc() << ")";
   OpBuilder b(linear);
   FailureOr<Value> x = block(b, linear, linear.getInput());
   if (failed(x))
@@ -252,9 +293,9 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   // The weight [k, n] is the operand seen through transposes: its
   // dimension 0 (k) split over the rows' axis, 1 (n) over the columns'.
   int64_t kDim = w->parameterDim, nDim = 1 - kDim;
-  splitOnGrid(*w, {{kDim, kGridRowAxis}, {nDim, kGridColumnAxis}});
+  splitOnGrid(*w, {{kDim, kGridRowAxis}, {nDim, kGridColumnAxis}}, /*layersShare=*/true);
   RankedTensorType resultType =
-      localType(typeOf(linear.getResult()), blockDims(typeOf(linear.getResult()).getRank()), q_);
+      localType(typeOf(linear.getResult()), blockDims(typeOf(linear.getResult()).getRank()), grid_);
   Value y = GridLinearOp::create(b, linear.getLoc(), resultType, *x, linear.getWeight(),
                                  b.getStringAttr(kGridColumnAxis), b.getStringAttr(kGridRowAxis), UnitAttr());
   if (bias) {
@@ -279,7 +320,7 @@ Value GridSplitter::columnsOf(OpBuilder &b, Location loc, Value vector) {
   Layout columns = wholeLayout(1);
   columns.dims[0].push_back(kGridColumnAxis);
   Layout copies = columns;
-  copies.copies.push_back(kGridRowAxis);
+  llvm::append_range(copies.copies, grid_.rowAxes());
   return reshard(b, loc, vector, typeOf(vector), columns, copies);
 }
 
@@ -299,10 +340,10 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
     return;
   Value x = norm->getOperand(0);
   RankedTensorType whole = wholeTypeOf(x);
-  if ((!isBlock(x) && dimsOf(x)) || whole.getRank() < 2 || whole.getShape().front() % q_ != 0 ||
+  if ((!isBlock(x) && dimsOf(x)) || whole.getRank() < 2 || whole.getShape().front() % grid_.rowParts() != 0 ||
       whole.getShape().back() % q_ != 0)
     return;
-  RankedTensorType xt = localType(whole, blockDims(whole.getRank()), q_);
+  RankedTensorType xt = localType(whole, blockDims(whole.getRank()), grid_);
   int64_t rank = xt.getRank(), axis = layer ? int64_t(layer.getAxis()) : int64_t(rms.getAxis());
   Value scale = layer ? layer.getScale() : rms.getScale(), bias = layer ? layer.getBias() : Value();
   // (A scale or bias broadcast from fewer features stays whole, and so does
@@ -326,7 +367,7 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
   rowShape.back() = 1;
   auto rowType = RankedTensorType::get(rowShape, element);
   Layout rows = wholeLayout(rank);
-  rows.dims.front().push_back(kGridRowAxis);
+  llvm::append_range(rows.dims.front(), grid_.rowAxes());
   Layout partial = rows, copies = rows;
   partial.sums.push_back(kGridColumnAxis);
   copies.copies.push_back(kGridColumnAxis);
@@ -370,12 +411,12 @@ LogicalResult GridSplitter::splitLoss(CrossEntropyOp loss, bool &split) {
     return success();
   OpBuilder b(loss);
   Layout rows = wholeLayout(1);
-  rows.dims[0].push_back(kGridRowAxis);
-  RankedTensorType local = RankedTensorType::get({labels.getDimSize(0) / q_}, labels.getElementType());
+  llvm::append_range(rows.dims[0], grid_.rowAxes());
+  RankedTensorType local = RankedTensorType::get({labels.getDimSize(0) / grid_.rowParts()}, labels.getElementType());
   Value mine = reshard(b, loss.getLoc(), loss.getLabels(), local, wholeLayout(1), rows);
   loss.getLabelsMutable().assign(mine);
   loss.setMeshAxis(kGridColumnAxis);
-  loss.setTokenAxis(kGridRowAxis);
+  loss.setTokenAxis(grid_.tokenAxis());
   ++summary_->losses;
   split = true;
   return success();
@@ -386,7 +427,7 @@ bool GridSplitter::splitInPlace(OpBuilder &b, Operation *op) {
     return false;
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
   auto finish = [&](GridDims d) {
-    op->getResult(0).setType(localType(resultType, d, q_));
+    op->getResult(0).setType(localType(resultType, d, grid_));
     mark(op->getResult(0), d);
     return true;
   };
@@ -432,17 +473,17 @@ bool GridSplitter::splitInPlace(OpBuilder &b, Operation *op) {
     if (!d)
       return false;
     ArrayRef<int64_t> from = wholeTypeOf(reshape.getInput()).getShape(), to = resultType.getShape();
-    auto carried = [&](int64_t dim) -> std::optional<int64_t> {
+    auto carried = [&](int64_t dim, int64_t parts) -> std::optional<int64_t> {
       if (auto groups = reshapeGroups(from, to))
         for (auto [t, group] : llvm::enumerate(*groups))
           if (group.first == dim && group.second > group.first)
             return int64_t(t);
       if (auto groups = reshapeGroups(to, from); groups && (*groups)[size_t(dim)].second > (*groups)[size_t(dim)].first)
-        if (int64_t lead = (*groups)[size_t(dim)].first; to[size_t(lead)] % q_ == 0)
+        if (int64_t lead = (*groups)[size_t(dim)].first; to[size_t(lead)] % parts == 0)
           return lead;
       return std::nullopt;
     };
-    std::optional<int64_t> row = carried(d->row), col = carried(d->col);
+    std::optional<int64_t> row = carried(d->row, grid_.rowParts()), col = carried(d->col, q_);
     return row && col && *row != *col && finish({*row, *col});
   }
   if (auto transpose = dyn_cast<TransposeOp>(op)) {
@@ -478,11 +519,11 @@ bool GridSplitter::splitInPlace(OpBuilder &b, Operation *op) {
       return false;
     ArrayRef<int64_t> whole = wholeTypeOf(slice.getInput()).getShape();
     SmallVector<int64_t> limits(slice.getLimits());
-    for (int64_t dim : {d->row, d->col}) {
+    for (auto [dim, parts] : {std::pair(d->row, grid_.rowParts()), {d->col, q_}}) {
       if (slice.getStarts()[size_t(dim)] != 0 || slice.getSteps()[size_t(dim)] != 1 ||
           limits[size_t(dim)] < whole[size_t(dim)])
         return false;
-      limits[size_t(dim)] = whole[size_t(dim)] / q_;
+      limits[size_t(dim)] = whole[size_t(dim)] / parts;
     }
     slice.setLimits(limits);
     return finish(*d);
@@ -559,26 +600,28 @@ LogicalResult GridSplitter::run(TensorGridSummary &summary) {
 
 } // namespace
 
-FailureOr<TensorGridSummary> partitionTensorGrid(ModuleOp module, int64_t side) {
+FailureOr<TensorGridSummary> partitionTensorGrid(ModuleOp module, int64_t side, int64_t depth) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
-    return module.emitError() << "2D tensor parallelism partitions @forward, and the module has none";
-  if (side < 2)
-    return module.emitError() << "2D tensor parallelism needs a grid of at least 2 x 2 ranks, not " << side << " x "
-                              << side;
+    return module.emitError() << "grid tensor parallelism partitions @forward, and the module has none";
+  if (side < 2 || depth < 1)
+    return module.emitError() << "grid tensor parallelism needs layers of at least 2 x 2 ranks, not " << depth << " of "
+                              << side << " x " << side;
   if (module->hasAttr("train.tensor_parallel") || module->hasAttr("train.sequence_parallel_ranks"))
-    return module.emitError() << "the module is already partitioned; 2D tensor parallelism beside another model "
+    return module.emitError() << "the module is already partitioned; grid tensor parallelism beside another model "
                                  "axis is not built yet";
   TensorGridSummary summary;
-  GridSplitter splitter(module, forward, side);
+  GridSplitter splitter(module, forward, GridShape{side, depth});
   if (failed(splitter.run(summary)))
     return failure();
   if (summary.linears == 0)
-    return forward.emitError() << "2D tensor parallelism splits linear layers (each weight read once), and "
+    return forward.emitError() << "grid tensor parallelism splits linear layers (each weight read once), and "
                                   "@forward has none";
   Builder b(module.getContext());
-  module->setAttr("train.tensor_parallel", b.getI64IntegerAttr(side * side));
+  module->setAttr("train.tensor_parallel", b.getI64IntegerAttr(side * side * depth));
   module->setAttr("train.tensor_grid", b.getI64IntegerAttr(side));
+  if (depth > 1)
+    module->setAttr("train.tensor_grid_depth", b.getI64IntegerAttr(depth));
   return summary;
 }
 
@@ -589,31 +632,44 @@ struct TensorGridPass : impl::TensorGridPassBase<TensorGridPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<int64_t> planned = plannedRanks(module, getArgument(), ranks, [](PlanAttr plan) {
-      return plan.getTpMode() == "2d" ? plan.getTp() : int64_t(1);
-    });
-    if (failed(planned))
+    auto onGrid = [](PlanAttr plan) { return plan.getTpMode() == "2d" || plan.getTpMode() == "2.5d"; };
+    FailureOr<int64_t> planned = plannedRanks(module, getArgument(), ranks,
+                                              [&](PlanAttr plan) { return onGrid(plan) ? plan.getTp() : int64_t(1); });
+    FailureOr<std::optional<int64_t>> layers = plannedSetting<int64_t>(
+        module, getArgument(), "depth", depth ? std::optional<int64_t>(depth) : std::nullopt,
+        [&](PlanAttr plan) { return plan.getTpMode() == "2.5d" ? plan.getTpDepth() : int64_t(1); });
+    if (failed(planned) || failed(layers))
       return signalPassFailure();
-    int64_t tensorRanks = *planned;
+    int64_t tensorRanks = *planned, d = layers->value_or(1);
     if (tensorRanks == 1)
       return;
     int64_t q = 1;
-    while (q * q < tensorRanks)
+    while (d >= 1 && q * q * d < tensorRanks)
       ++q;
-    if (q * q != tensorRanks) {
-      module.emitError() << getArgument() << ": tp_mode=2d needs a square number of tensor ranks (a q x q grid), "
-                         << "not tp=" << tensorRanks;
+    PlanAttr plan = PlanAttr::on(module);
+    if (d < 1 || q * q * d != tensorRanks) {
+      if (d > 1 || (plan && plan.getTpMode() == "2.5d"))
+        module.emitError() << getArgument() << ": tp_mode=2.5d with tp_depth=" << d << " needs tp = q x q x " << d
+                           << " tensor ranks (" << d << " layers of a q x q grid), not tp=" << tensorRanks;
+      else
+        module.emitError() << getArgument() << ": tp_mode=2d needs a square number of tensor ranks (a q x q grid), "
+                           << "not tp=" << tensorRanks;
       return signalPassFailure();
     }
-    FailureOr<TensorGridSummary> split = partitionTensorGrid(module, q);
+    FailureOr<TensorGridSummary> split = partitionTensorGrid(module, q, d);
     if (failed(split))
       return signalPassFailure();
     if (!report)
       return;
     InFlightDiagnostic remark = module.emitRemark();
-    remark << "tp=" << tensorRanks << " as a " << q << " x " << q << " grid (2D): " << split->linears
-           << " linear layers by SUMMA, " << split->norms << " norms on blocks, " << split->splitParameters
-           << " parameters in blocks, " << split->losses << " losses vocabulary-parallel over the columns";
+    remark << "tp=" << tensorRanks << " as ";
+    if (d > 1)
+      remark << d << " layers of a " << q << " x " << q << " grid (2.5D, the rows split over the layers): ";
+    else
+      remark << "a " << q << " x " << q << " grid (2D): ";
+    remark << split->linears << " linear layers by SUMMA, " << split->norms << " norms on blocks, "
+           << split->splitParameters << " parameters in blocks, " << split->losses
+           << " losses vocabulary-parallel over the columns";
     if (!split->wholeOps.empty()) {
       remark << "; computed whole (their inputs gathered, " << split->gathers << " gathers):";
       llvm::StringMap<int> counts;

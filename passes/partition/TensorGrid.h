@@ -1,4 +1,4 @@
-//===- TensorGrid.h - 2D tensor parallelism on a q x q grid -------*- C++ -*-===//
+//===- TensorGrid.h - 2D and 2.5D tensor parallelism on grids -----*- C++ -*-===//
 //
 // Optimus (Xu et al. 2021, "An Efficient 2D Method for Training Super-Large
 // Deep Learning Models"), as Colossal-AI builds it: the tensor ranks form a
@@ -26,6 +26,16 @@
 // gathered over both axes, and a whole value entering the grid is sliced:
 // the step stays exact, and the report names what ran whole.
 //
+// 2.5D (Wang et al. 2021, "Tesseract"; Colossal-AI's 2.5D layers): d layers
+// of a q x q grid, mesh axis "tp_depth" the layer. The rows are split over
+// the layers, then over each layer's rows (d x q blocks, tp_depth major);
+// each layer runs the 2D algorithm on its rows with the same weight blocks,
+// so a weight is held 1/q^2 per rank (as Colossal-AI's 2.5D table states)
+// and read as copies over tp_depth: its gradient, each layer's rows' part,
+// is summed over the depth. Biases and norm scales are copies over every
+// row (tp_depth and tp_row); the loss sums its rows over "tp_rows", the
+// group of one grid column's ranks across the layers.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLOSSAL_PASSES_PARTITION_TENSORGRID_H
@@ -43,6 +53,10 @@ namespace colossal::partition {
 /// groups are grid columns), its column its rank on `kGridColumnAxis`.
 inline constexpr const char *kGridRowAxis = "tp_row";
 inline constexpr const char *kGridColumnAxis = "tp_col";
+/// 2.5D: the layer a rank's grid is (its rows' block of the rows), and the
+/// group of every rank of one grid column over all layers (the loss's rows).
+inline constexpr const char *kGridDepthAxis = "tp_depth";
+inline constexpr const char *kGridRowsAxis = "tp_rows";
 
 struct TensorGridSummary {
   int64_t linears = 0, norms = 0, splitParameters = 0, losses = 0;
@@ -52,11 +66,12 @@ struct TensorGridSummary {
   std::vector<std::string> wholeOps;
 };
 
-/// Splits @forward over a `side` x `side` grid of tensor ranks. Fails
-/// naming the op that the grid cannot split or whose dimension does not
-/// divide by `side`. Records `train.tensor_parallel = side^2` and
-/// `train.tensor_grid = side` on the module.
-mlir::FailureOr<TensorGridSummary> partitionTensorGrid(mlir::ModuleOp module, int64_t side);
+/// Splits @forward over `depth` layers of a `side` x `side` grid of tensor
+/// ranks (depth 1: 2D). Fails naming the op that the grid cannot split or
+/// whose dimension does not divide. Records `train.tensor_parallel = side^2
+/// depth`, `train.tensor_grid = side` and, beyond one layer,
+/// `train.tensor_grid_depth = depth` on the module.
+mlir::FailureOr<TensorGridSummary> partitionTensorGrid(mlir::ModuleOp module, int64_t side, int64_t depth = 1);
 
 } // namespace colossal::partition
 

@@ -807,6 +807,69 @@ for model, dp, batch, seq_rows, extra in [
         check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
+# 2.5D tensor parallelism (tp=8,tp_mode=2.5d,tp_depth=2: Tesseract, two
+# layers of a 2 x 2 grid, axes tp_depth, tp_row and tp_col): the rows split
+# over the layers and then each layer's rows, every layer SUMMA on its rows
+# with the same weight blocks (a quarter per rank, as Colossal-AI's 2.5D
+# table states), their gradients summed over tp_depth; the loss's rows
+# summed over a grid column across the layers (tp_rows). GPT-2 (AdamW) and
+# LLaMA (SGD) on 8 ranks train like PyTorch and one rank, every collective
+# on every axis is the plan's, and each layer's SUMMA moves Optimus's
+# counts for its rows while tp_depth carries one all-reduce of every weight
+# block per step (Wang et al. 2021, sec. 3: the depth's reduction of the
+# weight gradients).
+def tesseract_depth_sums(manifest, microbatches=1):
+    """Per step: (bytes, calls) of the weight blocks' gradient sums over tp_depth."""
+    blocks = [p for p in manifest["parameters"] if len(p.get("grid_split", [])) == 2]
+    return (sum(4 * p["shape"][0] * p["shape"][1] for p in blocks) * microbatches, len(blocks) * microbatches)
+
+
+for model, batch, name in [("gpt2", 4, "adamw"), ("llama", 4, "sgd_plain")]:
+    feed_dir, reference, _ = batch_data(model, batch)
+    tag = f"{model}-{name}-tesseract2x2x2"
+    program = f"{WORK}/{model}-tesseract2x2x2"
+    built = compile_model(model, program, "--gpus", "8", "--strategy", "tp=8,tp_mode=2.5d,tp_depth=2", batch=batch)
+    check(built.returncode == 0, f"{model} 2.5D: {built.stderr[-2000:]}")
+    if built.returncode:
+        continue
+    manifest = json.load(open(f"{program}/manifest.json"))
+    grid = manifest.get("tensor_grid", {})
+    check(grid.get("mode") == "2.5d" and grid.get("side") == 2 and grid.get("depth") == 2 and
+          manifest["strategy"]["tp"] == 8, f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
+    check_gradients(program, model, batch, 8, f"{model}-tesseract2x2x2")
+    single = f"{WORK}/{model}-b{batch}"
+    if not os.path.exists(f"{single}/model_train"):
+        built = compile_model(model, single, "--gpus", "1", batch=batch)
+        check(built.returncode == 0, f"{model} on one rank: {built.stderr[-2000:]}")
+    if not os.path.exists(f"{WORK}/{model}-{name}-{batch}-1/{shard}"):
+        one = train(single, "--feed", feed_dir, "--save", f"{WORK}/{model}-{name}-{batch}-1",
+                    *optimizer_flags(name, reference["hyper_parameters"][name]))
+        check(one.returncode == 0, f"{model} {name} on one rank: {one.stderr[-1500:]}")
+    ran = train_like_one_rank(program, model, name, batch, 8, tag, feed_dir, reference)
+    if not ran:
+        continue
+    log, loss_error, worst_weight, where = ran
+    kind = runtime_name(name)
+    check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][kind], tag,
+                   calls=manifest["predicted_comm_calls_per_step_by_optimizer"][kind])
+    first = json.loads(open(log).readline())["comm"]
+    measured = {c: {a: (first[c][a]["bytes"], first[c][a]["calls"]) for a in ("tp_col", "tp_row")}
+                for c in ("broadcast", "reduce")}
+    layer_rows = batch * SEQ // 2
+    closed_form = optimus_closed_form(manifest, layer_rows, 2)
+    check(measured == closed_form, f"{tag}: each layer's SUMMA moved {measured}, Optimus's formulas for its "
+                                   f"{layer_rows} rows say {closed_form}")
+    depth_sums = (first["all_reduce"]["tp_depth"]["bytes"], first["all_reduce"]["tp_depth"]["calls"])
+    check(depth_sums == tesseract_depth_sums(manifest),
+          f"{tag}: tp_depth summed {depth_sums} (bytes, calls), the weight blocks are {tesseract_depth_sums(manifest)}")
+    check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][kind], tag)
+    check_step_peak(log, program, tag, estimate_missing="the grid's gathered and sliced blocks")
+    print(f"{model:12} {'2x2x2':9} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; tp_depth all_reduce "
+          f"{depth_sums[0]} B/{depth_sums[1]} = the weight blocks; each layer's SUMMA = Optimus's for "
+          f"{layer_rows} rows; every collective measured = plan)")
+    check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
+    check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
 # Pipelines of grids: two stages, each on its own 2 x 2 grid (8 ranks), the
 # layers split alike (the first norm brings the embeddings' sum into the
 # grid): GPT-2 trains like PyTorch. (Each stage's bytes are not predicted
@@ -846,10 +909,18 @@ cases = [
      "16 input features, which do not divide by 3"),
     ("a 3D tensor mode", compile_model("gpt2", f"{WORK}/tpz", "--gpus", "8", "--strategy",
                                        "tp=8,tp_mode=3d", batch=4),
-     "2.5D and 3D are planned, not built"),
+     "3D is planned, not built"),
     ("a 2D grid that does not divide the rows (3 rows on a 2 x 2 grid)",
      compile_model("gpt2", f"{WORK}/grid-rows", "--gpus", "4", "--strategy", "tp=4,tp_mode=2d", batch=3),
-     "splits this linear layer's 3 rows, 16 input and 48 output features, which must each divide by 2"),
+     "splits this linear layer's 3 rows in 2 and its 16 input and 48 output features in 2, which must divide"),
+    ("2.5D layers that do not divide the rows (2 rows over 2 layers of 2 x 2 grids)",
+     compile_model("gpt2", f"{WORK}/layers-rows", "--gpus", "8", "--strategy", "tp=8,tp_mode=2.5d,tp_depth=2",
+                   batch=2),
+     "on 2 layers of 2 x 2 grids (2.5D) splits this linear layer's 2 rows in 4"),
+    ("2.5D layers that do not divide the tensor ranks (tp=8, tp_depth=3)",
+     compile_model("gpt2", f"{WORK}/layers-3", "--gpus", "8", "--strategy", "tp=8,tp_mode=2.5d,tp_depth=3",
+                   batch=4),
+     "tp_mode=2.5d with tp_depth=3 needs tp = q x q x 3 tensor ranks (3 layers of a q x q grid), not tp=8"),
     ("a 2D grid on a number of tensor ranks that is not a square",
      compile_model("gpt2", f"{WORK}/grid-8", "--gpus", "8", "--strategy", "tp=8,tp_mode=2d", batch=4),
      "tp_mode=2d needs a square number of tensor ranks (a q x q grid), not tp=8"),

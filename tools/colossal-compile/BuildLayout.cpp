@@ -20,17 +20,20 @@ using cost::SequenceMode;
 /// the partitioner must still be asked about.
 bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
   if (strategy.tp > 1) {
-    if (strategy.tpMode == cost::TensorMode::TwoD) {
+    bool layered = strategy.tpMode == cost::TensorMode::TwoPointFiveD;
+    if (strategy.tpMode == cost::TensorMode::TwoD || layered) {
+      std::string mode = layered ? "2.5d" : "2d";
       if (strategy.sp > 1 || strategy.spMode != SequenceMode::None) {
-        printError("--strategy: tp=" + std::to_string(strategy.tp) +
-                   ",tp_mode=2d runs alone on the model axes; a sequence split beside the grid is not built yet");
+        printError("--strategy: tp=" + std::to_string(strategy.tp) + ",tp_mode=" + mode +
+                   " runs alone on the model axes; a sequence split beside the grid is not built yet");
         return false;
       }
       layout.tensorGrid = true;
+      layout.tensorGridDepth = layered ? strategy.tpDepth : 1;
     } else if (strategy.tpMode != cost::TensorMode::OneD) {
       printError("--strategy: tp=" + std::to_string(strategy.tp) +
-                 " runs as 1D tensor parallelism (the MLP and attention blocks and the vocabulary) or as a 2D grid "
-                 "(tp_mode=2d); 2.5D and 3D are planned, not built");
+                 " runs as 1D tensor parallelism (the MLP and attention blocks and the vocabulary), as a 2D grid "
+                 "(tp_mode=2d) or as layers of one (tp_mode=2.5d,tp_depth=D); 3D is planned, not built");
       return false;
     }
     layout.tensorRanks = strategy.tp;
@@ -204,7 +207,10 @@ cost::Strategy strategyOf(const BuildLayout &layout) {
   cost::Strategy s;
   s.dp = int(layout.ranks), s.microbatches = int(layout.microbatches);
   s.tp = int(layout.tensorRanks);
-  s.tpMode = layout.tensorGrid ? cost::TensorMode::TwoD : cost::TensorMode::OneD;
+  s.tpMode = !layout.tensorGrid           ? cost::TensorMode::OneD
+             : layout.tensorGridDepth > 1 ? cost::TensorMode::TwoPointFiveD
+                                          : cost::TensorMode::TwoD;
+  s.tpDepth = s.tpMode == cost::TensorMode::TwoPointFiveD ? int(layout.tensorGridDepth) : 1;
   s.spMode = layout.sequenceParallel ? SequenceMode::Megatron : SequenceMode::None;
   if (layout.sequenceAxis) {
     s.sp = int(layout.sequenceRanks);

@@ -32,8 +32,10 @@ struct BuildLayout {
   int64_t tensorRanks = 1, sequenceRanks = 1;
   /// Megatron's sequence parallelism on the tensor axis.
   bool sequenceParallel = false;
-  /// The tensor ranks as a square grid (2D, SUMMA) instead of 1D.
+  /// The tensor ranks as a square grid (2D, SUMMA) instead of 1D, in
+  /// `tensorGridDepth` layers (2.5D) when more than one.
   bool tensorGrid = false;
+  int64_t tensorGridDepth = 1;
   std::optional<partition::SequenceAlgorithm> sequenceAxis;
 
   /// The model axes' ranks together.

@@ -103,6 +103,9 @@ struct RankGroups {
   /// A tensor grid's axes inside tp: the rank's row's and column's groups
   /// (tp_row: ranks of one grid column; tp_col: ranks of one grid row).
   Communicator *gridRow = nullptr, *gridColumn = nullptr;
+  /// 2.5D: the rank's copies in the other layers (tp_depth) and its grid
+  /// column across the layers (tp_rows); `tp` is then the rank's layer.
+  Communicator *gridDepth = nullptr, *gridRows = nullptr;
 };
 
 /// Seconds to the microsecond, for the log's time breakdown.
@@ -162,7 +165,7 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   int64_t tensorRank = tp ? tp->rank() : 0, tensorRanks = tp ? tp->size() : 1;
   // The step's own sums run on this thread: no second thread may talk then.
   overlapAllowed = overlapAllowed && !tp && !sp;
-  TensorAxisCollectives collectives({tp, sp, groups.gridRow, groups.gridColumn});
+  TensorAxisCollectives collectives({tp, sp, groups.gridRow, groups.gridColumn, groups.gridDepth, groups.gridRows});
   // The split tensors' norms are the sums of their slices' over the axes
   // splitting them (two floats per tensor): the tensor axis, or on a grid
   // the grid axes a block is split over; whole tensors' are every rank's own.
@@ -243,8 +246,8 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   schedule.minRatio = o.settings.minLrRatio;
   // A pipeline's other ranks hold other stages, so other memory: the first
   // rank of each writes its own records beside the log (LOG.pipeline-rank-K).
-  bool stageLead =
-      groups.pipeline && groups.pp->rank() > 0 && dp.rank() == 0 && tensorRank == 0 && (sp ? sp->rank() : 0) == 0;
+  bool stageLead = groups.pipeline && groups.pp->rank() > 0 && dp.rank() == 0 && tensorRank == 0 &&
+                   (sp ? sp->rank() : 0) == 0 && (groups.gridDepth ? groups.gridDepth->rank() : 0) == 0;
   StepLog log(lead                          ? o.log
               : stageLead && !o.log.empty() ? o.log + ".pipeline-rank-" + std::to_string(groups.pp->rank())
                                             : std::string());
@@ -523,21 +526,31 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
                       "dp=" + std::to_string(ranks) + (sequenceRanks > 1 ? ",sp=" + std::to_string(sequenceRanks) : "");
   std::string mesh = outer + (tensorRanks > 1 ? ",tp=" + std::to_string(tensorRanks) : "");
   ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
-  // A tensor grid: the same ranks split again by row and column, tensor
-  // rank t being row t / q and column t % q.
-  std::optional<ProcessGroups> grid;
+  // A tensor grid: the same ranks split again by layer, row and column,
+  // tensor rank t being layer t / q^2, row t % q^2 / q and column t % q.
+  std::optional<ProcessGroups> grid, layers, rows;
+  int64_t depth = std::max<int64_t>(program.settings.tensorGridDepth, 1);
   if (int64_t q = program.settings.tensorGrid; q > 1) {
-    if (q * q != tensorRanks) {
+    if (q * q * depth != tensorRanks) {
       printError(argv[0], program.model,
-                 "a " + std::to_string(q) + " x " + std::to_string(q) + " tensor grid on " +
-                     std::to_string(tensorRanks) + " tensor ranks");
+                 std::to_string(depth) + " layer(s) of a " + std::to_string(q) + " x " + std::to_string(q) +
+                     " tensor grid on " + std::to_string(tensorRanks) + " tensor ranks");
       return 1;
     }
-    std::string rows = outer + ",tp_row=" + std::to_string(q) + ",tp_col=" + std::to_string(q);
-    grid.emplace(ProcessGroups::overMpi(MeshShape::parse(rows), *world));
+    std::string side = std::to_string(q), layer = depth > 1 ? ",tp_depth=" + std::to_string(depth) : "";
+    grid.emplace(
+        ProcessGroups::overMpi(MeshShape::parse(outer + layer + ",tp_row=" + side + ",tp_col=" + side), *world));
+    if (depth > 1) {
+      layers.emplace(
+          ProcessGroups::overMpi(MeshShape::parse(outer + layer + ",tp_layer=" + std::to_string(q * q)), *world));
+      rows.emplace(ProcessGroups::overMpi(
+          MeshShape::parse(outer + ",tp_rows=" + std::to_string(depth * q) + ",tp_col=" + side), *world));
+    }
   }
   Communicator &dp = groups.axis("dp");
-  Communicator *tp = tensorRanks > 1 ? &groups.axis("tp") : nullptr;
+  // (On 2.5D's layers the tensor ranks that hold one copy of the weights
+  // are the rank's layer: its blocks are sliced, saved and completed there.)
+  Communicator *tp = layers ? &layers->axis("tp_layer") : tensorRanks > 1 ? &groups.axis("tp") : nullptr;
   Communicator *sp = sequenceRanks > 1 ? &groups.axis("sp") : nullptr;
   Communicator *pp = pipelineRanks > 1 ? &groups.axis("pp") : nullptr;
   std::optional<Prepared> prepared;
@@ -553,7 +566,7 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
       if (pp)
         pipeline.emplace(pipelineRankOf(program, pp->rank(), pp->size()));
       prepared.emplace(prepare(pipeline ? pipeline->program : program, *options, dp.rank(), ranks, tp ? tp->rank() : 0,
-                               tensorRanks));
+                               tp ? tp->size() : 1));
     }
   } catch (const Error &e) {
     call = e.call(), reason = e.reason();
@@ -575,7 +588,8 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
       [&] {
         train(pipeline ? pipeline->program : program, *prepared,
               RankGroups{dp, tp, sp, *world, pp, pipeline ? &*pipeline : nullptr,
-                         grid ? &grid->axis("tp_row") : nullptr, grid ? &grid->axis("tp_col") : nullptr},
+                         grid ? &grid->axis("tp_row") : nullptr, grid ? &grid->axis("tp_col") : nullptr,
+                         layers ? &grid->axis("tp_depth") : nullptr, rows ? &rows->axis("tp_rows") : nullptr},
               &counters, mpi.threadsMayCommunicate());
         return 0;
       },

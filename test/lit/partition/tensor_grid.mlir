@@ -129,7 +129,7 @@ module {
   train.parameter @a : tensor<8x5xf32> {trainable}
   func.func @forward(%x: tensor<4x8xf32> {train.name = "x"}) -> (tensor<f32> {train.name = "loss"}) {
     %w = train.param @a : tensor<8x5xf32>
-    // expected-error @+1 {{2D tensor parallelism on a 2 x 2 grid splits this linear layer's 4 rows, 8 input and 5 output features, which must each divide by 2}}
+    // expected-error @+1 {{tensor parallelism on a 2 x 2 grid (2D) splits this linear layer's 4 rows in 2 and its 8 input and 5 output features in 2, which must divide}}
     %h = train.linear %x, %w : (tensor<4x8xf32>, tensor<8x5xf32>) -> tensor<4x5xf32>
     %loss = train.reduce_mean %h {axes = array<i64>, keepdims = false} : (tensor<4x5xf32>) -> tensor<f32>
     return %loss : tensor<f32>

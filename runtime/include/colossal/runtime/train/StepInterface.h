@@ -103,6 +103,9 @@ struct TrainingSettings {
   /// The tensor ranks as a tensorGrid x tensorGrid grid (2D tensor
   /// parallelism: mesh axes tp_row and tp_col inside tp); 0: one axis.
   int64_t tensorGrid = 0;
+  /// 2.5D: the grid's layers (mesh axis tp_depth, outside tp_row and
+  /// tp_col), each holding the same weight blocks; 1: one layer (2D).
+  int64_t tensorGridDepth = 1;
   int64_t sequenceRanks = 1;
   /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
   /// gradients too, 3 the weights too (ShardedOptimizer.h); 0 replicates
