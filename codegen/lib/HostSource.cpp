@@ -351,7 +351,8 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
      << "  s.sequenceRanks = " << settings.sequenceRanks << ";\n"
      << (gridSide ? "  s.tensorGrid = " + std::to_string(gridSide.getInt()) + ";\n" : std::string())
      << (gridDepth ? "  s.tensorGridDepth = " + std::to_string(gridDepth.getInt()) + ";\n" : std::string())
-     << "  s.zero = " << settings.zero << ";\n"
+     << (module->hasAttr("train.tensor_cube") ? "  s.tensorCube = true;\n" : "") << "  s.zero = " << settings.zero
+     << ";\n"
      << (settings.offloadOptimizer ? "  s.offloadOptimizer = true;\n" : "")
      << "  s.gradientBucketBytes = " << settings.gradientBucketBytes << ";\n"
      << "  s.prefetchBytes = " << settings.prefetchBytes << ";\n"

@@ -194,10 +194,22 @@ LogicalResult readPlan(ModuleOp module, ProgramSettings &s) {
   return success();
 }
 
-/// A tensor grid's layers (2.5D's depth; 1 for 2D).
+/// A tensor grid's layers (2.5D's depth; 1 for 2D and 3D).
 int64_t gridDepthOf(ModuleOp module) {
   auto depth = module->getAttrOfType<IntegerAttr>("train.tensor_grid_depth");
   return depth ? depth.getInt() : 1;
+}
+
+/// The mesh axes a grid's step communicates over, with their ranks: a 2D
+/// grid's rows and columns, 2.5D's layers and one column's rows across
+/// them, or a 3D cube's axes and the rows of one tp_in or tp_out column.
+std::vector<std::pair<const char *, int64_t>> gridAxesOf(ModuleOp module, int64_t side, int64_t depth) {
+  if (module->hasAttr("train.tensor_cube"))
+    return {
+        {"tp_in", side}, {"tp_w", side}, {"tp_out", side}, {"tp_rows_in", side * side}, {"tp_rows_out", side * side}};
+  if (depth > 1)
+    return {{"tp_row", side}, {"tp_col", side}, {"tp_depth", depth}, {"tp_rows", depth * side}};
+  return {{"tp_row", side}, {"tp_col", side}};
 }
 
 void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, int64_t depth, const std::string &optimizer,
@@ -464,9 +476,7 @@ void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, int64_
     step.walk([&](dist::GridLinearOp op) { addLinear(op.getInput(), op.getWeight(), op.getResult(), false); });
     step.walk([&](dist::GridLinearGradOp op) { addLinear(op.getInput(), op.getWeight(), op.getOutputGrad(), true); });
   }
-  std::vector<std::pair<const char *, int64_t>> axes = {{"tp_row", side}, {"tp_col", side}};
-  if (depth > 1)
-    axes.insert(axes.end(), {{"tp_depth", depth}, {"tp_rows", depth * side}});
+  std::vector<std::pair<const char *, int64_t>> axes = gridAxesOf(module, side, depth);
   for (auto [axis, ranks] : axes) {
     Json counted = modelAxisOf(module, s, axis, ranks);
     auto take = [&](cost::Collective collective, const char *bytes, const char *calls) {
@@ -587,16 +597,15 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
     if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
       forward.walk([&](dist::GridLinearOp) { ++linears; });
     int64_t depth = gridDepthOf(module);
-    Json::Object grid{{"mode", depth > 1 ? "2.5d" : "2d"},
+    bool cube = module->hasAttr("train.tensor_cube");
+    Json::Object grid{{"mode", cube        ? "3d"
+                               : depth > 1 ? "2.5d"
+                                           : "2d"},
                       {"side", Json(side.getInt())},
                       {"depth", Json(depth)},
-                      {"grid_linears", Json(linears)},
-                      {"tp_row", modelAxisOf(module, s, "tp_row", side.getInt())},
-                      {"tp_col", modelAxisOf(module, s, "tp_col", side.getInt())}};
-    if (depth > 1) {
-      grid["tp_depth"] = modelAxisOf(module, s, "tp_depth", depth);
-      grid["tp_rows"] = modelAxisOf(module, s, "tp_rows", depth * side.getInt());
-    }
+                      {"grid_linears", Json(linears)}};
+    for (auto [axis, ranks] : gridAxesOf(module, side.getInt(), depth))
+      grid[axis] = modelAxisOf(module, s, axis, ranks);
     m["tensor_grid"] = Json(std::move(grid));
   } else if (s.tensorRanks > 1) {
     m["tensor_parallel"] = modelAxisOf(module, s, "tp", s.tensorRanks);

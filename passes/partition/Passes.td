@@ -54,6 +54,7 @@ def TensorGridPass : Pass<"train-tensor-grid", "::mlir::ModuleOp"> {
   let options = [
     Option<"ranks", "ranks", "int64_t", "0", "Tensor ranks, q x q x depth (0: the module's dist.plan's tp)">,
     Option<"depth", "depth", "int64_t", "0", "Layers of the grid, 2.5D's depth (0: the plan's tp_depth, else 1)">,
+    Option<"cube", "cube", "bool", "false", "3D: the tensor ranks as a q x q x q cube (default: the plan's tp_mode)">,
     Option<"report", "report", "bool", "false", "Emit a remark saying what was split">,
   ];
 }

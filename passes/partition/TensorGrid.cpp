@@ -12,6 +12,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <cmath>
+
 namespace colossal::partition {
 
 #define GEN_PASS_DEF_TENSORGRIDPASS
@@ -28,33 +30,53 @@ namespace {
 /// tp_col (its features, or the heads they reshape into).
 struct GridDims {
   int64_t row = 0, col = 0;
-  bool operator==(const GridDims &other) const { return row == other.row && col == other.col; }
+  /// 3D: which axes split them (CubeVariant); 0 on a 2D or 2.5D grid.
+  int variant = 0;
+  bool operator==(const GridDims &other) const {
+    return row == other.row && col == other.col && variant == other.variant;
+  }
   bool operator!=(const GridDims &other) const { return !(*this == other); }
 };
 
 /// A block: the rows (first dimension) and the features (last).
-GridDims blockDims(int64_t rank) { return {0, rank - 1}; }
+GridDims blockDims(int64_t rank, int variant = 0) { return {0, rank - 1, variant}; }
 
 /// The grid's shape: q x q ranks in each of `depth` layers (2.5D's depth;
-/// 1 for 2D). The rows are split over the layers, then over each layer's
-/// rows: `depth` x q parts, tp_depth major.
+/// 1 for 2D), or a q x q x q cube (3D). On layers the rows are split over
+/// the layers, then over each layer's rows: `depth` x q parts, tp_depth
+/// major. On the cube a value's rows are split over tp_w and one of tp_in
+/// and tp_out, its features over the other (its variant): a linear layer
+/// takes variant 0 (rows over tp_w, tp_in; features over tp_out) to
+/// variant 1 (rows over tp_w, tp_out; features over tp_in) and back.
 struct GridShape {
   int64_t q = 1, depth = 1;
-  int64_t rowParts() const { return q * depth; }
-  SmallVector<std::string, 2> rowAxes() const {
+  bool cube = false;
+  int64_t rowParts() const { return cube ? q * q : q * depth; }
+  SmallVector<std::string, 2> rowAxes(int variant = 0) const {
+    if (cube)
+      return {kCubeWeightAxis, variant == 0 ? kCubeInputAxis : kCubeOutputAxis};
     if (depth > 1)
       return {kGridDepthAxis, kGridRowAxis};
     return {kGridRowAxis};
   }
+  StringRef columnAxis(int variant = 0) const {
+    if (cube)
+      return variant == 0 ? kCubeOutputAxis : kCubeInputAxis;
+    return kGridColumnAxis;
+  }
   /// The loss's token axis: the group of every row of one grid column.
-  StringRef tokenAxis() const { return depth > 1 ? kGridRowsAxis : kGridRowAxis; }
+  StringRef tokenAxis(int variant = 0) const {
+    if (cube)
+      return variant == 0 ? kCubeRowsOfOutputAxis : kCubeRowsOfInputAxis;
+    return depth > 1 ? kGridRowsAxis : kGridRowAxis;
+  }
 };
 
 Layout gridLayout(int64_t rank, GridDims d, const GridShape &g) {
   Layout layout = wholeLayout(rank);
-  for (const std::string &axis : g.rowAxes())
+  for (const std::string &axis : g.rowAxes(d.variant))
     layout.dims[size_t(d.row)].push_back(axis);
-  layout.dims[size_t(d.col)].push_back(kGridColumnAxis);
+  layout.dims[size_t(d.col)].push_back(g.columnAxis(d.variant).str());
   return layout;
 }
 
@@ -87,7 +109,11 @@ private:
     auto it = split_.find(v);
     return it == split_.end() ? std::nullopt : std::optional<GridDims>(it->second);
   }
-  bool isBlock(Value v) const { return dimsOf(v) == std::optional<GridDims>(blockDims(typeOf(v).getRank())); }
+  /// Whether `v` is held as a block (of any variant on the cube).
+  bool isBlock(Value v) const {
+    std::optional<GridDims> d = dimsOf(v);
+    return d && *d == blockDims(typeOf(v).getRank(), d->variant);
+  }
   /// The whole value's type of `v` (its own when it is whole).
   RankedTensorType wholeTypeOf(Value v) const;
   /// Records that `v` (of its local type) is held split as `d`.
@@ -113,13 +139,18 @@ private:
   Value broadcastInto(OpBuilder &b, Location loc, Value operand, RankedTensorType result, GridDims d);
   bool soleRead(SplitOperand operand) { return reads_[operand.read.getName()] == 1; }
   /// Makes the parameter of `operand` its block: its dimension
-  /// `axes[d]`-split for each operand dimension d (empty: whole). With
-  /// `layersShare`, the grid's layers (2.5D's depth) read the same block:
-  /// copies over tp_depth, whose gradients (each layer's rows') are summed.
-  void splitOnGrid(SplitOperand operand, ArrayRef<std::pair<int64_t, StringRef>> dims, bool layersShare = false);
+  /// `axes[d]`-split for each operand dimension d (empty: whole). Its
+  /// readers see it as `readAs` (a layout over the parameter's dimensions)
+  /// when given: 2.5D's layers read the same block as copies over
+  /// tp_depth (their gradients, each layer's rows', are summed); 3D
+  /// gathers the block over tp_w (its gradient reduce-scattered back).
+  using BlockAxes = ArrayRef<std::pair<int64_t, SmallVector<std::string, 2>>>;
+  void splitOnGrid(SplitOperand operand, BlockAxes dims, std::optional<Layout> readAs = std::nullopt);
   /// "a q x q grid" or "d layers of q x q grids", for errors.
   std::string describe() const {
     std::string side = std::to_string(q_) + " x " + std::to_string(q_);
+    if (grid_.cube)
+      return "a " + side + " x " + std::to_string(q_) + " cube (3D)";
     return grid_.depth > 1 ? std::to_string(grid_.depth) + " layers of " + side + " grids (2.5D)"
                            : "a " + side + " grid (2D)";
   }
@@ -133,7 +164,12 @@ private:
   /// A per-feature parameter ([h]: a bias, a norm's scale) as the rank's
   /// columns, read as copies over the grid's rows; null when it is not a
   /// parameter read once.
-  Value columnsOf(OpBuilder &b, Location loc, Value vector);
+  Value columnsOf(OpBuilder &b, Location loc, Value vector, int variant = 0);
+  /// 3D: y = x W + b on the cube (Bian et al. 2021), for an input of
+  /// variant v: x gathered over its row axis that is not tp_w, the weight
+  /// block gathered over tp_w, the local product's partial sums
+  /// reduce-scattered over x's column axis into the rows: variant 1 - v.
+  LogicalResult splitCubeLinear(LinearOp linear, SplitOperand w, std::optional<SplitOperand> bias);
 
   ModuleOp module_;
   func::FuncOp forward_;
@@ -147,6 +183,8 @@ private:
   /// already gathered.
   DenseMap<std::pair<Value, int64_t>, Value> sliced_;
   DenseMap<Value, Value> gathered_;
+  /// 3D: blocks gathered over their rows' axis other than tp_w, by variant.
+  DenseMap<std::pair<Value, int>, Value> gatheredRows_;
   TensorGridSummary *summary_ = nullptr;
 };
 
@@ -156,10 +194,15 @@ FlatSymbolRefAttr GridSplitter::mesh() {
   OpBuilder builder(module_.getContext());
   SmallVector<StringRef, 3> axes;
   SmallVector<int64_t, 3> sizes;
-  if (grid_.depth > 1)
-    axes.push_back(kGridDepthAxis), sizes.push_back(grid_.depth);
-  axes.append({kGridRowAxis, kGridColumnAxis});
-  sizes.append({q_, q_});
+  if (grid_.cube) {
+    axes.append({kCubeInputAxis, kCubeWeightAxis, kCubeOutputAxis});
+    sizes.append({q_, q_, q_});
+  } else {
+    if (grid_.depth > 1)
+      axes.push_back(kGridDepthAxis), sizes.push_back(grid_.depth);
+    axes.append({kGridRowAxis, kGridColumnAxis});
+    sizes.append({q_, q_});
+  }
   auto mesh = MeshOp::create(builder, module_.getLoc(), builder.getStringAttr("tp_grid"), builder.getStrArrayAttr(axes),
                              builder.getDenseI64ArrayAttr(sizes), DenseI64ArrayAttr());
   SymbolTable(module_).insert(mesh, module_.getBody()->begin());
@@ -183,7 +226,7 @@ FailureOr<Value> GridSplitter::into(OpBuilder &b, Operation *user, Value value, 
       return value;
     value = whole(b, user->getLoc(), value);
   }
-  int64_t key = d.row * 1024 + d.col;
+  int64_t key = (int64_t(d.variant) << 20) + d.row * 1024 + d.col;
   if (Value known = sliced_.lookup({value, key}))
     return known;
   RankedTensorType type = typeOf(value);
@@ -223,8 +266,9 @@ Value GridSplitter::broadcastInto(OpBuilder &b, Location loc, Value operand, Ran
   int64_t offset = result.getRank() - type.getRank();
   Layout from = wholeLayout(type.getRank()), to = from;
   SmallVector<int64_t> shape(type.getShape());
-  SmallVector<std::string, 2> columnAxis = {kGridColumnAxis};
-  for (auto [dim, axes, parts] : {std::tuple(d.row, grid_.rowAxes(), grid_.rowParts()), {d.col, columnAxis, q_}}) {
+  SmallVector<std::string, 2> columnAxis = {grid_.columnAxis(d.variant).str()};
+  for (auto [dim, axes, parts] :
+       {std::tuple(d.row, grid_.rowAxes(d.variant), grid_.rowParts()), {d.col, columnAxis, q_}}) {
     int64_t at = dim - offset;
     if (at >= 0 && type.getDimSize(at) != 1) {
       if (type.getDimSize(at) != result.getDimSize(dim))
@@ -238,29 +282,32 @@ Value GridSplitter::broadcastInto(OpBuilder &b, Location loc, Value operand, Ran
   return reshard(b, loc, operand, RankedTensorType::get(shape, type.getElementType()), from, to);
 }
 
-void GridSplitter::splitOnGrid(SplitOperand operand, ArrayRef<std::pair<int64_t, StringRef>> dims, bool layersShare) {
+void GridSplitter::splitOnGrid(SplitOperand operand, BlockAxes dims, std::optional<Layout> readAs) {
   auto parameter = module_.lookupSymbol<ParameterOp>(operand.read.getName());
   RankedTensorType type = parameter.getTensorType();
   Layout layout = wholeLayout(type.getRank());
   SmallVector<int64_t> shape(type.getShape()), blocks(type.getRank(), 1);
-  for (auto [dim, axis] : dims) {
-    shape[size_t(dim)] /= q_;
-    blocks[size_t(dim)] = q_;
-    layout.dims[size_t(dim)].push_back(axis.str());
-  }
+  for (const auto &[dim, axes] : dims)
+    for (const std::string &axis : axes) {
+      shape[size_t(dim)] /= q_;
+      blocks[size_t(dim)] *= q_;
+      layout.dims[size_t(dim)].push_back(axis);
+    }
   parameter.setBlockSplits(blocks);
   auto sliced = RankedTensorType::get(shape, type.getElementType());
   parameter.setTypeAttr(TypeAttr::get(sliced));
   parameter->setAttr("dist.sharding", ShardingAttr::get(module_.getContext(), layout));
   operand.read.getResult().setType(sliced);
-  if (layersShare && grid_.depth > 1) {
+  if (readAs) {
+    SmallVector<int64_t> seen(type.getShape());
+    for (auto [dim, axes] : llvm::enumerate(readAs->dims))
+      seen[dim] /= int64_t(std::pow(q_, double(axes.size())));
     OpBuilder b(operand.read);
     b.setInsertionPointAfter(operand.read);
-    Layout shared = layout;
-    shared.copies.push_back(kGridDepthAxis);
     Value read = operand.read.getResult();
-    Value copies = reshard(b, operand.read.getLoc(), read, sliced, layout, shared);
-    read.replaceAllUsesExcept(copies, copies.getDefiningOp());
+    Value as =
+        reshard(b, operand.read.getLoc(), read, RankedTensorType::get(seen, type.getElementType()), layout, *readAs);
+    read.replaceAllUsesExcept(as, as.getDefiningOp());
   }
   for (TransposeOp view : operand.views)
     retypeTranspose(view);
@@ -285,6 +332,14 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
     return linear.emitError() << "tensor parallelism on " << describe() << " splits this linear layer's " << rows
                               << " rows in " << grid_.rowParts() << " and its " << k << " input and " << n
                               << " output features in " << q_ << ", which must divide (at " << linear.getLoc() << ")";
+  if (grid_.cube) {
+    if (k % (q_ * q_) != 0)
+      return linear.emitError() << "tensor parallelism on " << describe() << " splits this linear layer's " << k
+                                << " input features in " << q_ * q_ << ", which must divide (at " << linear.getLoc()
+                                << ")";
+    split = true;
+    return splitCubeLinear(linear, *w, bias);
+  }
   OpBuilder b(linear);
   FailureOr<Value> x = block(b, linear, linear.getInput());
   if (failed(x))
@@ -293,7 +348,14 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   // The weight [k, n] is the operand seen through transposes: its
   // dimension 0 (k) split over the rows' axis, 1 (n) over the columns'.
   int64_t kDim = w->parameterDim, nDim = 1 - kDim;
-  splitOnGrid(*w, {{kDim, kGridRowAxis}, {nDim, kGridColumnAxis}}, /*layersShare=*/true);
+  std::optional<Layout> readAs;
+  if (grid_.depth > 1) {
+    readAs = wholeLayout(2);
+    readAs->dims[size_t(kDim)].push_back(kGridRowAxis);
+    readAs->dims[size_t(nDim)].push_back(kGridColumnAxis);
+    readAs->copies.push_back(kGridDepthAxis);
+  }
+  splitOnGrid(*w, {{kDim, {kGridRowAxis}}, {nDim, {kGridColumnAxis}}}, readAs);
   RankedTensorType resultType =
       localType(typeOf(linear.getResult()), blockDims(typeOf(linear.getResult()).getRank()), grid_);
   Value y = GridLinearOp::create(b, linear.getLoc(), resultType, *x, linear.getWeight(),
@@ -311,16 +373,86 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   return success();
 }
 
-Value GridSplitter::columnsOf(OpBuilder &b, Location loc, Value vector) {
+LogicalResult GridSplitter::splitCubeLinear(LinearOp linear, SplitOperand w, std::optional<SplitOperand> bias) {
+  OpBuilder b(linear);
+  Location loc = linear.getLoc();
+  Value input = linear.getInput();
+  int64_t rank = wholeTypeOf(input).getRank();
+  int variant = isBlock(input) ? dimsOf(input)->variant : 0;
+  FailureOr<Value> x = into(b, linear, input, blockDims(rank, variant));
+  if (failed(x))
+    return failure();
+  b.setInsertionPoint(linear);
+  // x's rows are over tp_w and `gathered`, its features over `summed`.
+  std::string gathered = grid_.rowAxes(variant)[1], summed = grid_.columnAxis(variant).str();
+  Value rows = gatheredRows_.lookup({*x, variant});
+  if (!rows) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfterValue(*x);
+    Layout from = gridLayout(rank, blockDims(rank, variant), grid_), to = from;
+    to.dims.front() = {kCubeWeightAxis};
+    // (Read by every rank of `gathered`, each with its weight columns: its
+    // gradient is their sum, reduce-scattered back.)
+    to.copies.push_back(gathered);
+    RankedTensorType local = typeOf(*x);
+    SmallVector<int64_t> shape(local.getShape());
+    shape.front() *= q_;
+    rows = reshard(b, loc, *x, RankedTensorType::get(shape, local.getElementType()), from, to);
+    gatheredRows_[{*x, variant}] = rows;
+  }
+  // The weight [k, n]: k over (summed, tp_w), n over `gathered`; read
+  // gathered over tp_w, a [k/q, n/q] block.
+  int64_t kDim = w.parameterDim, nDim = 1 - kDim;
+  Layout readAs = wholeLayout(2);
+  readAs.dims[size_t(kDim)] = {summed};
+  readAs.dims[size_t(nDim)] = {gathered};
+  readAs.copies.push_back(kCubeWeightAxis);
+  splitOnGrid(w, {{kDim, {summed, kCubeWeightAxis}}, {nDim, {gathered}}}, readAs);
+  RankedTensorType rowsType = typeOf(rows);
+  SmallVector<int64_t> partShape(rowsType.getShape());
+  partShape.back() = typeOf(linear.getWeight()).getDimSize(1);
+  auto partType = RankedTensorType::get(partShape, rowsType.getElementType());
+  Value part = LinearOp::create(b, loc, partType, rows, linear.getWeight(), Value());
+  // The partial sums over `summed`, reduce-scattered into the rows.
+  Layout partial = wholeLayout(rank);
+  partial.dims.front() = {kCubeWeightAxis};
+  partial.dims.back() = {gathered};
+  partial.sums.push_back(summed);
+  int next = 1 - variant;
+  GridDims out = blockDims(rank, next);
+  RankedTensorType resultType = localType(typeOf(linear.getResult()), out, grid_);
+  Value y = reshard(b, loc, part, resultType, partial, gridLayout(rank, out, grid_));
+  if (bias)
+    y = AddOp::create(b, loc, resultType, y, columnsOf(b, loc, linear.getBias(), next));
+  mark(y, out);
+  linear.getResult().replaceAllUsesWith(y);
+  linear.erase();
+  ++summary_->linears;
+  return success();
+}
+
+Value GridSplitter::columnsOf(OpBuilder &b, Location loc, Value vector, int variant) {
   std::optional<SplitOperand> p = traceToParameter(vector, 0);
   if (!p || !p->views.empty() || !soleRead(*p) || typeOf(vector).getRank() != 1 ||
       typeOf(vector).getDimSize(0) % q_ != 0)
     return Value();
-  splitOnGrid(*p, {{0, kGridColumnAxis}});
+  std::string column = grid_.columnAxis(variant).str();
+  splitOnGrid(*p, {{0, {column}}});
   Layout columns = wholeLayout(1);
-  columns.dims[0].push_back(kGridColumnAxis);
+  columns.dims[0].push_back(column);
+  if (grid_.cube) {
+    // (Copies over the rows' other axis, then over tp_w: the gradient is
+    // summed over each in turn, so tp_w's gathers and scatters stay the
+    // weights' alone.)
+    Layout within = columns;
+    within.copies.push_back(grid_.rowAxes(variant)[1]);
+    Layout shared = within;
+    shared.copies.push_back(kCubeWeightAxis);
+    Value copies = reshard(b, loc, vector, typeOf(vector), columns, within);
+    return reshard(b, loc, copies, typeOf(vector), within, shared);
+  }
   Layout copies = columns;
-  llvm::append_range(copies.copies, grid_.rowAxes());
+  llvm::append_range(copies.copies, grid_.rowAxes(variant));
   return reshard(b, loc, vector, typeOf(vector), columns, copies);
 }
 
@@ -343,7 +475,9 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
   if ((!isBlock(x) && dimsOf(x)) || whole.getRank() < 2 || whole.getShape().front() % grid_.rowParts() != 0 ||
       whole.getShape().back() % q_ != 0)
     return;
-  RankedTensorType xt = localType(whole, blockDims(whole.getRank()), grid_);
+  // (A block keeps its variant; a whole value enters as variant 0.)
+  int variant = dimsOf(x) ? dimsOf(x)->variant : 0;
+  RankedTensorType xt = localType(whole, blockDims(whole.getRank(), variant), grid_);
   int64_t rank = xt.getRank(), axis = layer ? int64_t(layer.getAxis()) : int64_t(rms.getAxis());
   Value scale = layer ? layer.getScale() : rms.getScale(), bias = layer ? layer.getBias() : Value();
   // (A scale or bias broadcast from fewer features stays whole, and so does
@@ -356,7 +490,7 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
     return;
   OpBuilder b(norm);
   Location loc = norm->getLoc();
-  FailureOr<Value> entered = block(b, norm, x);
+  FailureOr<Value> entered = into(b, norm, x, blockDims(whole.getRank(), variant));
   if (failed(entered))
     return;
   x = *entered;
@@ -367,10 +501,10 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
   rowShape.back() = 1;
   auto rowType = RankedTensorType::get(rowShape, element);
   Layout rows = wholeLayout(rank);
-  llvm::append_range(rows.dims.front(), grid_.rowAxes());
+  llvm::append_range(rows.dims.front(), grid_.rowAxes(variant));
   Layout partial = rows, copies = rows;
-  partial.sums.push_back(kGridColumnAxis);
-  copies.copies.push_back(kGridColumnAxis);
+  partial.sums.push_back(grid_.columnAxis(variant).str());
+  copies.copies.push_back(grid_.columnAxis(variant).str());
   auto scalar = [&](double value) -> Value {
     auto type = RankedTensorType::get({}, element);
     return ConstantOp::create(b, loc, cast<ElementsAttr>(DenseElementsAttr::get(type, b.getFloatAttr(element, value))));
@@ -390,10 +524,10 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
   Value spread = SqrtOp::create(b, loc, rowType, AddOp::create(b, loc, rowType, meanSquare, scalar(epsilon)));
   Value y = MulOp::create(b, loc, xt, centred, ReciprocalOp::create(b, loc, rowType, spread));
   if (scale)
-    y = MulOp::create(b, loc, xt, y, columnsOf(b, loc, scale));
+    y = MulOp::create(b, loc, xt, y, columnsOf(b, loc, scale, variant));
   if (bias)
-    y = AddOp::create(b, loc, xt, y, columnsOf(b, loc, bias));
-  mark(y, blockDims(rank));
+    y = AddOp::create(b, loc, xt, y, columnsOf(b, loc, bias, variant));
+  mark(y, blockDims(rank, variant));
   norm->getResult(0).replaceAllUsesWith(y);
   norm->erase();
   ++summary_->norms;
@@ -410,13 +544,14 @@ LogicalResult GridSplitter::splitLoss(CrossEntropyOp loss, bool &split) {
       loss.getTokenAxis() || dimsOf(loss.getLabels()))
     return success();
   OpBuilder b(loss);
+  int variant = dimsOf(logits)->variant;
   Layout rows = wholeLayout(1);
-  llvm::append_range(rows.dims[0], grid_.rowAxes());
+  llvm::append_range(rows.dims[0], grid_.rowAxes(variant));
   RankedTensorType local = RankedTensorType::get({labels.getDimSize(0) / grid_.rowParts()}, labels.getElementType());
   Value mine = reshard(b, loss.getLoc(), loss.getLabels(), local, wholeLayout(1), rows);
   loss.getLabelsMutable().assign(mine);
-  loss.setMeshAxis(kGridColumnAxis);
-  loss.setTokenAxis(grid_.tokenAxis());
+  loss.setMeshAxis(grid_.columnAxis(variant));
+  loss.setTokenAxis(grid_.tokenAxis(variant));
   ++summary_->losses;
   split = true;
   return success();
@@ -484,7 +619,7 @@ bool GridSplitter::splitInPlace(OpBuilder &b, Operation *op) {
       return std::nullopt;
     };
     std::optional<int64_t> row = carried(d->row, grid_.rowParts()), col = carried(d->col, q_);
-    return row && col && *row != *col && finish({*row, *col});
+    return row && col && *row != *col && finish({*row, *col, d->variant});
   }
   if (auto transpose = dyn_cast<TransposeOp>(op)) {
     std::optional<GridDims> d = dimsOf(transpose.getInput());
@@ -492,7 +627,7 @@ bool GridSplitter::splitInPlace(OpBuilder &b, Operation *op) {
       return false;
     ArrayRef<int64_t> perm = transpose.getPerm();
     auto moved = [&](int64_t dim) { return int64_t(llvm::find(perm, dim) - perm.begin()); };
-    return finish({moved(d->row), moved(d->col)});
+    return finish({moved(d->row), moved(d->col), d->variant});
   }
   // Attention by heads: rows and heads (batch dimensions of the op) split,
   // each rank attends with its heads of its rows.
@@ -600,7 +735,7 @@ LogicalResult GridSplitter::run(TensorGridSummary &summary) {
 
 } // namespace
 
-FailureOr<TensorGridSummary> partitionTensorGrid(ModuleOp module, int64_t side, int64_t depth) {
+FailureOr<TensorGridSummary> partitionTensorGrid(ModuleOp module, int64_t side, int64_t depth, bool cube) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return module.emitError() << "grid tensor parallelism partitions @forward, and the module has none";
@@ -611,75 +746,106 @@ FailureOr<TensorGridSummary> partitionTensorGrid(ModuleOp module, int64_t side, 
     return module.emitError() << "the module is already partitioned; grid tensor parallelism beside another model "
                                  "axis is not built yet";
   TensorGridSummary summary;
-  GridSplitter splitter(module, forward, GridShape{side, depth});
+  GridSplitter splitter(module, forward, GridShape{side, cube ? 1 : depth, cube});
   if (failed(splitter.run(summary)))
     return failure();
   if (summary.linears == 0)
     return forward.emitError() << "grid tensor parallelism splits linear layers (each weight read once), and "
                                   "@forward has none";
   Builder b(module.getContext());
-  module->setAttr("train.tensor_parallel", b.getI64IntegerAttr(side * side * depth));
+  module->setAttr("train.tensor_parallel", b.getI64IntegerAttr(side * side * (cube ? side : depth)));
   module->setAttr("train.tensor_grid", b.getI64IntegerAttr(side));
-  if (depth > 1)
+  if (depth > 1 && !cube)
     module->setAttr("train.tensor_grid_depth", b.getI64IntegerAttr(depth));
+  if (cube)
+    module->setAttr("train.tensor_cube", b.getUnitAttr());
   return summary;
 }
 
 namespace {
+
+/// The partitioner's remark: the grid, what it split, what ran whole.
+void reportSplit(ModuleOp module, const std::string &grid, StringRef products, const TensorGridSummary &split) {
+  InFlightDiagnostic remark = module.emitRemark();
+  remark << grid << ": " << split.linears << " linear layers " << products << ", " << split.norms
+         << " norms on blocks, " << split.splitParameters << " parameters in blocks, " << split.losses
+         << " losses vocabulary-parallel over the columns";
+  if (split.wholeOps.empty())
+    return;
+  remark << "; computed whole (their inputs gathered, " << split.gathers << " gathers):";
+  llvm::StringMap<int> counts;
+  std::vector<std::string> order;
+  for (const std::string &name : split.wholeOps)
+    if (counts[name]++ == 0)
+      order.push_back(name);
+  for (const std::string &name : order)
+    remark << " " << name << " x" << counts[name];
+}
+
+/// The side q of `ranks` = q^power x depth ranks, or 0 when there is none.
+int64_t sideOf(int64_t ranks, int power, int64_t depth) {
+  for (int64_t q = 1; q <= ranks; ++q) {
+    int64_t n = depth;
+    for (int i = 0; i < power; ++i)
+      n *= q;
+    if (n == ranks)
+      return q;
+    if (n > ranks)
+      break;
+  }
+  return 0;
+}
 
 struct TensorGridPass : impl::TensorGridPassBase<TensorGridPass> {
   using TensorGridPassBase::TensorGridPassBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto onGrid = [](PlanAttr plan) { return plan.getTpMode() == "2d" || plan.getTpMode() == "2.5d"; };
-    FailureOr<int64_t> planned = plannedRanks(module, getArgument(), ranks,
-                                              [&](PlanAttr plan) { return onGrid(plan) ? plan.getTp() : int64_t(1); });
+    StringRef pass = getArgument();
+    FailureOr<int64_t> planned = plannedRanks(
+        module, pass, ranks, [](PlanAttr plan) { return plan.getTpMode() != "1d" ? plan.getTp() : int64_t(1); });
     FailureOr<std::optional<int64_t>> layers = plannedSetting<int64_t>(
-        module, getArgument(), "depth", depth ? std::optional<int64_t>(depth) : std::nullopt,
-        [&](PlanAttr plan) { return plan.getTpMode() == "2.5d" ? plan.getTpDepth() : int64_t(1); });
-    if (failed(planned) || failed(layers))
+        module, pass, "depth", depth ? std::optional<int64_t>(depth) : std::nullopt,
+        [](PlanAttr plan) { return plan.getTpMode() == "2.5d" ? plan.getTpDepth() : int64_t(1); });
+    FailureOr<std::optional<bool>> onCube =
+        plannedSetting<bool>(module, pass, "cube", cube ? std::optional<bool>(true) : std::nullopt,
+                             [](PlanAttr plan) { return plan.getTpMode() == "3d"; });
+    if (failed(planned) || failed(layers) || failed(onCube))
       return signalPassFailure();
     int64_t tensorRanks = *planned, d = layers->value_or(1);
+    bool onCubeGrid = onCube->value_or(false);
     if (tensorRanks == 1)
       return;
-    int64_t q = 1;
-    while (d >= 1 && q * q * d < tensorRanks)
-      ++q;
     PlanAttr plan = PlanAttr::on(module);
-    if (d < 1 || q * q * d != tensorRanks) {
-      if (d > 1 || (plan && plan.getTpMode() == "2.5d"))
-        module.emitError() << getArgument() << ": tp_mode=2.5d with tp_depth=" << d << " needs tp = q x q x " << d
-                           << " tensor ranks (" << d << " layers of a q x q grid), not tp=" << tensorRanks;
+    bool layered = d > 1 || (plan && plan.getTpMode() == "2.5d");
+    int64_t q = onCubeGrid ? sideOf(tensorRanks, 3, 1) : d >= 1 ? sideOf(tensorRanks, 2, d) : 0;
+    if (q < 2) {
+      InFlightDiagnostic error = module.emitError() << pass << ": ";
+      if (onCubeGrid)
+        error << "tp_mode=3d needs a cube number of tensor ranks (q x q x q), not tp=" << tensorRanks;
+      else if (layered)
+        error << "tp_mode=2.5d with tp_depth=" << d << " needs tp = q x q x " << d << " tensor ranks (" << d
+              << " layers of a q x q grid), not tp=" << tensorRanks;
       else
-        module.emitError() << getArgument() << ": tp_mode=2d needs a square number of tensor ranks (a q x q grid), "
-                           << "not tp=" << tensorRanks;
+        error << "tp_mode=2d needs a square number of tensor ranks (a q x q grid), not tp=" << tensorRanks;
       return signalPassFailure();
     }
-    FailureOr<TensorGridSummary> split = partitionTensorGrid(module, q, d);
+    FailureOr<TensorGridSummary> split = partitionTensorGrid(module, q, onCubeGrid ? 1 : d, onCubeGrid);
     if (failed(split))
       return signalPassFailure();
     if (!report)
       return;
-    InFlightDiagnostic remark = module.emitRemark();
-    remark << "tp=" << tensorRanks << " as ";
-    if (d > 1)
-      remark << d << " layers of a " << q << " x " << q << " grid (2.5D, the rows split over the layers): ";
+    std::string side = std::to_string(q) + " x " + std::to_string(q), tp = "tp=" + std::to_string(tensorRanks);
+    if (onCubeGrid)
+      reportSplit(module, tp + " as a " + side + " x " + std::to_string(q) + " cube (3D)",
+                  "as gathered blocks' products, reduce-scattered", *split);
+    else if (d > 1)
+      reportSplit(module,
+                  tp + " as " + std::to_string(d) + " layers of a " + side +
+                      " grid (2.5D, the rows split over the layers)",
+                  "by SUMMA", *split);
     else
-      remark << "a " << q << " x " << q << " grid (2D): ";
-    remark << split->linears << " linear layers by SUMMA, " << split->norms << " norms on blocks, "
-           << split->splitParameters << " parameters in blocks, " << split->losses
-           << " losses vocabulary-parallel over the columns";
-    if (!split->wholeOps.empty()) {
-      remark << "; computed whole (their inputs gathered, " << split->gathers << " gathers):";
-      llvm::StringMap<int> counts;
-      std::vector<std::string> order;
-      for (const std::string &name : split->wholeOps)
-        if (counts[name]++ == 0)
-          order.push_back(name);
-      for (const std::string &name : order)
-        remark << " " << name << " x" << counts[name];
-    }
+      reportSplit(module, tp + " as a " + side + " grid (2D)", "by SUMMA", *split);
   }
 };
 

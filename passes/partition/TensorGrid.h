@@ -57,6 +57,13 @@ inline constexpr const char *kGridColumnAxis = "tp_col";
 /// group of every rank of one grid column over all layers (the loss's rows).
 inline constexpr const char *kGridDepthAxis = "tp_depth";
 inline constexpr const char *kGridRowsAxis = "tp_rows";
+/// 3D: the cube's input, weight and output axes (Colossal-AI's 3D modes),
+/// and the groups of one tp_in or one tp_out column's rows (the loss's).
+inline constexpr const char *kCubeInputAxis = "tp_in";
+inline constexpr const char *kCubeWeightAxis = "tp_w";
+inline constexpr const char *kCubeOutputAxis = "tp_out";
+inline constexpr const char *kCubeRowsOfInputAxis = "tp_rows_in";
+inline constexpr const char *kCubeRowsOfOutputAxis = "tp_rows_out";
 
 struct TensorGridSummary {
   int64_t linears = 0, norms = 0, splitParameters = 0, losses = 0;
@@ -67,11 +74,13 @@ struct TensorGridSummary {
 };
 
 /// Splits @forward over `depth` layers of a `side` x `side` grid of tensor
-/// ranks (depth 1: 2D). Fails naming the op that the grid cannot split or
-/// whose dimension does not divide. Records `train.tensor_parallel = side^2
-/// depth`, `train.tensor_grid = side` and, beyond one layer,
-/// `train.tensor_grid_depth = depth` on the module.
-mlir::FailureOr<TensorGridSummary> partitionTensorGrid(mlir::ModuleOp module, int64_t side, int64_t depth = 1);
+/// ranks (depth 1: 2D), or over a `side`^3 cube (`cube`: 3D). Fails naming
+/// the op that the grid cannot split or whose dimension does not divide.
+/// Records `train.tensor_parallel` (the ranks), `train.tensor_grid = side`
+/// and, beyond one layer, `train.tensor_grid_depth = depth` (on the cube,
+/// `train.tensor_cube`) on the module.
+mlir::FailureOr<TensorGridSummary> partitionTensorGrid(mlir::ModuleOp module, int64_t side, int64_t depth = 1,
+                                                       bool cube = false);
 
 } // namespace colossal::partition
 

@@ -347,14 +347,8 @@ struct TensorParallelPass : impl::TensorParallelPassBase<TensorParallelPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (dist::PlanAttr plan = dist::PlanAttr::on(module);
-        plan && plan.getTp() > 1 && (plan.getTpMode() == "2d" || plan.getTpMode() == "2.5d"))
+    if (dist::PlanAttr plan = dist::PlanAttr::on(module); plan && plan.getTp() > 1 && plan.getTpMode() != "1d")
       return; // train-tensor-grid's
-    if (dist::PlanAttr plan = dist::PlanAttr::on(module); plan && plan.getTp() > 1 && plan.getTpMode() != "1d") {
-      module.emitError() << getArgument() << ": the plan's tp_mode=" << plan.getTpMode()
-                         << " is planned, not built (1D, 2D and 2.5D tensor parallelism are)";
-      return signalPassFailure();
-    }
     FailureOr<int64_t> planned =
         dist::plannedRanks(module, getArgument(), ranks, [](dist::PlanAttr plan) { return plan.getTp(); });
     if (failed(planned))

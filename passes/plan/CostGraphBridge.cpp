@@ -327,6 +327,28 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   // The train ops by their rules, and SUMMA's product of blocks as the
   // linear layer it computes.
   WalkResult walk = function.walk([&](Operation *op) -> WalkResult {
+    // A weight block gathered for a product (3D tensor parallelism): no
+    // arithmetic, but the parameter it reads is model state of the block's
+    // size, and what it makes is the product's operand.
+    if (auto gather = llvm::dyn_cast<dist::ReshardOp>(op);
+        gather && !gather.movesNothing() && isParameterView(gather.getInput())) {
+      cost::Op costOp;
+      costOp.name = op->getName().getStringRef().str();
+      for (Value v : {gather.getInput(), gather.getResult()}) {
+        FailureOr<int> index = valueOf(v);
+        if (failed(index))
+          return WalkResult::interrupt();
+        cost::TensorUse use{*index, {}};
+        for (int64_t size : llvm::cast<RankedTensorType>(v.getType()).getShape()) {
+          use.dims.push_back({int(costOp.factors.size())});
+          costOp.factors.push_back({"f" + std::to_string(costOp.factors.size()), size, cost::FactorKind::Whole});
+        }
+        (v == gather.getInput() ? costOp.inputs : costOp.outputs).push_back(std::move(use));
+      }
+      graph.values[size_t(costOp.outputs[0].value)].producer = int(graph.ops.size());
+      graph.ops.push_back(std::move(costOp));
+      return WalkResult::advance();
+    }
     auto ruled = llvm::dyn_cast<train::ShardingRuleOpInterface>(op);
     if (!isCostGraphOp(op) || dist::isRepeatCopy(op))
       return WalkResult::advance();

@@ -23,7 +23,7 @@ status=0
 for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2 gpt2:fp32:zero3 \
              llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_mlp:fp32 \
              gpt2:fp32:tp2 bert:fp32:tp2 gpt2:fp32:megatron llama:fp32:ulysses gpt2:fp32:ring llama_4heads:fp32:tpsp \
-             gpt2_4heads:fp32:grid2d gpt2:fp32:tesseract \
+             gpt2_4heads:fp32:grid2d gpt2:fp32:tesseract llama:fp32:cube \
              special/large_constants:fp32 gpt2:fp32:pp2 gpt2_4layers:fp32:interleaved; do
   IFS=: read -r model precision strategy <<< "$build"
   dir=$work/${model//\//-}-$precision${strategy:+-$strategy}
@@ -45,6 +45,7 @@ for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:f
     tpsp) extra+=(--gpus 4 --strategy tp=2,sp=2,sp_mode=all-to-all) ;;
     grid2d) extra+=(--gpus 4 --strategy tp=4,tp_mode=2d) ;;
     tesseract) extra+=(--gpus 8 --strategy tp=8,tp_mode=2.5d,tp_depth=2 --batch 4) ;;
+    cube) extra+=(--gpus 8 --strategy tp=8,tp_mode=3d --batch 4) ;;
     # Pipelines: stage functions on device tensors; the trainer runs them in
     # the schedule's order and sends between stages.
     pp2) extra+=(--gpus 2 --strategy pp=2,microbatches=2) ;;

@@ -818,6 +818,19 @@ for model, dp, batch, seq_rows, extra in [
 # counts for its rows while tp_depth carries one all-reduce of every weight
 # block per step (Wang et al. 2021, sec. 3: the depth's reduction of the
 # weight gradients).
+def one_rank_run(model, name, batch, feed_dir, reference):
+    """The single-rank program's checkpoint after training with `name` on
+    `batch` rows (train_like_one_rank's reference), made once."""
+    single = f"{WORK}/{model}-b{batch}"
+    if not os.path.exists(f"{single}/model_train"):
+        built = compile_model(model, single, "--gpus", "1", batch=batch)
+        check(built.returncode == 0, f"{model} on one rank: {built.stderr[-2000:]}")
+    if not os.path.exists(f"{WORK}/{model}-{name}-{batch}-1/{shard}"):
+        one = train(single, "--feed", feed_dir, "--save", f"{WORK}/{model}-{name}-{batch}-1",
+                    *optimizer_flags(name, reference["hyper_parameters"][name]))
+        check(one.returncode == 0, f"{model} {name} on one rank: {one.stderr[-1500:]}")
+
+
 def tesseract_depth_sums(manifest, microbatches=1):
     """Per step: (bytes, calls) of the weight blocks' gradient sums over tp_depth."""
     blocks = [p for p in manifest["parameters"] if len(p.get("grid_split", [])) == 2]
@@ -837,14 +850,7 @@ for model, batch, name in [("gpt2", 4, "adamw"), ("llama", 4, "sgd_plain")]:
     check(grid.get("mode") == "2.5d" and grid.get("side") == 2 and grid.get("depth") == 2 and
           manifest["strategy"]["tp"] == 8, f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
     check_gradients(program, model, batch, 8, f"{model}-tesseract2x2x2")
-    single = f"{WORK}/{model}-b{batch}"
-    if not os.path.exists(f"{single}/model_train"):
-        built = compile_model(model, single, "--gpus", "1", batch=batch)
-        check(built.returncode == 0, f"{model} on one rank: {built.stderr[-2000:]}")
-    if not os.path.exists(f"{WORK}/{model}-{name}-{batch}-1/{shard}"):
-        one = train(single, "--feed", feed_dir, "--save", f"{WORK}/{model}-{name}-{batch}-1",
-                    *optimizer_flags(name, reference["hyper_parameters"][name]))
-        check(one.returncode == 0, f"{model} {name} on one rank: {one.stderr[-1500:]}")
+    one_rank_run(model, name, batch, feed_dir, reference)
     ran = train_like_one_rank(program, model, name, batch, 8, tag, feed_dir, reference)
     if not ran:
         continue
@@ -867,6 +873,61 @@ for model, batch, name in [("gpt2", 4, "adamw"), ("llama", 4, "sgd_plain")]:
     print(f"{model:12} {'2x2x2':9} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; tp_depth all_reduce "
           f"{depth_sums[0]} B/{depth_sums[1]} = the weight blocks; each layer's SUMMA = Optimus's for "
           f"{layer_rows} rows; every collective measured = plan)")
+    check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
+    check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
+# 3D tensor parallelism (tp=8,tp_mode=3d: a 2 x 2 x 2 cube, axes tp_in,
+# tp_w and tp_out, Bian et al. 2021 as Colossal-AI builds it): activations
+# hold 1/q^3, their rows over tp_w and one of tp_in and tp_out, their
+# features over the other, which each linear layer swaps; a weight [k, n]
+# is held 1/q^3 (k over two axes, n over one), gathered over tp_w for the
+# local product, whose partial sums are reduce-scattered into the rows;
+# norms complete their statistics over the features' axis; the loss is
+# vocabulary-parallel. GPT-2 (AdamW) and LLaMA (SGD) on 8 ranks train like
+# PyTorch and one rank, every collective on every axis is the plan's, and
+# tp_w's reduce-scatters are the paper's backward weight traffic: per linear
+# layer one reduce-scatter of its gradient, |W|/q^2, over the weight axis
+# (Bian et al. 2021, sec. 3; the forward's all-gathers of the weights share
+# tp_w with the gathers of what the cube does not split, and are the
+# plan's).
+def cube_weight_scatters(manifest, q):
+    """Per step: (bytes, calls) of the weights' gradient reduce-scatters
+    over tp_w, from the blocks' shapes (each [n/q, k/q^2] or its transpose,
+    gathered q-fold for the product)."""
+    weights = [p for p in manifest["parameters"] if len(p.get("grid_split", [])) == 2]
+    return (sum(4 * p["shape"][0] * p["shape"][1] * q for p in weights), len(weights))
+
+
+for model, batch, name in [("gpt2", 4, "adamw"), ("llama", 4, "sgd_plain")]:
+    feed_dir, reference, _ = batch_data(model, batch)
+    tag = f"{model}-{name}-cube2x2x2"
+    program = f"{WORK}/{model}-cube2x2x2"
+    built = compile_model(model, program, "--gpus", "8", "--strategy", "tp=8,tp_mode=3d", batch=batch)
+    check(built.returncode == 0, f"{model} 3D: {built.stderr[-2000:]}")
+    if built.returncode:
+        continue
+    manifest = json.load(open(f"{program}/manifest.json"))
+    grid = manifest.get("tensor_grid", {})
+    check(grid.get("mode") == "3d" and grid.get("side") == 2 and manifest["strategy"]["tp"] == 8,
+          f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
+    check_gradients(program, model, batch, 8, f"{model}-cube2x2x2")
+    one_rank_run(model, name, batch, feed_dir, reference)
+    ran = train_like_one_rank(program, model, name, batch, 8, tag, feed_dir, reference)
+    if not ran:
+        continue
+    log, loss_error, worst_weight, where = ran
+    kind = runtime_name(name)
+    check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][kind], tag,
+                   calls=manifest["predicted_comm_calls_per_step_by_optimizer"][kind])
+    first = json.loads(open(log).readline())["comm"]
+    scattered = (first["reduce_scatter"]["tp_w"]["bytes"], first["reduce_scatter"]["tp_w"]["calls"])
+    want = cube_weight_scatters(manifest, 2)
+    check(scattered == want, f"{tag}: tp_w reduce-scattered {scattered} (bytes, calls); the weights' gradients are {want}")
+    check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][kind], tag)
+    check_step_peak(log, program, tag, estimate_missing="the grid's gathered and sliced blocks")
+    print(f"{model:12} {'2x2x2 cube':9} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; tp_w "
+          f"reduce_scatter {want[0]} B/{want[1]} = the weights' gradients, |W|/q^2 each; every collective "
+          "measured = plan)")
     check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
     check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
@@ -907,9 +968,9 @@ for tag, axis, model, ir, measured in model_axis_rows:
 cases = [
     ("a hidden width the ranks do not divide", compile_model("gpt2", f"{WORK}/tp3", "--gpus", "3", "--strategy", "tp=3"),
      "16 input features, which do not divide by 3"),
-    ("a 3D tensor mode", compile_model("gpt2", f"{WORK}/tpz", "--gpus", "8", "--strategy",
-                                       "tp=8,tp_mode=3d", batch=4),
-     "3D is planned, not built"),
+    ("a 3D cube on a number of tensor ranks that is not a cube",
+     compile_model("gpt2", f"{WORK}/tpz", "--gpus", "4", "--strategy", "tp=4,tp_mode=3d", batch=4),
+     "tp_mode=3d needs a cube number of tensor ranks (q x q x q), not tp=4"),
     ("a 2D grid that does not divide the rows (3 rows on a 2 x 2 grid)",
      compile_model("gpt2", f"{WORK}/grid-rows", "--gpus", "4", "--strategy", "tp=4,tp_mode=2d", batch=3),
      "splits this linear layer's 3 rows in 2 and its 16 input and 48 output features in 2, which must divide"),

@@ -21,8 +21,9 @@ using cost::SequenceMode;
 bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
   if (strategy.tp > 1) {
     bool layered = strategy.tpMode == cost::TensorMode::TwoPointFiveD;
-    if (strategy.tpMode == cost::TensorMode::TwoD || layered) {
-      std::string mode = layered ? "2.5d" : "2d";
+    bool cube = strategy.tpMode == cost::TensorMode::ThreeD;
+    if (strategy.tpMode != cost::TensorMode::OneD) {
+      std::string mode = cube ? "3d" : layered ? "2.5d" : "2d";
       if (strategy.sp > 1 || strategy.spMode != SequenceMode::None) {
         printError("--strategy: tp=" + std::to_string(strategy.tp) + ",tp_mode=" + mode +
                    " runs alone on the model axes; a sequence split beside the grid is not built yet");
@@ -30,11 +31,7 @@ bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
       }
       layout.tensorGrid = true;
       layout.tensorGridDepth = layered ? strategy.tpDepth : 1;
-    } else if (strategy.tpMode != cost::TensorMode::OneD) {
-      printError("--strategy: tp=" + std::to_string(strategy.tp) +
-                 " runs as 1D tensor parallelism (the MLP and attention blocks and the vocabulary), as a 2D grid "
-                 "(tp_mode=2d) or as layers of one (tp_mode=2.5d,tp_depth=D); 3D is planned, not built");
-      return false;
+      layout.tensorCube = cube;
     }
     layout.tensorRanks = strategy.tp;
     strategy.tpMode = cost::TensorMode::OneD;
@@ -208,6 +205,7 @@ cost::Strategy strategyOf(const BuildLayout &layout) {
   s.dp = int(layout.ranks), s.microbatches = int(layout.microbatches);
   s.tp = int(layout.tensorRanks);
   s.tpMode = !layout.tensorGrid           ? cost::TensorMode::OneD
+             : layout.tensorCube          ? cost::TensorMode::ThreeD
              : layout.tensorGridDepth > 1 ? cost::TensorMode::TwoPointFiveD
                                           : cost::TensorMode::TwoD;
   s.tpDepth = s.tpMode == cost::TensorMode::TwoPointFiveD ? int(layout.tensorGridDepth) : 1;

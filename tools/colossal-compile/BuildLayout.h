@@ -36,6 +36,8 @@ struct BuildLayout {
   /// `tensorGridDepth` layers (2.5D) when more than one.
   bool tensorGrid = false;
   int64_t tensorGridDepth = 1;
+  /// 3D: the tensor ranks as a cube.
+  bool tensorCube = false;
   std::optional<partition::SequenceAlgorithm> sequenceAxis;
 
   /// The model axes' ranks together.

@@ -10,22 +10,41 @@ namespace colossal::rt {
 
 namespace {
 
-/// A block of a q x q grid of tensor ranks: tensor rank t is row t / q
-/// (its rank on tp_row) and column t % q (on tp_col).
+/// The grid's axes in the tensor ranks' order: a q x q grid's (tensor rank
+/// t is row t / q, column t % q) or a q x q x q cube's (tp_in t / q^2, tp_w
+/// t / q % q, tp_out t % q).
+const std::vector<std::string> kGridAxes = {"tp_row", "tp_col"};
+const std::vector<std::string> kCubeAxes = {"tp_in", "tp_w", "tp_out"};
+
+/// A block of a grid or cube of tensor ranks.
 SliceOf gridBlockOf(const ProgramParameter &p, int64_t tensorRank, int64_t tensorRanks) {
-  int64_t q = 1;
-  while (q * q < tensorRanks)
-    ++q;
-  if (q * q != tensorRanks || p.gridSplit.size() != p.shape.size())
-    fail(p.name, "a block of a tensor grid, on " + std::to_string(tensorRanks) + " tensor ranks (not a square) or " +
-                     "with " + std::to_string(p.gridSplit.size()) + " split dimensions for " + host::describe(p.shape));
+  bool cube = std::any_of(p.gridSplit.begin(), p.gridSplit.end(), [](const std::vector<std::string> &axes) {
+    return std::any_of(axes.begin(), axes.end(),
+                       [](const std::string &a) { return std::count(kCubeAxes.begin(), kCubeAxes.end(), a) > 0; });
+  });
+  const std::vector<std::string> &order = cube ? kCubeAxes : kGridAxes;
+  int64_t q = 1, n = 1;
+  while (n < tensorRanks)
+    n = ++q * q * (cube ? q : 1);
+  if (n != tensorRanks || p.gridSplit.size() != p.shape.size())
+    fail(p.name, "a block of a tensor " + std::string(cube ? "cube" : "grid") + ", on " + std::to_string(tensorRanks) +
+                     " tensor ranks (not a " + (cube ? "cube" : "square") + ") or with " +
+                     std::to_string(p.gridSplit.size()) + " split dimensions for " + host::describe(p.shape));
+  auto coordinate = [&](const std::string &axis) {
+    size_t at = size_t(std::find(order.begin(), order.end(), axis) - order.begin());
+    if (at == order.size())
+      fail(p.name,
+           "split over mesh axis '" + axis + "', which a tensor " + (cube ? "cube" : "grid") + " does not have");
+    int64_t t = tensorRank;
+    for (size_t later = at + 1; later < order.size(); ++later)
+      t /= q;
+    return t % q;
+  };
   SliceOf slice{p.shape, host::Shape(p.shape.size(), 0)};
   for (size_t d = 0; d < p.shape.size(); ++d) {
     int64_t index = 0, parts = 1;
     for (const std::string &axis : p.gridSplit[d]) {
-      if (axis != "tp_row" && axis != "tp_col")
-        fail(p.name, "split over mesh axis '" + axis + "', which a tensor grid does not have");
-      index = index * q + (axis == "tp_row" ? tensorRank / q : tensorRank % q);
+      index = index * q + coordinate(axis);
       parts *= q;
     }
     slice.whole[d] *= parts;

@@ -44,6 +44,7 @@
 #include <malloc.h>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace colossal::rt {
 
@@ -100,12 +101,19 @@ struct RankGroups {
   /// The pipeline axis, with the rank's part of a pipelined program.
   Communicator *pp = nullptr;
   const PipelineRank *pipeline = nullptr;
-  /// A tensor grid's axes inside tp: the rank's row's and column's groups
-  /// (tp_row: ranks of one grid column; tp_col: ranks of one grid row).
-  Communicator *gridRow = nullptr, *gridColumn = nullptr;
-  /// 2.5D: the rank's copies in the other layers (tp_depth) and its grid
-  /// column across the layers (tp_rows); `tp` is then the rank's layer.
-  Communicator *gridDepth = nullptr, *gridRows = nullptr;
+  /// A tensor grid's axes inside tp, found by name: the rank's row's and
+  /// column's groups (tp_row: ranks of one grid column; tp_col: ranks of
+  /// one grid row); on 2.5D's layers also the rank's copies in the other
+  /// layers (tp_depth) and its grid column across them (tp_rows), `tp`
+  /// being the rank's layer; on a 3D cube tp_in, tp_w, tp_out and the rows
+  /// of one tp_in or tp_out column (tp_rows_in, tp_rows_out).
+  std::vector<Communicator *> grid;
+  Communicator *gridAxis(const std::string &name) const {
+    for (Communicator *c : grid)
+      if (c->axis() == name)
+        return c;
+    return nullptr;
+  }
 };
 
 /// Seconds to the microsecond, for the log's time breakdown.
@@ -165,7 +173,9 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   int64_t tensorRank = tp ? tp->rank() : 0, tensorRanks = tp ? tp->size() : 1;
   // The step's own sums run on this thread: no second thread may talk then.
   overlapAllowed = overlapAllowed && !tp && !sp;
-  TensorAxisCollectives collectives({tp, sp, groups.gridRow, groups.gridColumn, groups.gridDepth, groups.gridRows});
+  std::vector<Communicator *> modelAxes = {tp, sp};
+  modelAxes.insert(modelAxes.end(), groups.grid.begin(), groups.grid.end());
+  TensorAxisCollectives collectives(modelAxes);
   // The split tensors' norms are the sums of their slices' over the axes
   // splitting them (two floats per tensor): the tensor axis, or on a grid
   // the grid axes a block is split over; whole tensors' are every rank's own.
@@ -173,11 +183,12 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   auto completedOver = [&](const ProgramParameter &p) -> Communicator * {
     if (p.splitDim >= 0)
       return tp;
-    bool row = false, column = false;
+    // (A block split over more than one grid axis is split over all of
+    // the ranks holding one copy of the weights: tp.)
+    std::set<std::string> over;
     for (const std::vector<std::string> &axes : p.gridSplit)
-      for (const std::string &axis : axes)
-        (axis == "tp_row" ? row : column) = true;
-    return row && column ? tp : row ? groups.gridRow : column ? groups.gridColumn : nullptr;
+      over.insert(axes.begin(), axes.end());
+    return over.size() > 1 ? tp : over.size() == 1 ? groups.gridAxis(*over.begin()) : nullptr;
   };
   for (size_t t = 0; t < s.trainable.size(); ++t)
     if (Communicator *c = completedOver(program.parameters[s.trainable[t]]); c && c->size() > 1) {
@@ -247,7 +258,8 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
   // A pipeline's other ranks hold other stages, so other memory: the first
   // rank of each writes its own records beside the log (LOG.pipeline-rank-K).
   bool stageLead = groups.pipeline && groups.pp->rank() > 0 && dp.rank() == 0 && tensorRank == 0 &&
-                   (sp ? sp->rank() : 0) == 0 && (groups.gridDepth ? groups.gridDepth->rank() : 0) == 0;
+                   (sp ? sp->rank() : 0) == 0 &&
+                   (groups.gridAxis("tp_depth") ? groups.gridAxis("tp_depth")->rank() : 0) == 0;
   StepLog log(lead                          ? o.log
               : stageLead && !o.log.empty() ? o.log + ".pipeline-rank-" + std::to_string(groups.pp->rank())
                                             : std::string());
@@ -527,30 +539,53 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
   std::string mesh = outer + (tensorRanks > 1 ? ",tp=" + std::to_string(tensorRanks) : "");
   ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
   // A tensor grid: the same ranks split again by layer, row and column,
-  // tensor rank t being layer t / q^2, row t % q^2 / q and column t % q.
-  std::optional<ProcessGroups> grid, layers, rows;
+  // tensor rank t being layer t / q^2, row t % q^2 / q and column t % q; or
+  // by a cube's axes, t being tp_in t / q^2, tp_w t / q % q, tp_out t % q.
+  // Each mesh's groups give the axes named in it; an axis over several of
+  // the grid's (one column's rows across the layers) is one axis of a mesh
+  // that merges them.
+  std::vector<ProcessGroups> gridMeshes;
+  std::vector<std::pair<size_t, std::string>> gridAxes; // (mesh, axis)
   int64_t depth = std::max<int64_t>(program.settings.tensorGridDepth, 1);
+  bool layered = false;
   if (int64_t q = program.settings.tensorGrid; q > 1) {
-    if (q * q * depth != tensorRanks) {
+    bool cube = program.settings.tensorCube;
+    if (q * q * (cube ? q : depth) != tensorRanks) {
       printError(argv[0], program.model,
-                 std::to_string(depth) + " layer(s) of a " + std::to_string(q) + " x " + std::to_string(q) +
-                     " tensor grid on " + std::to_string(tensorRanks) + " tensor ranks");
+                 (cube ? "a " + std::to_string(q) + "^3 tensor cube"
+                       : std::to_string(depth) + " layer(s) of a " + std::to_string(q) + " x " + std::to_string(q) +
+                             " tensor grid") +
+                     " on " + std::to_string(tensorRanks) + " tensor ranks");
       return 1;
     }
-    std::string side = std::to_string(q), layer = depth > 1 ? ",tp_depth=" + std::to_string(depth) : "";
-    grid.emplace(
-        ProcessGroups::overMpi(MeshShape::parse(outer + layer + ",tp_row=" + side + ",tp_col=" + side), *world));
-    if (depth > 1) {
-      layers.emplace(
-          ProcessGroups::overMpi(MeshShape::parse(outer + layer + ",tp_layer=" + std::to_string(q * q)), *world));
-      rows.emplace(ProcessGroups::overMpi(
-          MeshShape::parse(outer + ",tp_rows=" + std::to_string(depth * q) + ",tp_col=" + side), *world));
+    std::string side = std::to_string(q), square = std::to_string(q * q);
+    auto add = [&](const std::string &mesh, std::vector<std::string> axes) {
+      gridMeshes.push_back(ProcessGroups::overMpi(MeshShape::parse(outer + "," + mesh), *world));
+      for (std::string &axis : axes)
+        gridAxes.emplace_back(gridMeshes.size() - 1, std::move(axis));
+    };
+    if (cube) {
+      add("tp_in=" + side + ",tp_w=" + side + ",tp_out=" + side, {"tp_in", "tp_w", "tp_out"});
+      add("tp_in=" + side + ",tp_rows_in=" + square, {"tp_rows_in"});
+      add("tp_rows_out=" + square + ",tp_out=" + side, {"tp_rows_out"});
+    } else if (depth > 1) {
+      std::string layer = "tp_depth=" + std::to_string(depth);
+      add(layer + ",tp_row=" + side + ",tp_col=" + side, {"tp_depth", "tp_row", "tp_col"});
+      add(layer + ",tp_layer=" + square, {});
+      add("tp_rows=" + std::to_string(depth * q) + ",tp_col=" + side, {"tp_rows"});
+      layered = true;
+    } else {
+      add("tp_row=" + side + ",tp_col=" + side, {"tp_row", "tp_col"});
     }
   }
+  // (Read once every mesh is made: the vector no longer moves them.)
+  std::vector<Communicator *> grid;
+  for (auto &[mesh, axis] : gridAxes)
+    grid.push_back(&gridMeshes[mesh].axis(axis));
   Communicator &dp = groups.axis("dp");
   // (On 2.5D's layers the tensor ranks that hold one copy of the weights
   // are the rank's layer: its blocks are sliced, saved and completed there.)
-  Communicator *tp = layers ? &layers->axis("tp_layer") : tensorRanks > 1 ? &groups.axis("tp") : nullptr;
+  Communicator *tp = layered ? &gridMeshes[1].axis("tp_layer") : tensorRanks > 1 ? &groups.axis("tp") : nullptr;
   Communicator *sp = sequenceRanks > 1 ? &groups.axis("sp") : nullptr;
   Communicator *pp = pipelineRanks > 1 ? &groups.axis("pp") : nullptr;
   std::optional<Prepared> prepared;
@@ -587,10 +622,8 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
   return runOrAbort(
       [&] {
         train(pipeline ? pipeline->program : program, *prepared,
-              RankGroups{dp, tp, sp, *world, pp, pipeline ? &*pipeline : nullptr,
-                         grid ? &grid->axis("tp_row") : nullptr, grid ? &grid->axis("tp_col") : nullptr,
-                         layers ? &grid->axis("tp_depth") : nullptr, rows ? &rows->axis("tp_rows") : nullptr},
-              &counters, mpi.threadsMayCommunicate());
+              RankGroups{dp, tp, sp, *world, pp, pipeline ? &*pipeline : nullptr, grid}, &counters,
+              mpi.threadsMayCommunicate());
         return 0;
       },
       [] { MpiSession::abort(1); }, worldSize);

@@ -64,6 +64,36 @@ TEST(TensorSlicesTest, BlocksOfOneAxisAndOfTwoAxesOnOneDimension) {
   }
 }
 
+// On a q x q x q cube (tensor rank t = in q^2 + w q + out), a weight
+// [k, n] cut with k over (tp_out, tp_w) and n over tp_in: every element
+// lands in exactly one rank's block, at the index the layout names.
+TEST(TensorSlicesTest, CubeBlocksTileTheWholeTensorOnce) {
+  for (int64_t q : {2, 3}) {
+    ProgramParameter p;
+    p.name = "w";
+    p.shape = {36 / (q * q), 6 / q};
+    p.gridSplit = {{"tp_out", "tp_w"}, {"tp_in"}};
+    std::vector<float> model(216);
+    std::iota(model.begin(), model.end(), 0.0f);
+    std::vector<int> covered(216, 0);
+    for (int64_t t = 0; t < q * q * q; ++t) {
+      SliceOf slice = sliceOf(p, t, q * q * q);
+      ASSERT_EQ(slice.whole, (host::Shape{36, 6}));
+      std::vector<float> block(size_t(p.shape[0] * p.shape[1]));
+      cutSlice(model.data(), slice, p.shape, block.data());
+      int64_t in = t / (q * q), w = t / q % q, out = t % q;
+      for (int64_t r = 0; r < p.shape[0]; ++r)
+        for (int64_t c = 0; c < p.shape[1]; ++c) {
+          int64_t row = (out * q + w) * p.shape[0] + r, column = in * p.shape[1] + c;
+          EXPECT_EQ(block[size_t(r * p.shape[1] + c)], float(row * 6 + column)) << "q " << q << " rank " << t;
+          ++covered[size_t(row * 6 + column)];
+        }
+    }
+    for (int n : covered)
+      EXPECT_EQ(n, 1) << "q " << q;
+  }
+}
+
 // A grid on a number of ranks that is not a square, or an axis the grid
 // does not have, is an error naming the parameter.
 TEST(TensorSlicesTest, ImpossibleGridsAreRefused) {
@@ -75,6 +105,9 @@ TEST(TensorSlicesTest, ImpossibleGridsAreRefused) {
   p.gridSplit = {{"tp_row"}, {"tp_depth"}};
   EXPECT_THROW(sliceOf(p, 0, 4), Error);
   p.gridSplit = {{"tp_row"}};
+  EXPECT_THROW(sliceOf(p, 0, 4), Error);
+  // A cube's block on ranks that are not a cube.
+  p.gridSplit = {{"tp_in"}, {"tp_out"}};
   EXPECT_THROW(sliceOf(p, 0, 4), Error);
 }
 

@@ -106,6 +106,9 @@ struct TrainingSettings {
   /// 2.5D: the grid's layers (mesh axis tp_depth, outside tp_row and
   /// tp_col), each holding the same weight blocks; 1: one layer (2D).
   int64_t tensorGridDepth = 1;
+  /// 3D: the tensor ranks as a tensorGrid^3 cube (mesh axes tp_in, tp_w,
+  /// tp_out inside tp).
+  bool tensorCube = false;
   int64_t sequenceRanks = 1;
   /// ZeRO stage over those ranks: 1 shards the optimizer state, 2 the
   /// gradients too, 3 the weights too (ShardedOptimizer.h); 0 replicates

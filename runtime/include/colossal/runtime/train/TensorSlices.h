@@ -3,8 +3,8 @@
 // Under tensor parallelism a split parameter is, on each rank of the tensor
 // axis, one slice of the whole tensor along one dimension (or, for a fused
 // projection split in groups, one slice of each group, side by side); on a
-// q x q tensor grid, a block split along several dimensions over the grid's
-// row and column axes (`ProgramParameter::gridSplit`). The
+// q x q tensor grid (or a q x q x q cube), a block split along several
+// dimensions over the grid's axes (`ProgramParameter::gridSplit`). The
 // trainer cuts its slice out of the whole weights it loads, and puts the
 // slices back together where the whole tensor is wanted (gradient dumps).
 //
