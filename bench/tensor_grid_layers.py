@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""1D against 2D tensor parallelism on four ranks, measured: a LLaMA-style
-model (separate query, key and value projections, SwiGLU, RMSNorm, rotary
-attention, untied head) and a GPT-2 (fused QKV projection, tied head), each
-compiled for 1 rank, for tp=4 (Megatron's 1D split) and for tp=4,tp_mode=2d
-(a 2 x 2 grid, SUMMA), trained STEPS AdamW steps under mpirun on one batch.
+"""1D against the tensor grids, measured: a LLaMA-style model (separate
+query, key and value projections, SwiGLU, RMSNorm, rotary attention, untied
+head) and a GPT-2 (fused QKV projection, tied head), each compiled for 1
+rank, for tp=4 (Megatron's 1D split) and tp=4,tp_mode=2d (a 2 x 2 grid,
+SUMMA) on four ranks, and for tp=8 (1D), tp=8,tp_mode=2.5d,tp_depth=2 (two
+layers of a 2 x 2 grid) and tp=8,tp_mode=3d (a 2 x 2 x 2 cube) on eight,
+trained STEPS AdamW steps under mpirun on one batch.
 Per rank, from the runtime's memory tracker and counters: the model states,
 the step's activation peak (and the compiler's plan), and the bytes and calls
 of every collective on every axis; beside them the manifest's predicted
@@ -31,8 +33,10 @@ from gpt2_export import export_gpt2  # noqa: E402
 
 COMPILER, MPIRUN, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
 STEPS = 3
-SHAPE = dict(vocab=1024, hidden=256, heads=4, layers=2, seq=64, batch=4)
-STRATEGIES = [("1 rank", 1, None), ("tp=4 (1D)", 4, "tp=4"), ("tp=4, tp_mode=2d (2 x 2)", 4, "tp=4,tp_mode=2d")]
+SHAPE = dict(vocab=1024, hidden=256, heads=8, layers=2, seq=64, batch=4)
+STRATEGIES = [("1 rank", 1, None), ("tp=4 (1D)", 4, "tp=4"), ("tp=4, tp_mode=2d (2 x 2)", 4, "tp=4,tp_mode=2d"),
+              ("tp=8 (1D)", 8, "tp=8"), ("tp=8, tp_mode=2.5d, tp_depth=2 (2 x 2 x 2)", 8, "tp=8,tp_mode=2.5d,tp_depth=2"),
+              ("tp=8, tp_mode=3d (2 x 2 x 2)", 8, "tp=8,tp_mode=3d")]
 
 
 def exported(kind, work):

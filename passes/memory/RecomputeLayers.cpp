@@ -43,23 +43,29 @@ FailureOr<std::vector<ForwardOp>> layersOfForwardPass(func::FuncOp forward, Bloc
   if (failed(graph))
     return failure();
   layers = graph->numLayers;
+  // (Gathered weight blocks are the graph's ops in @forward and lowered
+  // collectives here.)
+  std::vector<const cost::Op *> counted;
+  for (const cost::Op &op : graph->ops)
+    if (op.name != dist::ReshardOp::getOperationName())
+      counted.push_back(&op);
   std::vector<ForwardOp> ops;
   for (Operation &op : body) {
     // A pipeline's copies of an op for another stage are not the cost
     // graph's (dist/Stages.h).
     if (plan::isCostGraphOp(&op) && !dist::isRepeatCopy(&op)) {
       size_t i = ops.size();
-      if (i >= graph->ops.size() || graph->ops[i].name != op.getName().getStringRef())
+      if (i >= counted.size() || counted[i]->name != op.getName().getStringRef())
         return op.emitError() << "recomputation: the forward pass of @forward_backward differs from @forward at its "
-                              << i << "th op ("
-                              << (i < graph->ops.size() ? graph->ops[i].name : std::string("none")) << " in @forward)";
-      ops.push_back({&op, graph->ops[i].layer, graph->ops[i].kind == cost::OpKind::MatMul});
+                              << i << "th op (" << (i < counted.size() ? counted[i]->name : std::string("none"))
+                              << " in @forward)";
+      ops.push_back({&op, counted[i]->layer, counted[i]->kind == cost::OpKind::MatMul});
     }
     if (&op == loss)
       break;
   }
-  if (ops.size() != graph->ops.size())
-    return loss->emitError() << "recomputation: @forward has " << graph->ops.size()
+  if (ops.size() != counted.size())
+    return loss->emitError() << "recomputation: @forward has " << counted.size()
                              << " ops with sharding rules, the forward pass of @forward_backward " << ops.size();
   return ops;
 }

@@ -330,8 +330,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
     // A weight block gathered for a product (3D tensor parallelism): no
     // arithmetic, but the parameter it reads is model state of the block's
     // size, and what it makes is the product's operand.
-    if (auto gather = llvm::dyn_cast<dist::ReshardOp>(op);
-        gather && !gather.movesNothing() && isParameterView(gather.getInput())) {
+    if (auto gather = llvm::dyn_cast<dist::ReshardOp>(op); gather && isParameterGather(op)) {
       cost::Op costOp;
       costOp.name = op->getName().getStringRef().str();
       for (Value v : {gather.getInput(), gather.getResult()}) {
@@ -422,6 +421,13 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   return graph;
 }
 
-bool isCostGraphOp(Operation *op) { return llvm::isa<train::ShardingRuleOpInterface, dist::GridLinearOp>(op); }
+bool isParameterGather(Operation *op) {
+  auto reshard = llvm::dyn_cast<dist::ReshardOp>(op);
+  return reshard && !reshard.movesNothing() && isParameterView(reshard.getInput());
+}
+
+bool isCostGraphOp(Operation *op) {
+  return llvm::isa<train::ShardingRuleOpInterface, dist::GridLinearOp>(op) || isParameterGather(op);
+}
 
 } // namespace colossal::plan

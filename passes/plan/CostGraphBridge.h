@@ -19,8 +19,14 @@
 namespace colossal::plan {
 
 /// Whether the cost graph counts `op` as an op: the train ops (by their
-/// sharding rules) and SUMMA's product of blocks.
+/// sharding rules), SUMMA's product of blocks, and a weight block gathered
+/// for a product (isParameterGather).
 bool isCostGraphOp(mlir::Operation *op);
+
+/// A resharding that gathers a parameter (3D's weight block gathered over
+/// tp_w): a cost-graph op named "dist.reshard", lowered after
+/// differentiation to collectives the graph does not count.
+bool isParameterGather(mlir::Operation *op);
 
 /// Builds the cost graph of `function`; ops without a sharding rule
 /// (constants, parameter reads) become values, not ops. Its layers are the

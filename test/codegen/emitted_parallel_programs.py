@@ -17,6 +17,7 @@ for bit.
 import json
 import math
 import os
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -898,11 +899,14 @@ def cube_weight_scatters(manifest, q):
     return (sum(4 * p["shape"][0] * p["shape"][1] * q for p in weights), len(weights))
 
 
-for model, batch, name in [("gpt2", 4, "adamw"), ("llama", 4, "sgd_plain")]:
+for model, batch, name, extra in [("gpt2", 4, "adamw", ""), ("llama", 4, "sgd_plain", ""),
+                                  ("llama", 4, "sgd_plain", "recompute=full")]:
     feed_dir, reference, _ = batch_data(model, batch)
-    tag = f"{model}-{name}-cube2x2x2"
-    program = f"{WORK}/{model}-cube2x2x2"
-    built = compile_model(model, program, "--gpus", "8", "--strategy", "tp=8,tp_mode=3d", batch=batch)
+    slug = "-" + extra.replace("=", "") if extra else ""
+    tag = f"{model}-{name}-cube2x2x2{slug}"
+    program = f"{WORK}/{model}-cube2x2x2{slug}"
+    built = compile_model(model, program, "--gpus", "8", "--strategy", "tp=8,tp_mode=3d" + ("," + extra if extra else ""),
+                          batch=batch)
     check(built.returncode == 0, f"{model} 3D: {built.stderr[-2000:]}")
     if built.returncode:
         continue
@@ -910,7 +914,7 @@ for model, batch, name in [("gpt2", 4, "adamw"), ("llama", 4, "sgd_plain")]:
     grid = manifest.get("tensor_grid", {})
     check(grid.get("mode") == "3d" and grid.get("side") == 2 and manifest["strategy"]["tp"] == 8,
           f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
-    check_gradients(program, model, batch, 8, f"{model}-cube2x2x2")
+    check_gradients(program, model, batch, 8, f"{model}-cube2x2x2{slug}")
     one_rank_run(model, name, batch, feed_dir, reference)
     ran = train_like_one_rank(program, model, name, batch, 8, tag, feed_dir, reference)
     if not ran:
@@ -925,11 +929,59 @@ for model, batch, name in [("gpt2", 4, "adamw"), ("llama", 4, "sgd_plain")]:
     check(scattered == want, f"{tag}: tp_w reduce-scattered {scattered} (bytes, calls); the weights' gradients are {want}")
     check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][kind], tag)
     check_step_peak(log, program, tag, estimate_missing="the grid's gathered and sliced blocks")
-    print(f"{model:12} {'2x2x2 cube':9} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; tp_w "
+    if extra:
+        # Recomputation re-runs each layer's forward (its gathers and
+        # reduce-scatters again, as the plan counts) and changes nothing else.
+        same_as = f"{WORK}/{model}-{name}-cube2x2x2.log"
+        check(os.path.exists(same_as) and losses(log) == losses(same_as),
+              f"{tag}: the losses differ from the same cube without recomputation")
+    print(f"{model:12} {'2x2x2 cube':9} {name + (' ' + extra if extra else ''):9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; tp_w "
           f"reduce_scatter {want[0]} B/{want[1]} = the weights' gradients, |W|/q^2 each; every collective "
           "measured = plan)")
     check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
     check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
+
+# Pipelines of 2.5D layers and of 3D cubes: two stages, each on its own
+# 2 x 2 x 2 (16 ranks), LLaMA on 8 rows (the 4-row batch and its rows
+# reversed) in two microbatches: the losses are the single-rank program's.
+def doubled_rows(src, dst):
+    """A feed of twice the rows: each file's rows, then the same rows in
+    reverse order (a .npy of [4, ...] becomes [8, ...]; the header keeps its
+    length)."""
+    os.makedirs(dst, exist_ok=True)
+    for name in os.listdir(src):
+        data = open(f"{src}/{name}", "rb").read()
+        length = struct.unpack("<H", data[8:10])[0]
+        header, body = data[10:10 + length].decode("latin1"), data[10 + length:]
+        rows = int(header.split("'shape': (")[1].split(",")[0])
+        width = len(body) // rows
+        reversed_rows = b"".join(body[r * width:(r + 1) * width] for r in reversed(range(rows)))
+        header = header.replace(f"'shape': ({rows},", f"'shape': ({2 * rows},")
+        if len(header) != length:
+            header = header.rstrip("\n").rstrip(" ")
+            header += " " * (length - 1 - len(header)) + "\n"
+        open(f"{dst}/{name}", "wb").write(data[:10] + header.encode("latin1") + body + reversed_rows)
+
+
+feed8 = f"{WORK}/llama-feed8"
+doubled_rows(batch_data("llama", 4)[0], feed8)
+single8 = f"{WORK}/llama-b8"
+built = compile_model("llama", single8, "--gpus", "1", batch=8)
+check(built.returncode == 0, f"llama on one rank, 8 rows: {built.stderr[-2000:]}")
+one = train(single8, "--feed", feed8, "--steps", "4", "--log", f"{WORK}/llama-b8.log")
+check(one.returncode == 0, f"llama on one rank, 8 rows: {one.stderr[-1500:]}")
+for strategy, label in [("tp=8,tp_mode=2.5d,tp_depth=2", "2.5D"), ("tp=8,tp_mode=3d", "3D")]:
+    program = f"{WORK}/llama-{label}-pp2"
+    built = compile_model("llama", program, "--gpus", "16", "--strategy", f"{strategy},pp=2,microbatches=2", batch=8)
+    check(built.returncode == 0, f"llama {label} x pp=2: {built.stderr[-2000:]}")
+    if built.returncode or one.returncode:
+        continue
+    run = train(program, "--feed", feed8, "--steps", "4", "--log", f"{WORK}/llama-{label}-pp2.log", ranks=16)
+    check(run.returncode == 0, f"llama {label} x pp=2: run failed: {run.stderr[-1500:]}")
+    if run.returncode == 0:
+        error = worst_relative(losses(f"{WORK}/llama-{label}-pp2.log"), losses(f"{WORK}/llama-b8.log"))
+        print(f"llama pp=2 x {label} 2x2x2 (16 ranks), lamb: losses within {error:.2e} of one rank's")
+        check(error <= 1e-5, f"llama {label} x pp=2: losses differ from one rank's by {error:.2e}")
 
 # Pipelines of grids: two stages, each on its own 2 x 2 grid (8 ranks), the
 # layers split alike (the first norm brings the embeddings' sum into the
