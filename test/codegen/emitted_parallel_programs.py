@@ -941,9 +941,12 @@ for model, batch, name, extra in [("gpt2", 4, "adamw", ""), ("llama", 4, "sgd_pl
     check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
     check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
-# Pipelines of 2.5D layers and of 3D cubes: two stages, each on its own
-# 2 x 2 x 2 (16 ranks), LLaMA on 8 rows (the 4-row batch and its rows
-# reversed) in two microbatches: the losses are the single-rank program's.
+# 2.5D layers and 3D cubes composed, on 16 ranks: two pipeline stages each
+# on its own 2 x 2 x 2 (two microbatches), and two data-parallel replicas
+# of one under ZeRO-1 and ZeRO-2; LLaMA on 8 rows (the 4-row batch and its
+# rows reversed): the losses are the single-rank program's and, beside the
+# data axis, every collective's bytes and calls and the model states are
+# the plan's. (A pipeline rank's own bytes are not predicted yet.)
 def doubled_rows(src, dst):
     """A feed of twice the rows: each file's rows, then the same rows in
     reverse order (a .npy of [4, ...] becomes [8, ...]; the header keeps its
@@ -970,18 +973,31 @@ built = compile_model("llama", single8, "--gpus", "1", batch=8)
 check(built.returncode == 0, f"llama on one rank, 8 rows: {built.stderr[-2000:]}")
 one = train(single8, "--feed", feed8, "--steps", "4", "--log", f"{WORK}/llama-b8.log")
 check(one.returncode == 0, f"llama on one rank, 8 rows: {one.stderr[-1500:]}")
-for strategy, label in [("tp=8,tp_mode=2.5d,tp_depth=2", "2.5D"), ("tp=8,tp_mode=3d", "3D")]:
-    program = f"{WORK}/llama-{label}-pp2"
-    built = compile_model("llama", program, "--gpus", "16", "--strategy", f"{strategy},pp=2,microbatches=2", batch=8)
-    check(built.returncode == 0, f"llama {label} x pp=2: {built.stderr[-2000:]}")
+for strategy, label in [("tp=8,tp_mode=2.5d,tp_depth=2,pp=2,microbatches=2", "2.5D pp=2"),
+                        ("tp=8,tp_mode=3d,pp=2,microbatches=2", "3D pp=2"),
+                        ("dp=2,tp=8,tp_mode=2.5d,tp_depth=2,zero=2", "dp=2 x 2.5D zero=2"),
+                        ("dp=2,tp=8,tp_mode=3d,zero=1", "dp=2 x 3D zero=1")]:
+    tag = "llama-" + "".join(c for c in label if c.isalnum())
+    program = f"{WORK}/{tag}"
+    built = compile_model("llama", program, "--gpus", "16", "--strategy", strategy, batch=8)
+    check(built.returncode == 0, f"llama {label}: {built.stderr[-2000:]}")
     if built.returncode or one.returncode:
         continue
-    run = train(program, "--feed", feed8, "--steps", "4", "--log", f"{WORK}/llama-{label}-pp2.log", ranks=16)
-    check(run.returncode == 0, f"llama {label} x pp=2: run failed: {run.stderr[-1500:]}")
-    if run.returncode == 0:
-        error = worst_relative(losses(f"{WORK}/llama-{label}-pp2.log"), losses(f"{WORK}/llama-b8.log"))
-        print(f"llama pp=2 x {label} 2x2x2 (16 ranks), lamb: losses within {error:.2e} of one rank's")
-        check(error <= 1e-5, f"llama {label} x pp=2: losses differ from one rank's by {error:.2e}")
+    run = train(program, "--feed", feed8, "--steps", "4", "--log", f"{WORK}/{tag}.log", ranks=16)
+    check(run.returncode == 0, f"llama {label}: run failed: {run.stderr[-1500:]}")
+    if run.returncode:
+        continue
+    error = worst_relative(losses(f"{WORK}/{tag}.log"), losses(f"{WORK}/llama-b8.log"))
+    planned = ""
+    if "pp=" not in strategy:
+        manifest = json.load(open(f"{program}/manifest.json"))
+        check_counters(f"{WORK}/{tag}.log", manifest["predicted_comm_bytes_per_step_by_optimizer"]["lamb"], tag,
+                       calls=manifest["predicted_comm_calls_per_step_by_optimizer"]["lamb"])
+        check_model_states(f"{WORK}/{tag}.log", manifest["predicted_model_state_bytes_per_rank_by_optimizer"]["lamb"],
+                           tag)
+        planned = "; every collective and the model states = plan"
+    print(f"llama {label} (16 ranks), lamb: losses within {error:.2e} of one rank's{planned}")
+    check(error <= 1e-5, f"llama {label}: losses differ from one rank's by {error:.2e}")
 
 # Pipelines of grids: two stages, each on its own 2 x 2 grid (8 ranks), the
 # layers split alike (the first norm brings the embeddings' sum into the
