@@ -832,6 +832,36 @@ def one_rank_run(model, name, batch, feed_dir, reference):
         check(one.returncode == 0, f"{model} {name} on one rank: {one.stderr[-1500:]}")
 
 
+def grid_run(model, name, batch, strategy, tag, grid_wants, feed_dir, reference):
+    """Compiles `model` for 8 ranks under `strategy`, checks the manifest's
+    grid section holds `grid_wants`, the first-step gradients against
+    PyTorch's and the counters against the plan, and trains it beside the
+    single-rank program; returns (manifest, log, loss error, worst weight
+    error, where, the first step's collectives), or None when a step failed."""
+    program = f"{WORK}/{tag}"
+    built = compile_model(model, program, "--gpus", "8", "--strategy", strategy, batch=batch)
+    check(built.returncode == 0, f"{model} {strategy}: {built.stderr[-2000:]}")
+    if built.returncode:
+        return None
+    manifest = json.load(open(f"{program}/manifest.json"))
+    grid = manifest.get("tensor_grid", {})
+    check(all(grid.get(k) == v for k, v in grid_wants.items()) and manifest["strategy"]["tp"] == 8,
+          f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
+    check_gradients(program, model, batch, 8, tag)
+    one_rank_run(model, name, batch, feed_dir, reference)
+    run_tag = f"{model}-{name}-{tag.split('-', 1)[1]}"
+    ran = train_like_one_rank(program, model, name, batch, 8, run_tag, feed_dir, reference)
+    if not ran:
+        return None
+    log = ran[0]
+    kind = runtime_name(name)
+    check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][kind], run_tag,
+                   calls=manifest["predicted_comm_calls_per_step_by_optimizer"][kind])
+    check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][kind], run_tag)
+    check_step_peak(log, program, run_tag, estimate_missing="the grid's gathered and sliced blocks")
+    return (manifest, *ran, json.loads(open(log).readline())["comm"])
+
+
 def tesseract_depth_sums(manifest, microbatches=1):
     """Per step: (bytes, calls) of the weight blocks' gradient sums over tp_depth."""
     blocks = [p for p in manifest["parameters"] if len(p.get("grid_split", [])) == 2]
@@ -840,26 +870,12 @@ def tesseract_depth_sums(manifest, microbatches=1):
 
 for model, batch, name in [("gpt2", 4, "adamw"), ("llama", 4, "sgd_plain")]:
     feed_dir, reference, _ = batch_data(model, batch)
-    tag = f"{model}-{name}-tesseract2x2x2"
-    program = f"{WORK}/{model}-tesseract2x2x2"
-    built = compile_model(model, program, "--gpus", "8", "--strategy", "tp=8,tp_mode=2.5d,tp_depth=2", batch=batch)
-    check(built.returncode == 0, f"{model} 2.5D: {built.stderr[-2000:]}")
-    if built.returncode:
-        continue
-    manifest = json.load(open(f"{program}/manifest.json"))
-    grid = manifest.get("tensor_grid", {})
-    check(grid.get("mode") == "2.5d" and grid.get("side") == 2 and grid.get("depth") == 2 and
-          manifest["strategy"]["tp"] == 8, f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
-    check_gradients(program, model, batch, 8, f"{model}-tesseract2x2x2")
-    one_rank_run(model, name, batch, feed_dir, reference)
-    ran = train_like_one_rank(program, model, name, batch, 8, tag, feed_dir, reference)
+    ran = grid_run(model, name, batch, "tp=8,tp_mode=2.5d,tp_depth=2", f"{model}-tesseract2x2x2",
+                   {"mode": "2.5d", "side": 2, "depth": 2}, feed_dir, reference)
     if not ran:
         continue
-    log, loss_error, worst_weight, where = ran
-    kind = runtime_name(name)
-    check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][kind], tag,
-                   calls=manifest["predicted_comm_calls_per_step_by_optimizer"][kind])
-    first = json.loads(open(log).readline())["comm"]
+    manifest, log, loss_error, worst_weight, where, first = ran
+    tag = f"{model}-{name}-tesseract2x2x2"
     measured = {c: {a: (first[c][a]["bytes"], first[c][a]["calls"]) for a in ("tp_col", "tp_row")}
                 for c in ("broadcast", "reduce")}
     layer_rows = batch * SEQ // 2
@@ -869,8 +885,6 @@ for model, batch, name in [("gpt2", 4, "adamw"), ("llama", 4, "sgd_plain")]:
     depth_sums = (first["all_reduce"]["tp_depth"]["bytes"], first["all_reduce"]["tp_depth"]["calls"])
     check(depth_sums == tesseract_depth_sums(manifest),
           f"{tag}: tp_depth summed {depth_sums} (bytes, calls), the weight blocks are {tesseract_depth_sums(manifest)}")
-    check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][kind], tag)
-    check_step_peak(log, program, tag, estimate_missing="the grid's gathered and sliced blocks")
     print(f"{model:12} {'2x2x2':9} {name:9} {loss_error:28.2e} {worst_weight:30.2e}  ({where}; tp_depth all_reduce "
           f"{depth_sums[0]} B/{depth_sums[1]} = the weight blocks; each layer's SUMMA = Optimus's for "
           f"{layer_rows} rows; every collective measured = plan)")
@@ -903,32 +917,15 @@ for model, batch, name, extra in [("gpt2", 4, "adamw", ""), ("llama", 4, "sgd_pl
                                   ("llama", 4, "sgd_plain", "recompute=full")]:
     feed_dir, reference, _ = batch_data(model, batch)
     slug = "-" + extra.replace("=", "") if extra else ""
-    tag = f"{model}-{name}-cube2x2x2{slug}"
-    program = f"{WORK}/{model}-cube2x2x2{slug}"
-    built = compile_model(model, program, "--gpus", "8", "--strategy", "tp=8,tp_mode=3d" + ("," + extra if extra else ""),
-                          batch=batch)
-    check(built.returncode == 0, f"{model} 3D: {built.stderr[-2000:]}")
-    if built.returncode:
-        continue
-    manifest = json.load(open(f"{program}/manifest.json"))
-    grid = manifest.get("tensor_grid", {})
-    check(grid.get("mode") == "3d" and grid.get("side") == 2 and manifest["strategy"]["tp"] == 8,
-          f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
-    check_gradients(program, model, batch, 8, f"{model}-cube2x2x2{slug}")
-    one_rank_run(model, name, batch, feed_dir, reference)
-    ran = train_like_one_rank(program, model, name, batch, 8, tag, feed_dir, reference)
+    ran = grid_run(model, name, batch, "tp=8,tp_mode=3d" + ("," + extra if extra else ""), f"{model}-cube2x2x2{slug}",
+                   {"mode": "3d", "side": 2}, feed_dir, reference)
     if not ran:
         continue
-    log, loss_error, worst_weight, where = ran
-    kind = runtime_name(name)
-    check_counters(log, manifest["predicted_comm_bytes_per_step_by_optimizer"][kind], tag,
-                   calls=manifest["predicted_comm_calls_per_step_by_optimizer"][kind])
-    first = json.loads(open(log).readline())["comm"]
+    manifest, log, loss_error, worst_weight, where, first = ran
+    tag = f"{model}-{name}-cube2x2x2{slug}"
     scattered = (first["reduce_scatter"]["tp_w"]["bytes"], first["reduce_scatter"]["tp_w"]["calls"])
     want = cube_weight_scatters(manifest, 2)
     check(scattered == want, f"{tag}: tp_w reduce-scattered {scattered} (bytes, calls); the weights' gradients are {want}")
-    check_model_states(log, manifest["predicted_model_state_bytes_per_rank_by_optimizer"][kind], tag)
-    check_step_peak(log, program, tag, estimate_missing="the grid's gathered and sliced blocks")
     if extra:
         # Recomputation re-runs each layer's forward (its gathers and
         # reduce-scatters again, as the plan counts) and changes nothing else.
