@@ -26,7 +26,7 @@ def TensorParallelPass : Pass<"train-tensor-parallel", "::mlir::ModuleOp"> {
 }
 
 def TensorGridPass : Pass<"train-tensor-grid", "::mlir::ModuleOp"> {
-  let summary = "2D (Optimus, SUMMA) and 2.5D (Tesseract) tensor parallelism of @forward on grids";
+  let summary = "2D (Optimus, SUMMA), 2.5D (Tesseract) and 3D tensor parallelism of @forward";
   let description = [{
     Splits @forward over a q x q grid of tensor ranks, mesh axes `tp_row`
     and `tp_col` (Xu et al. 2021): activations in blocks (rows over
@@ -50,6 +50,13 @@ def TensorGridPass : Pass<"train-tensor-grid", "::mlir::ModuleOp"> {
     same weight blocks (held 1/q^2, read as copies over `tp_depth`, so their
     gradients are summed over the depth); the loss sums its rows over
     `tp_rows`, one grid column's ranks across the layers.
+
+    3D (`cube`, tp = q^3; Bian et al. 2021): a q x q x q cube, mesh axes
+    `tp_in`, `tp_w`, `tp_out`. Activations hold 1/q^3 (rows over `tp_w` and
+    one of `tp_in`/`tp_out`, features over the other, swapped by each
+    linear layer); a linear layer gathers its input's rows and its weight
+    block (1/q^3 per rank) over `tp_w`, multiplies locally and
+    reduce-scatters the partial sums into the rows, all as reshardings.
   }];
   let options = [
     Option<"ranks", "ranks", "int64_t", "0", "Tensor ranks, q x q x depth (0: the module's dist.plan's tp)">,

@@ -315,7 +315,8 @@ void GridSplitter::splitOnGrid(SplitOperand operand, BlockAxes dims, std::option
 }
 
 /// y = x W + b as SUMMA's product of blocks, then the bias block (copies
-/// over the grid's rows: its gradient is summed over them).
+/// over the grid's rows: its gradient is summed over them); on the cube,
+/// splitCubeLinear.
 LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   split = false;
   RankedTensorType input = typeOf(linear.getInput()), weight = typeOf(linear.getWeight());

@@ -1,4 +1,4 @@
-//===- TensorGrid.h - 2D and 2.5D tensor parallelism on grids -----*- C++ -*-===//
+//===- TensorGrid.h - 2D, 2.5D and 3D tensor parallelism ----------*- C++ -*-===//
 //
 // Optimus (Xu et al. 2021, "An Efficient 2D Method for Training Super-Large
 // Deep Learning Models"), as Colossal-AI builds it: the tensor ranks form a
@@ -35,6 +35,18 @@
 // is summed over the depth. Biases and norm scales are copies over every
 // row (tp_depth and tp_row); the loss sums its rows over "tp_rows", the
 // group of one grid column's ranks across the layers.
+//
+// 3D (Bian et al. 2021, "Maximizing Parallelism in Distributed Training
+// for Huge Neural Networks"; Colossal-AI's 3D layers): a q x q x q cube,
+// mesh axes "tp_in", "tp_w" and "tp_out". An activation holds 1/q^3: its
+// rows over tp_w and one of tp_in and tp_out, its features over the other,
+// which each linear layer swaps. A linear layer's input rows are gathered
+// over their axis other than tp_w, its weight block (k over the input
+// features' axis and tp_w, n over the other: 1/q^3 per rank) over tp_w, the
+// local product's partial sums reduce-scattered over the input features'
+// axis into the rows; all three are reshardings, so the backward pass is
+// their duals (the weight gradient reduce-scattered over tp_w). Biases and
+// norm scales split over the features' axis are copies over the rows' two.
 //
 //===----------------------------------------------------------------------===//
 
