@@ -23,8 +23,8 @@ struct SoftmaxCrossEntropyPattern : OpRewritePattern<SoftmaxCrossEntropyLossOp> 
     }
     // Class weights: the fused loss has none, so the log-softmax and the
     // weighted likelihood it is defined by, each with its gradient rule.
-    Value logProbs = rewriter.create<LogSoftmaxOp>(op.getLoc(), op.getScores().getType(), op.getScores(),
-                                                   rewriter.getI64IntegerAttr(1));
+    Value logProbs = LogSoftmaxOp::create(rewriter, op.getLoc(), op.getScores().getType(), op.getScores(),
+                                          rewriter.getI64IntegerAttr(1));
     rewriter.replaceOpWithNewOp<NegativeLogLikelihoodLossOp>(
         op, op.getType(), logProbs, op.getLabels(), op.getWeights(), op.getReductionAttr(), op.getIgnoreIndexAttr());
     return success();
@@ -66,7 +66,7 @@ private:
         normalizeAxis(int64_t(logSoftmax.getAxis()), from.getRank()) != from.getRank() - 1 ||
         to.getDimSize(1) != from.getShape().back())
       return {};
-    return rewriter.create<ReshapeOp>(loc, to, logSoftmax.getInput());
+    return ReshapeOp::create(rewriter, loc, to, logSoftmax.getInput());
   }
 };
 
