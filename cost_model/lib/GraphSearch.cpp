@@ -23,19 +23,11 @@ std::string gibText(double bytes) {
 
 /// The fixed parts this search cannot honour, as a reason; empty if none.
 std::string unsupportedFixedParts(const SearchOptions &o) {
-  const Strategy &f = o.fixed;
-  std::string parts;
-  auto add = [&](const char *key, bool asked) {
-    if (o.fixedKeys.count(key) && asked)
-      parts += std::string(parts.empty() ? "" : ", ") + key;
-  };
-  add("tp_mode", f.tpMode != TensorMode::OneD);
-  add("stage_layers", !f.stageLayers.empty());
-  if (parts.empty())
+  if (!o.fixedKeys.count("stage_layers") || o.fixed.stageLayers.empty())
     return "";
-  return "the strategy fixes " + parts +
-         "; plans for an imported model search data, 1D tensor, sequence (Megatron's, all-to-all, ring) and pipeline "
-         "parallelism (equal stages), microbatches, ZeRO, offload and recomputation";
+  return "the strategy fixes stage_layers; plans for an imported model search data, tensor (1D and the 2D, 2.5D "
+         "and 3D grids), sequence (Megatron's, all-to-all, ring) and pipeline parallelism (equal stages), "
+         "microbatches, ZeRO, offload and recomputation";
 }
 
 bool fixedMismatch(const SearchOptions &o, const char *key, bool differs) {
@@ -56,13 +48,19 @@ namespace {
 /// Whether the fixed parts of the strategy allow the model axis.
 bool admitsModelAxis(const SearchOptions &o, const ModelAxis &axis) {
   return !fixedMismatch(o, "tp", axis.tensor != o.fixed.tp) && !fixedMismatch(o, "sp", axis.sequence != o.fixed.sp) &&
-         !fixedMismatch(o, "sp_mode", axis.mode != o.fixed.spMode);
+         !fixedMismatch(o, "sp_mode", axis.mode != o.fixed.spMode) &&
+         !fixedMismatch(o, "tp_mode", axis.grid != o.fixed.tpMode) &&
+         !fixedMismatch(o, "tp_depth", axis.grid == TensorMode::TwoPointFiveD && axis.depth != o.fixed.tpDepth);
 }
 
 } // namespace
 
 std::string ModelAxis::str() const {
   std::string text = "tp=" + std::to_string(tensor);
+  if (onGrid())
+    text += std::string(",tp_mode=") + nameOf(grid);
+  if (grid == TensorMode::TwoPointFiveD)
+    text += ",tp_depth=" + std::to_string(depth);
   if (ownSequenceAxis())
     text += ",sp=" + std::to_string(sequence);
   if (mode != SequenceMode::None)
@@ -72,6 +70,8 @@ std::string ModelAxis::str() const {
 
 void ModelAxis::applyTo(Strategy &strategy) const {
   strategy.tp = tensor;
+  strategy.tpMode = grid;
+  strategy.tpDepth = depth;
   strategy.sp = sequence;
   strategy.spMode = mode;
 }
@@ -85,6 +85,14 @@ std::vector<ModelAxis> modelAxesOf(int ranks) {
     if (ranks % tensor == 0)
       for (SequenceMode mode : {SequenceMode::AllToAll, SequenceMode::Ring})
         axes.push_back({tensor, ranks / tensor, mode});
+  for (int q = 2; q * q <= ranks; ++q) {
+    if (q * q == ranks)
+      axes.push_back({ranks, 1, SequenceMode::None, TensorMode::TwoD, 1});
+    if (ranks % (q * q) == 0 && ranks / (q * q) >= 2)
+      axes.push_back({ranks, 1, SequenceMode::None, TensorMode::TwoPointFiveD, ranks / (q * q)});
+    if (q * q * q == ranks)
+      axes.push_back({ranks, 1, SequenceMode::None, TensorMode::ThreeD, 1});
+  }
   return axes;
 }
 
@@ -209,7 +217,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
             continue;
           Mesh mesh = buildMesh(s, cluster);
           auto key = std::make_pair(b, tp);
-          if (mode == SequenceMode::None && !solved.count(key)) {
+          if (mode == SequenceMode::None && !axis.onGrid() && !solved.count(key)) {
             GraphSharding sharding;
             for (const Op &op : graph->ops)
               sharding.emplace_back(op.factors.size());
@@ -234,13 +242,15 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
           if (tp == 1) {
             placements.push_back({&*solved[key], Placement::Partitioner});
           } else {
-            if (mode == SequenceMode::None && solved[key] && !o.partitionerPlacementOnly)
+            if (mode == SequenceMode::None && !axis.onGrid() && solved[key] && !o.partitionerPlacementOnly)
               placements.push_back({&*solved[key], Placement::Solver});
             if (auto split = splits.find(axis); split != splits.end()) {
               if (!split->second.sharding && firstInvalid.empty())
                 firstInvalid = s.str() + ": " + split->second.error;
+              // A grid the partitioner builds is priced by the estimator's
+              // grid algorithms (no explicit sharding).
               if (split->second.sharding)
-                placements.push_back({&*split->second.sharding, Placement::Partitioner});
+                placements.push_back({axis.onGrid() ? nullptr : &*split->second.sharding, Placement::Partitioner});
             }
           }
           if (placements.empty()) {
@@ -248,11 +258,10 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
             continue;
           }
           for (auto [placed, placement] : placements) {
-            const GraphSharding &sharding = *placed;
             EstimateOptions options = untraced;
             // The partitioner's split as it is built: its grouped and padded
             // layouts, and recomputation that keeps the collectives' results.
-            if (placement == Placement::Partitioner && tp > 1) {
+            if (placement == Placement::Partitioner && tp > 1 && !axis.onGrid()) {
               options.layouts = SplitLayouts::Built;
               options.recomputeCollectives = false;
             }
@@ -319,7 +328,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                       }
                     }
                     std::string error;
-                    std::optional<Estimate> e = estimate(*graph, s, cluster, error, &sharding, options);
+                    std::optional<Estimate> e = estimate(*graph, s, cluster, error, placed, options);
                     if (!e) {
                       ++result.invalid;
                       if (firstInvalid.empty())
@@ -329,7 +338,8 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                     ++result.evaluated;
                     layer.learn(*e);
                     groupPipeline = e->pipeline.makespan;
-                    SearchCandidate candidate{s, b, std::move(*e), tp > 1 ? sharding : GraphSharding{}, placement};
+                    SearchCandidate candidate{s, b, std::move(*e), tp > 1 && placed ? *placed : GraphSharding{},
+                                              placement};
                     if (buildable && candidate.estimate.fits() && candidate.estimate.stepTime < bestBuildableTime())
                       result.bestBuildable = candidate;
                     keepCandidate(result, std::move(candidate), o.keep);

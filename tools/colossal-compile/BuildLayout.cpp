@@ -19,6 +19,16 @@ using cost::SequenceMode;
 /// its own, alone or beside tp. What moved is cleared from the strategy, so what is left is what
 /// the partitioner must still be asked about.
 bool takeModelAxis(cost::Strategy &strategy, BuildLayout &layout) {
+  if (strategy.tp == 1 && strategy.tpMode != cost::TensorMode::OneD) {
+    // Not silently a data-parallel build: the grid's ranks are the user's
+    // to give, or the search's (--emit=plan --strategy tp_mode=..., then
+    // --plan).
+    printError(std::string("--strategy: tp_mode=") + cost::nameOf(strategy.tpMode) +
+               " needs its tensor ranks (tp=4 for a 2 x 2 grid, tp=8 for 2.5D's two layers of one or a 2 x 2 x 2 "
+               "cube); or let the search choose them: --emit=plan --strategy tp_mode=" +
+               cost::nameOf(strategy.tpMode) + " -o PLAN.json, then -o DIR --plan PLAN.json");
+    return false;
+  }
   if (strategy.tp > 1) {
     bool layered = strategy.tpMode == cost::TensorMode::TwoPointFiveD;
     bool cube = strategy.tpMode == cost::TensorMode::ThreeD;
@@ -133,7 +143,8 @@ bool takeStrategy(const Request &request, const std::string &text, BuildLayout &
     if (std::string lacks = partitionerLacks(*strategy); !lacks.empty()) {
       error = "the partitioner runs data parallelism, 1D tensor parallelism "
               "(tp=N, with Megatron's sequence "
-              "parallelism: sp_mode=megatron), sequence parallelism on its own "
+              "parallelism: sp_mode=megatron), 2D, 2.5D and 3D grids (tp_mode=2d|2.5d|3d), sequence "
+              "parallelism on its own "
               "axis (sp=N,sp_mode=all-to-all|ring, alone or beside tp=N), pipelines (pp=N, "
               "schedule=gpipe|1f1b|interleaved), "
               "microbatches, ZeRO 1, 2 and 3, optimizer offload and "

@@ -8,6 +8,7 @@
 #include "colossal/cost/GraphSearch.h"
 #include "passes/partition/SequenceAxisParallel.h"
 #include "passes/partition/SequenceParallel.h"
+#include "passes/partition/TensorGrid.h"
 #include "passes/partition/TensorParallel.h"
 #include "passes/plan/CostGraphBridge.h"
 #include "passes/plan/ModulePlan.h"
@@ -35,7 +36,8 @@ namespace {
 /// What the partitioner builds today, for the messages about plans it
 /// cannot.
 constexpr const char *kPartitionerRuns =
-    "data parallelism, its own 1D tensor split (with Megatron's sequence parallelism), sequence parallelism on its "
+    "data parallelism, its own 1D tensor split (with Megatron's sequence parallelism) and 2D, 2.5D and 3D grids, "
+    "sequence parallelism on its "
     "own axis (all-to-all, ring), pipelines (GPipe, 1F1B, interleaved), microbatches, ZeRO 1, 2 and 3, optimizer "
     "offload and recomputation";
 
@@ -112,13 +114,23 @@ private:
   std::set<std::string> printed_;
 };
 
+/// Every op replicated: the sharding of a plan with no tensor axis.
+cost::GraphSharding replicated(const cost::Graph &graph) {
+  cost::GraphSharding sharding;
+  for (const cost::Op &op : graph.ops)
+    sharding.emplace_back(op.factors.size());
+  return sharding;
+}
+
 /// The split the partitioner makes of the model over its model axes:
 /// Megatron's pairs, heads and vocabulary over the tensor ranks
 /// (TensorParallel.h, with its sequence parallelism under Megatron), then
 /// the tokens of what it made over a sequence axis of its own
 /// (SequenceAxisParallel.h, under AllToAll and Ring), read back as a
 /// sharding of `whole` on the plan's mesh (AppliedSharding.h); nullopt with
-/// the partitioner's reason when it cannot split the model that way.
+/// the partitioner's reason when it cannot split the model that way. A grid
+/// (TensorGrid.h) is split to learn whether it can be built; its sharding
+/// is `whole` replicated (GraphSearch.h: the estimator prices the grid).
 std::optional<cost::GraphSharding> partitionerSharding(mlir::MLIRContext &context, RaisedModels &models,
                                                        const cost::Graph &whole, const cost::ModelAxis &axis,
                                                        const cost::Cluster &cluster, std::string &error) {
@@ -143,6 +155,18 @@ std::optional<cost::GraphSharding> partitionerSharding(mlir::MLIRContext &contex
         reason = diag.str();
       return mlir::success();
     });
+    if (axis.onGrid()) {
+      cost::Strategy grid;
+      axis.applyTo(grid);
+      auto [side, depth] = cost::tensorGrid(grid);
+      split = side > 0 && mlir::succeeded(partition::partitionTensorGrid(*module, side, depth,
+                                                                         axis.grid == cost::TensorMode::ThreeD));
+      if (!split) {
+        error = "the partitioner cannot split the model as " + axis.str() + ": " + reason;
+        return std::nullopt;
+      }
+      return replicated(whole);
+    }
     if (axis.tensor > 1) {
       split =
           mlir::succeeded(partition::partitionTensorParallel(*module, axis.tensor)) &&
@@ -257,10 +281,16 @@ std::string partitionerLacks(const cost::Strategy &s, cost::Placement placement)
     if (needed)
       lacks += (lacks.empty() ? "" : ", ") + what;
   };
-  // The partitioner builds its own split of a 1D tensor axis (Megatron's).
-  bool builtSplit = placement == cost::Placement::Partitioner && s.tpMode == cost::TensorMode::OneD;
+  // The partitioner builds its own split of a 1D tensor axis (Megatron's)
+  // and the 2D, 2.5D and 3D grids, alone on the model axes.
+  bool grid = s.tpMode != cost::TensorMode::OneD;
+  bool builtSplit = placement == cost::Placement::Partitioner;
   add(s.tp > 1 && !builtSplit,
-      "tp=" + std::to_string(s.tp) + (s.tpMode == cost::TensorMode::OneD ? " placed by the sharding solver" : ""));
+      "tp=" + std::to_string(s.tp) +
+          (grid ? std::string(",tp_mode=") + cost::nameOf(s.tpMode) + " placed otherwise than the partitioner's grid"
+                : std::string(" placed by the sharding solver")));
+  add(grid && s.tp > 1 && (s.sp > 1 || s.spMode != cost::SequenceMode::None),
+      std::string("a sequence split beside the tp_mode=") + cost::nameOf(s.tpMode) + " grid");
   // Pipelines run with ZeRO-1 at most (as DeepSpeed).
   add(s.pp > 1 && s.zero > 1, "pp=" + std::to_string(s.pp) + " with ZeRO-" + std::to_string(s.zero));
   // Sequence parallelism: Megatron's on the partitioner's tensor split, or
@@ -282,14 +312,6 @@ std::string partitionerLacks(const cost::Strategy &s, cost::Placement placement)
 
 namespace {
 
-/// Every op replicated: the sharding of a plan with no tensor axis.
-cost::GraphSharding replicated(const cost::Graph &graph) {
-  cost::GraphSharding sharding;
-  for (const cost::Op &op : graph.ops)
-    sharding.emplace_back(op.factors.size());
-  return sharding;
-}
-
 bool writeOutput(const std::string &path, const std::string &text) {
   if (path == "-") {
     llvm::outs() << text << "\n";
@@ -304,7 +326,7 @@ bool writeOutput(const std::string &path, const std::string &text) {
 /// when it places the tensor axis.
 cost::EstimateOptions evaluationOf(const cost::Strategy &strategy, cost::Placement placement) {
   cost::EstimateOptions options;
-  if (placement == cost::Placement::Partitioner && strategy.tp > 1) {
+  if (placement == cost::Placement::Partitioner && strategy.tp > 1 && strategy.tpMode == cost::TensorMode::OneD) {
     options.layouts = cost::SplitLayouts::Built;
     options.recomputeCollectives = false;
   }
@@ -373,7 +395,20 @@ void printReport(const std::string &model, const std::string &precision, const c
   }
   bool sequenceAxis = plan.strategy.sp > 1 && (plan.strategy.spMode == cost::SequenceMode::AllToAll ||
                                                plan.strategy.spMode == cost::SequenceMode::Ring);
-  if (plan.strategy.tp > 1 || sequenceAxis) {
+  if (plan.strategy.tp > 1 && plan.strategy.tpMode != cost::TensorMode::OneD) {
+    auto [q, depth] = cost::tensorGrid(plan.strategy);
+    std::string shape = "a " + std::to_string(q) + " x " + std::to_string(q);
+    if (plan.strategy.tpMode == cost::TensorMode::ThreeD)
+      shape += " x " + std::to_string(q) + " cube";
+    else if (depth > 1)
+      shape = std::to_string(depth) + " layers of " + shape + " grid";
+    else
+      shape += " grid";
+    os << "tensor grid " << cost::nameOf(plan.strategy.tpMode) << " on " << shape
+       << (plan.placement == cost::Placement::Partitioner ? ", as the partitioner builds it" : "")
+       << ": every op's work and activations split over the " << plan.strategy.tp
+       << " ranks, the linear layers' weights in blocks, priced by the grid's algorithms (cost/TensorGrid.h)\n";
+  } else if (plan.strategy.tp > 1 || sequenceAxis) {
     bool splitsAny = false;
     for (const cost::OpSharding &op : plan.sharding)
       for (const std::vector<int> &axes : op)
@@ -578,7 +613,9 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   // The partitioner's own split of the model axis is a placement too: the
   // plans with it are the ones -o DIR builds. Each graph goes to the search
   // with the splits, made once per factor structure and model axis.
-  std::map<std::pair<std::vector<size_t>, cost::ModelAxis>, cost::ModelAxisSplit> splits;
+  // A grid splits the rows (the batch) too, so whether it can be built
+  // depends on the microbatch size: its splits are made per size.
+  std::map<std::tuple<std::vector<size_t>, cost::ModelAxis, int64_t>, cost::ModelAxisSplit> splits;
   auto searchGraphsFor = [&](const cost::SearchOptions &o) -> cost::GraphAtMicrobatch {
     return [&, axes = cost::modelAxesToSplit(o, *cluster)](int64_t b,
                                                            std::string &why) -> std::optional<cost::SearchGraph> {
@@ -588,7 +625,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       cost::SearchGraph given{std::move(*graph), {}};
       std::vector<size_t> structure = cost::factorStructure(given.graph);
       for (const cost::ModelAxis &axis : axes) {
-        auto [entry, fresh] = splits.try_emplace({structure, axis});
+        auto [entry, fresh] = splits.try_emplace({structure, axis, axis.onGrid() ? b : 0});
         if (fresh)
           entry->second.sharding =
               partitionerSharding(context, models, given.graph, axis, *cluster, entry->second.error);

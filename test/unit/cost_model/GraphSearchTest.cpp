@@ -1,7 +1,8 @@
 //===- GraphSearchTest.cpp - the search over an imported model's graph ----===//
 
-#include "colossal/cost/GraphScaling.h"
 #include "colossal/cost/GraphSearch.h"
+#include "colossal/cost/Estimator.h"
+#include "colossal/cost/GraphScaling.h"
 #include "colossal/cost/LayerDetection.h"
 
 #include <gtest/gtest.h>
@@ -103,10 +104,81 @@ TEST(GraphSearch, RefusesWhatItDoesNotSearch) {
   options.devices = 8;
   options.globalBatch = 32;
   std::string error;
-  options.fixed = *Strategy::parse("tp=4,tp_mode=2d", error, &options.fixedKeys);
+  options.fixed = *Strategy::parse("pp=2,stage_layers=1/1", error, &options.fixedKeys);
   SearchResult result = searchGraphPlans(importedGpt(2), cluster, options);
   EXPECT_TRUE(result.best.empty());
-  EXPECT_NE(result.infeasible.find("tp_mode"), std::string::npos) << result.infeasible;
+  EXPECT_NE(result.infeasible.find("stage_layers"), std::string::npos) << result.infeasible;
+}
+
+TEST(GraphSearch, GridsArePlacedByThePartitionerAndPricedByTheirAlgorithms) {
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 32;
+  options.keep = 1000;
+  std::string error;
+  options.fixed = *Strategy::parse("tp_mode=2d", error, &options.fixedKeys);
+  // Without the partitioner's splits no grid is placed.
+  SearchResult none = searchGraphPlans(importedGpt(2), cluster, options);
+  EXPECT_TRUE(none.best.empty());
+  // The one grid 8 devices hold in a node is 2 x 2.
+  std::vector<ModelAxis> asked = modelAxesToSplit(options, cluster);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked.front().str(), "tp=4,tp_mode=2d");
+  // A split the partitioner refuses is the reason given.
+  auto refused = [](const Graph &, ModelAxis) -> std::optional<ModelAxisSplit> {
+    return ModelAxisSplit{std::nullopt, "the partitioner cannot split op embed"};
+  };
+  SearchResult refusal = searchGraphPlans(importedGpt(2, true, refused, asked), cluster, options);
+  EXPECT_TRUE(refusal.best.empty());
+  EXPECT_NE(refusal.infeasible.find("op embed"), std::string::npos) << refusal.infeasible;
+  // Built, every plan is the grid, priced by the estimator's grid
+  // algorithms: the same estimate as the estimator gives the strategy
+  // without a sharding.
+  auto built = [](const Graph &graph, ModelAxis) -> std::optional<ModelAxisSplit> { return replicatedSplit(graph); };
+  options.exhaustive = true;
+  SearchResult result = searchGraphPlans(importedGpt(2, true, built, asked), cluster, options);
+  ASSERT_FALSE(result.best.empty()) << result.infeasible;
+  std::string why;
+  for (const SearchCandidate &c : result.best) {
+    EXPECT_EQ(c.strategy.tpMode, TensorMode::TwoD);
+    EXPECT_EQ(c.strategy.tp, 4);
+    EXPECT_EQ(c.placement, Placement::Partitioner);
+    EXPECT_TRUE(c.sharding.empty());
+    std::optional<SearchGraph> graph = importedGpt(2)(c.microbatchSize, why);
+    EstimateOptions untraced;
+    untraced.recordPipelineTasks = false;
+    std::optional<Estimate> direct = estimate(graph->graph, c.strategy, cluster, why, nullptr, untraced);
+    ASSERT_TRUE(direct) << why;
+    EXPECT_EQ(direct->stepTime, c.estimate.stepTime) << c.strategy.str();
+    EXPECT_EQ(direct->memory.total(), c.estimate.memory.total()) << c.strategy.str();
+  }
+}
+
+TEST(GraphSearch, GridsJoinThePrunedSearchWithTheSameAnswers) {
+  // Every model axis of 8 devices, grids included, given as built: the
+  // pruned search keeps what evaluating every candidate keeps, and the
+  // grids (2.5D over two layers, 3D) are among the candidates evaluated.
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  SearchOptions options;
+  options.devices = 8;
+  options.globalBatch = 16;
+  options.keep = 3;
+  std::vector<ModelAxis> all = modelAxesToSplit(options, cluster);
+  auto built = [](const Graph &graph, ModelAxis) -> std::optional<ModelAxisSplit> { return replicatedSplit(graph); };
+  SearchResult pruned = searchGraphPlans(importedGpt(4, true, built, all), cluster, options);
+  options.exhaustive = true;
+  options.keep = 100000;
+  SearchResult every = searchGraphPlans(importedGpt(4, true, built, all), cluster, options);
+  ASSERT_FALSE(pruned.best.empty()) << pruned.infeasible;
+  std::set<std::string> grids;
+  for (const SearchCandidate &c : every.best)
+    if (c.strategy.tpMode != TensorMode::OneD)
+      grids.insert(nameOf(c.strategy.tpMode));
+  every.best.erase(every.best.begin() + std::ptrdiff_t(std::min(every.best.size(), pruned.best.size())),
+                   every.best.end());
+  expectSamePlans(pruned, every);
+  EXPECT_EQ(grids, (std::set<std::string>{"2d", "2.5d", "3d"}));
 }
 
 TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
@@ -149,7 +221,19 @@ TEST(GraphSearch, ModelAxesAreEveryTensorBySequenceSplit) {
     names.push_back(axis.str());
   EXPECT_EQ(names, (std::vector<std::string>{"tp=4", "tp=4,sp_mode=megatron", "tp=1,sp=4,sp_mode=all-to-all",
                                              "tp=1,sp=4,sp_mode=ring", "tp=2,sp=2,sp_mode=all-to-all",
-                                             "tp=2,sp=2,sp_mode=ring"}));
+                                             "tp=2,sp=2,sp_mode=ring", "tp=4,tp_mode=2d"}));
+  // 8 ranks make two layers of a 2 x 2 grid and a 2 x 2 x 2 cube; 16 a
+  // 4 x 4 grid and four layers of a 2 x 2 one; 6 no grid.
+  auto gridsOf = [](int ranks) {
+    std::vector<std::string> grids;
+    for (const ModelAxis &axis : modelAxesOf(ranks))
+      if (axis.onGrid())
+        grids.push_back(axis.str());
+    return grids;
+  };
+  EXPECT_EQ(gridsOf(8), (std::vector<std::string>{"tp=8,tp_mode=2.5d,tp_depth=2", "tp=8,tp_mode=3d"}));
+  EXPECT_EQ(gridsOf(16), (std::vector<std::string>{"tp=16,tp_mode=2.5d,tp_depth=4", "tp=16,tp_mode=2d"}));
+  EXPECT_TRUE(gridsOf(6).empty());
   for (const ModelAxis &axis : modelAxesOf(6))
     EXPECT_EQ(axis.ranks(), 6) << axis.str();
   EXPECT_EQ(modelAxesOf(1).size(), 1u);

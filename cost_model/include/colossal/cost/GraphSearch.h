@@ -21,9 +21,14 @@
 // Search.h does; `exhaustive` turns it off and a test checks both agree).
 //
 // Pipelines and recomputation need the graph's layers (LayerDetection.h);
-// stages hold equal numbers of them. 2D/2.5D/3D grids are searched only on
-// transformer shapes (Search.h): a fixed strategy asking for them is refused
-// with that reason.
+// stages hold equal numbers of them.
+//
+// The model axis may also be a tensor grid (2D, 2.5D with any depth, 3D:
+// Colossal-AI's N-dimensional modes) where the caller gives the
+// partitioner's split for it: a grid's blocks span several mesh axes, so
+// they do not read back as one factor split; the partitioner's success is
+// the proof that the program can be built, and the estimator prices the
+// grid by its algorithms (TensorGrid.h), as the transformer search does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,34 +48,42 @@ namespace colossal::cost {
 /// `tensor` ranks and what runs on it (None: the tensor axis alone;
 /// Megatron: with Megatron's sequence parallelism), or a sequence axis of
 /// its own of `sequence` ranks (AllToAll, Ring), beside a tensor axis when
-/// `tensor` > 1.
+/// `tensor` > 1; or the `tensor` ranks as a grid (`grid` other than OneD,
+/// 2.5D's layers `depth`), alone on the model axes.
 struct ModelAxis {
   int tensor = 1;
   int sequence = 1;
   SequenceMode mode = SequenceMode::None;
+  TensorMode grid = TensorMode::OneD;
+  int depth = 1;
 
   /// The ranks of one model-parallel group: tensor x sequence.
   int ranks() const { return tensor * sequence; }
   bool ownSequenceAxis() const { return mode == SequenceMode::AllToAll || mode == SequenceMode::Ring; }
-  /// The strategy's model-axis part ("tp=2,sp=2,sp_mode=ring").
+  bool onGrid() const { return grid != TensorMode::OneD; }
+  /// The strategy's model-axis part ("tp=2,sp=2,sp_mode=ring",
+  /// "tp=8,tp_mode=2.5d,tp_depth=2").
   std::string str() const;
-  /// Sets `strategy`'s tp, sp and sp_mode to this axis's.
+  /// Sets `strategy`'s tp, tp_mode, tp_depth, sp and sp_mode to this axis's.
   void applyTo(Strategy &strategy) const;
   bool operator<(const ModelAxis &other) const {
-    return std::tie(tensor, sequence, mode) < std::tie(other.tensor, other.sequence, other.mode);
+    return std::tie(tensor, sequence, mode, grid, depth) <
+           std::tie(other.tensor, other.sequence, other.mode, other.grid, other.depth);
   }
-  bool operator==(const ModelAxis &other) const {
-    return tensor == other.tensor && sequence == other.sequence && mode == other.mode;
-  }
+  bool operator==(const ModelAxis &other) const { return !(*this < other) && !(other < *this); }
 };
 
 /// The model axes of `ranks` ranks in a node: the tensor axis alone and with
-/// Megatron's sequence parallelism, and every split into tensor x sequence
-/// ranks (sequence > 1) for each of all-to-all and ring.
+/// Megatron's sequence parallelism, every split into tensor x sequence
+/// ranks (sequence > 1) for each of all-to-all and ring, and the grids the
+/// ranks make: a q x q square (2D), d layers of one (2.5D, d >= 2) and a
+/// q x q x q cube (3D), q >= 2.
 std::vector<ModelAxis> modelAxesOf(int ranks);
 
 /// How the partitioner splits a graph over a model axis, read back as a
-/// sharding of the whole graph (AppliedSharding.h), or why it cannot.
+/// sharding of the whole graph (AppliedSharding.h), or why it cannot. On a
+/// grid the sharding only records that the partitioner built the split
+/// (every op replicated): the estimator prices the grid itself.
 struct ModelAxisSplit {
   std::optional<GraphSharding> sharding;
   std::string error;
