@@ -23,6 +23,7 @@
 #include "colossal/runtime/Memory.h"
 #include "colossal/runtime/TrackedAllocator.h"
 #include "colossal/runtime/comm/CommCounters.h"
+#include "colossal/runtime/comm/GridGroups.h"
 #include "colossal/runtime/comm/Launch.h"
 #include "colossal/runtime/comm/Mesh.h"
 #include "colossal/runtime/comm/MpiCommunicator.h"
@@ -538,54 +539,24 @@ int trainParallel(int argc, char **argv, const TrainingProgram &program, int ran
                       "dp=" + std::to_string(ranks) + (sequenceRanks > 1 ? ",sp=" + std::to_string(sequenceRanks) : "");
   std::string mesh = outer + (tensorRanks > 1 ? ",tp=" + std::to_string(tensorRanks) : "");
   ProcessGroups groups = ProcessGroups::overMpi(MeshShape::parse(mesh), *world);
-  // A tensor grid: the same ranks split again by layer, row and column,
-  // tensor rank t being layer t / q^2, row t % q^2 / q and column t % q; or
-  // by a cube's axes, t being tp_in t / q^2, tp_w t / q % q, tp_out t % q.
-  // Each mesh's groups give the axes named in it; an axis over several of
-  // the grid's (one column's rows across the layers) is one axis of a mesh
-  // that merges them.
-  std::vector<ProcessGroups> gridMeshes;
-  std::vector<std::pair<size_t, std::string>> gridAxes; // (mesh, axis)
-  int64_t depth = std::max<int64_t>(program.settings.tensorGridDepth, 1);
-  bool layered = false;
+  // A tensor grid: the same ranks split again by the grid's axes.
+  std::optional<GridGroups> gridGroups;
   if (int64_t q = program.settings.tensorGrid; q > 1) {
-    bool cube = program.settings.tensorCube;
-    if (q * q * (cube ? q : depth) != tensorRanks) {
-      printError(argv[0], program.model,
-                 (cube ? "a " + std::to_string(q) + "^3 tensor cube"
-                       : std::to_string(depth) + " layer(s) of a " + std::to_string(q) + " x " + std::to_string(q) +
-                             " tensor grid") +
-                     " on " + std::to_string(tensorRanks) + " tensor ranks");
+    std::string error;
+    gridGroups = GridGroups::overMpi(
+        outer, GridShape{q, std::max<int64_t>(program.settings.tensorGridDepth, 1), program.settings.tensorCube},
+        tensorRanks, *world, error);
+    if (!gridGroups) {
+      printError(argv[0], program.model, error);
       return 1;
     }
-    std::string side = std::to_string(q), square = std::to_string(q * q);
-    auto add = [&](const std::string &mesh, std::vector<std::string> axes) {
-      gridMeshes.push_back(ProcessGroups::overMpi(MeshShape::parse(outer + "," + mesh), *world));
-      for (std::string &axis : axes)
-        gridAxes.emplace_back(gridMeshes.size() - 1, std::move(axis));
-    };
-    if (cube) {
-      add("tp_in=" + side + ",tp_w=" + side + ",tp_out=" + side, {"tp_in", "tp_w", "tp_out"});
-      add("tp_in=" + side + ",tp_rows_in=" + square, {"tp_rows_in"});
-      add("tp_rows_out=" + square + ",tp_out=" + side, {"tp_rows_out"});
-    } else if (depth > 1) {
-      std::string layer = "tp_depth=" + std::to_string(depth);
-      add(layer + ",tp_row=" + side + ",tp_col=" + side, {"tp_depth", "tp_row", "tp_col"});
-      add(layer + ",tp_layer=" + square, {});
-      add("tp_rows=" + std::to_string(depth * q) + ",tp_col=" + side, {"tp_rows"});
-      layered = true;
-    } else {
-      add("tp_row=" + side + ",tp_col=" + side, {"tp_row", "tp_col"});
-    }
   }
-  // (Read once every mesh is made: the vector no longer moves them.)
-  std::vector<Communicator *> grid;
-  for (auto &[mesh, axis] : gridAxes)
-    grid.push_back(&gridMeshes[mesh].axis(axis));
+  std::vector<Communicator *> grid = gridGroups ? gridGroups->axes() : std::vector<Communicator *>{};
   Communicator &dp = groups.axis("dp");
   // (On 2.5D's layers the tensor ranks that hold one copy of the weights
   // are the rank's layer: its blocks are sliced, saved and completed there.)
-  Communicator *tp = layered ? &gridMeshes[1].axis("tp_layer") : tensorRanks > 1 ? &groups.axis("tp") : nullptr;
+  Communicator *layer = gridGroups ? gridGroups->layer() : nullptr;
+  Communicator *tp = layer ? layer : tensorRanks > 1 ? &groups.axis("tp") : nullptr;
   Communicator *sp = sequenceRanks > 1 ? &groups.axis("sp") : nullptr;
   Communicator *pp = pipelineRanks > 1 ? &groups.axis("pp") : nullptr;
   std::optional<Prepared> prepared;
