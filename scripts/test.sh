@@ -6,7 +6,7 @@
 #   scripts/test.sh              everything
 #   scripts/test.sh --quick      the release build and its tests only
 #
-# FUZZ_RUNS, FUZZ_SEED and FUZZ_SECONDS (defaults 80000, 1, 120) shape the fuzzing run.
+# FUZZ_RUNS, FUZZ_SEED and FUZZ_SECONDS (defaults 80000, 1, 60) shape the fuzzing run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,13 +43,13 @@ ASAN_OPTIONS="allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 # A fixed seed and run count bound CI's fuzzing; libFuzzer's path still
 # depends on the binary, so a finding is printed and kept for replay (and
 # becomes a regression test). FUZZ_SEED and FUZZ_RUNS explore further.
-echo "== fuzzing the ONNX importer: ${FUZZ_RUNS:-80000} runs, seed ${FUZZ_SEED:-1}, at most ${FUZZ_SECONDS:-120} s"
+echo "== fuzzing the ONNX importer: ${FUZZ_RUNS:-80000} runs, seed ${FUZZ_SEED:-1}, at most ${FUZZ_SECONDS:-60} s"
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 cp test/fixtures/*/*.onnx "$corpus"/
 log="$corpus/fuzz.log"
 if ! (cd "$corpus" && "$OLDPWD"/build-asan/tools/fuzz/onnx-import-fuzzer "$corpus" \
-      -seed="${FUZZ_SEED:-1}" -runs="${FUZZ_RUNS:-80000}" -max_total_time="${FUZZ_SECONDS:-120}" \
+      -seed="${FUZZ_SEED:-1}" -runs="${FUZZ_RUNS:-80000}" -max_total_time="${FUZZ_SECONDS:-60}" \
       -rss_limit_mb=2048 -max_len=65536 -timeout=10 -print_final_stats=1 > "$log" 2>&1); then
   # Keep the input that failed (the corpus directory is removed on exit) and
   # print it as the seed it grew from plus the bytes that differ, so it can be

@@ -465,6 +465,77 @@ def check_recompute(model, where, recompute_feed, extra, plain, plain_log, batch
               f"losses bit for bit those without recomputation{'; bytes measured = predicted' if extra else ''})")
 
 
+def assembled(run):
+    """Every tensor of a checkpoint whole: the ranks' shards placed at the
+    offsets the index records (replicas of a shard agree; the first wins).
+    A grouped shard (a fused QKV projection's) is `groups` equal parts along
+    `group_dim`, part g placed at offsets + g x (the whole dimension / groups)."""
+    index = json.load(open(f"{run}/index.json"))
+    files = {}
+    whole = {}
+    for name, entry in index["tensors"].items():
+        if entry["dtype"] != "F32":
+            continue
+        shape, size = entry["global_shape"], 1
+        for d in shape:
+            size *= d
+        out = [None] * size
+        for shard in entry["shards"]:
+            rank = shard["rank"]
+            if rank not in files:
+                files[rank] = safetensors(f"{run}/rank-{rank:05d}-of-{index['world_size']:05d}.safetensors")
+            values, local, offsets = files[rank][name], shard["shape"], shard["offsets"]
+            groups, group_dim = shard.get("groups", 1), shard.get("group_dim", -1)
+            for flat, value in enumerate(values):
+                index_in_whole, rest = 0, flat
+                coords = []
+                for size in reversed(local):
+                    coords.append(rest % size)
+                    rest //= size
+                coords.reverse()
+                for d, size in enumerate(shape):
+                    at = coords[d] + offsets[d]
+                    if d == group_dim and groups > 1:
+                        part = local[d] // groups
+                        at = coords[d] // part * (size // groups) + offsets[d] + coords[d] % part
+                    index_in_whole = index_in_whole * size + at
+                if out[index_in_whole] is None:
+                    out[index_in_whole] = value
+        whole[name] = out
+    return whole
+
+
+def train_like_one_rank(program, model, name, batch, ranks, tag, feed_dir, reference):
+    """Trains `program` on `ranks` ranks with optimizer `name`, saving its
+    checkpoint (whose copies of each slice must agree across ranks); returns
+    its log, its worst loss error against PyTorch's and its worst weight
+    error against the single-rank program's (and where), or None when the
+    run failed."""
+    run = train(program, "--feed", feed_dir, "--log", f"{WORK}/{tag}.log", "--save", f"{WORK}/{tag}",
+                *optimizer_flags(name, reference["hyper_parameters"][name]), ranks=ranks)
+    check(run.returncode == 0, f"{tag}: run failed: {run.stderr[-1500:]}")
+    if run.returncode:
+        return None
+    log = f"{WORK}/{tag}.log"
+    loss_error = worst_relative(losses(log), reference["losses"][name])
+    single = safetensors(f"{WORK}/{model}-{name}-{batch}-1/{shard}")
+    worst_weight, where = weight_error(single, assembled(f"{WORK}/{tag}"), batch_data(model, batch)[2])
+    check_replicas(f"{WORK}/{tag}", tag)
+    return log, loss_error, worst_weight, where
+
+
+def strategy_text(strategy, key, default="none"):
+    """A key's value in a strategy string ("zero=2,microbatches=2")."""
+    for item in strategy.split(","):
+        if item.startswith(key + "="):
+            return item.split("=", 1)[1]
+    return default
+
+
+def strategy_value(strategy, key):
+    return int(strategy_text(strategy, key, "1"))
+
+
 def finish():
     """Prints what every run measured against the plan and exits: nonzero
     when any check failed."""

@@ -59,6 +59,18 @@ void expectSamePlans(const SearchResult &pruned, const SearchResult &all) {
   }
 }
 
+/// A search of `devices` for a global batch, with `fixed` parts of the
+/// strategy.
+SearchOptions searchFor(int devices, int64_t globalBatch, const std::string &fixed = "") {
+  SearchOptions options;
+  options.devices = devices;
+  options.globalBatch = globalBatch;
+  std::string error;
+  if (!fixed.empty())
+    options.fixed = *Strategy::parse(fixed, error, &options.fixedKeys);
+  return options;
+}
+
 } // namespace
 
 TEST(GraphSearch, KeepsTheFastestPlansThatFitInOrder) {
@@ -100,11 +112,7 @@ TEST(GraphSearch, PipelinesAndRecomputationNeedLayers) {
 
 TEST(GraphSearch, RefusesWhatItDoesNotSearch) {
   Cluster cluster = *Cluster::preset("dgx-a100");
-  SearchOptions options;
-  options.devices = 8;
-  options.globalBatch = 32;
-  std::string error;
-  options.fixed = *Strategy::parse("pp=2,stage_layers=1/1", error, &options.fixedKeys);
+  SearchOptions options = searchFor(8, 32, "pp=2,stage_layers=1/1");
   SearchResult result = searchGraphPlans(importedGpt(2), cluster, options);
   EXPECT_TRUE(result.best.empty());
   EXPECT_NE(result.infeasible.find("stage_layers"), std::string::npos) << result.infeasible;
@@ -112,12 +120,8 @@ TEST(GraphSearch, RefusesWhatItDoesNotSearch) {
 
 TEST(GraphSearch, GridsArePlacedByThePartitionerAndPricedByTheirAlgorithms) {
   Cluster cluster = *Cluster::preset("dgx-a100");
-  SearchOptions options;
-  options.devices = 8;
-  options.globalBatch = 32;
+  SearchOptions options = searchFor(8, 32, "tp_mode=2d");
   options.keep = 1000;
-  std::string error;
-  options.fixed = *Strategy::parse("tp_mode=2d", error, &options.fixedKeys);
   // Without the partitioner's splits no grid is placed.
   SearchResult none = searchGraphPlans(importedGpt(2), cluster, options);
   EXPECT_TRUE(none.best.empty());
@@ -160,9 +164,7 @@ TEST(GraphSearch, GridsJoinThePrunedSearchWithTheSameAnswers) {
   // pruned search keeps what evaluating every candidate keeps, and the
   // grids (2.5D over two layers, 3D) are among the candidates evaluated.
   Cluster cluster = *Cluster::preset("dgx-a100");
-  SearchOptions options;
-  options.devices = 8;
-  options.globalBatch = 16;
+  SearchOptions options = searchFor(8, 16);
   options.keep = 3;
   std::vector<ModelAxis> all = modelAxesToSplit(options, cluster);
   auto built = [](const Graph &graph, ModelAxis) -> std::optional<ModelAxisSplit> { return replicatedSplit(graph); };
