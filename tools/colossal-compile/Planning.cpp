@@ -407,7 +407,9 @@ void printReport(const std::string &model, const std::string &precision, const c
     os << "tensor grid " << cost::nameOf(plan.strategy.tpMode) << " on " << shape
        << (plan.placement == cost::Placement::Partitioner ? ", as the partitioner builds it" : "")
        << ": every op's work and activations split over the " << plan.strategy.tp
-       << " ranks, the linear layers' weights in blocks, priced by the grid's algorithms (cost/TensorGrid.h)\n";
+       << " ranks, the linear layers' weights in blocks, priced by the grid's algorithms (cost/TensorGrid.h); what "
+          "the built grid computes whole (fused QKV projections, embeddings) is not seen here: the program's "
+          "manifest predicts from its split\n";
   } else if (plan.strategy.tp > 1 || sequenceAxis) {
     bool splitsAny = false;
     for (const cost::OpSharding &op : plan.sharding)
