@@ -107,6 +107,15 @@ std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Clus
   return axes;
 }
 
+EstimateOptions evaluationOf(const Strategy &strategy, Placement placement) {
+  EstimateOptions options;
+  if (placement == Placement::Partitioner && strategy.tp * strategy.sp > 1 && strategy.tpMode == TensorMode::OneD) {
+    options.layouts = SplitLayouts::Built;
+    options.recomputeCollectives = false;
+  }
+  return options;
+}
+
 std::vector<size_t> factorStructure(const Graph &graph) {
   std::vector<size_t> factors;
   for (const Op &op : graph.ops)
@@ -149,8 +158,6 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
     return int(result.best.size()) < o.keep ? std::numeric_limits<double>::infinity()
                                             : result.best.back().estimate.stepTime;
   };
-  EstimateOptions untraced;
-  untraced.recordPipelineTasks = false;
   // The tensor axis's placement depends on the graph (the microbatch) and
   // the axis alone: solved once per pair.
   std::map<std::pair<int64_t, int>, std::optional<GraphSharding>> solved;
@@ -258,13 +265,8 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
             continue;
           }
           for (auto [placed, placement] : placements) {
-            EstimateOptions options = untraced;
-            // The partitioner's split as it is built: its grouped and padded
-            // layouts, and recomputation that keeps the collectives' results.
-            if (placement == Placement::Partitioner && tp > 1 && !axis.onGrid()) {
-              options.layouts = SplitLayouts::Built;
-              options.recomputeCollectives = false;
-            }
+            EstimateOptions options = evaluationOf(s, placement);
+            options.recordPipelineTasks = false;
             std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
             if (pp > 1 && layers % (2 * pp) == 0 && m % pp == 0)
               schedules.push_back({Schedule::Interleaved, 2});

@@ -322,24 +322,13 @@ bool writeOutput(const std::string &path, const std::string &text) {
   return bool(out);
 }
 
-/// How a plan is evaluated: split layouts as the partitioner builds them
-/// when it places the tensor axis.
-cost::EstimateOptions evaluationOf(const cost::Strategy &strategy, cost::Placement placement) {
-  cost::EstimateOptions options;
-  if (placement == cost::Placement::Partitioner && strategy.tp > 1 && strategy.tpMode == cost::TensorMode::OneD) {
-    options.layouts = cost::SplitLayouts::Built;
-    options.recomputeCollectives = false;
-  }
-  return options;
-}
-
 /// The plan's predicted step as Chrome-trace JSON at `path`: evaluated again
 /// keeping the simulated pipeline's calls, with the names a pipelined
 /// program's --trace gives the measured ones (F0, B0, ...).
 /// `sharding` is what the plan was evaluated with (null: the strategy's).
 bool writePredictedTrace(const std::string &path, const cost::Graph &graph, const cost::SearchCandidate &plan,
                          const cost::GraphSharding *sharding, const cost::Cluster &cluster, std::string &error) {
-  cost::EstimateOptions options = evaluationOf(plan.strategy, plan.placement);
+  cost::EstimateOptions options = cost::evaluationOf(plan.strategy, plan.placement);
   options.recordPipelineTasks = true;
   std::optional<cost::Estimate> e = cost::estimate(graph, plan.strategy, cluster, error, sharding, options);
   if (!e)
@@ -568,7 +557,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
         hasSplits |= !axes.empty();
     if (!hasSplits)
       plan.sharding.clear();
-    cost::EstimateOptions evaluation = evaluationOf(*strategy, plan.placement);
+    cost::EstimateOptions evaluation = cost::evaluationOf(*strategy, plan.placement);
     std::optional<cost::Estimate> e = cost::estimate(*graph, *strategy, *cluster, error,
                                                      plan.sharding.empty() ? nullptr : &plan.sharding, evaluation);
     if (!e)

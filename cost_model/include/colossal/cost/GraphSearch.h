@@ -113,6 +113,13 @@ std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Clus
 /// structure and model axis serves every graph of that structure.
 std::vector<size_t> factorStructure(const Graph &graph);
 
+/// How a plan with `placement` is evaluated: the partitioner's split of
+/// the model axes (1D tensor, sequence or both; tp x sp ranks) as
+/// it is built (its grouped and padded layouts, and recomputation that
+/// keeps the collectives' results); anything else, grids included, as the
+/// estimator's defaults.
+EstimateOptions evaluationOf(const Strategy &strategy, Placement placement);
+
 SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &cluster,
                               const SearchOptions &options);
 
