@@ -137,26 +137,29 @@ TEST(GraphSearch, GridsArePlacedByThePartitionerAndPricedByTheirAlgorithms) {
   EXPECT_TRUE(refusal.best.empty());
   EXPECT_NE(refusal.infeasible.find("op embed"), std::string::npos) << refusal.infeasible;
   // Built, every plan is the grid, priced by the estimator's grid
-  // algorithms: the same estimate as the estimator gives the strategy
-  // without a sharding.
+  // algorithms: without a replicated sharding standing in for it, each
+  // rank holds a 1/q^2 block of the weights (Optimus), a quarter of what
+  // one rank holds of the whole model.
   auto built = [](const Graph &graph, ModelAxis) -> std::optional<ModelAxisSplit> { return replicatedSplit(graph); };
   options.exhaustive = true;
   SearchResult result = searchGraphPlans(importedGpt(2, true, built, asked), cluster, options);
   ASSERT_FALSE(result.best.empty()) << result.infeasible;
   std::string why;
+  int blocksChecked = 0;
   for (const SearchCandidate &c : result.best) {
     EXPECT_EQ(c.strategy.tpMode, TensorMode::TwoD);
     EXPECT_EQ(c.strategy.tp, 4);
     EXPECT_EQ(c.placement, Placement::Partitioner);
     EXPECT_TRUE(c.sharding.empty());
+    if (c.strategy.pp > 1 || c.strategy.zero == 3)
+      continue;
     std::optional<SearchGraph> graph = importedGpt(2)(c.microbatchSize, why);
-    EstimateOptions untraced;
-    untraced.recordPipelineTasks = false;
-    std::optional<Estimate> direct = estimate(graph->graph, c.strategy, cluster, why, nullptr, untraced);
-    ASSERT_TRUE(direct) << why;
-    EXPECT_EQ(direct->stepTime, c.estimate.stepTime) << c.strategy.str();
-    EXPECT_EQ(direct->memory.total(), c.estimate.memory.total()) << c.strategy.str();
+    std::optional<Estimate> whole = estimate(graph->graph, Strategy{}, cluster, why);
+    ASSERT_TRUE(whole) << why;
+    EXPECT_DOUBLE_EQ(c.estimate.memory.parameters * 4, whole->memory.parameters) << c.strategy.str();
+    ++blocksChecked;
   }
+  EXPECT_GT(blocksChecked, 0);
 }
 
 TEST(GraphSearch, GridsJoinThePrunedSearchWithTheSameAnswers) {
