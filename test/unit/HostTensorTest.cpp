@@ -104,6 +104,32 @@ TEST(HostTensor, TransposeAndBroadcast) {
   EXPECT_EQ(b.ints, (std::vector<int64_t>{7, 7, 7, 8, 8, 8}));
 }
 
+TEST(HostTensor, InnerRunsAreCopiedAsElementByElementIndexingGives) {
+  // Slices and transposes of a rank-3 tensor copy whole innermost runs;
+  // each element is checked against its index formula.
+  std::vector<double> values(3 * 4 * 5);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = 0.5 * double(i);
+  HostTensor x = HostTensor::ofFloats({3, 4, 5}, values);
+  HostTensor slice = foldSlice(x, {1, 0, 1}, {3, 4, 4}, {1, 2, 1});
+  ASSERT_EQ(slice.shape, (std::vector<int64_t>{2, 2, 3}));
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t c = 0; c < 3; ++c)
+        EXPECT_EQ(slice.floats[size_t((a * 2 + b) * 3 + c)], values[size_t((1 + a) * 20 + 2 * b * 5 + 1 + c)]);
+  HostTensor t = foldTranspose(x, {2, 0, 1});
+  ASSERT_EQ(t.shape, (std::vector<int64_t>{5, 3, 4}));
+  for (int64_t a = 0; a < 5; ++a)
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t c = 0; c < 4; ++c)
+        EXPECT_EQ(t.floats[size_t((a * 3 + b) * 4 + c)], values[size_t(b * 20 + c * 5 + a)]);
+  HostTensor empty = foldSlice(x, {1, 0, 0}, {1, 4, 5}, {1, 1, 1});
+  EXPECT_EQ(empty.shape, (std::vector<int64_t>{0, 4, 5}));
+  EXPECT_TRUE(empty.floats.empty());
+  HostTensor scalar = foldBroadcast(HostTensor::ofFloats({}, {2.5}), {});
+  EXPECT_EQ(scalar.floats, (std::vector<double>{2.5}));
+}
+
 TEST(HostTensor, TriluKeepsTheRequestedTriangle) {
   HostTensor ones = ints({3, 3}, std::vector<int64_t>(9, 1));
   EXPECT_EQ(foldTrilu(ones, /*upper=*/true, 1).ints,

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "RawDataInPlace.h"
 #include "colossal/Import/OnnxImporter.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -28,5 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   auto module = colossal::importOnnxBytes(*context, data, size, "fuzz.onnx", "/nonexistent",
                                           options);
   (void)module;
+  // The framing rewrite that model files are read through when planning; a
+  // small threshold so that most tensors are rewritten.
+  (void)colossal::import::withRawDataInPlace(llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.onnx",
+                                             16);
   return 0;
 }

@@ -7,14 +7,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FixedBatch.h"
 #include "GraphImporter.h"
+#include "FixedBatch.h"
+#include "RawDataInPlace.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -29,6 +32,10 @@ namespace colossal::import {
 /// frequencies, position tables) are read as constants and folded; larger
 /// ones stay frozen parameters so that their bytes never enter the IR.
 constexpr int64_t kMaxBufferConstantElements = 1 << 20;
+
+/// Initializers' raw data of at least this many bytes stays in the model
+/// file when its graph is parsed; smaller tensors are not worth a read each.
+constexpr size_t kRawDataLeftInPlaceBytes = 1024;
 
 constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
 
@@ -316,11 +323,10 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
       values[init.name()].constant = std::move(*constant);
       continue;
     }
-    std::string data = location.external
-                           ? llvm::formatv("external:{0}:{1}:{2}", location.file,
-                                           location.offset, location.length)
-                                 .str()
-                           : "initializer";
+    std::string data =
+        location.external && !location.inModelFile
+            ? llvm::formatv("external:{0}:{1}:{2}", location.file, location.offset, location.length).str()
+            : "initializer";
     train::ParameterOp::create(
         moduleBuilder, fileLoc, moduleBuilder.getStringAttr(init.name()), TypeAttr::get(type),
         isTrainable ? moduleBuilder.getUnitAttr() : UnitAttr(), moduleBuilder.getStringAttr(data),
@@ -434,6 +440,14 @@ LogicalResult GraphImporter::checkInputCount(const onnx::NodeProto &node,
 
 LogicalResult GraphImporter::importNodes() {
   const auto &table = nodeImporters();
+  // A folded constant's values are released after the last node that reads
+  // them: a 48-layer export folds a mask of a million elements per layer.
+  llvm::StringMap<int> readsLeft;
+  for (const auto &node : model.graph().node())
+    for (const std::string &input : node.input())
+      ++readsLeft[input];
+  for (const auto &output : model.graph().output())
+    ++readsLeft[output.name()];
   bool ok = true;
   for (const auto &node : model.graph().node()) {
     for (const std::string &input : node.input())
@@ -454,6 +468,9 @@ LogicalResult GraphImporter::importNodes() {
     for (int i = 0; i < node.output_size(); ++i)
       if (!node.output(i).empty() && !values.count(node.output(i)))
         return nodeError(node, "produced no value for output '" + node.output(i) + "'");
+    for (const std::string &input : node.input())
+      if (auto it = values.find(input); it != values.end() && --readsLeft[input] == 0)
+        it->second.constant.reset();
   }
   return success(ok);
 }
@@ -559,27 +576,29 @@ std::shared_ptr<const OnnxFile> OnnxFile::read(MLIRContext &context, const std::
     emitError(loc) << path << ": is a directory, not an ONNX file";
     return nullptr;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    emitError(loc) << path << ": cannot open the file (" << std::strerror(errno) << ")";
+  // The file is mapped, not read: planning parses its graph with the large
+  // weights' bytes left in place, so they are never copied (RawDataInPlace.h).
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> mapped =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!mapped) {
+    emitError(loc) << path << ": cannot open the file (" << mapped.getError().message() << ")";
     return nullptr;
   }
-  // One read of the whole file into memory left uninitialised (a stream
-  // iterator copies byte by byte; a zeroed string writes it twice).
-  in.seekg(0, std::ios::end);
-  size_t size = size_t(std::max<std::streamoff>(0, in.tellg()));
-  in.seekg(0, std::ios::beg);
-  std::unique_ptr<char[]> bytes(new char[std::max<size_t>(size, 1)]);
-  if (!in.read(bytes.get(), std::streamsize(size))) {
-    emitError(loc) << path << ": cannot read the file (" << std::strerror(errno) << ")";
-    return nullptr;
-  }
+  StringRef bytes = (*mapped)->getBuffer();
   std::shared_ptr<OnnxFile> file(new OnnxFile());
   file->parsed_ = std::make_unique<Parsed>();
-  std::string error;
-  if (!import::parseModel(bytes.get(), size, file->parsed_->model, error)) {
-    emitError(loc) << path << ": " << error;
-    return nullptr;
+  std::string fileName = std::filesystem::path(path).filename().string(), error;
+  std::optional<std::string> graph;
+  if (bytes.size() <= size_t(std::numeric_limits<int>::max()) && fileName.find("..") == std::string::npos)
+    graph = import::withRawDataInPlace(bytes, fileName, import::kRawDataLeftInPlaceBytes);
+  if (!graph || !import::parseModel(graph->data(), graph->size(), file->parsed_->model, error)) {
+    // Not the plain framing the rewrite reads: the whole file is parsed,
+    // which also words what is wrong with it.
+    file->parsed_->model.Clear();
+    if (!import::parseModel(bytes.data(), bytes.size(), file->parsed_->model, error)) {
+      emitError(loc) << path << ": " << error;
+      return nullptr;
+    }
   }
   file->path_ = path;
   std::string baseDir = std::filesystem::path(path).parent_path().string();

@@ -312,12 +312,58 @@ static HostTensor gatherFlat(const HostTensor &x, std::vector<int64_t> shape,
   HostTensor out;
   out.shape = std::move(shape);
   out.kind = x.kind;
+  auto gather = [&](auto &to, const auto &from) {
+    to.reserve(sourceOffsets.size());
+    for (int64_t o : sourceOffsets)
+      to.push_back(from[o]);
+  };
   if (x.isFloat())
-    for (int64_t o : sourceOffsets)
-      out.floats.push_back(x.floats[o]);
+    gather(out.floats, x.floats);
   else
-    for (int64_t o : sourceOffsets)
-      out.ints.push_back(x.ints[o]);
+    gather(out.ints, x.ints);
+  return out;
+}
+
+/// Copies the element of `x` at base + sum_d index[d] * strides[d] for every
+/// index of `shape`, a run of the innermost dimension at a time (slices,
+/// transposes and broadcasts of masks and tables with a million elements
+/// fold once per microbatch size the search tries).
+static HostTensor gatherStrided(const HostTensor &x, std::vector<int64_t> shape, int64_t base,
+                                const std::vector<int64_t> &strides) {
+  HostTensor out;
+  out.shape = std::move(shape);
+  out.kind = x.kind;
+  int64_t n = numElementsOf(out.shape);
+  auto gather = [&](auto &to, const auto &from) {
+    to.resize(n);
+    if (n == 0)
+      return;
+    if (out.shape.empty()) {
+      to[0] = from[base];
+      return;
+    }
+    size_t outerRank = out.shape.size() - 1;
+    int64_t inner = out.shape.back(), innerStride = strides.back(), offset = base;
+    std::vector<int64_t> index(outerRank, 0);
+    for (int64_t e = 0; e < n; e += inner) {
+      if (innerStride == 1)
+        std::copy(from.begin() + offset, from.begin() + offset + inner, to.begin() + e);
+      else
+        for (int64_t i = 0; i < inner; ++i)
+          to[e + i] = from[offset + i * innerStride];
+      for (size_t d = outerRank; d-- > 0;) {
+        offset += strides[d];
+        if (++index[d] < out.shape[d])
+          break;
+        offset -= strides[d] * index[d];
+        index[d] = 0;
+      }
+    }
+  };
+  if (x.isFloat())
+    gather(out.floats, x.floats);
+  else
+    gather(out.ints, x.ints);
   return out;
 }
 
@@ -384,12 +430,7 @@ HostTensor foldReshape(const HostTensor &x, std::vector<int64_t> shape) {
 }
 
 HostTensor foldBroadcast(const HostTensor &x, const std::vector<int64_t> &shape) {
-  std::vector<std::vector<int64_t>> strides{broadcastStrides(x.shape, shape)};
-  std::vector<int64_t> offsets;
-  offsets.reserve(numElementsOf(shape));
-  forEachBroadcast(shape, strides,
-                   [&](int64_t, const std::vector<int64_t> &off) { offsets.push_back(off[0]); });
-  return gatherFlat(x, shape, offsets);
+  return gatherStrided(x, shape, 0, broadcastStrides(x.shape, shape));
 }
 
 HostTensor foldTranspose(const HostTensor &x, const std::vector<int64_t> &perm) {
@@ -403,10 +444,7 @@ HostTensor foldTranspose(const HostTensor &x, const std::vector<int64_t> &perm) 
     shape.push_back(x.shape[p]);
     strides.push_back(sourceStrides[p]);
   }
-  std::vector<int64_t> offsets;
-  forEachBroadcast(shape, {strides},
-                   [&](int64_t, const std::vector<int64_t> &off) { offsets.push_back(off[0]); });
-  return gatherFlat(x, shape, offsets);
+  return gatherStrided(x, shape, 0, strides);
 }
 
 HostTensor foldSlice(const HostTensor &x, const std::vector<int64_t> &starts,
@@ -427,11 +465,7 @@ HostTensor foldSlice(const HostTensor &x, const std::vector<int64_t> &starts,
     strides.push_back(shape.back() <= 1 ? 0 : sourceStrides[d] * steps[d]);
     base += starts[d] * sourceStrides[d];
   }
-  std::vector<int64_t> offsets;
-  forEachBroadcast(shape, {strides}, [&](int64_t, const std::vector<int64_t> &off) {
-    offsets.push_back(base + off[0]);
-  });
-  return gatherFlat(x, shape, offsets);
+  return gatherStrided(x, shape, base, strides);
 }
 
 HostTensor foldTrilu(const HostTensor &x, bool upper, int64_t k) {

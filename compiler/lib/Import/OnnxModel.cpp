@@ -1,6 +1,7 @@
 //===- OnnxModel.cpp - reading and checking ONNX protobufs -------*- C++ -*-===//
 
 #include "OnnxModel.h"
+#include "RawDataInPlace.h"
 
 #include <cmath>
 #include <cstring>
@@ -104,6 +105,8 @@ bool checkTensorData(const onnx::TensorProto &tensor, const std::string &baseDir
           location.offset = std::stoll(entry.value());
         else if (entry.key() == "length")
           location.length = std::stoll(entry.value());
+        else if (entry.key() == kRawDataInModelFileKey)
+          location.inModelFile = true;
       } catch (const std::exception &) {
         error = "has a malformed external-data " + entry.key() + " \"" + entry.value() + "\"";
         return false;
@@ -117,6 +120,11 @@ bool checkTensorData(const onnx::TensorProto &tensor, const std::string &baseDir
     }
     if (location.length < 0)
       location.length = expected;
+    if (location.inModelFile && location.length != expected) {
+      error = "holds " + std::to_string(location.length) + " bytes of data, but its shape needs " +
+              std::to_string(expected);
+      return false;
+    }
     if (location.length != expected || location.offset < 0) {
       error = "declares " + std::to_string(location.length) + " external bytes at offset " +
               std::to_string(location.offset) + ", but its shape needs " + std::to_string(expected);

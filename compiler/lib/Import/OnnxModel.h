@@ -29,6 +29,9 @@ bool isSupportedElementType(int32_t onnxType);
 /// Where a tensor's bytes live.
 struct TensorDataLocation {
   bool external = false;
+  /// Inline raw data left in the model file when its graph was read
+  /// (RawDataInPlace.h): external in where it is read from, inline to the user.
+  bool inModelFile = false;
   std::string file;  // absolute or relative to the model's folder
   int64_t offset = 0;
   int64_t length = 0;

@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Planning real PyTorch exports: time and peak memory of
+
+  colossal-compile MODEL.onnx --gpus 64 --batch 512 --seq 1024 --precision bf16 --emit=plan
+
+on GPT-2 124M (one 548 MB file, weights inline) and GPT-2 1.5B (48 layers,
+hidden 1600: weights as ONNX external data, one file per tensor, 6.2 GB),
+both exported by PyTorch in training mode with dynamic batch and sequence
+axes and a causal-mask buffer per layer (nanoGPT's shape, test/fixtures/models.py).
+
+Wall time is the whole command, pinned to one core when `taskset` is
+available; peak memory is the process's maximum resident set. Each compiler
+given (the current one, and with --baseline PATH an earlier build) plans
+each model REPEAT times; the plans must agree. The exports are cached in
+WORK (the 1.5B export takes minutes and about 10 GB of memory).
+
+  bench/plan_exports.py BUILD_DIR OUT.json [--work DIR] [--baseline PATH] [--repeat N] [--only 124m]
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD, OUT = sys.argv[1], sys.argv[2]
+
+
+def option(name, default=None):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+WORK = option("--work", "/tmp/colossal-plan-exports")
+BASELINE = option("--baseline")
+REPEAT = int(option("--repeat", "3"))
+ONLY = option("--only")
+COMPILER = os.path.join(BUILD, "tools", "colossal-compile", "colossal-compile")
+COMMAND = ["--gpus", "64", "--batch", "512", "--seq", "1024", "--precision", "bf16", "--emit=plan", "--quiet"]
+
+# name, hidden, heads, layers (GPT-2 small and XL; vocabulary 50257, 1024 positions).
+MODELS = [("gpt2-124m", 768, 12, 12), ("gpt2-1.5b", 1600, 25, 48)]
+
+EXPORT = """
+import sys, torch
+sys.path.insert(0, {fixtures!r})
+from models import GPT2
+torch.manual_seed(0)
+model = GPT2(vocab=50257, hidden={hidden}, heads={heads}, layers={layers}, max_seq=1024)
+ids = torch.randint(0, 50257, (1, 8))
+labels = torch.randint(0, 50257, (1, 8))
+# Files over 2 GB are written with external data (one file per tensor).
+torch.onnx.export(model, (ids, labels), {path!r}, input_names=["input_ids", "labels"], output_names=["loss"],
+                  opset_version=17, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  dynamic_axes={{"input_ids": {{0: "batch", 1: "seq"}}, "labels": {{0: "batch", 1: "seq"}}}})
+print(sum(p.numel() for p in model.parameters()))
+"""
+
+
+def exported(name, hidden, heads, layers):
+    folder = os.path.join(WORK, name)
+    path = os.path.join(folder, name + ".onnx")
+    done = os.path.join(folder, "parameters.txt")
+    if not os.path.exists(done):
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        script = EXPORT.format(fixtures=os.path.join(HERE, "..", "test", "fixtures"), hidden=hidden, heads=heads,
+                               layers=layers, path=path)
+        run = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True, check=True)
+        with open(done, "w") as f:
+            f.write(run.stdout.strip().splitlines()[-1])
+    with open(done) as f:
+        parameters = int(f.read())
+    size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+    return path, parameters, os.path.getsize(path), size
+
+
+def plan(compiler, model, plan_path):
+    pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    start = time.monotonic()
+    process = subprocess.Popen(pin + [compiler, model] + COMMAND + ["-o", plan_path], stderr=subprocess.PIPE,
+                               text=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.monotonic() - start
+    error = process.stderr.read()
+    process.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{compiler} failed on {model}: {error}")
+    with open(plan_path) as f:
+        p = json.load(f)
+    return seconds, usage.ru_maxrss * 1024, p
+
+
+def measure(compiler, model, work):
+    runs, plans = [], []
+    for i in range(REPEAT):
+        seconds, peak, p = plan(compiler, model, os.path.join(work, f"plan{i}.json"))
+        runs.append({"wall_s": seconds, "peak_rss_bytes": peak, "search_s": p.get("search", {}).get("seconds")})
+        p.pop("search", None)
+        plans.append(p)
+    if any(p != plans[0] for p in plans):
+        raise SystemExit(f"{compiler} planned {model} differently across runs")
+    best = min(runs, key=lambda r: r["wall_s"])
+    return {"runs": runs, "best_wall_s": best["wall_s"], "peak_rss_bytes": max(r["peak_rss_bytes"] for r in runs),
+            "strategy": plans[0]["strategy"], "microbatch_size": plans[0]["microbatch_size"],
+            "step_time_s": plans[0]["predicted"]["step_time_s"]}, plans[0]
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    results = []
+    for name, hidden, heads, layers in MODELS:
+        if ONLY and ONLY not in name:
+            continue
+        path, parameters, graph_bytes, total_bytes = exported(name, hidden, heads, layers)
+        entry = {"model": name, "parameters": parameters, "layers": layers, "hidden": hidden,
+                 "model_file_bytes": graph_bytes, "model_bytes_with_external_data": total_bytes}
+        entry["current"], current = measure(COMPILER, path, WORK)
+        if BASELINE:
+            entry["baseline"], baseline = measure(BASELINE, path, WORK)
+            entry["same_plan"] = baseline == current
+        print(json.dumps(entry), flush=True)
+        results.append(entry)
+    with open(OUT, "w") as f:
+        json.dump({"benchmark": "plan-exports", "command": "colossal-compile MODEL " + " ".join(COMMAND),
+                   "one_core": bool(shutil.which("taskset")), "baseline": BASELINE, "results": results}, f, indent=1)
+
+
+main()
