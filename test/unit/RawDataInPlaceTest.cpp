@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -168,12 +169,22 @@ struct FileImport {
   std::string module, error;
 };
 
+/// Writes `bytes` as NAME in a fresh folder, removed at the end of the scope.
+struct ScratchFile {
+  ScratchFile(const std::string &bytes, const std::string &name)
+      : folder(std::filesystem::temp_directory_path() / "colossal-raw-data-in-place") {
+    std::filesystem::create_directories(folder);
+    path = (folder / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+  ~ScratchFile() { std::filesystem::remove_all(folder); }
+  std::filesystem::path folder;
+  std::string path;
+};
+
 FileImport importFile(const std::string &bytes, const std::string &name,
                       const colossal::ImportOptions &options = boundDimensions()) {
-  std::filesystem::path folder = std::filesystem::temp_directory_path() / "colossal-raw-data-in-place";
-  std::filesystem::create_directories(folder);
-  std::string path = (folder / name).string();
-  std::ofstream(path, std::ios::binary) << bytes;
+  ScratchFile scratch(bytes, name);
   mlir::MLIRContext context;
   registerDialects(context);
   FileImport result;
@@ -182,16 +193,16 @@ FileImport importFile(const std::string &bytes, const std::string &name,
       result.error = diag.str();
     return mlir::success();
   });
-  if (std::shared_ptr<const colossal::OnnxFile> file = colossal::OnnxFile::read(context, path))
+  if (std::shared_ptr<const colossal::OnnxFile> file = colossal::OnnxFile::read(context, scratch.path))
     if (auto module = colossal::importOnnxFile(context, *file, options))
       result.module = printed(*module);
-  std::filesystem::remove_all(folder);
   return result;
 }
 
-TEST(RawDataInPlace, AConstantLeftInPlaceIsReadFromItsOffset) {
-  // loss = mean(where(keep, x @ w, 0)^2): the 2 KB mask `keep` is a constant
-  // the importer folds into the IR, read from the file at its offset.
+/// loss = mean(where(keep, x @ w, 0)^2) with x [32, 40]: the 10 KB weight
+/// `w` and the 2 KB mask `keep` are large enough to be left in place; `keep`
+/// is a constant the importer folds into the IR.
+std::string maskedModel() {
   onnx::ModelProto model;
   model.set_ir_version(8);
   model.add_opset_import()->set_version(17);
@@ -223,8 +234,10 @@ TEST(RawDataInPlace, AConstantLeftInPlaceIsReadFromItsOffset) {
     t.set_raw_data(std::move(raw));
   };
   std::string weights(40 * 64 * 4, '\0'), keep(32 * 64, '\0');
-  for (size_t i = 0; i < weights.size(); i += 4)
-    weights[i + 3] = 0x3c; // 0.0078125 and up
+  for (size_t i = 0; i < weights.size(); i += 4) {
+    weights[i + 2] = char(i * 13);
+    weights[i + 3] = 0x3c; // about 0.01, each a little different
+  }
   for (size_t i = 0; i < keep.size(); ++i)
     keep[i] = char((i * 7 + i / 64 * 3) % 10 < 7);
   addInitializer("w", onnx::TensorProto::FLOAT, {40, 64}, weights);
@@ -240,8 +253,11 @@ TEST(RawDataInPlace, AConstantLeftInPlaceIsReadFromItsOffset) {
   };
   valueInfo(*graph.add_input(), "x", {32, 40});
   valueInfo(*graph.add_output(), "loss", {});
-  std::string bytes = model.SerializeAsString();
+  return model.SerializeAsString();
+}
 
+TEST(RawDataInPlace, AConstantLeftInPlaceIsReadFromItsOffset) {
+  std::string bytes = maskedModel();
   FileImport file = importFile(bytes, "masked.onnx", {});
   ASSERT_EQ(file.error, "");
   mlir::MLIRContext context;
@@ -271,6 +287,31 @@ TEST(RawDataInPlace, ALargeTensorOfTheWrongSizeIsReportedAsInlineData) {
       << error;
   // A file name the external-data rules refuse is parsed whole, and imports.
   EXPECT_EQ(importFile(readFixtureBytes("gpt2/gpt2_opset17.onnx"), "a..b.onnx").error, "");
+}
+
+TEST(RawDataInPlace, WeightsAndAWrittenGraphHoldTheFilesBytes) {
+  std::string bytes = maskedModel();
+  onnx::ModelProto whole;
+  ASSERT_TRUE(whole.ParseFromString(bytes));
+  ScratchFile scratch(bytes, "masked.onnx");
+  ASSERT_EQ(whole.graph().initializer(0).name(), "w");
+  // The weight's values, read from its place in the file.
+  std::string error;
+  auto values = colossal::readInitialValues(scratch.path, {"w"}, error);
+  ASSERT_TRUE(values) << error;
+  const std::string &raw = whole.graph().initializer(0).raw_data();
+  ASSERT_EQ(values->at("w").floats.size() * 4, raw.size());
+  EXPECT_EQ(std::memcmp(values->at("w").floats.data(), raw.data(), raw.size()), 0);
+  // The graph written without its weights holds the constant inline again.
+  std::string written = (scratch.folder / "graph.onnx").string();
+  ASSERT_TRUE(colossal::writeGraphWithoutWeights(scratch.path, {"w"}, written, error)) << error;
+  onnx::ModelProto graph;
+  std::ifstream in(written, std::ios::binary);
+  ASSERT_TRUE(graph.ParseFromIstream(&in));
+  ASSERT_EQ(graph.graph().initializer_size(), 2);
+  const onnx::TensorProto &keep = graph.graph().initializer(0);
+  EXPECT_EQ(keep.name(), "keep");
+  EXPECT_EQ(keep.SerializeAsString(), whole.graph().initializer(1).SerializeAsString());
 }
 
 } // namespace

@@ -9,7 +9,6 @@
 
 #include "GraphImporter.h"
 #include "FixedBatch.h"
-#include "RawDataInPlace.h"
 
 #include "colossal/Dialect/Train/TrainDialect.h"
 
@@ -17,7 +16,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -32,10 +30,6 @@ namespace colossal::import {
 /// frequencies, position tables) are read as constants and folded; larger
 /// ones stay frozen parameters so that their bytes never enter the IR.
 constexpr int64_t kMaxBufferConstantElements = 1 << 20;
-
-/// Initializers' raw data of at least this many bytes stays in the model
-/// file when its graph is parsed; smaller tensors are not worth a read each.
-constexpr size_t kRawDataLeftInPlaceBytes = 1024;
 
 constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
 
@@ -551,13 +545,9 @@ OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext &context, const void *data, si
 }
 
 std::optional<FixedBatch> fixedBatchOfFile(const std::string &path, const ImportOptions &options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return std::nullopt;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   onnx::ModelProto model;
   std::string error;
-  if (!import::parseModel(bytes.data(), bytes.size(), model, error))
+  if (!import::readModelFile(path, model, error))
     return std::nullopt;
   return import::fixedBatchOf(model, options);
 }
@@ -576,29 +566,13 @@ std::shared_ptr<const OnnxFile> OnnxFile::read(MLIRContext &context, const std::
     emitError(loc) << path << ": is a directory, not an ONNX file";
     return nullptr;
   }
-  // The file is mapped, not read: planning parses its graph with the large
-  // weights' bytes left in place, so they are never copied (RawDataInPlace.h).
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> mapped =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!mapped) {
-    emitError(loc) << path << ": cannot open the file (" << mapped.getError().message() << ")";
-    return nullptr;
-  }
-  StringRef bytes = (*mapped)->getBuffer();
+  // The weights' bytes stay in the file: planning never reads them.
   std::shared_ptr<OnnxFile> file(new OnnxFile());
   file->parsed_ = std::make_unique<Parsed>();
-  std::string fileName = std::filesystem::path(path).filename().string(), error;
-  std::optional<std::string> graph;
-  if (bytes.size() <= size_t(std::numeric_limits<int>::max()) && fileName.find("..") == std::string::npos)
-    graph = import::withRawDataInPlace(bytes, fileName, import::kRawDataLeftInPlaceBytes);
-  if (!graph || !import::parseModel(graph->data(), graph->size(), file->parsed_->model, error)) {
-    // Not the plain framing the rewrite reads: the whole file is parsed,
-    // which also words what is wrong with it.
-    file->parsed_->model.Clear();
-    if (!import::parseModel(bytes.data(), bytes.size(), file->parsed_->model, error)) {
-      emitError(loc) << path << ": " << error;
-      return nullptr;
-    }
+  std::string error;
+  if (!import::readModelFile(path, file->parsed_->model, error)) {
+    emitError(loc) << path << ": " << error;
+    return nullptr;
   }
   file->path_ = path;
   std::string baseDir = std::filesystem::path(path).parent_path().string();

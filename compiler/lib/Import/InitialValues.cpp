@@ -19,14 +19,9 @@ namespace colossal {
 std::optional<std::map<std::string, InitialValue>> readInitialValues(const std::string &path,
                                                                      const std::vector<std::string> &names,
                                                                      std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open the file";
-    return std::nullopt;
-  }
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Each weight is read from its place in the file, once.
   onnx::ModelProto model;
-  if (!import::parseModel(bytes.data(), bytes.size(), model, error)) {
+  if (!import::readModelFile(path, model, error)) {
     error = path + ": " + error;
     return std::nullopt;
   }
@@ -63,25 +58,23 @@ std::optional<std::map<std::string, InitialValue>> readInitialValues(const std::
 
 bool writeGraphWithoutWeights(const std::string &path, const std::vector<std::string> &names,
                               const std::string &outPath, std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open the file";
-    return false;
-  }
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   onnx::ModelProto model;
-  if (!import::parseModel(bytes.data(), bytes.size(), model, error)) {
+  if (!import::readModelFile(path, model, error)) {
     error = path + ": " + error;
     return false;
   }
+  std::string baseDir = std::filesystem::path(path).parent_path().string();
   std::set<std::string> weights(names.begin(), names.end());
   google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
-  for (const onnx::TensorProto &init : model.graph().initializer()) {
-    bool external = init.data_location() == onnx::TensorProto::EXTERNAL;
+  for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
     if (!weights.count(init.name())) {
-      // The graph is written elsewhere: a constant's external file would not
-      // be found from there.
-      if (external) {
+      // The graph is written elsewhere: bytes left in the model file go back
+      // inline, and a constant's external file would not be found from there.
+      if (!import::inlineRawDataLeftInPlace(init, baseDir.empty() ? "." : baseDir, error)) {
+        error = path + ": constant '" + init.name() + "' " + error;
+        return false;
+      }
+      if (init.data_location() == onnx::TensorProto::EXTERNAL) {
         error = path + ": constant '" + init.name() + "' is stored in an external file";
         return false;
       }

@@ -3,6 +3,8 @@
 #include "OnnxModel.h"
 #include "RawDataInPlace.h"
 
+#include "llvm/Support/MemoryBuffer.h"
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -30,6 +32,48 @@ bool parseModel(const void *data, size_t size, onnx::ModelProto &model, std::str
     error = "the model has no graph (is this an ONNX file?)";
     return false;
   }
+  return true;
+}
+
+bool readModelFile(const std::string &path, onnx::ModelProto &model, std::string &error) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> mapped =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!mapped) {
+    error = "cannot open the file (" + mapped.getError().message() + ")";
+    return false;
+  }
+  llvm::StringRef bytes = (*mapped)->getBuffer();
+  // The rewrite's location is the file's own name, which the external-data
+  // rules must accept.
+  std::string fileName = std::filesystem::path(path).filename().string();
+  std::optional<std::string> graph;
+  if (bytes.size() <= size_t(std::numeric_limits<int>::max()) && fileName.find("..") == std::string::npos)
+    graph = withRawDataInPlace(bytes, fileName, kRawDataLeftInPlaceBytes);
+  if (graph && parseModel(graph->data(), graph->size(), model, error))
+    return true;
+  model.Clear();
+  return parseModel(bytes.data(), bytes.size(), model, error);
+}
+
+bool inlineRawDataLeftInPlace(onnx::TensorProto &tensor, const std::string &baseDir, std::string &error) {
+  bool leftInPlace = false;
+  for (const auto &entry : tensor.external_data())
+    leftInPlace |= entry.key() == kRawDataInModelFileKey;
+  TensorDataLocation location;
+  if (!leftInPlace)
+    return true;
+  if (!checkTensorData(tensor, baseDir, location, error))
+    return false;
+  std::string bytes(size_t(location.length), '\0');
+  std::ifstream in(std::filesystem::path(baseDir) / location.file, std::ios::binary);
+  in.seekg(location.offset);
+  if (!in.read(bytes.data(), location.length)) {
+    error = "could not read its data";
+    return false;
+  }
+  tensor.clear_external_data();
+  tensor.clear_data_location();
+  tensor.set_raw_data(std::move(bytes));
   return true;
 }
 

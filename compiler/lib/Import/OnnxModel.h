@@ -22,6 +22,21 @@ namespace colossal::import {
 /// Parses `size` bytes as a ModelProto; `error` says why when it fails.
 bool parseModel(const void *data, size_t size, onnx::ModelProto &model, std::string &error);
 
+/// Parses the model file at `path` with the raw data of every initializer
+/// of at least `kRawDataLeftInPlaceBytes` left in the file, its offset
+/// recorded instead (RawDataInPlace.h): the file is mapped, and a weight's
+/// bytes are read only by readTensor. Framing the rewrite does not read is
+/// parsed whole. `error` says why it fails, without the path.
+bool readModelFile(const std::string &path, onnx::ModelProto &model, std::string &error);
+
+/// Initializers' raw data of at least this many bytes stays in the model
+/// file; smaller tensors are not worth a read each.
+inline constexpr size_t kRawDataLeftInPlaceBytes = 1024;
+
+/// A tensor whose raw data readModelFile left in the file, with its bytes
+/// inline again (for a graph written elsewhere); other tensors unchanged.
+bool inlineRawDataLeftInPlace(onnx::TensorProto &tensor, const std::string &baseDir, std::string &error);
+
 /// Bytes per element of an ONNX element type; 0 when unsupported.
 int64_t elementByteWidth(int32_t onnxType);
 bool isSupportedElementType(int32_t onnxType);

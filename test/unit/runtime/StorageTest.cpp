@@ -60,6 +60,26 @@ void truncateFile(const std::string &path, size_t keep) {
 TEST(Crc32Test, StandardCheckValue) {
   EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
   EXPECT_EQ(crc32("56789", 5, crc32("1234", 4)), 0xCBF43926u);
+  // Eight bytes a step and the tail: every length and split agrees with the
+  // bitwise definition.
+  std::string text;
+  for (int i = 0; i < 100; ++i)
+    text += char(i * 37 + 11);
+  auto bitwise = [](const std::string &s) {
+    uint32_t c = ~0u;
+    for (unsigned char b : s) {
+      c ^= b;
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return ~c;
+  };
+  for (size_t n = 0; n <= text.size(); ++n) {
+    EXPECT_EQ(crc32(text.data(), int64_t(n)), bitwise(text.substr(0, n))) << n;
+    EXPECT_EQ(crc32(text.data() + n / 3, int64_t(n - n / 3), crc32(text.data(), int64_t(n / 3))),
+              bitwise(text.substr(0, n)))
+        << n;
+  }
 }
 
 TEST(SafetensorsTest, RoundTripAndEveryCorruptionIsRefused) {
