@@ -11,11 +11,15 @@ axes and a causal-mask buffer per layer (nanoGPT's shape, test/fixtures/models.p
 Wall time is the whole command, pinned to one core when `taskset` is
 available; peak memory is the process's maximum resident set. Each compiler
 given (the current one, and with --baseline PATH an earlier build) plans
-each model REPEAT times; the plans must agree. The exports are cached in
-WORK (the 1.5B export takes minutes and about 10 GB of memory).
+each model REPEAT times; the plans must agree. Each also writes the model's
+program once (`--gpus 2 --strategy dp=2 --batch 4 --seq 128 --emit=source
+-o DIR`: the step's source, its weights, the graph beside them), timed the
+same way; the two builds' files must be byte for byte the same. The exports
+are cached in WORK (the 1.5B export takes minutes and about 10 GB of memory).
 
   bench/plan_exports.py BUILD_DIR OUT.json [--work DIR] [--baseline PATH] [--repeat N] [--only 124m]
 """
+import filecmp
 import json
 import os
 import shutil
@@ -36,6 +40,7 @@ BASELINE = option("--baseline")
 REPEAT = int(option("--repeat", "3"))
 ONLY = option("--only")
 COMPILER = os.path.join(BUILD, "tools", "colossal-compile", "colossal-compile")
+WRITE = ["--gpus", "2", "--strategy", "dp=2", "--batch", "4", "--seq", "128", "--emit=source", "--quiet"]
 COMMAND = ["--gpus", "64", "--batch", "512", "--seq", "1024", "--precision", "bf16", "--emit=plan", "--quiet"]
 
 # name, hidden, heads, layers (GPT-2 small and XL; vocabulary 50257, 1024 positions).
@@ -75,20 +80,33 @@ def exported(name, hidden, heads, layers):
     return path, parameters, os.path.getsize(path), size
 
 
-def plan(compiler, model, plan_path):
+def timed(command):
+    """Wall seconds and peak resident bytes of `command` (pinned to one core)."""
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     start = time.monotonic()
-    process = subprocess.Popen(pin + [compiler, model] + COMMAND + ["-o", plan_path], stderr=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(pin + command, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.monotonic() - start
     error = process.stderr.read()
     process.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{compiler} failed on {model}: {error}")
+        raise SystemExit(f"{' '.join(command)} failed: {error}")
+    return seconds, usage.ru_maxrss * 1024
+
+
+def plan(compiler, model, plan_path):
+    seconds, peak = timed([compiler, model] + COMMAND + ["-o", plan_path])
     with open(plan_path) as f:
         p = json.load(f)
-    return seconds, usage.ru_maxrss * 1024, p
+    return seconds, peak, p
+
+
+def write_program(compiler, model, directory):
+    shutil.rmtree(directory, ignore_errors=True)
+    seconds, peak = timed([compiler, model] + WRITE + ["-o", directory])
+    files = sorted(os.listdir(directory))
+    return {"wall_s": seconds, "peak_rss_bytes": peak,
+            "bytes": {f: os.path.getsize(os.path.join(directory, f)) for f in files}}
 
 
 def measure(compiler, model, work):
@@ -116,9 +134,18 @@ def main():
         entry = {"model": name, "parameters": parameters, "layers": layers, "hidden": hidden,
                  "model_file_bytes": graph_bytes, "model_bytes_with_external_data": total_bytes}
         entry["current"], current = measure(COMPILER, path, WORK)
+        current_dir = os.path.join(WORK, "program-current")
+        entry["current"]["write_program"] = write_program(COMPILER, path, current_dir)
         if BASELINE:
             entry["baseline"], baseline = measure(BASELINE, path, WORK)
             entry["same_plan"] = baseline == current
+            baseline_dir = os.path.join(WORK, "program-baseline")
+            entry["baseline"]["write_program"] = write_program(BASELINE, path, baseline_dir)
+            files = sorted(os.listdir(current_dir))
+            entry["same_program_files"] = files == sorted(os.listdir(baseline_dir)) and all(
+                filecmp.cmp(os.path.join(current_dir, f), os.path.join(baseline_dir, f), shallow=False) for f in files)
+            shutil.rmtree(baseline_dir)
+        shutil.rmtree(current_dir)
         print(json.dumps(entry), flush=True)
         results.append(entry)
     with open(OUT, "w") as f:
