@@ -369,11 +369,13 @@ void printReport(const std::string &model, const std::string &precision, const c
       any = true;
     }
   os << (any ? "" : " one device") << "\n";
+  // The last layer's ops: the first may also hold ops that read only the
+  // step's data (a padding mask's scores, made once for all layers).
   int64_t layerOps = 0;
   for (const cost::Op &op : graph.ops)
-    layerOps += op.layer >= 0;
+    layerOps += graph.numLayers > 0 && op.layer == graph.numLayers - 1;
   if (graph.numLayers > 0) {
-    os << "layers     " << graph.numLayers << " identical blocks of " << layerOps / graph.numLayers << " ops found";
+    os << "layers     " << graph.numLayers << " identical blocks of " << layerOps << " ops found";
     if (plan.strategy.pp > 1)
       os << "; " << plan.strategy.pp * plan.strategy.virtualStages << " pipeline stages of "
          << graph.numLayers / (plan.strategy.pp * plan.strategy.virtualStages)

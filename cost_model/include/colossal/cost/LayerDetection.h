@@ -17,6 +17,13 @@
 // shorter period, so a layer is never read as two); it needs at least two
 // blocks.
 //
+// Ops that read only the step's data and constants (a padding mask made
+// into additive scores) are skipped while matching: nn.TransformerEncoder
+// makes its mask inside the first layer, which would otherwise differ from
+// the rest. Such an op between two ops of the layers joins the layer of the
+// next one, so each layer stays one run of consecutive ops; the layers'
+// ops per layer count the matched ops.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLOSSAL_COST_LAYERDETECTION_H
@@ -28,7 +35,7 @@ namespace colossal::cost {
 
 struct DetectedLayers {
   int64_t firstOp = 0;  // the first op of the first layer
-  int64_t opsPerLayer = 0;
+  int64_t opsPerLayer = 0; // matched ops per layer (data-only ops aside)
   int64_t layers = 0;   // 0: no repeated block
 };
 
