@@ -17,6 +17,15 @@ program once (`--gpus 2 --strategy dp=2 --batch 4 --seq 128 --emit=source
 same way; the two builds' files must be byte for byte the same. The exports
 are cached in WORK (the 1.5B export takes minutes and about 10 GB of memory).
 
+The issue's headline command, on the 124M model exported with PyTorch's
+default dropout of 0.1 (attention probabilities and the block's output),
+with the current build and an empty build cache:
+
+  colossal-compile MODEL --gpus 64 --batch 512 --seq 1024 --target cuda --precision bf16 -o DIR
+
+its wall time, peak memory, the source's size and longest line, and how many
+softmaxes the step still computes (attention under dropout is not raised).
+
   bench/plan_exports.py BUILD_DIR OUT.json [--work DIR] [--baseline PATH] [--repeat N] [--only 124m]
 """
 import filecmp
@@ -43,8 +52,10 @@ COMPILER = os.path.join(BUILD, "tools", "colossal-compile", "colossal-compile")
 WRITE = ["--gpus", "2", "--strategy", "dp=2", "--batch", "4", "--seq", "128", "--emit=source", "--quiet"]
 COMMAND = ["--gpus", "64", "--batch", "512", "--seq", "1024", "--precision", "bf16", "--emit=plan", "--quiet"]
 
-# name, hidden, heads, layers (GPT-2 small and XL; vocabulary 50257, 1024 positions).
-MODELS = [("gpt2-124m", 768, 12, 12), ("gpt2-1.5b", 1600, 25, 48)]
+HEADLINE = ["--gpus", "64", "--batch", "512", "--seq", "1024", "--target", "cuda", "--precision", "bf16", "--quiet"]
+
+# name, hidden, heads, layers, dropout (GPT-2 small and XL; vocabulary 50257, 1024 positions).
+MODELS = [("gpt2-124m", 768, 12, 12, 0.0), ("gpt2-1.5b", 1600, 25, 48, 0.0), ("gpt2-124m-dropout", 768, 12, 12, 0.1)]
 
 EXPORT = """
 import sys, torch
@@ -52,6 +63,9 @@ sys.path.insert(0, {fixtures!r})
 from models import GPT2
 torch.manual_seed(0)
 model = GPT2(vocab=50257, hidden={hidden}, heads={heads}, layers={layers}, max_seq=1024)
+for block in model.h:
+    block.attn.attn_dropout.p = {dropout}
+    block.dropout.p = {dropout}
 ids = torch.randint(0, 50257, (1, 8))
 labels = torch.randint(0, 50257, (1, 8))
 # Files over 2 GB are written with external data (one file per tensor).
@@ -62,7 +76,7 @@ print(sum(p.numel() for p in model.parameters()))
 """
 
 
-def exported(name, hidden, heads, layers):
+def exported(name, hidden, heads, layers, dropout):
     folder = os.path.join(WORK, name)
     path = os.path.join(folder, name + ".onnx")
     done = os.path.join(folder, "parameters.txt")
@@ -70,7 +84,7 @@ def exported(name, hidden, heads, layers):
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
         script = EXPORT.format(fixtures=os.path.join(HERE, "..", "test", "fixtures"), hidden=hidden, heads=heads,
-                               layers=layers, path=path)
+                               layers=layers, dropout=dropout, path=path)
         run = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True, check=True)
         with open(done, "w") as f:
             f.write(run.stdout.strip().splitlines()[-1])
@@ -124,13 +138,44 @@ def measure(compiler, model, work):
             "step_time_s": plans[0]["predicted"]["step_time_s"]}, plans[0]
 
 
+def run_headline(model):
+    """The headline command on both cores (the build is parallel), cold cache."""
+    directory, cache = os.path.join(WORK, "headline"), os.path.join(WORK, "headline-cache")
+    for d in (directory, cache):
+        shutil.rmtree(d, ignore_errors=True)
+    start = time.monotonic()
+    process = subprocess.Popen([COMPILER, model] + HEADLINE + ["-o", directory], stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, COLOSSAL_BUILD_CACHE=cache))
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.monotonic() - start
+    error = process.stderr.read()
+    process.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"headline command failed: {error}")
+    with open(os.path.join(directory, "train_step.cpp")) as f:
+        source = f.read()
+    result = {"model": "gpt2-124m, dropout 0.1", "command": "colossal-compile MODEL " + " ".join(HEADLINE) + " -o DIR",
+              "wall_s": seconds, "peak_rss_bytes": usage.ru_maxrss * 1024, "source_bytes": len(source),
+              "longest_source_line": max(len(line) for line in source.splitlines()),
+              "softmaxes_in_step": source.count("softmax("),
+              "files": {f: os.path.getsize(os.path.join(directory, f)) for f in sorted(os.listdir(directory))}}
+    shutil.rmtree(directory)
+    shutil.rmtree(cache)
+    return result
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     results = []
-    for name, hidden, heads, layers in MODELS:
+    headline = None
+    for name, hidden, heads, layers, dropout in MODELS:
         if ONLY and ONLY not in name:
             continue
-        path, parameters, graph_bytes, total_bytes = exported(name, hidden, heads, layers)
+        path, parameters, graph_bytes, total_bytes = exported(name, hidden, heads, layers, dropout)
+        if dropout:
+            headline = run_headline(path)
+            print(json.dumps(headline), flush=True)
+            continue
         entry = {"model": name, "parameters": parameters, "layers": layers, "hidden": hidden,
                  "model_file_bytes": graph_bytes, "model_bytes_with_external_data": total_bytes}
         entry["current"], current = measure(COMPILER, path, WORK)
@@ -150,7 +195,8 @@ def main():
         results.append(entry)
     with open(OUT, "w") as f:
         json.dump({"benchmark": "plan-exports", "command": "colossal-compile MODEL " + " ".join(COMMAND),
-                   "one_core": bool(shutil.which("taskset")), "baseline": BASELINE, "results": results}, f, indent=1)
+                   "one_core": bool(shutil.which("taskset")), "baseline": BASELINE, "results": results,
+                   "headline": headline}, f, indent=1)
 
 
 main()

@@ -478,16 +478,25 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   // dimension is bound at all (two samples must do more work than one) and
   // which factors are the batch: every other size is derived from them
   // rather than imported again.
-  // The file is read and parsed once (its weights included, when inline).
+  // The file is read and parsed once, its weights' bytes left in the file.
+  mlir::TimingScope untimed;
+  mlir::TimingScope &timing = request.timing ? *request.timing : untimed;
+  mlir::TimingScope reading = timing.nest("read the model's graph");
   std::shared_ptr<const OnnxFile> file = OnnxFile::read(context, request.inputPath);
   if (!file)
     return 1;
+  reading.stop();
+  mlir::TimingScope searching = timing.nest("search");
   RaisedModels models(context, request, *file);
   std::map<int64_t, std::optional<cost::Graph>> graphs;
   std::map<int64_t, std::string> graphErrors;
+  auto importedAt = [&](int64_t b) {
+    mlir::TimingScope importing = searching.nest("import and raise, per microbatch size");
+    return graphAt(models, request, b, graphErrors[b]);
+  };
   auto imported = [&](int64_t b) -> std::optional<cost::Graph> & {
     if (!graphs.count(b))
-      graphs[b] = graphAt(models, request, b, graphErrors[b]);
+      graphs[b] = importedAt(b);
     return graphs[b];
   };
   auto build = [&](int64_t b) -> std::optional<cost::Graph> & {
@@ -495,7 +504,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       return imported(b);
     std::optional<cost::Graph> &one = imported(1), &two = imported(2);
     std::optional<cost::Graph> scaled = one && two ? cost::graphAtBatch(*one, *two, b, graphErrors[b]) : std::nullopt;
-    graphs[b] = scaled ? std::move(scaled) : graphAt(models, request, b, graphErrors[b]);
+    graphs[b] = scaled ? std::move(scaled) : importedAt(b);
     return graphs[b];
   };
   // A file exported without a dynamic batch axis trains on its own batch:
@@ -619,9 +628,11 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       std::vector<size_t> structure = cost::factorStructure(given.graph);
       for (const cost::ModelAxis &axis : axes) {
         auto [entry, fresh] = splits.try_emplace({structure, axis, axis.onGrid() ? b : 0});
-        if (fresh)
+        if (fresh) {
+          mlir::TimingScope splitting = searching.nest("the partitioner's splits");
           entry->second.sharding =
               partitionerSharding(context, models, given.graph, axis, *cluster, entry->second.error);
+        }
         given.partitionerSplits[axis] = entry->second;
       }
       return given;

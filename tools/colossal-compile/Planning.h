@@ -25,6 +25,7 @@
 #include "colossal/cost/Search.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/Timing.h"
 
 #include <optional>
 #include <string>
@@ -54,6 +55,9 @@ struct PlanRequest {
   /// instead of a plan file and report, put the best one here (with one
   /// line saying what was chosen).
   std::optional<cost::Strategy> *chosen = nullptr;
+  /// --time-phases: reading the file, the search, and inside it the imports
+  /// and the partitioner's splits, nested under this scope (none: untimed).
+  mlir::TimingScope *timing = nullptr;
 };
 
 /// Runs --emit=plan (or, with `chosen`, the search `-o DIR` builds from

@@ -185,6 +185,7 @@ int main(int argc, char **argv) {
   planning.strategy = r.strategy, planning.cluster = r.cluster, planning.import = r.import;
   planning.gpus = r.gpus, planning.globalBatch = r.batch.value_or(0);
   planning.quiet = r.quiet, planning.precision = r.precision, planning.tracePath = r.traceFile;
+  planning.timing = &timing;
   if (r.emit == Emit::Plan)
     return runPlanning(context, planning);
 
@@ -195,6 +196,7 @@ int main(int argc, char **argv) {
     std::optional<cost::Strategy> chosen;
     planning.chosen = &chosen;
     TimingScope search = timing.nest("plan search");
+    planning.timing = &search;
     if (runPlanning(context, planning) != 0 || !chosen)
       return 1;
     search.stop();
