@@ -94,11 +94,12 @@ def exported(name, hidden, heads, layers, dropout):
     return path, parameters, os.path.getsize(path), size
 
 
-def timed(command):
-    """Wall seconds and peak resident bytes of `command` (pinned to one core)."""
-    pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+def timed(command, pinned=True, env=None):
+    """Wall seconds and peak resident bytes of `command` (pinned to one core
+    unless told otherwise)."""
+    pin = ["taskset", "-c", "0"] if pinned and shutil.which("taskset") else []
     start = time.monotonic()
-    process = subprocess.Popen(pin + command, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(pin + command, stderr=subprocess.PIPE, text=True, env=env)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.monotonic() - start
     error = process.stderr.read()
@@ -143,19 +144,12 @@ def run_headline(model):
     directory, cache = os.path.join(WORK, "headline"), os.path.join(WORK, "headline-cache")
     for d in (directory, cache):
         shutil.rmtree(d, ignore_errors=True)
-    start = time.monotonic()
-    process = subprocess.Popen([COMPILER, model] + HEADLINE + ["-o", directory], stderr=subprocess.PIPE, text=True,
-                               env=dict(os.environ, COLOSSAL_BUILD_CACHE=cache))
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.monotonic() - start
-    error = process.stderr.read()
-    process.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"headline command failed: {error}")
+    seconds, peak = timed([COMPILER, model] + HEADLINE + ["-o", directory], pinned=False,
+                          env=dict(os.environ, COLOSSAL_BUILD_CACHE=cache))
     with open(os.path.join(directory, "train_step.cpp")) as f:
         source = f.read()
     result = {"model": "gpt2-124m, dropout 0.1", "command": "colossal-compile MODEL " + " ".join(HEADLINE) + " -o DIR",
-              "wall_s": seconds, "peak_rss_bytes": usage.ru_maxrss * 1024, "source_bytes": len(source),
+              "wall_s": seconds, "peak_rss_bytes": peak, "source_bytes": len(source),
               "longest_source_line": max(len(line) for line in source.splitlines()),
               "softmaxes_in_step": source.count("softmax("),
               "files": {f: os.path.getsize(os.path.join(directory, f)) for f in sorted(os.listdir(directory))}}

@@ -3,6 +3,7 @@
 #include "OnnxModel.h"
 #include "RawDataInPlace.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
@@ -55,25 +56,32 @@ bool readModelFile(const std::string &path, onnx::ModelProto &model, std::string
   return parseModel(bytes.data(), bytes.size(), model, error);
 }
 
-bool inlineRawDataLeftInPlace(onnx::TensorProto &tensor, const std::string &baseDir, std::string &error) {
-  bool leftInPlace = false;
-  for (const auto &entry : tensor.external_data())
-    leftInPlace |= entry.key() == kRawDataInModelFileKey;
-  TensorDataLocation location;
-  if (!leftInPlace)
-    return true;
-  if (!checkTensorData(tensor, baseDir, location, error))
-    return false;
+/// The bytes at `location`, a file in `baseDir` (its extent already checked).
+static std::optional<std::string> readLocated(const TensorDataLocation &location, const std::string &baseDir) {
   std::string bytes(size_t(location.length), '\0');
   std::ifstream in(std::filesystem::path(baseDir) / location.file, std::ios::binary);
   in.seekg(location.offset);
-  if (!in.read(bytes.data(), location.length)) {
+  if (!in.read(bytes.data(), location.length))
+    return std::nullopt;
+  return bytes;
+}
+
+bool inlineRawDataLeftInPlace(onnx::TensorProto &tensor, const std::string &baseDir, std::string &error) {
+  // Only the rewrite's own entries: a constant in a real external file is
+  // the caller's to refuse, whether or not that file exists.
+  if (llvm::none_of(tensor.external_data(), [](const auto &entry) { return entry.key() == kRawDataInModelFileKey; }))
+    return true;
+  TensorDataLocation location;
+  if (!checkTensorData(tensor, baseDir, location, error))
+    return false;
+  std::optional<std::string> bytes = readLocated(location, baseDir);
+  if (!bytes) {
     error = "could not read its data";
     return false;
   }
   tensor.clear_external_data();
   tensor.clear_data_location();
-  tensor.set_raw_data(std::move(bytes));
+  tensor.set_raw_data(std::move(*bytes));
   return true;
 }
 
@@ -249,13 +257,12 @@ std::optional<HostTensor> readTensor(const onnx::TensorProto &tensor, const std:
   std::string bytes;
   const std::string *raw = nullptr;
   if (location.external) {
-    std::ifstream in(std::filesystem::path(baseDir) / location.file, std::ios::binary);
-    bytes.resize(location.length);
-    in.seekg(location.offset);
-    if (!in.read(bytes.data(), location.length)) {
+    std::optional<std::string> located = readLocated(location, baseDir);
+    if (!located) {
       error = "could not read its external data";
       return std::nullopt;
     }
+    bytes = std::move(*located);
     raw = &bytes;
   } else if (tensor.has_raw_data()) {
     raw = &tensor.raw_data();

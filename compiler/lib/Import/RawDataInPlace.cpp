@@ -9,6 +9,8 @@
 
 #include "RawDataInPlace.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <cstdint>
 
 namespace colossal::import {
@@ -151,21 +153,27 @@ std::optional<std::string> tensorInPlace(llvm::StringRef tensor, const char *fil
   return kept;
 }
 
-std::optional<std::string> graphInPlace(llvm::StringRef graph, const char *fileStart, llvm::StringRef fileName,
-                                        size_t minBytes) {
-  FieldReader reader(graph);
+/// `message` with the payload of each field `number` replaced by what
+/// `rewrite` makes of it, every other field copied; nullopt when the framing
+/// is malformed, the field is not length-delimited, it repeats where
+/// protobuf would merge it (`once`), or `rewrite` declines.
+std::optional<std::string> withFieldRewritten(llvm::StringRef message, uint32_t number, bool once,
+                                              llvm::function_ref<std::optional<std::string>(llvm::StringRef)> rewrite) {
+  FieldReader reader(message);
   std::string out;
+  bool seen = false;
   while (std::optional<Field> field = reader.next()) {
-    if (field->number != kGraphInitializer) {
+    if (field->number != number) {
       out.append(field->bytes.data(), field->bytes.size());
       continue;
     }
-    if (field->wireType != LengthDelimited)
+    if (field->wireType != LengthDelimited || (once && seen))
       return std::nullopt;
-    std::optional<std::string> tensor = tensorInPlace(field->payload, fileStart, fileName, minBytes);
-    if (!tensor)
+    seen = true;
+    std::optional<std::string> payload = rewrite(field->payload);
+    if (!payload)
       return std::nullopt;
-    appendLengthDelimited(out, kGraphInitializer, *tensor);
+    appendLengthDelimited(out, number, *payload);
   }
   if (reader.failed)
     return std::nullopt;
@@ -175,26 +183,12 @@ std::optional<std::string> graphInPlace(llvm::StringRef graph, const char *fileS
 } // namespace
 
 std::optional<std::string> withRawDataInPlace(llvm::StringRef model, llvm::StringRef fileName, size_t minBytes) {
-  FieldReader reader(model);
-  std::string out;
-  bool sawGraph = false;
-  while (std::optional<Field> field = reader.next()) {
-    if (field->number != kModelGraph) {
-      out.append(field->bytes.data(), field->bytes.size());
-      continue;
-    }
-    // Two graph fields merge into one message; leave that to protobuf.
-    if (field->wireType != LengthDelimited || sawGraph)
-      return std::nullopt;
-    sawGraph = true;
-    std::optional<std::string> graph = graphInPlace(field->payload, model.data(), fileName, minBytes);
-    if (!graph)
-      return std::nullopt;
-    appendLengthDelimited(out, kModelGraph, *graph);
-  }
-  if (reader.failed)
-    return std::nullopt;
-  return out;
+  // Two graph fields merge into one message; leave that to protobuf.
+  return withFieldRewritten(model, kModelGraph, /*once=*/true, [&](llvm::StringRef graph) {
+    return withFieldRewritten(graph, kGraphInitializer, /*once=*/false, [&](llvm::StringRef tensor) {
+      return tensorInPlace(tensor, model.data(), fileName, minBytes);
+    });
+  });
 }
 
 } // namespace colossal::import
