@@ -7,7 +7,9 @@
 // Backward recomputes probabilities from the saved log-sum-exp: one pass over
 // query rows for dq, one over key rows for dk and dv, with no atomics (the
 // result does not depend on scheduling). Causal rows skip keys in their
-// future, and whole tiles in everyone's future are not loaded.
+// future, and whole tiles in everyone's future are not loaded. Under
+// grouped-query attention a key/value head's block walks the query rows of
+// each head of its group in turn.
 //
 // head_dim is at most 256 (eight values per lane). These kernels favour a
 // small, checkable implementation over peak speed; gpu-check reports their
@@ -30,7 +32,7 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;
 
 struct Shape {
-  int64_t queries, keys, headDim;
+  int64_t queries, keys, headDim, groups;
   float scale;
   bool causal;
   int64_t queryOffset, keyOffset;
@@ -77,7 +79,7 @@ __global__ void forwardKernel(Shape s, const float *q, const float *k, const flo
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarps + warp;
   const bool active = row < s.queries;
-  const float *kb = k + bh * s.keys * D, *vb = v + bh * s.keys * D;
+  const float *kb = k + bh / s.groups * s.keys * D, *vb = v + bh / s.groups * s.keys * D;
   float qr[kPerLane], acc[kPerLane];
   if (active)
     loadRow(qr, q + (bh * s.queries + row) * D, D);
@@ -138,7 +140,7 @@ __global__ void queryGradKernel(Shape s, const float *q, const float *k, const f
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarps + warp;
   const bool active = row < s.queries;
-  const float *kb = k + bh * s.keys * D, *vb = v + bh * s.keys * D;
+  const float *kb = k + bh / s.groups * s.keys * D, *vb = v + bh / s.groups * s.keys * D;
   float qr[kPerLane], dor[kPerLane], acc[kPerLane];
   float rowLse = 0, rowDelta = 0;
   if (active) {
@@ -182,15 +184,14 @@ __global__ void keyValueGradKernel(Shape s, const float *q, const float *k, cons
                                    const float *lse, const float *delta, float *dk, float *dv) {
   __shared__ float qTileMem[kTile * kMaxHeadDim], doTileMem[kTile * kMaxHeadDim];
   __shared__ float lseTile[kTile], deltaTile[kTile];
-  const int64_t D = s.headDim, bh = blockIdx.y;
+  const int64_t D = s.headDim, kvh = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t key = int64_t(blockIdx.x) * kWarps + warp;
   const bool active = key < s.keys;
-  const float *qb = q + bh * s.queries * D, *dob = dO + bh * s.queries * D;
   float kr[kPerLane], vr[kPerLane], dkAcc[kPerLane], dvAcc[kPerLane];
   if (active) {
-    loadRow(kr, k + (bh * s.keys + key) * D, D);
-    loadRow(vr, v + (bh * s.keys + key) * D, D);
+    loadRow(kr, k + (kvh * s.keys + key) * D, D);
+    loadRow(vr, v + (kvh * s.keys + key) * D, D);
   }
   for (int i = 0; i < kPerLane; ++i)
     dkAcc[i] = dvAcc[i] = 0;
@@ -200,29 +201,32 @@ __global__ void keyValueGradKernel(Shape s, const float *q, const float *k, cons
     int64_t firstKey = int64_t(blockIdx.x) * kWarps;
     firstQuery = max(int64_t(0), s.keyOffset + firstKey - s.queryOffset);
   }
-  for (int64_t i0 = firstQuery; i0 < s.queries; i0 += kTile) {
-    __syncthreads();
-    stageTile(qTileMem, qb, i0, s.queries, D);
-    stageTile(doTileMem, dob, i0, s.queries, D);
-    if (threadIdx.x < kTile) {
-      int64_t r = i0 + threadIdx.x;
-      lseTile[threadIdx.x] = r < s.queries ? lse[bh * s.queries + r] : 0.0f;
-      deltaTile[threadIdx.x] = r < s.queries ? delta[bh * s.queries + r] : 0.0f;
-    }
-    __syncthreads();
-    if (!active)
-      continue;
-    for (int64_t i = 0; i < kTile && i0 + i < s.queries; ++i) {
-      if (s.causal && s.keyOffset + key > s.queryOffset + i0 + i)
+  for (int64_t bh = kvh * s.groups; bh < (kvh + 1) * s.groups; ++bh) {
+    const float *qb = q + bh * s.queries * D, *dob = dO + bh * s.queries * D;
+    for (int64_t i0 = firstQuery; i0 < s.queries; i0 += kTile) {
+      __syncthreads();
+      stageTile(qTileMem, qb, i0, s.queries, D);
+      stageTile(doTileMem, dob, i0, s.queries, D);
+      if (threadIdx.x < kTile) {
+        int64_t r = i0 + threadIdx.x;
+        lseTile[threadIdx.x] = r < s.queries ? lse[bh * s.queries + r] : 0.0f;
+        deltaTile[threadIdx.x] = r < s.queries ? delta[bh * s.queries + r] : 0.0f;
+      }
+      __syncthreads();
+      if (!active)
         continue;
-      float p = __expf(dotWithShared(kr, qTileMem + i * D, D) * s.scale - lseTile[i]);
-      float dp = dotWithShared(vr, doTileMem + i * D, D);
-      float ds = p * (dp - deltaTile[i]) * s.scale;
-      for (int c = 0; c < kPerLane; ++c) {
-        int64_t d = lane + 32 * c;
-        if (d < D) {
-          dkAcc[c] += ds * qTileMem[i * D + d];
-          dvAcc[c] += p * doTileMem[i * D + d];
+      for (int64_t i = 0; i < kTile && i0 + i < s.queries; ++i) {
+        if (s.causal && s.keyOffset + key > s.queryOffset + i0 + i)
+          continue;
+        float p = __expf(dotWithShared(kr, qTileMem + i * D, D) * s.scale - lseTile[i]);
+        float dp = dotWithShared(vr, doTileMem + i * D, D);
+        float ds = p * (dp - deltaTile[i]) * s.scale;
+        for (int c = 0; c < kPerLane; ++c) {
+          int64_t d = lane + 32 * c;
+          if (d < D) {
+            dkAcc[c] += ds * qTileMem[i * D + d];
+            dvAcc[c] += p * doTileMem[i * D + d];
+          }
         }
       }
     }
@@ -232,8 +236,8 @@ __global__ void keyValueGradKernel(Shape s, const float *q, const float *k, cons
   for (int c = 0; c < kPerLane; ++c) {
     int64_t d = lane + 32 * c;
     if (d < D) {
-      dk[(bh * s.keys + key) * D + d] = dkAcc[c];
-      dv[(bh * s.keys + key) * D + d] = dvAcc[c];
+      dk[(kvh * s.keys + key) * D + d] = dkAcc[c];
+      dv[(kvh * s.keys + key) * D + d] = dvAcc[c];
     }
   }
 }
@@ -243,7 +247,10 @@ Shape toShape(const AttentionShape &a) {
     fail("attention", "head_dim " + std::to_string(a.headDim) + " is outside 1.." + std::to_string(kMaxHeadDim));
   if (a.batchHeads > 65535)
     fail("attention", "batch x heads " + std::to_string(a.batchHeads) + " exceeds 65535");
-  return {a.queries, a.keys, a.headDim, a.scale, a.causal, a.queryOffset, a.keyOffset};
+  if (a.groups < 1 || a.batchHeads % a.groups != 0)
+    fail("attention", std::to_string(a.batchHeads) + " query heads do not share key/value heads in groups of " +
+                          std::to_string(a.groups));
+  return {a.queries, a.keys, a.headDim, a.groups, a.scale, a.causal, a.queryOffset, a.keyOffset};
 }
 
 } // namespace
@@ -275,7 +282,7 @@ void attentionBackward(Stream stream, const AttentionShape &a, const float *q, c
     checkLaunch("attentionBackward (dq)");
   }
   if (a.keys > 0) {
-    dim3 keyGrid(unsigned((a.keys + kWarps - 1) / kWarps), unsigned(a.batchHeads));
+    dim3 keyGrid(unsigned((a.keys + kWarps - 1) / kWarps), unsigned(a.batchHeads / a.groups));
     keyValueGradKernel<<<keyGrid, kWarps * 32, 0, st>>>(s, q, k, v, dO, lse, delta, dk, dv);
     checkLaunch("attentionBackward (dk, dv)");
   }

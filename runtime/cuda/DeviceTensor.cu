@@ -388,6 +388,7 @@ __global__ void einsumKernel(const float *a, const float *b, const float *c, flo
 /// Attention with a mask, by definition: one thread per query row.
 struct MaskedAttention {
   int64_t batch, queries, keys, headDim, valueDim;
+  int64_t groups; // query heads per key/value head
   float scale;
   bool causal, booleanMask;
   Strided mask; // over [batch..., sq, sk] flattened to [batch * sq * sk]
@@ -403,7 +404,7 @@ __device__ float maskedScore(const MaskedAttention &s, const float *q, const flo
     return -INFINITY;
   double dot = 0;
   for (int64_t c = 0; c < s.headDim; ++c)
-    dot += double(q[(b * s.queries + i) * s.headDim + c]) * double(k[(b * s.keys + j) * s.headDim + c]);
+    dot += double(q[(b * s.queries + i) * s.headDim + c]) * double(k[(b / s.groups * s.keys + j) * s.headDim + c]);
   return float(dot * s.scale + (maskF ? double(maskF[s.mask.at(at)]) : 0.0));
 }
 
@@ -434,7 +435,7 @@ __global__ void maskedAttentionForward(MaskedAttention s, const float *q, const 
     for (int64_t j = 0; j < s.keys; ++j) {
       float p = float(exp(double(maskedScore(s, q, k, maskF, maskI, b, i, j)) - max) / sum);
       for (int64_t c = 0; c < s.valueDim; ++c)
-        o[c] += p * v[(b * s.keys + j) * s.valueDim + c];
+        o[c] += p * v[(b / s.groups * s.keys + j) * s.valueDim + c];
     }
   }
 }
@@ -454,19 +455,19 @@ __global__ void maskedAttentionBackward(MaskedAttention s, const float *q, const
     for (int64_t j = 0; j < s.keys; ++j) {
       double p = exp(double(maskedScore(s, q, k, maskF, maskI, b, i, j)) - max) / sum, g = 0;
       for (int64_t c = 0; c < s.valueDim; ++c)
-        g += double(dO[c]) * v[(b * s.keys + j) * s.valueDim + c];
+        g += double(dO[c]) * v[(b / s.groups * s.keys + j) * s.valueDim + c];
       rowDot += p * g;
     }
     for (int64_t j = 0; j < s.keys; ++j) {
       double p = exp(double(maskedScore(s, q, k, maskF, maskI, b, i, j)) - max) / sum, g = 0;
       for (int64_t c = 0; c < s.valueDim; ++c) {
-        g += double(dO[c]) * v[(b * s.keys + j) * s.valueDim + c];
-        atomicAdd(&dv[(b * s.keys + j) * s.valueDim + c], float(p * dO[c]));
+        g += double(dO[c]) * v[(b / s.groups * s.keys + j) * s.valueDim + c];
+        atomicAdd(&dv[(b / s.groups * s.keys + j) * s.valueDim + c], float(p * dO[c]));
       }
       double ds = p * (g - rowDot) * s.scale;
       for (int64_t c = 0; c < s.headDim; ++c) {
-        dq[row * s.headDim + c] += float(ds * k[(b * s.keys + j) * s.headDim + c]);
-        atomicAdd(&dk[(b * s.keys + j) * s.headDim + c], float(ds * q[row * s.headDim + c]));
+        dq[row * s.headDim + c] += float(ds * k[(b / s.groups * s.keys + j) * s.headDim + c]);
+        atomicAdd(&dk[(b / s.groups * s.keys + j) * s.headDim + c], float(ds * q[row * s.headDim + c]));
       }
     }
   }
@@ -843,7 +844,7 @@ struct AttentionOperands {
   AttentionShape kernelShape() const {
     AttentionShape s;
     s.batchHeads = masked.batch, s.queries = masked.queries, s.keys = masked.keys, s.headDim = masked.headDim;
-    s.scale = masked.scale, s.causal = masked.causal;
+    s.groups = masked.groups, s.scale = masked.scale, s.causal = masked.causal;
     s.queryOffset = masked.keys - masked.queries;
     return s;
   }
@@ -858,7 +859,7 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
   AttentionOperands a;
   MaskedAttention &m = a.masked;
   m.batch = d.batch, m.queries = d.queries, m.keys = d.keys, m.headDim = d.headDim, m.valueDim = d.valueDim;
-  m.scale = scale, m.causal = causal;
+  m.groups = d.groups, m.scale = scale, m.causal = causal;
   a.outShape = d.output;
   a.fused = !mask && m.headDim == m.valueDim;
   if (mask) {

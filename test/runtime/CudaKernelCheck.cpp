@@ -243,19 +243,21 @@ void checkLongReductions(Stream s) {
 }
 
 void checkAttention(Stream s) {
-  for (bool causal : {false, true}) {
+  // Plain, then grouped-query (three query heads per key/value head).
+  for (auto [causal, groups] : {std::pair(false, 1), std::pair(true, 1), std::pair(true, 3)}) {
     AttentionShape a;
     a.batchHeads = 6, a.queries = 300, a.keys = 300, a.headDim = 64, a.scale = 0.125f, a.causal = causal;
-    size_t qn = size_t(a.batchHeads * a.queries * a.headDim);
-    auto q = randomVector(qn, 10), k = randomVector(qn, 11), v = randomVector(qn, 12), dO = randomVector(qn, 13);
-    std::vector<float> o(qn), lse(size_t(a.batchHeads * a.queries)), dq(qn), dk(qn), dv(qn);
+    a.groups = groups;
+    size_t qn = size_t(a.batchHeads * a.queries * a.headDim), kn = qn / size_t(groups);
+    auto q = randomVector(qn, 10), k = randomVector(kn, 11), v = randomVector(kn, 12), dO = randomVector(qn, 13);
+    std::vector<float> o(qn), lse(size_t(a.batchHeads * a.queries)), dq(qn), dk(kn), dv(kn);
     cpu::attentionForward(hostStream, a, q.data(), k.data(), v.data(), o.data(), lse.data());
     cpu::attentionBackward(hostStream, a, q.data(), k.data(), v.data(), o.data(), dO.data(), lse.data(), dq.data(),
                            dk.data(), dv.data());
-    DeviceVector<float> Q(q), K(k), V(v), DO(dO), O(qn), L(lse.size()), DQ(qn), DK(qn), DV(qn);
+    DeviceVector<float> Q(q), K(k), V(v), DO(dO), O(qn), L(lse.size()), DQ(qn), DK(kn), DV(kn);
     cuda::attentionForward(s, a, Q.data, K.data, V.data, O.data, L.data);
     cuda::attentionBackward(s, a, Q.data, K.data, V.data, O.data, DO.data, L.data, DQ.data, DK.data, DV.data);
-    std::string tag = causal ? "attention causal " : "attention ";
+    std::string tag = std::string(causal ? "attention causal " : "attention ") + (groups > 1 ? "grouped " : "");
     compare(tag + "forward", O.host(), o, 1e-4, 1e-5);
     compare(tag + "lse", L.host(), lse, 1e-5, 1e-5);
     compare(tag + "dq", DQ.host(), dq, 1e-3, 1e-5);

@@ -44,7 +44,8 @@ void attentionForward(Stream, const AttentionShape &s, const float *q, const flo
   std::vector<float> scores(kKeyBlock);
   std::vector<double> accumulator(static_cast<size_t>(D));
   for (int64_t bh = 0; bh < s.batchHeads; ++bh) {
-    const float *qb = q + bh * s.queries * D, *kb = k + bh * s.keys * D, *vb = v + bh * s.keys * D;
+    const int64_t kv = bh / s.groups;
+    const float *qb = q + bh * s.queries * D, *kb = k + kv * s.keys * D, *vb = v + kv * s.keys * D;
     for (int64_t i = 0; i < s.queries; ++i) {
       const float *qi = qb + i * D;
       int64_t visible = visibleKeys(s, i);
@@ -86,12 +87,15 @@ void attentionForward(Stream, const AttentionShape &s, const float *q, const flo
 void attentionBackward(Stream, const AttentionShape &s, const float *q, const float *k, const float *v,
                        const float *o, const float *dO, const float *lse, float *dq, float *dk, float *dv) {
   const int64_t D = s.headDim;
-  std::fill(dk, dk + s.batchHeads * s.keys * D, 0.0f);
-  std::fill(dv, dv + s.batchHeads * s.keys * D, 0.0f);
+  const int64_t keyRows = s.batchHeads / s.groups * s.keys;
+  std::fill(dk, dk + keyRows * D, 0.0f);
+  std::fill(dv, dv + keyRows * D, 0.0f);
   std::vector<double> dqRow(static_cast<size_t>(D));
   for (int64_t bh = 0; bh < s.batchHeads; ++bh) {
-    const float *qb = q + bh * s.queries * D, *kb = k + bh * s.keys * D, *vb = v + bh * s.keys * D;
-    float *dkb = dk + bh * s.keys * D, *dvb = dv + bh * s.keys * D;
+    // A group's query heads add into their shared key/value head in order.
+    const int64_t kv = bh / s.groups;
+    const float *qb = q + bh * s.queries * D, *kb = k + kv * s.keys * D, *vb = v + kv * s.keys * D;
+    float *dkb = dk + kv * s.keys * D, *dvb = dv + kv * s.keys * D;
     for (int64_t i = 0; i < s.queries; ++i) {
       const float *qi = qb + i * D, *oi = o + (bh * s.queries + i) * D, *doi = dO + (bh * s.queries + i) * D;
       float *dqi = dq + (bh * s.queries + i) * D;

@@ -472,7 +472,7 @@ struct AttentionOperands {
   AttentionShape kernelShape() const {
     AttentionShape s;
     s.batchHeads = shape.batch, s.queries = shape.queries, s.keys = shape.keys, s.headDim = shape.headDim;
-    s.scale = float(shape.scale), s.causal = shape.causal;
+    s.groups = shape.groups, s.scale = float(shape.scale), s.causal = shape.causal;
     // The kernel's causal rule (key j visible to query i when j <= i) is the
     // op's (j <= i + sk - sq) with the queries' offset sk - sq.
     s.queryOffset = shape.keys - shape.queries;
@@ -488,7 +488,7 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
   shapes::AttentionDims d = shapes::attentionDims(q.shape, k.shape, v.shape);
   AttentionOperands a;
   a.shape.batch = d.batch, a.shape.queries = d.queries, a.shape.keys = d.keys;
-  a.shape.headDim = d.headDim, a.shape.valueDim = d.valueDim, a.outShape = d.output;
+  a.shape.headDim = d.headDim, a.shape.valueDim = d.valueDim, a.shape.groups = d.groups, a.outShape = d.output;
   a.shape.scale = scale, a.shape.causal = causal;
   a.fused = !mask && a.shape.headDim == a.shape.valueDim;
   if (mask) {

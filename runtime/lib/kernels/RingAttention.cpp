@@ -16,9 +16,13 @@ struct Dims {
   int64_t batch = 0, heads = 0, queries = 0, keys = 0, size = 0, valueSize = 0;
   /// The mask's batch (1: one mask for every sequence), 0 without a mask.
   int64_t maskBatch = 0;
+  /// Key/value heads (grouped-query attention: fewer than `heads`).
+  int64_t keyHeads = 0;
   int64_t rows() const { return batch * heads * queries; }
-  int64_t keyFloats() const { return batch * heads * keys * size; }
-  int64_t valueFloats() const { return batch * heads * keys * valueSize; }
+  int64_t keyFloats() const { return batch * keyHeads * keys * size; }
+  int64_t valueFloats() const { return batch * keyHeads * keys * valueSize; }
+  /// Key row c of query head g's (flattened batch x head) key/value head.
+  int64_t keyRow(int64_t g, int64_t c) const { return g / (heads / keyHeads) * keys + c; }
   int64_t maskFloats() const { return maskBatch * keys; }
 };
 
@@ -26,9 +30,9 @@ Dims dimsOf(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mas
   auto shapes = describe(q.shape) + ", " + describe(k.shape) + ", " + describe(v.shape);
   if (q.integer || k.integer || v.integer || q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4)
     fail(op, "queries, keys and values must be float [batch, heads, tokens, size], not " + shapes);
-  Dims d{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3], 0};
-  if (k.shape[0] != d.batch || v.shape[0] != d.batch || k.shape[1] != d.heads || v.shape[1] != d.heads ||
-      k.shape[3] != d.size || v.shape[2] != d.keys)
+  Dims d{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3], 0, k.shape[1]};
+  if (k.shape[0] != d.batch || v.shape[0] != d.batch || d.keyHeads < 1 || d.heads % d.keyHeads != 0 ||
+      v.shape[1] != d.keyHeads || k.shape[3] != d.size || v.shape[2] != d.keys)
     fail(op, "queries, keys and values do not match: " + shapes);
   if (mask) {
     const Shape &m = mask->shape;
@@ -100,7 +104,7 @@ bool scoresOf(const Dims &d, const Ring &ring, const float *q, const Blocks &b, 
       scores[size_t(c)] = std::numeric_limits<double>::quiet_NaN();
       continue;
     }
-    const float *kc = b.key() + (g * d.keys + c) * d.size;
+    const float *kc = b.key() + d.keyRow(g, c) * d.size;
     double dot = 0;
     for (int64_t e = 0; e < d.size; ++e)
       dot += double(qi[e]) * double(kc[e]);
@@ -160,7 +164,7 @@ Online forwardRing(const Dims &d, const Ring &ring, const Tensor &q, Blocks bloc
                       continue;
                     double p = std::exp(scores[size_t(c)] - maximum);
                     o.denominator[size_t(row)] += p;
-                    const float *vc = blocks.value() + (g * d.keys + c) * d.valueSize;
+                    const float *vc = blocks.value() + d.keyRow(g, c) * d.valueSize;
                     for (int64_t e = 0; e < d.valueSize; ++e)
                       sum[e] += p * double(vc[e]);
                   }
@@ -219,10 +223,10 @@ std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Te
                     if (std::isnan(scores[size_t(c)]))
                       continue;
                     double p = std::exp(scores[size_t(c)] - logSumExp[size_t(row)]);
-                    const float *vc = blocks.value() + (g * d.keys + c) * d.valueSize;
-                    const float *kc = blocks.key() + (g * d.keys + c) * d.size;
-                    float *dvc = blocks.valueGradient() + (g * d.keys + c) * d.valueSize;
-                    float *dkc = blocks.keyGradient() + (g * d.keys + c) * d.size;
+                    const float *vc = blocks.value() + d.keyRow(g, c) * d.valueSize;
+                    const float *kc = blocks.key() + d.keyRow(g, c) * d.size;
+                    float *dvc = blocks.valueGradient() + d.keyRow(g, c) * d.valueSize;
+                    float *dkc = blocks.keyGradient() + d.keyRow(g, c) * d.size;
                     double dp = 0;
                     for (int64_t e = 0; e < d.valueSize; ++e) {
                       dvc[e] += float(p * double(dOi[e]));

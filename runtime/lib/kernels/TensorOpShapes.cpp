@@ -53,11 +53,19 @@ NormRows normRows(const Shape &x, int64_t axis, const std::optional<int64_t> &sc
 
 AttentionDims attentionDims(const Shape &q, const Shape &k, const Shape &v) {
   size_t rank = q.size();
-  if (rank < 2 || k.size() != rank || v.size() != rank || !std::equal(q.begin(), q.end() - 2, k.begin()) ||
+  // Batch dimensions equal, but for key/value heads that divide the query heads.
+  auto batchFits = [&] {
+    for (size_t i = 0; i + 2 < rank; ++i)
+      if (q[i] != k[i] && (i + 3 != rank || k[i] < 1 || q[i] % k[i] != 0))
+        return false;
+    return true;
+  };
+  if (rank < 2 || k.size() != rank || v.size() != rank || !batchFits() ||
       !std::equal(k.begin(), k.end() - 1, v.begin()) || q.back() != k.back())
     fail("attention", "queries " + describe(q) + ", keys " + describe(k) + " and values " + describe(v) +
                           " do not fit one another");
   AttentionDims d;
+  d.groups = rank >= 3 ? q[rank - 3] / k[rank - 3] : 1;
   d.batch = indexing::product(q, 0, rank - 2);
   d.queries = q[rank - 2], d.keys = k[rank - 2], d.headDim = q.back(), d.valueDim = v.back();
   d.scores.assign(q.begin(), q.end() - 2);

@@ -265,7 +265,7 @@ TEST(NormalizationTest, LayerNormAndRmsNormForwardAndBackward) {
 
 // q, k, v packed; the reference materialises the whole score matrix.
 std::vector<double> attentionRef(const AttentionShape &s, const std::vector<double> &packed) {
-  int64_t D = s.headDim, qn = s.batchHeads * s.queries * D, kn = s.batchHeads * s.keys * D;
+  int64_t D = s.headDim, qn = s.batchHeads * s.queries * D, kn = s.batchHeads / s.groups * s.keys * D;
   const double *q = packed.data(), *k = q + qn, *v = k + kn;
   std::vector<double> out(size_t(qn), 0.0);
   for (int64_t bh = 0; bh < s.batchHeads; ++bh)
@@ -277,7 +277,7 @@ std::vector<double> attentionRef(const AttentionShape &s, const std::vector<doub
           continue;
         double dot = 0;
         for (int64_t d = 0; d < D; ++d)
-          dot += q[(bh * s.queries + i) * D + d] * k[(bh * s.keys + j) * D + d];
+          dot += q[(bh * s.queries + i) * D + d] * k[(bh / s.groups * s.keys + j) * D + d];
         scores[size_t(j)] = dot * s.scale;
         max = std::max(max, scores[size_t(j)]);
       }
@@ -288,14 +288,15 @@ std::vector<double> attentionRef(const AttentionShape &s, const std::vector<doub
         sum += (x = std::exp(x - max));
       for (int64_t j = 0; j < s.keys; ++j)
         for (int64_t d = 0; d < D; ++d)
-          out[size_t((bh * s.queries + i) * D + d)] += scores[size_t(j)] / sum * v[(bh * s.keys + j) * D + d];
+          out[size_t((bh * s.queries + i) * D + d)] +=
+              scores[size_t(j)] / sum * v[(bh / s.groups * s.keys + j) * D + d];
     }
   return out;
 }
 
 void checkAttention(const AttentionShape &s, unsigned seed) {
   int64_t D = s.headDim;
-  size_t qn = size_t(s.batchHeads * s.queries * D), kn = size_t(s.batchHeads * s.keys * D);
+  size_t qn = size_t(s.batchHeads * s.queries * D), kn = size_t(s.batchHeads / s.groups * s.keys * D);
   auto q = randomVector(qn, seed), k = randomVector(kn, seed + 1), v = randomVector(kn, seed + 2);
   auto w = randomVector(qn, seed + 3);
   std::vector<float> o(qn), lse(static_cast<size_t>(s.batchHeads * s.queries)), dq(qn), dk(kn), dv(kn);
@@ -321,6 +322,16 @@ TEST(AttentionTest, FullAndCausalAcrossKeyBlocks) {
   checkAttention(s, 20);
   s.causal = true;
   checkAttention(s, 30);
+}
+
+TEST(AttentionTest, GroupedQueryHeadsShareKeysAndSumTheirGradients) {
+  // Six query heads over two key/value heads: the finite differences see
+  // each key feed three heads' outputs.
+  AttentionShape s;
+  s.batchHeads = 6, s.groups = 3, s.queries = 9, s.keys = 70, s.headDim = 3, s.scale = 0.6f;
+  checkAttention(s, 50);
+  s.causal = true, s.queries = 70;
+  checkAttention(s, 60);
 }
 
 TEST(AttentionTest, CausalWithOffsetsAsInARingStep) {

@@ -44,9 +44,12 @@ enum class GeluApproximation { None, Tanh };
 /// key j (global position keyOffset + j) only when keyOffset + j <=
 /// queryOffset + i; offsets let a ring step attend to another rank's keys.
 /// `lse` holds each query row's log-sum-exp of scaled scores (-inf when a
-/// row sees no key; its output is then 0).
+/// row sees no key; its output is then 0). Grouped-query attention: `groups`
+/// consecutive query heads share one key/value head, so q is [batchHeads,
+/// ...] and k, v are [batchHeads / groups, ...]; dk and dv sum over the
+/// group.
 struct AttentionShape {
-  int64_t batchHeads = 1, queries = 0, keys = 0, headDim = 0;
+  int64_t batchHeads = 1, queries = 0, keys = 0, headDim = 0, groups = 1;
   float scale = 1.0f;
   bool causal = false;
   int64_t queryOffset = 0, keyOffset = 0;

@@ -28,6 +28,8 @@ struct ReferenceAttentionShape {
   bool causal = false;
   /// Attention dropout (Philox with seed 0, as the interpreter's).
   double dropout = 0.0;
+  /// Grouped-query attention: query batch b reads key/value batch b / groups.
+  int64_t groups = 1;
 };
 
 /// Where a mask broadcast to the scores [batch..., sq, sk] keeps the value
@@ -96,7 +98,7 @@ void attentionRow(const ReferenceAttentionShape &s, const T *q, const T *k, cons
     if (visible) {
       double dot = 0;
       for (int64_t c = 0; c < s.headDim; ++c)
-        dot += double(q[(b * s.queries + i) * s.headDim + c]) * double(k[(b * s.keys + j) * s.headDim + c]);
+        dot += double(q[(b * s.queries + i) * s.headDim + c]) * double(k[(b / s.groups * s.keys + j) * s.headDim + c]);
       score = dot * s.scale + (mask.values && !mask.boolean ? double(mask.at(b, i, j)) : 0.0);
     }
     p[size_t(j)] = score;
@@ -126,7 +128,7 @@ void referenceAttentionForward(const ReferenceAttentionShape &s, const T *q, con
                        ? weight / (1 - s.dropout)
                        : 0.0;
         for (int64_t c = 0; c < s.valueDim; ++c)
-          acc[size_t(c)] += weight * double(v[(b * s.keys + j) * s.valueDim + c]);
+          acc[size_t(c)] += weight * double(v[(b / s.groups * s.keys + j) * s.valueDim + c]);
       }
       for (int64_t c = 0; c < s.valueDim; ++c)
         out[(b * s.queries + i) * s.valueDim + c] = T(acc[size_t(c)]);
@@ -141,22 +143,23 @@ void referenceAttentionBackward(const ReferenceAttentionShape &s, const T *q, co
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t i = 0; i < s.queries; ++i) {
       detail::attentionRow(s, q, k, mask, b, i, p);
+      const int64_t kv = b / s.groups;
       const T *dO = dOut + (b * s.queries + i) * s.valueDim;
       double rowDot = 0;
       for (int64_t j = 0; j < s.keys; ++j) {
         double g = 0;
         for (int64_t c = 0; c < s.valueDim; ++c)
-          g += double(dO[c]) * double(v[(b * s.keys + j) * s.valueDim + c]);
+          g += double(dO[c]) * double(v[(kv * s.keys + j) * s.valueDim + c]);
         dp[size_t(j)] = g;
         rowDot += p[size_t(j)] * g;
         for (int64_t c = 0; c < s.valueDim; ++c)
-          dv[(b * s.keys + j) * s.valueDim + c] += T(p[size_t(j)] * double(dO[c]));
+          dv[(kv * s.keys + j) * s.valueDim + c] += T(p[size_t(j)] * double(dO[c]));
       }
       for (int64_t j = 0; j < s.keys; ++j) {
         double ds = p[size_t(j)] * (dp[size_t(j)] - rowDot) * s.scale;
         for (int64_t c = 0; c < s.headDim; ++c) {
-          dq[(b * s.queries + i) * s.headDim + c] += T(ds * double(k[(b * s.keys + j) * s.headDim + c]));
-          dk[(b * s.keys + j) * s.headDim + c] += T(ds * double(q[(b * s.queries + i) * s.headDim + c]));
+          dq[(b * s.queries + i) * s.headDim + c] += T(ds * double(k[(kv * s.keys + j) * s.headDim + c]));
+          dk[(kv * s.keys + j) * s.headDim + c] += T(ds * double(q[(b * s.queries + i) * s.headDim + c]));
         }
       }
     }

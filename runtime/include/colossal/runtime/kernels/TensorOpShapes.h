@@ -39,8 +39,10 @@ struct NormRows {
 NormRows normRows(const Shape &x, int64_t axis, const std::optional<int64_t> &scaleElements, const char *op);
 
 /// The sizes of attention(q [..., sq, d], k [..., sk, d], v [..., sk, dv]).
+/// Grouped-query attention: k and v have fewer heads (the dimension before
+/// the tokens) than q, each shared by `groups` consecutive query heads.
 struct AttentionDims {
-  int64_t batch = 1, queries = 0, keys = 0, headDim = 0, valueDim = 0;
+  int64_t batch = 1, queries = 0, keys = 0, headDim = 0, valueDim = 0, groups = 1;
   /// [..., sq, sk]: what a mask broadcasts to.
   Shape scores;
   /// [..., sq, dv].
