@@ -107,7 +107,11 @@ def RaiseAttention : Pass<"train-raise-attention", "mlir::func::FuncOp"> {
     large negative constant, or absent, and an optional dropout sits between
     softmax and the second matmul. A mask that is a lower-triangular constant
     (or a slice of one) becomes `causal = true`; others stay an operand.
-    `k^T` may be a transpose of the last two dimensions of k.
+    `k^T` may be a transpose of the last two dimensions of k. Keys and values
+    whose heads are repeated for grouped-query attention (`[.., kv, s, d]`
+    reshaped to `[.., kv, 1, s, d]`, broadcast to `[.., kv, g, s, d]`,
+    reshaped to `[.., kv * g, s, d]`) are read unrepeated: the attention has
+    kv key/value heads, each serving g query heads.
 
     Before:
     ```mlir

@@ -15,6 +15,9 @@
 // microbatches and recomputation reproduce one rank's masks. The fused
 // kernels take no mask key yet.
 //
+// Grouped-query attention, its key/value heads repeated for each query head
+// of a group (Unsqueeze, Expand, Reshape), reads the unrepeated heads.
+//
 //===----------------------------------------------------------------------===//
 
 #include "PatternUtils.h"
@@ -268,10 +271,65 @@ struct AttentionPattern : OpRewritePattern<MatMulOp> {
   mutable CausalCache cache;
 };
 
+/// Grouped-query attention's keys and values as exported: each key/value
+/// head repeated for the query heads of its group, [..., kv, s, d] made
+/// [..., kv, 1, s, d], broadcast to [..., kv, g, s, d] and reshaped to
+/// [..., kv * g, s, d] (LLaMA's `repeat_kv`). Returns the unrepeated heads
+/// (the [..., kv, 1, s, d] value, to be reshaped) and g.
+std::optional<std::pair<Value, int64_t>> repeatedHeads(Value value) {
+  auto reshape = defining<ReshapeOp>(value);
+  if (!reshape)
+    return std::nullopt;
+  auto broadcast = defining<BroadcastOp>(reshape.getInput());
+  if (!broadcast)
+    return std::nullopt;
+  ArrayRef<int64_t> out = llvm::cast<RankedTensorType>(value.getType()).getShape();
+  ArrayRef<int64_t> wide = llvm::cast<RankedTensorType>(broadcast.getType()).getShape();
+  ArrayRef<int64_t> single = llvm::cast<RankedTensorType>(broadcast.getInput().getType()).getShape();
+  size_t rank = out.size();
+  if (rank < 3 || wide.size() != rank + 1 || single.size() != rank + 1)
+    return std::nullopt;
+  // [..., kv, g, s, d] -> [..., kv * g, s, d]: heads at rank - 3.
+  size_t heads = rank - 3;
+  int64_t groups = wide[heads + 1];
+  if (single[heads + 1] != 1 || groups < 2 || wide[heads] * groups != out[heads] ||
+      out.take_front(heads) != wide.take_front(heads) || out.drop_front(heads + 1) != wide.drop_front(heads + 2))
+    return std::nullopt;
+  for (size_t d = 0; d < single.size(); ++d)
+    if (d != heads + 1 && single[d] != wide[d])
+      return std::nullopt;
+  return std::pair(broadcast.getInput(), groups);
+}
+
+/// Attention over repeated key/value heads reads the unrepeated ones: the
+/// op's grouped form, whose kernels index a query head's key/value head
+/// instead of materialising copies, and whose heads a tensor axis splits by
+/// key/value group.
+struct SharedKeyValueHeadsPattern : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
+    std::optional<std::pair<Value, int64_t>> key = repeatedHeads(op.getKey()), value = repeatedHeads(op.getValue());
+    if (!key || !value || key->second != value->second || op.getRingAxis())
+      return failure();
+    auto unrepeated = [&](Value single, Value repeated) -> Value {
+      auto type = llvm::cast<RankedTensorType>(repeated.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[shape.size() - 3] /= key->second;
+      return ReshapeOp::create(rewriter, op.getLoc(), RankedTensorType::get(shape, type.getElementType()), single);
+    };
+    Value k = unrepeated(key->first, op.getKey()), v = unrepeated(value->first, op.getValue());
+    rewriter.modifyOpInPlace(op, [&] {
+      op.getKeyMutable().assign(k);
+      op.getValueMutable().assign(v);
+    });
+    return success();
+  }
+};
+
 struct RaiseAttentionPass : impl::RaiseAttentionBase<RaiseAttentionPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<AttentionPattern>(&getContext());
+    patterns.add<AttentionPattern, SharedKeyValueHeadsPattern>(&getContext());
     if (failed(applyRaisingPatterns(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

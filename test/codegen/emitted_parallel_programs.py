@@ -282,6 +282,8 @@ MODEL_AXIS_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_
 # layers of 2 heads, 8 tokens. GPT-2 and BERT learn a position table and use
 # one table for the token lookup and the output layer.
 HIDDEN, LAYERS, HEADS, SEQ = 16, 2, 2, 8
+# Grouped-query attention's keys and values: 2 heads of llama_gqa's 4.
+KEY_VALUE_SHARE = {"llama_gqa": 2 / 4}
 POSITION_TABLE = {"gpt2": "wpe.weight", "bert": "position_embeddings.weight"}
 TIED_TABLE = {"gpt2": "wte.weight", "bert": "word_embeddings.weight"}
 closed_form_rows = []
@@ -345,11 +347,14 @@ def closed_form(model, mode, ranks, rows, microbatches, optimizer, recompute, ma
             add("all_gather", s * h * 4, 1)
     if mode in ("all-to-all", "ring"):
         local = b * (s // ranks) * h * 4  # the rank's tokens of one activation
+        # Keys and values (as wide as the queries but under grouped-query
+        # attention, whose fewer heads are what moves).
+        kv_local = int(local * KEY_VALUE_SHARE.get(model, 1))
         if mode == "all-to-all":
             # DeepSpeed-Ulysses (Jacobs et al. 2023): queries, keys and values
             # trade tokens for heads before attention and its output trades
             # back, four all-to-alls per layer, and their duals backward.
-            add("all_to_all", 8 * LAYERS * local, 8 * LAYERS)
+            add("all_to_all", 2 * LAYERS * (2 * local + 2 * kv_local), 8 * LAYERS)
             if model == "bert":  # the padding mask of every key, gathered
                 add("all_gather", b * s * 4, 1)
         else:
@@ -361,8 +366,9 @@ def closed_form(model, mode, ranks, rows, microbatches, optimizer, recompute, ma
             # recomputation re-runs the forward ring (the communication is
             # inside the op); selective keeps attention's results.
             mask = b * (s // ranks) * 4 if model == "bert" else 0
-            block = 2 * local + mask
-            forward, backward = (ranks - 1) * block, (ranks - 1) * block + (ranks - 1) * (block + 2 * local) + 2 * local
+            block = 2 * kv_local + mask
+            forward = (ranks - 1) * block
+            backward = (ranks - 1) * block + (ranks - 1) * (block + 2 * kv_local) + 2 * kv_local
             runs = 2 if recompute == "full" else 1
             add("send_recv", LAYERS * (runs * forward + backward), LAYERS * (runs * (ranks - 1) + 2 * (ranks - 1) + 1))
         # Every rank holds the whole model and reads its tokens: each weight's
@@ -422,7 +428,21 @@ def check_model_axis(manifest, section, axis, name, log, tag):
     return model
 
 
+def single_rank_runs(model, batch, names):
+    """The one-rank runs that train_like_one_rank compares against, for
+    fixtures the data-parallel section does not run."""
+    feed_dir, reference, _ = batch_data(model, batch)
+    single = f"{WORK}/{model}-b{batch}"
+    built = compile_model(model, single, "--gpus", "1", batch=batch)
+    check(built.returncode == 0, f"{model} on one rank: {built.stderr[-2000:]}")
+    for name in names:
+        one = train(single, "--feed", feed_dir, "--save", f"{WORK}/{model}-{name}-{batch}-1",
+                    *optimizer_flags(name, reference["hyper_parameters"][name]))
+        check(one.returncode == 0, f"{model} {name} on one rank: {one.stderr[-1500:]}")
+
+
 model_axis_rows = []
+single_rank_runs("llama_gqa", 2, ["adamw", "lamb"])
 print(f"{'model':8} {'dp x tp':7} {'optimizer':9} {'worst loss error vs PyTorch':>28} {'worst weight error vs 1 rank':>30}")
 for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert", 2, 4, ""),
                                ("llama", 2, 4, "zero=1"), ("llama", 2, 4, "zero=2,microbatches=2"),
@@ -430,7 +450,8 @@ for model, dp, batch, zero in [("gpt2", 1, 2, ""), ("llama", 2, 4, ""), ("bert",
                                ("llama", 2, 4, "recompute=full"), ("llama", 2, 4, "zero=3,recompute=full"),
                                ("gpt2", 2, 4, "recompute=selective"), ("bert", 2, 4, "zero=3,recompute=selective"),
                                ("gpt2", 1, 2, "sp_mode=megatron"), ("llama", 2, 4, "sp_mode=megatron"),
-                               ("bert", 2, 4, "sp_mode=megatron"), ("gpt2", 2, 4, "sp_mode=megatron,zero=2")]:
+                               ("bert", 2, 4, "sp_mode=megatron"), ("gpt2", 2, 4, "sp_mode=megatron,zero=2"),
+                               ("llama_gqa", 1, 2, "")]:
     feed_dir, reference, _ = batch_data(model, batch)
     ranks = 2 * dp
     slug = "-" + zero.replace("=", "").replace(",", "-") if zero else ""
@@ -562,7 +583,8 @@ for model, dp, sp, mode, batch, extra in [
         ("bert", 1, 2, "ring", 2, ""), ("llama", 1, 2, "ring", 2, ""),
         ("gpt2", 1, 4, "ring", 2, ""), ("llama", 2, 2, "ring", 4, "zero=1"),
         ("bert", 2, 2, "ring", 4, "recompute=full"), ("gpt2", 1, 2, "ring", 2, "recompute=selective"),
-        ("llama", 1, 2, "all-to-all", 2, "recompute=selective")]:
+        ("llama", 1, 2, "all-to-all", 2, "recompute=selective"), ("llama_gqa", 1, 2, "ring", 2, ""),
+        ("llama_gqa", 1, 2, "all-to-all", 2, "")]:
     feed_dir, reference, _ = batch_data(model, batch)
     ranks = sp * dp
     slug = "-" + extra.replace("=", "").replace(",", "-") if extra else ""
@@ -610,12 +632,7 @@ for model, dp, sp, mode, batch, extra in [
 # PyTorch, and each axis moves exactly what the plan predicts.
 for model in ["gpt2_4heads", "llama_4heads"]:
     feed_dir, reference, _ = batch_data(model, 2)
-    single = f"{WORK}/{model}-b2"
-    built = compile_model(model, single, "--gpus", "1", batch=2)
-    check(built.returncode == 0, f"{model} on one rank: {built.stderr[-2000:]}")
-    one = train(single, "--feed", feed_dir, "--save", f"{WORK}/{model}-lamb-2-1",
-                *optimizer_flags("lamb", reference["hyper_parameters"]["lamb"]))
-    check(one.returncode == 0, f"{model} on one rank: {one.stderr[-1500:]}")
+    single_rank_runs(model, 2, ["lamb"])
     for mode in ["all-to-all", "ring"]:
         tag = f"{model}-lamb-tp2-sp2-{mode}-x4"
         program = f"{WORK}/{model}-tp2-sp2-{mode}"

@@ -5,7 +5,7 @@ For every fixture: colossal-compile -o DIR builds DIR/model_train; its step
 log over ten steps of SGD, AdamW, LAMB and LARS on the fixture's batch must
 equal PyTorch's losses (reference.json) to 1e-5 relative at every step, and
 its first-step gradients PyTorch's; so do class-weighted likelihood losses
-(the nll fixture). Then: microbatches accumulate to the
+(the nll fixture) and grouped-query attention (llama_gqa). Then: microbatches accumulate to the
 full batch's trajectory; a run resumed from a checkpoint ends bit for bit
 where an uninterrupted one does; full recomputation and optimizer offload
 change no bit of the losses; bf16 and fp16 stay within 10 unit roundoffs of
@@ -31,12 +31,13 @@ from program_checks import (  # noqa: E402
     finish, COMPILER, FIXTURES, WORK,
     MODELS, shard, optimizer_flags, safetensors, OFFLOAD_HEADER, RECOMPUTE_HEADER)
 
-# 1. Trajectories against PyTorch: the six models and the nll fixture
+# 1. Trajectories against PyTorch: the six models, the nll fixture
 # (class-weighted NLL over a log-softmax with ignored labels under mean, sum
-# and none).
+# and none) and a LLaMA with grouped-query attention (4 query heads over 2
+# key/value heads, repeated as LLaMA 3 exports them).
 fp32_errors = {}
 print(f"{'model':8} {'optimizer':9} {'worst relative loss error over 10 steps':>40}")
-for model in MODELS + ["nll"]:
+for model in MODELS + ["nll", "llama_gqa"]:
     out = f"{WORK}/{model}"
     built = compile_model(model, out)
     check(built.returncode == 0, f"{model}: colossal-compile failed: {built.stderr[-2000:]}")
@@ -62,7 +63,7 @@ for model in MODELS + ["nll"]:
 # within 1e-5 per tensor (relative L2); tensors whose gradient is rounding
 # noise in both (zero in exact arithmetic: BERT's and GPT-2's key biases
 # cannot change the softmax) within 1e-6 of the largest tensor's norm.
-for model in MODELS + ["nll"]:
+for model in MODELS + ["nll", "llama_gqa"]:
     check_gradients(f"{WORK}/{model}", model, None, 0, model)
 
 # 2. Two microbatches of one sample accumulate to the batch of two.

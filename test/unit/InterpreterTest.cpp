@@ -132,11 +132,11 @@ TEST_P(FixtureGradients, MatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureGradients,
-                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll"),
+                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "llama_gqa"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureForward,
-                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll"),
+                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "llama_gqa"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 } // namespace

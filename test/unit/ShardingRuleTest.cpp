@@ -78,8 +78,8 @@ TEST_P(ShardingRuleOnFixtures, EveryOpHasAWellFormedRule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ShardingRuleOnFixtures,
-                         testing::Values("mlp/mlp_opset14.onnx", "cnn/cnn_opset17.onnx",
-                                         "gpt2/gpt2_opset14.onnx", "bert/bert_opset17.onnx",
-                                         "vit/vit_opset14.onnx", "llama/llama_opset17.onnx"));
+                         testing::Values("mlp/mlp_opset14.onnx", "cnn/cnn_opset17.onnx", "gpt2/gpt2_opset14.onnx",
+                                         "bert/bert_opset17.onnx", "vit/vit_opset14.onnx", "llama/llama_opset17.onnx",
+                                         "llama_gqa/llama_gqa_opset17.onnx"));
 
 } // namespace

@@ -20,7 +20,10 @@
 //   tied masked-LM head with its own bias;
 // - llama: pre-RMSNorm, causal attention, SwiGLU MLP, no biases, untied
 //   head. Rotary position embedding is left out: it has no parameters and
-//   its elementwise cost is small next to the layer's contractions.
+//   its elementwise cost is small next to the layer's contractions. With
+//   `--kv-heads N` (fewer than the heads), grouped-query attention as LLaMA 3
+//   exports it: separate query, key and value projections, each key/value
+//   head repeated for its group's query heads (Unsqueeze, Expand, Reshape).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,10 +42,11 @@ namespace {
 
 const char *kUsage =
     "usage: colossal-model gpt|bert|llama --layers N --hidden N --heads N [--seq N] [--vocab N]\n"
-    "                      [--ffn N] -o FILE.onnx\n"
-    "  --seq    positions per sample (default 2048)\n"
-    "  --vocab  vocabulary size (default 51200)\n"
-    "  --ffn    MLP width (default 4 x hidden; for llama 8/3 x hidden rounded up to 256)\n";
+    "                      [--ffn N] [--kv-heads N] -o FILE.onnx\n"
+    "  --seq       positions per sample (default 2048)\n"
+    "  --vocab     vocabulary size (default 51200)\n"
+    "  --ffn       MLP width (default 4 x hidden; for llama 8/3 x hidden rounded up to 256)\n"
+    "  --kv-heads  key/value heads of grouped-query attention, dividing --heads (default: as many as heads)\n";
 
 int fail(const std::string &message) {
   std::cerr << "colossal-model: error: " << message << "\n";
@@ -155,8 +159,17 @@ private:
 
 struct Shape {
   std::string family;
-  int64_t layers = 0, hidden = 0, heads = 0, seq = 2048, vocab = 51200, ffn = 0;
+  int64_t layers = 0, hidden = 0, heads = 0, seq = 2048, vocab = 51200, ffn = 0, kvHeads = 0;
 };
+
+/// [batch, kv, seq, d] with each key/value head repeated for the `groups`
+/// query heads that share it: [batch, kv * groups, seq, d].
+std::string repeatHeads(GraphWriter &g, const Shape &s, const std::string &x, int64_t groups) {
+  int64_t d = s.hidden / s.heads;
+  std::string single = g.node("Unsqueeze", {x, g.intsConstant({2})});
+  std::string wide = g.node("Expand", {single, g.intsConstant({1, 1, groups, 1, 1})});
+  return g.node("Reshape", {wide, g.intsConstant({-1, s.heads, s.seq, d})});
+}
 
 /// Scaled dot-product attention over [batch, seq, hidden], the form PyTorch
 /// exports: heads split by reshape and transpose, scores scaled, the causal
@@ -164,14 +177,26 @@ struct Shape {
 std::string attention(GraphWriter &g, const Shape &s, const std::string &x, const std::string &name,
                       bool bias, const std::string &causalMask) {
   int64_t d = s.hidden / s.heads;
-  std::string qkv = g.linear(x, name + ".qkv", s.hidden, 3 * s.hidden, bias);
-  std::vector<std::string> rest;
-  std::string q = g.node("Split", {qkv, g.intsConstant({s.hidden, s.hidden, s.hidden})}, {{"axis", 2}}, {}, {}, 3,
-                         &rest);
   std::string heads = g.intsConstant({-1, s.seq, s.heads, d});
+  std::string q, k, v;
+  if (s.kvHeads > 0 && s.kvHeads < s.heads) {
+    q = g.linear(x, name + ".q", s.hidden, s.hidden, bias);
+    std::string keyHeads = g.intsConstant({-1, s.seq, s.kvHeads, d});
+    auto kvHeads = [&](const std::string &suffix) {
+      std::string projected = g.linear(x, name + suffix, s.hidden, s.kvHeads * d, bias);
+      std::string split = g.node("Transpose", {g.node("Reshape", {projected, keyHeads})}, {}, {{"perm", {0, 2, 1, 3}}});
+      return repeatHeads(g, s, split, s.heads / s.kvHeads);
+    };
+    k = g.node("Transpose", {kvHeads(".k")}, {}, {{"perm", {0, 1, 3, 2}}});
+    v = kvHeads(".v");
+  } else {
+    std::string qkv = g.linear(x, name + ".qkv", s.hidden, 3 * s.hidden, bias);
+    std::vector<std::string> rest;
+    q = g.node("Split", {qkv, g.intsConstant({s.hidden, s.hidden, s.hidden})}, {{"axis", 2}}, {}, {}, 3, &rest);
+    k = g.node("Transpose", {g.node("Reshape", {rest[0], heads})}, {}, {{"perm", {0, 2, 3, 1}}});
+    v = g.node("Transpose", {g.node("Reshape", {rest[1], heads})}, {}, {{"perm", {0, 2, 1, 3}}});
+  }
   q = g.node("Transpose", {g.node("Reshape", {q, heads})}, {}, {{"perm", {0, 2, 1, 3}}});
-  std::string k = g.node("Transpose", {g.node("Reshape", {rest[0], heads})}, {}, {{"perm", {0, 2, 3, 1}}});
-  std::string v = g.node("Transpose", {g.node("Reshape", {rest[1], heads})}, {}, {{"perm", {0, 2, 1, 3}}});
   std::string scores = g.node("Div", {g.node("MatMul", {q, k}), g.floatConstant(std::sqrt(float(d)))});
   if (!causalMask.empty())
     scores = g.node("Where", {causalMask, g.floatConstant(std::numeric_limits<float>::lowest()), scores});
@@ -305,8 +330,9 @@ int main(int argc, char **argv) {
   if (s.family != "gpt" && s.family != "bert" && s.family != "llama")
     return fail("the family must be gpt, bert or llama, not '" + s.family + "'\n" + kUsage);
   std::string output;
-  std::map<std::string, int64_t *> sizes = {{"--layers", &s.layers}, {"--hidden", &s.hidden}, {"--heads", &s.heads},
-                                            {"--seq", &s.seq},       {"--vocab", &s.vocab},   {"--ffn", &s.ffn}};
+  std::map<std::string, int64_t *> sizes = {{"--layers", &s.layers},   {"--hidden", &s.hidden}, {"--heads", &s.heads},
+                                            {"--seq", &s.seq},         {"--vocab", &s.vocab},   {"--ffn", &s.ffn},
+                                            {"--kv-heads", &s.kvHeads}};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (i + 1 >= argc)
@@ -329,6 +355,8 @@ int main(int argc, char **argv) {
     return fail("--layers, --hidden, --heads, --seq and --vocab must be positive");
   if (s.hidden % s.heads != 0)
     return fail("--hidden " + std::to_string(s.hidden) + " does not divide into " + std::to_string(s.heads) + " heads");
+  if (s.kvHeads > 0 && (s.kvHeads > s.heads || s.heads % s.kvHeads != 0))
+    return fail("--kv-heads " + std::to_string(s.kvHeads) + " must divide --heads " + std::to_string(s.heads));
 
   onnx::ModelProto model;
   buildModel(model, s);

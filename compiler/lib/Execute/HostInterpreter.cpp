@@ -342,6 +342,12 @@ HostValue normalize(Operation *op, const HostValue &x, const HostValue *scale, c
   return out;
 }
 
+/// Query heads per key/value head (grouped-query attention; 1 otherwise).
+int64_t headGroups(const HostValue &q, const HostValue &k) {
+  size_t rank = q.shape.size();
+  return rank >= 3 ? q.shape[rank - 3] / k.shape[rank - 3] : 1;
+}
+
 /// Where the mask's value for every attention score [batch..., sq, sk] is
 /// (empty without a mask).
 rt::MaskLayout scoreLayout(const HostValue &q, const HostValue &k, const HostValue *mask) {
@@ -369,7 +375,8 @@ HostValue attention(train::AttentionOp op, const HostValue &q, const HostValue &
   bool causal = op.getCausal();
   if (!mask && dropout == 0 && d == dv && isF32(q.elementType)) {
     rt::AttentionShape s;
-    s.batchHeads = batch, s.queries = sq, s.keys = sk, s.headDim = d, s.scale = float(scale), s.causal = causal;
+    s.batchHeads = batch, s.queries = sq, s.keys = sk, s.headDim = d, s.groups = headGroups(q, k);
+    s.scale = float(scale), s.causal = causal;
     // The kernel's causal rule (key j visible to query i when j <= i) is the
     // op's (j <= i + sk - sq) with the queries' offset sk - sq.
     s.queryOffset = sk - sq;
@@ -381,7 +388,7 @@ HostValue attention(train::AttentionOp op, const HostValue &q, const HostValue &
     return out;
   }
   rt::MaskLayout layout = scoreLayout(q, k, mask);
-  rt::ReferenceAttentionShape shape{batch, sq, sk, d, dv, scale, causal, dropout};
+  rt::ReferenceAttentionShape shape{batch, sq, sk, d, dv, scale, causal, dropout, headGroups(q, k)};
   rt::referenceAttentionForward(shape, q.data.data(), k.data.data(), v.data.data(), maskOf(mask, layout),
                                 out.data.data());
   finish(out);
@@ -605,7 +612,8 @@ std::vector<HostValue> attentionGrad(train::AttentionGradOp op, const HostValue 
   bool causal = op.getCausal();
   if (!mask && d == dvd && isF32(q.elementType)) {
     rt::AttentionShape s;
-    s.batchHeads = batch, s.queries = sq, s.keys = sk, s.headDim = d, s.scale = float(scale), s.causal = causal;
+    s.batchHeads = batch, s.queries = sq, s.keys = sk, s.headDim = d, s.groups = headGroups(q, k);
+    s.scale = float(scale), s.causal = causal;
     s.queryOffset = sk - sq;
     std::vector<float> fq = toFloat(q), fk = toFloat(k), fv = toFloat(v), fdo = toFloat(dO), o(fq.size()),
                        lse(static_cast<size_t>(batch * sq)), gq(fq.size()), gk(fk.size()), gv(fv.size());
@@ -619,7 +627,7 @@ std::vector<HostValue> attentionGrad(train::AttentionGradOp op, const HostValue 
     return {dq, dk, dv};
   }
   rt::MaskLayout layout = scoreLayout(q, k, mask);
-  rt::ReferenceAttentionShape shape{batch, sq, sk, d, dvd, scale, causal, 0.0};
+  rt::ReferenceAttentionShape shape{batch, sq, sk, d, dvd, scale, causal, 0.0, headGroups(q, k)};
   rt::referenceAttentionBackward(shape, q.data.data(), k.data.data(), v.data.data(), maskOf(mask, layout),
                                  dO.data.data(), dq.data.data(), dk.data.data(), dv.data.data());
   finish(dq), finish(dk), finish(dv);

@@ -98,3 +98,46 @@ func.func @softmax_over_queries_stays(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>,
   %o = train.matmul %p, %v : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %o : tensor<4x8xf32>
 }
+
+// Grouped-query attention as LLaMA 3 exports it: each of 2 key/value heads
+// repeated for the 2 query heads of its group (Unsqueeze, Expand, Reshape).
+// The attention reads the unrepeated heads; the repeats are gone.
+// CHECK-LABEL: func.func @grouped_query_heads
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x4x4x8xf32>, %[[K:.*]]: tensor<1x2x4x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK-NOT: train.broadcast
+// CHECK: %[[O:.*]] = train.attention %[[Q]], %[[K]], %[[V]] {scale = 0.353553385 : f32} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x4x4x8xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @grouped_query_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x4x4x8xf32> {
+  %k1 = train.reshape %k : (tensor<1x2x4x8xf32>) -> tensor<1x2x1x4x8xf32>
+  %kg = train.broadcast %k1 : (tensor<1x2x1x4x8xf32>) -> tensor<1x2x2x4x8xf32>
+  %kr = train.reshape %kg : (tensor<1x2x2x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %v1 = train.reshape %v : (tensor<1x2x4x8xf32>) -> tensor<1x2x1x4x8xf32>
+  %vg = train.broadcast %v1 : (tensor<1x2x1x4x8xf32>) -> tensor<1x2x2x4x8xf32>
+  %vr = train.reshape %vg : (tensor<1x2x2x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %kt = train.transpose %kr {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x4x8xf32>) -> tensor<1x4x8x4xf32>
+  %s = train.matmul %q, %kt : (tensor<1x4x4x8xf32>, tensor<1x4x8x4xf32>) -> tensor<1x4x4x4xf32>
+  %c = train.constant dense<2.82842708> : tensor<f32>
+  %ss = train.div %s, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = train.softmax %ss {axis = -1 : i64} : (tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = train.matmul %p, %vr : (tensor<1x4x4x4xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  return %o : tensor<1x4x4x8xf32>
+}
+
+// Heads repeated as whole blocks ([k0, k1, k0, k1]: the broadcast in front
+// of the heads, not behind them) pair query head 1 with key head 1, not 0:
+// not grouped-query attention's layout, so the repeats stay.
+// CHECK-LABEL: func.func @heads_tiled_stay_repeated
+// CHECK: train.broadcast
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 0.353553385 : f32} : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>)
+func.func @heads_tiled_stay_repeated(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32> {
+  %k1 = train.reshape %k : (tensor<1x2x4x8xf32>) -> tensor<1x1x2x4x8xf32>
+  %kg = train.broadcast %k1 : (tensor<1x1x2x4x8xf32>) -> tensor<1x2x2x4x8xf32>
+  %kr = train.reshape %kg : (tensor<1x2x2x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %kt = train.transpose %kr {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x4x8xf32>) -> tensor<1x4x8x4xf32>
+  %s = train.matmul %q, %kt : (tensor<1x4x4x8xf32>, tensor<1x4x8x4xf32>) -> tensor<1x4x4x4xf32>
+  %c = train.constant dense<2.82842708> : tensor<f32>
+  %ss = train.div %s, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = train.softmax %ss {axis = -1 : i64} : (tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = train.matmul %p, %v : (tensor<1x4x4x4xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  return %o : tensor<1x4x4x8xf32>
+}

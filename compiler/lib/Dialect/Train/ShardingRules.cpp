@@ -229,11 +229,19 @@ ShardingRule attentionRule(AttentionOp op) {
                     v = shapeOf(op.getValue());
   size_t rank = q.size();
   SmallVector<int> scoreFactors;
+  // Grouped-query attention: the query heads are the key/value heads (major)
+  // times the heads of a group (minor), which the keys and values lack.
+  std::optional<int> groupFactor;
   for (size_t d = 0; d + 2 < rank; ++d) {
-    int f = b.factor(q[d]);
+    int f = b.factor(k[d]);
     for (unsigned i = 0; i < 3; ++i)
       b.operand(i, d, f);
     b.result(0, d, f);
+    if (q[d] != k[d]) {
+      groupFactor = b.factor(q[d] / k[d]);
+      b.operand(0, d, *groupFactor);
+      b.result(0, d, *groupFactor);
+    }
     scoreFactors.push_back(f);
   }
   // Query positions split freely; key positions and the head size are whole
@@ -253,7 +261,15 @@ ShardingRule attentionRule(AttentionOp op) {
     scores.push_back(k[rank - 2]);
     scoreFactors.push_back(sq);
     scoreFactors.push_back(sk);
-    b.broadcastOperand(3, scoreFactors, scores, shapeOf(op.getMask()));
+    ArrayRef<int64_t> mask = shapeOf(op.getMask());
+    b.broadcastOperand(3, scoreFactors, scores, mask);
+    // A mask over the query heads carries the group factor too.
+    size_t heads = rank - 3, offset = scores.size() - mask.size();
+    if (groupFactor && heads >= offset && mask[heads - offset] == scores[heads]) {
+      b.rule.operands[3][heads - offset].clear();
+      b.operand(3, unsigned(heads - offset), scoreFactors[heads]);
+      b.operand(3, unsigned(heads - offset), *groupFactor);
+    }
   }
   return b.take();
 }

@@ -428,9 +428,15 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   int64_t rank = q.getRank();
   if (rank < 2 || k.getRank() != rank || v.getRank() != rank)
     return emitOptionalError(location, "query, key and value must have one rank >= 2");
-  if (q.getShape().drop_back(2) != k.getShape().drop_back(2) ||
-      q.getShape().drop_back(2) != v.getShape().drop_back(2))
-    return emitOptionalError(location, "query, key and value batch dimensions differ");
+  if (k.getShape().drop_back(2) != v.getShape().drop_back(2))
+    return emitOptionalError(location, "key and value batch dimensions differ");
+  // Equal batch dimensions, but for grouped-query attention's heads (the
+  // dimension before the tokens): the key/value heads divide the query heads.
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (q.getDimSize(d) != k.getDimSize(d) &&
+        (d + 3 != rank || k.getDimSize(d) < 1 || q.getDimSize(d) % k.getDimSize(d) != 0))
+      return emitOptionalError(location, "query and key batch dimensions differ (only key/value heads that divide "
+                                         "the query heads may)");
   if (q.getShape().back() != k.getShape().back())
     return emitOptionalError(location, "query and key head sizes differ");
   if (k.getDimSize(rank - 2) != v.getDimSize(rank - 2))

@@ -36,6 +36,24 @@ func.func @attention_head_sizes_agree(%q: tensor<2x8x16xf32>, %k: tensor<2x8x8xf
 
 // -----
 
+func.func @attention_key_heads_divide_query_heads(%q: tensor<2x6x8x16xf32>, %k: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{query and key batch dimensions differ (only key/value heads that divide the query heads may)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = train.attention %q, %k, %k {scale = 1.0 : f32} : (tensor<2x6x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x6x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grouped_batches_agree(%q: tensor<2x4x8x16xf32>, %k: tensor<1x2x8x16xf32>) {
+  // expected-error@+2 {{query and key batch dimensions differ}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = train.attention %q, %k, %k {scale = 1.0 : f32} : (tensor<2x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
 func.func @attention_key_value_lengths_agree(%q: tensor<2x8x16xf32>, %v: tensor<2x4x16xf32>) {
   // expected-error@+2 {{key and value lengths differ}}
   // expected-error@+1 {{failed to infer returned types}}

@@ -59,6 +59,15 @@ func.func @attention_keys_whole(%q: tensor<2x4x8x16xf32>) {
   return
 }
 
+// Grouped-query attention: the query heads are the key/value heads (j)
+// times the heads of a group (k), which the keys and values lack, so a split
+// of j splits both and a split of k leaves the keys whole.
+func.func @attention_grouped_query_heads(%q: tensor<2x4x8x16xf32>, %kv: tensor<2x2x8x16xf32>) {
+  // expected-remark@+1 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o]) -> ([i, jk, l, o]) {i=2, j=2, k=2, l=8, m=8 whole, n=16 whole, o=16}}}
+  %0 = train.attention %q, %kv, %kv {causal = true, scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
 func.func @reduce_mean_reduction(%a: tensor<2x8x16xf32>) {
   // expected-remark@+1 {{sharding rule: ([i, j, k]) -> ([i, j, 1]) {i=2, j=8, k=16 reduction}}}
   %0 = train.reduce_mean %a {axes = array<i64: -1>} : (tensor<2x8x16xf32>) -> tensor<2x8x1xf32>

@@ -521,8 +521,13 @@ def Train_AttentionOp : Train_ComputeOp<"attention"> {
         : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32>
     ```
 
+    Grouped-query attention: k and v may have fewer heads (the dimension
+    before the tokens) than q; each key/value head serves that many
+    consecutive query heads, as LLaMA's exports repeat them.
+
     Constraints:
-    - q, k, v have the same rank (at least 2) and batch dimensions;
+    - q, k, v have the same rank (at least 2) and batch dimensions, but for
+      k and v's heads, which divide q's;
     - q and k share the head size; k and v share the key length;
     - the mask, when present, broadcasts to [..., sq, sk];
     - `dropout` lies in [0, 1).
@@ -928,7 +933,8 @@ def Train_AttentionGradOp : Train_GradOp<"attention_grad"> {
   let summary = "gradients of train.attention for query, key and value";
   let description = [{
     Recomputes the attention probabilities (as the fused backward kernels do:
-    no s x s matrix is kept from the forward pass) and yields dq, dk, dv. The
+    no s x s matrix is kept from the forward pass) and yields dq, dk, dv
+    (under grouped-query attention, dk and dv summed over each group). The
     mask, when present, receives no gradient; attention dropout must be 0.
     With `ring_axis`, the forward ring runs again, then the keys and values
     go around once more with their gradients' partial sums, which end on the
