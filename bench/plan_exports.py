@@ -24,7 +24,11 @@ with the current build and an empty build cache:
   colossal-compile MODEL --gpus 64 --batch 512 --seq 1024 --target cuda --precision bf16 -o DIR
 
 its wall time, peak memory, the source's size and longest line, and how many
-softmaxes the step still computes (attention under dropout is not raised).
+softmaxes the step still computes (none: attention under dropout is raised
+into the fused op). Then the same model as a host program of one sequence
+(`--batch 1 --seq S -o DIR`) at S = 128, 256, 512 and 1024, one SGD step each:
+the activation peak the runtime measured (and the plan's), which grows
+linearly with S now that no s x s probabilities are kept.
 
   bench/plan_exports.py BUILD_DIR OUT.json [--work DIR] [--baseline PATH] [--repeat N] [--only 124m]
 """
@@ -158,6 +162,25 @@ def run_headline(model):
     return result
 
 
+def activation_peaks(model):
+    """One host step of one sequence at three lengths: planned and measured activation peaks."""
+    peaks = []
+    for seq in (128, 256, 512, 1024):
+        directory = os.path.join(WORK, f"peak-{seq}")
+        shutil.rmtree(directory, ignore_errors=True)
+        subprocess.run([COMPILER, model, "--batch", "1", "--seq", str(seq), "-o", directory, "--quiet"], check=True)
+        log = os.path.join(WORK, f"peak-{seq}.log")
+        subprocess.run([os.path.join(directory, "model_train"), "--quiet", "--steps", "1", "--log", log,
+                        "--optimizer", "sgd", "--lr", "0.01"], check=True)
+        with open(log) as f:
+            measured = json.loads(f.readline())["memory"]["activations"]["peak"]
+        with open(os.path.join(directory, "manifest.json")) as f:
+            planned = json.load(f)["planned_step_peak_bytes"]
+        peaks.append({"seq": seq, "measured_activation_peak_bytes": measured, "planned_step_peak_bytes": planned})
+        shutil.rmtree(directory)
+    return peaks
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     results = []
@@ -168,6 +191,7 @@ def main():
         path, parameters, graph_bytes, total_bytes = exported(name, hidden, heads, layers, dropout)
         if dropout:
             headline = run_headline(path)
+            headline["host_activation_peaks"] = activation_peaks(path)
             print(json.dumps(headline), flush=True)
             continue
         entry = {"model": name, "parameters": parameters, "layers": layers, "hidden": hidden,

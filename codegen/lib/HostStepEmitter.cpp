@@ -74,6 +74,24 @@ template <typename LossOp> std::string vocabularyAxisOf(LossOp loss) {
   return ", \"" + axis->str() + "\", " + std::to_string(loss.getClasses() ? int64_t(*loss.getClasses()) : -1);
 }
 
+/// The trailing dropout argument of attention and its gradient (none
+/// without dropout): the step's key for the site over the whole
+/// probabilities, of which a rank of `dropout_axis` holds a slice of heads.
+template <typename AttentionLike> std::string attentionDropoutOf(AttentionLike op) {
+  if (op.getDropout().isZero())
+    return "";
+  auto q = cast<ShapedType>(op.getQuery().getType());
+  int64_t rank = q.getRank(), heads = rank >= 3 ? q.getDimSize(rank - 3) : 1;
+  int64_t scores =
+      q.getNumElements() / q.getDimSize(rank - 1) * cast<ShapedType>(op.getKey().getType()).getDimSize(rank - 2);
+  std::string slice = "0", slices = "1";
+  if (std::optional<StringRef> axis = op.getDropoutAxis())
+    slice = "collectives.rankOn(\"" + axis->str() + "\")", slices = "collectives.ranksOn(\"" + axis->str() + "\")";
+  return ", attentionDropout(" + floatLiteral(op.getDropout().convertToDouble()) + ", random.dropoutKey(" +
+         std::to_string(int64_t(op.getDropoutSite())) + ", " + std::to_string(scores) + " * " + slices + "), " +
+         std::to_string(heads) + ", " + slice + ", " + slices + ")";
+}
+
 } // namespace
 
 LogicalResult StepEmitter::emitOp(Operation *op, const std::map<std::string, size_t> &parameterIndex) {
@@ -206,14 +224,15 @@ LogicalResult StepEmitter::emitOp(Operation *op, const std::map<std::string, siz
     return one("summaLinear(" + in(0) + ", " + in(1) + ", collectives, " + quoted(g.getRowAxis()) + ", " +
                quoted(g.getColumnAxis()) + ", " + (g.getTransposeWeight() ? "true" : "false") + ")");
   if (auto a = dyn_cast<AttentionOp>(op)) {
-    if (!a.getDropout().isZero())
-      return op->emitError() << "attention dropout has no host lowering yet";
+    if (a.getRingAxis() && !a.getDropout().isZero())
+      return op->emitError() << "ring attention with dropout has no lowering yet";
     if (std::optional<StringRef> axis = a.getRingAxis())
       return one("ringAttention(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + optionalRef(a.getMask()) + ", " +
                  floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") +
                  ", collectives, " + quoted(*axis) + ")");
     return one("attention(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + optionalRef(a.getMask()) + ", " +
-               floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") + ")");
+               floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") +
+               attentionDropoutOf(a) + ")");
   }
   if (auto r = dyn_cast<ReduceSumOp>(op))
     return one("reduce(ReduceKind::Sum, " + in(0) + ", " + shapeLiteral(r.getAxes()) + ", " + out() + ")");
@@ -337,7 +356,7 @@ LogicalResult StepEmitter::emitOp(Operation *op, const std::map<std::string, siz
     return defineAll(op, "attentionGrad(" + ref(a.getQuery()) + ", " + ref(a.getKey()) + ", " + ref(a.getValue()) +
                              ", " + optionalRef(a.getMask()) + ", " + ref(a.getResultGrad()) + ", " +
                              floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") +
-                             ")");
+                             attentionDropoutOf(a) + ")");
   }
   if (auto c = dyn_cast<CrossEntropyGradOp>(op)) {
     if (std::optional<StringRef> axis = c.getTokenAxis())

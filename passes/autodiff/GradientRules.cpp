@@ -521,11 +521,12 @@ LogicalResult GradientRuleSet::networkRules(bool &handled) {
     return success();
   }
   if (auto a = dyn_cast<AttentionOp>(op)) {
-    if (a.getDropout().convertToDouble() != 0)
-      return op->emitError("autodiff: attention with dropout has no gradient rule yet");
+    if (a.getRingAxis() && !a.getDropout().isZero())
+      return op->emitError("autodiff: ring attention with dropout has no gradient rule yet");
     auto grad = AttentionGradOp::create(builder, op->getLoc(), typeOf(a.getQuery()), typeOf(a.getKey()),
                                         typeOf(a.getValue()), a.getQuery(), a.getKey(), a.getValue(), a.getMask(), dy,
-                                        a.getScaleAttr(), a.getCausalAttr(), a.getRingAxisAttr());
+                                        a.getScaleAttr(), a.getCausalAttr(), a.getRingAxisAttr(), a.getDropoutAttr(),
+                                        a.getDropoutSiteAttr(), a.getDropoutAxisAttr());
     out[0] = grad.getQueryGrad();
     out[1] = grad.getKeyGrad();
     out[2] = grad.getValueGrad();

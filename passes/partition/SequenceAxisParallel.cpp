@@ -225,8 +225,18 @@ LogicalResult Partitioner::visitAttention(AttentionOp attention) {
                                    << " ranks its heads of attention (all-to-all), and " << type << " has "
                                    << type.getDimSize(1) << " heads, which do not divide by " << ranks_;
   }
-  if (!attention.getDropout().isZero())
-    return attention.emitError() << "sequence parallelism does not split attention dropout yet";
+  if (!attention.getDropout().isZero()) {
+    // All-to-all leaves each rank its heads of every token: the masks are
+    // the rank's heads' slice of the whole's. A ring's blocks of keys would
+    // need their own place in the mask.
+    if (algorithm_ == SequenceAlgorithm::Ring)
+      return attention.emitError() << "ring sequence parallelism does not take attention dropout yet (all-to-all "
+                                      "does: sp_mode=all-to-all)";
+    if (attention.getDropoutAxis())
+      return attention.emitError() << "sequence parallelism splits heads that the " << *attention.getDropoutAxis()
+                                   << " axis split already, and attention dropout keys its masks by one axis's heads";
+    attention.setDropoutAxisAttr(StringAttr::get(attention.getContext(), kSequenceAxis));
+  }
   if (algorithm_ == SequenceAlgorithm::Ring)
     return ringAttention(attention);
   OpBuilder builder(attention);
@@ -449,7 +459,7 @@ FailureOr<SequenceAxisSummary> applySequenceAxisParallelism(ModuleOp module, int
     return failure();
   if (!first)
     return forward.emitError() << "sequence parallelism trades tokens for heads at attention, and @forward "
-                                  "has no train.attention (attention with dropout is not raised to one)";
+                                  "has no train.attention";
   if (tokens % ranks != 0)
     return first.emitError() << "sequence parallelism over " << ranks << " ranks splits the " << tokens
                              << " tokens, which do not divide by " << ranks;

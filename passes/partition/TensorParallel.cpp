@@ -153,8 +153,10 @@ bool visitSplit(Value value, int64_t dim, Pair &pair, int64_t groups = 1) {
     return true;
   }
   if (auto attention = dyn_cast<AttentionOp>(def)) {
-    // Heads (a batch dimension) split: each rank attends with its heads.
-    if (dim >= type.getRank() - 2 || !attention.getDropout().isZero())
+    // Heads (a batch dimension) split: each rank attends with its heads
+    // (under dropout, the heads: the masks are the rank's heads' slice).
+    if (dim >= type.getRank() - 2 || (!attention.getDropout().isZero() && dim != type.getRank() - 3) ||
+        attention.getDropoutAxis())
       return false;
     if (attention.getMask() && !operand(def->getOpOperand(3), dim))
       return false;
@@ -316,6 +318,8 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
             sizes.push_back(size / ranks);
           split.setSizes(sizes);
         }
+      } else if (auto attention = dyn_cast<AttentionOp>(op); attention && !attention.getDropout().isZero()) {
+        attention.setDropoutAxisAttr(axis);
       }
     // The row linear's partial sums, summed over the ranks, then its bias.
     LinearOp row = pair.row;

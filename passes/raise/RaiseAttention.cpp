@@ -8,12 +8,12 @@
 // `causal = true` (the kernels then skip masked blocks and ring attention can
 // skip whole steps); any other mask stays an operand.
 //
-// Attention whose weights pass through a dropout of nonzero probability (a
-// training-mode export) is left as its ops: the `train.dropout` keeps its site, so the emitted
-// programs draw its mask from the run's seed, the step and the element's
-// place in the global batch (Philox.h) like any other dropout, and N ranks,
-// microbatches and recomputation reproduce one rank's masks. The fused
-// kernels take no mask key yet.
+// Attention whose weights pass through a dropout (a training-mode export)
+// takes its probability and site: the fused kernels draw, element by
+// element, the mask the `train.dropout` would have drawn from the run's
+// seed, the step and the element's place in the global batch (Philox.h), so
+// N ranks, microbatches and recomputation still reproduce one rank's masks,
+// and no s x s matrix is kept.
 //
 // Grouped-query attention, its key/value heads repeated for each query head
 // of a group (Unsqueeze, Expand, Reshape), reads the unrepeated heads.
@@ -143,6 +143,9 @@ bool cachedCausal(CausalCache &cache, Value mask, int64_t sq, int64_t sk, int ki
 struct Match {
   Value query, keyTransposed, value, mask;
   double scale = 1.0;
+  /// Dropout on the probabilities and the site that keys its masks.
+  double dropout = 0.0;
+  int64_t dropoutSite = 0;
   bool causal = false;
   bool invertMask = false; // a boolean mask that is true where hidden
 };
@@ -172,11 +175,13 @@ std::optional<Match> matchAttention(MatMulOp output, CausalCache &cache) {
   Match match;
   match.value = output.getRhs();
   Value probabilities = output.getLhs();
-  // A dropout of probability zero (an export with dropout off) is the
-  // identity; any other is left as ops (see the top of the file).
+  // Dropout on the probabilities (none when its probability is zero, as in
+  // an export with dropout off) joins the op, keeping its site.
   if (auto dropout = defining<DropoutOp>(probabilities)) {
-    if (!dropout.getRatio().isZero() || !dropout.getMask().use_empty())
+    if (!dropout.getMask().use_empty() || dropout.getMeshAxis() || !dropout.getOutput().hasOneUse())
       return std::nullopt;
+    match.dropout = dropout.getRatio().convertToDouble();
+    match.dropoutSite = match.dropout == 0 ? 0 : int64_t(dropout.getSite());
     probabilities = dropout.getInput();
   }
   auto softmax = defining<SoftmaxOp>(probabilities);
@@ -260,10 +265,10 @@ struct AttentionPattern : OpRewritePattern<MatMulOp> {
     std::swap(swap[rank - 1], swap[rank - 2]);
     Value key = TransposeOp::create(rewriter, loc, match->keyTransposed,
                                              rewriter.getDenseI64ArrayAttr(swap));
-    rewriter.replaceOpWithNewOp<AttentionOp>(op, op.getType(), match->query, key, match->value,
-                                             mask, rewriter.getF32FloatAttr(match->scale),
-                                             rewriter.getBoolAttr(match->causal),
-                                             rewriter.getF32FloatAttr(0.0f), StringAttr());
+    rewriter.replaceOpWithNewOp<AttentionOp>(
+        op, op.getType(), match->query, key, match->value, mask, rewriter.getF32FloatAttr(match->scale),
+        rewriter.getBoolAttr(match->causal), rewriter.getF32FloatAttr(float(match->dropout)), StringAttr(),
+        rewriter.getI64IntegerAttr(match->dropoutSite), StringAttr());
     return success();
   }
 

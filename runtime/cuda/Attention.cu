@@ -36,6 +36,7 @@ struct Shape {
   float scale;
   bool causal;
   int64_t queryOffset, keyOffset;
+  AttentionDropout dropout;
 };
 
 /// Keys [0, result) are visible to query row i.
@@ -101,9 +102,11 @@ __global__ void forwardKernel(Shape s, const float *q, const float *k, const flo
       float newMax = fmaxf(runningMax, score);
       float correction = __expf(runningMax - newMax), p = __expf(score - newMax);
       runningSum = runningSum * correction + p;
+      // Dropout weighs the value, not the softmax's denominator.
+      float weight = p * s.dropout.factor(bh, s.queries, s.keys, row, j0 + j);
       for (int i = 0; i < kPerLane; ++i) {
         int64_t d = lane + 32 * i;
-        acc[i] = acc[i] * correction + (d < D ? p * vTileMem[j * D + d] : 0.0f);
+        acc[i] = acc[i] * correction + (d < D ? weight * vTileMem[j * D + d] : 0.0f);
       }
       runningMax = newMax;
     }
@@ -162,7 +165,7 @@ __global__ void queryGradKernel(Shape s, const float *q, const float *k, const f
     int64_t end = min(int64_t(kTile), visible - j0);
     for (int64_t j = 0; j < end; ++j) {
       float p = __expf(dotWithShared(qr, kTileMem + j * D, D) * s.scale - rowLse);
-      float dp = dotWithShared(dor, vTileMem + j * D, D);
+      float dp = dotWithShared(dor, vTileMem + j * D, D) * s.dropout.factor(bh, s.queries, s.keys, row, j0 + j);
       float ds = p * (dp - rowDelta) * s.scale;
       for (int i = 0; i < kPerLane; ++i) {
         int64_t d = lane + 32 * i;
@@ -219,13 +222,14 @@ __global__ void keyValueGradKernel(Shape s, const float *q, const float *k, cons
         if (s.causal && s.keyOffset + key > s.queryOffset + i0 + i)
           continue;
         float p = __expf(dotWithShared(kr, qTileMem + i * D, D) * s.scale - lseTile[i]);
-        float dp = dotWithShared(vr, doTileMem + i * D, D);
+        float factor = s.dropout.factor(bh, s.queries, s.keys, i0 + i, key);
+        float dp = dotWithShared(vr, doTileMem + i * D, D) * factor;
         float ds = p * (dp - deltaTile[i]) * s.scale;
         for (int c = 0; c < kPerLane; ++c) {
           int64_t d = lane + 32 * c;
           if (d < D) {
             dkAcc[c] += ds * qTileMem[i * D + d];
-            dvAcc[c] += p * doTileMem[i * D + d];
+            dvAcc[c] += p * factor * doTileMem[i * D + d];
           }
         }
       }
@@ -250,7 +254,7 @@ Shape toShape(const AttentionShape &a) {
   if (a.groups < 1 || a.batchHeads % a.groups != 0)
     fail("attention", std::to_string(a.batchHeads) + " query heads do not share key/value heads in groups of " +
                           std::to_string(a.groups));
-  return {a.queries, a.keys, a.headDim, a.groups, a.scale, a.causal, a.queryOffset, a.keyOffset};
+  return {a.queries, a.keys, a.headDim, a.groups, a.scale, a.causal, a.queryOffset, a.keyOffset, a.dropout};
 }
 
 } // namespace

@@ -389,6 +389,7 @@ __global__ void einsumKernel(const float *a, const float *b, const float *c, flo
 struct MaskedAttention {
   int64_t batch, queries, keys, headDim, valueDim;
   int64_t groups; // query heads per key/value head
+  AttentionDropout dropout;
   float scale;
   bool causal, booleanMask;
   Strided mask; // over [batch..., sq, sk] flattened to [batch * sq * sk]
@@ -433,7 +434,8 @@ __global__ void maskedAttentionForward(MaskedAttention s, const float *q, const 
     if (sum <= 0)
       continue;
     for (int64_t j = 0; j < s.keys; ++j) {
-      float p = float(exp(double(maskedScore(s, q, k, maskF, maskI, b, i, j)) - max) / sum);
+      float p = float(exp(double(maskedScore(s, q, k, maskF, maskI, b, i, j)) - max) / sum) *
+                s.dropout.factor(b, s.queries, s.keys, i, j);
       for (int64_t c = 0; c < s.valueDim; ++c)
         o[c] += p * v[(b / s.groups * s.keys + j) * s.valueDim + c];
     }
@@ -456,15 +458,16 @@ __global__ void maskedAttentionBackward(MaskedAttention s, const float *q, const
       double p = exp(double(maskedScore(s, q, k, maskF, maskI, b, i, j)) - max) / sum, g = 0;
       for (int64_t c = 0; c < s.valueDim; ++c)
         g += double(dO[c]) * v[(b / s.groups * s.keys + j) * s.valueDim + c];
-      rowDot += p * g;
+      rowDot += p * g * s.dropout.factor(b, s.queries, s.keys, i, j);
     }
     for (int64_t j = 0; j < s.keys; ++j) {
       double p = exp(double(maskedScore(s, q, k, maskF, maskI, b, i, j)) - max) / sum, g = 0;
+      double factor = s.dropout.factor(b, s.queries, s.keys, i, j);
       for (int64_t c = 0; c < s.valueDim; ++c) {
         g += double(dO[c]) * v[(b / s.groups * s.keys + j) * s.valueDim + c];
-        atomicAdd(&dv[(b / s.groups * s.keys + j) * s.valueDim + c], float(p * dO[c]));
+        atomicAdd(&dv[(b / s.groups * s.keys + j) * s.valueDim + c], float(p * factor * dO[c]));
       }
-      double ds = p * (g - rowDot) * s.scale;
+      double ds = p * (factor * g - rowDot) * s.scale;
       for (int64_t c = 0; c < s.headDim; ++c) {
         dq[row * s.headDim + c] += float(ds * k[(b / s.groups * s.keys + j) * s.headDim + c]);
         atomicAdd(&dk[(b / s.groups * s.keys + j) * s.headDim + c], float(ds * q[row * s.headDim + c]));
@@ -844,14 +847,14 @@ struct AttentionOperands {
   AttentionShape kernelShape() const {
     AttentionShape s;
     s.batchHeads = masked.batch, s.queries = masked.queries, s.keys = masked.keys, s.headDim = masked.headDim;
-    s.groups = masked.groups, s.scale = masked.scale, s.causal = masked.causal;
+    s.groups = masked.groups, s.scale = masked.scale, s.causal = masked.causal, s.dropout = masked.dropout;
     s.queryOffset = masked.keys - masked.queries;
     return s;
   }
 };
 
-AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
-                                    float scale, bool causal) {
+AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale,
+                                    bool causal, const AttentionDropout &dropout) {
   requireFloat(q, "attention");
   requireFloat(k, "attention");
   requireFloat(v, "attention");
@@ -859,7 +862,7 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
   AttentionOperands a;
   MaskedAttention &m = a.masked;
   m.batch = d.batch, m.queries = d.queries, m.keys = d.keys, m.headDim = d.headDim, m.valueDim = d.valueDim;
-  m.groups = d.groups, m.scale = scale, m.causal = causal;
+  m.groups = d.groups, m.scale = scale, m.causal = causal, m.dropout = dropout;
   a.outShape = d.output;
   a.fused = !mask && m.headDim == m.valueDim;
   if (mask) {
@@ -871,8 +874,9 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
 
 } // namespace
 
-Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal) {
-  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal,
+                 const AttentionDropout &dropout) {
+  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal, dropout);
   Tensor out = Tensor::zeros(a.outShape);
   if (a.fused) {
     Tensor lse = Tensor::zeros({a.masked.batch * a.masked.queries});
@@ -888,8 +892,8 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
 }
 
 std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
-                                  const Tensor &dOut, float scale, bool causal) {
-  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
+                                  const Tensor &dOut, float scale, bool causal, const AttentionDropout &dropout) {
+  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal, dropout);
   Tensor dq = Tensor::zeros(q.shape), dk = Tensor::zeros(k.shape), dv = Tensor::zeros(v.shape);
   if (a.fused) {
     Tensor o = Tensor::zeros(dOut.shape), lse = Tensor::zeros({a.masked.batch * a.masked.queries});

@@ -7,7 +7,8 @@
 # two GPUs with ZeRO-2 (the trainer's collectives), one with ZeRO-3 (weights
 # gathered as the step reads them), one over four with ZeRO-1; one offloads
 # the optimizer, one recomputes every layer, and one draws dropout masks from
-# the step's randomness; five split the model over two GPUs (tensor
+# the step's randomness (GPT-2 with dropout inside its fused attention, its
+# heads over two GPUs); five split the model over two GPUs (tensor
 # parallelism, Megatron sequence parallelism, all-to-all and ring attention)
 # and one over a tensor and a sequence axis of two each; one is a 2 x 2 tensor
 # grid (2D, SUMMA's products staged through host memory);
@@ -21,7 +22,7 @@ compiler=$1 fixtures=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 status=0
 for build in mlp:fp32 gpt2:fp32 bert:fp32 llama:fp32 gpt2:bf16 llama:fp16 gpt2:fp32:zero2 gpt2:fp32:zero3 \
-             llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_mlp:fp32 \
+             llama:fp32:zero1 bert:fp32:offload gpt2:fp32:recompute special/dropout_gpt2:fp32:tp2 \
              gpt2:fp32:tp2 bert:fp32:tp2 gpt2:fp32:megatron llama:fp32:ulysses gpt2:fp32:ring llama_4heads:fp32:tpsp \
              gpt2_4heads:fp32:grid2d gpt2:fp32:tesseract llama:fp32:cube \
              special/large_constants:fp32 gpt2:fp32:pp2 gpt2_4layers:fp32:interleaved; do

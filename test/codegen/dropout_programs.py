@@ -5,14 +5,20 @@ dropout site, the step and the element's place in the global batch.
 On test/fixtures/special/dropout_mlp.onnx (two training-mode dropouts,
 p = 0.25), dropout_attention.onnx (causal self-attention exported in
 training mode: dropout on the attention weights and on the block's output)
-and encoder_layers.onnx (PyTorch's nn.TransformerEncoder of three layers,
-dropout 0.1 in four places per layer, a key padding mask):
+encoder_layers.onnx (PyTorch's nn.TransformerEncoder of three layers,
+dropout 0.1 in four places per layer, a key padding mask) and dropout_gpt2.onnx
+(GPT-2 of 4 heads, dropout 0.1 on the attention probabilities and the MLP
+output), whose attention is raised with its dropout (the fused kernels draw
+the masks the unfused ops would):
 - two ranks and two microbatches draw the single rank's masks, so their
   losses and final weights equal the single-rank program's within 1e-5;
 - with a zero learning rate and fixed data (the first two models), each
   step's loss differs (each step draws new masks), a resumed run repeats the
   uninterrupted one's, and another --seed gives other masks;
-- the sites have distinct numbers in the emitted step.
+- the sites have distinct numbers in the emitted step;
+- GPT-2's heads split over a tensor axis (tp=2, alone and with Megatron's
+  sequence parallelism) or a sequence axis's all-to-all draw their slice of
+  one rank's masks: the same losses; ring attention refuses dropout, named.
 
   dropout_programs.py COMPILER FIXTURES WORKDIR MPIRUN
 """
@@ -29,7 +35,8 @@ from fixture_runs import safetensors  # noqa: E402
 COMPILER, FIXTURES, WORK, MPIRUN = sys.argv[1:5]
 # Each model with its dropout sites and the shape of its float input (None:
 # token inputs, trained on synthetic data only).
-MODELS = {"dropout_mlp": (2, (6,)), "dropout_attention": (2, (8, 16)), "encoder_layers": (12, None)}
+MODELS = {"dropout_mlp": (2, (6,)), "dropout_attention": (2, (8, 16)), "encoder_layers": (12, None),
+          "dropout_gpt2": (4, None)}
 MPI_FLAGS = ["--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca",
              "btl_vader_single_copy_mechanism", "none"]
 failures = []
@@ -108,7 +115,7 @@ for model in MODELS:
         # added to a row of scores), only rounding noise that differs with
         # the summation order; AdamW would scale that noise up to lr-sized
         # steps, so the encoder trains with SGD.
-        optimizer = ["sgd", "--lr", "0.1"] if model == "encoder_layers" else ["adamw", "--lr", "0.01"]
+        optimizer = ["sgd", "--lr", "0.1"] if model in ("encoder_layers", "dropout_gpt2") else ["adamw", "--lr", "0.01"]
         flags = ["--steps", "6", "--optimizer", *optimizer]
         one = train(single, f"{model}-one", *flags, "--save", f"{work}/ck-one")
         two = train(parallel, f"{model}-dp2", *flags, "--save", f"{work}/ck-dp2", ranks=2)
@@ -120,6 +127,23 @@ for model in MODELS:
                   f"worst weight error {weight_error:.2e}")
             check(loss_error <= 1e-5, f"{model} {tag}: losses {got} differ from one rank's {one}")
             check(weight_error <= 1e-5, f"{model} {tag}: final weights differ from one rank's by {weight_error:.2e}")
+        if model == "dropout_gpt2":
+            source = open(f"{single}/train_step.cpp").read()
+            check("softmax(" not in source and source.count(" attention(") == 2,
+                  f"{model}: attention under dropout is not raised into the step's two attention calls")
+            for strategy in ["tp=2", "tp=2,sp_mode=megatron", "sp=2,sp_mode=all-to-all"]:
+                program = f"{work}/{strategy.replace(',', '-').replace('=', '')}"
+                if not build(model, program, "--gpus", "2", "--strategy", strategy):
+                    continue
+                got = train(program, f"{model}-{strategy}", *flags, ranks=2)
+                loss_error = worst_relative(got, one)
+                print(f"{model} {strategy:23}: worst loss error vs 1 rank {loss_error:.2e}")
+                check(loss_error <= 1e-5, f"{model} {strategy}: losses {got} differ from one rank's {one}")
+            ring = subprocess.run([COMPILER, f"{FIXTURES}/special/{model}.onnx", "-o", f"{work}/ring", "--quiet",
+                                   "--batch", "4", "--seq", "8", "--gpus", "2", "--strategy", "sp=2,sp_mode=ring"],
+                                  capture_output=True, text=True)
+            check(ring.returncode != 0 and "ring sequence parallelism does not take attention dropout" in ring.stderr,
+                  f"{model}: ring attention under dropout is not refused by name: {ring.stderr[-800:]}")
 
         # Fixed data (no new batch per step needs a feed: write one) and a zero
         # learning rate: only the masks change from step to step.

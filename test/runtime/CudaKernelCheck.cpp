@@ -243,11 +243,21 @@ void checkLongReductions(Stream s) {
 }
 
 void checkAttention(Stream s) {
-  // Plain, then grouped-query (three query heads per key/value head).
-  for (auto [causal, groups] : {std::pair(false, 1), std::pair(true, 1), std::pair(true, 3)}) {
+  // Plain, grouped-query (three query heads per key/value head), then
+  // under dropout (the masks the host draws).
+  struct Case {
+    bool causal;
+    int64_t groups;
+    float dropout;
+  };
+  for (Case c : {Case{false, 1, 0.0f}, Case{true, 1, 0.0f}, Case{true, 3, 0.0f}, Case{true, 3, 0.1f}}) {
+    bool causal = c.causal;
+    int64_t groups = c.groups;
     AttentionShape a;
     a.batchHeads = 6, a.queries = 300, a.keys = 300, a.headDim = 64, a.scale = 0.125f, a.causal = causal;
     a.groups = groups;
+    if (c.dropout > 0)
+      a.dropout = attentionDropout(c.dropout, dropoutKeyFor(1, 2, 0, 3, 6 * 300 * 300), 6);
     size_t qn = size_t(a.batchHeads * a.queries * a.headDim), kn = qn / size_t(groups);
     auto q = randomVector(qn, 10), k = randomVector(kn, 11), v = randomVector(kn, 12), dO = randomVector(qn, 13);
     std::vector<float> o(qn), lse(size_t(a.batchHeads * a.queries)), dq(qn), dk(kn), dv(kn);
@@ -257,7 +267,8 @@ void checkAttention(Stream s) {
     DeviceVector<float> Q(q), K(k), V(v), DO(dO), O(qn), L(lse.size()), DQ(qn), DK(kn), DV(kn);
     cuda::attentionForward(s, a, Q.data, K.data, V.data, O.data, L.data);
     cuda::attentionBackward(s, a, Q.data, K.data, V.data, O.data, DO.data, L.data, DQ.data, DK.data, DV.data);
-    std::string tag = std::string(causal ? "attention causal " : "attention ") + (groups > 1 ? "grouped " : "");
+    std::string tag = std::string(causal ? "attention causal " : "attention ") + (groups > 1 ? "grouped " : "") +
+                      (c.dropout > 0 ? "dropout " : "");
     compare(tag + "forward", O.host(), o, 1e-4, 1e-5);
     compare(tag + "lse", L.host(), lse, 1e-5, 1e-5);
     compare(tag + "dq", DQ.host(), dq, 1e-3, 1e-5);

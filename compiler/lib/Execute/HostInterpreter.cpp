@@ -348,6 +348,20 @@ int64_t headGroups(const HostValue &q, const HostValue &k) {
   return rank >= 3 ? q.shape[rank - 3] / k.shape[rank - 3] : 1;
 }
 
+/// The dropout masks of attention's probabilities: a train.dropout's over
+/// them (site `site`, step 0, block 0 under run seed 0, as the dropout op's).
+rt::AttentionDropout attentionDropout(double ratio, int64_t site, const HostValue &q, const HostValue &k) {
+  rt::AttentionDropout dropout;
+  if (ratio == 0)
+    return dropout;
+  size_t rank = q.shape.size();
+  int64_t scores = product(q.shape, 0, rank - 1) * k.shape[rank - 2];
+  dropout.ratio = float(ratio);
+  dropout.key = rt::dropoutKeyFor(0, 0, 0, site, scores);
+  dropout.heads = dropout.wholeHeads = rank >= 3 ? q.shape[rank - 3] : 1;
+  return dropout;
+}
+
 /// Where the mask's value for every attention score [batch..., sq, sk] is
 /// (empty without a mask).
 rt::MaskLayout scoreLayout(const HostValue &q, const HostValue &k, const HostValue *mask) {
@@ -371,10 +385,13 @@ HostValue attention(train::AttentionOp op, const HostValue &q, const HostValue &
   size_t rank = q.shape.size();
   int64_t sq = q.shape[rank - 2], d = q.shape[rank - 1], sk = k.shape[rank - 2], dv = v.shape[rank - 1];
   int64_t batch = product(q.shape, 0, rank - 2);
-  double scale = op.getScale().convertToDouble(), dropout = op.getDropout().convertToDouble();
+  double scale = op.getScale().convertToDouble();
+  rt::AttentionDropout dropout =
+      attentionDropout(op.getDropout().convertToDouble(), int64_t(op.getDropoutSite()), q, k);
   bool causal = op.getCausal();
-  if (!mask && dropout == 0 && d == dv && isF32(q.elementType)) {
+  if (!mask && d == dv && isF32(q.elementType)) {
     rt::AttentionShape s;
+    s.dropout = dropout;
     s.batchHeads = batch, s.queries = sq, s.keys = sk, s.headDim = d, s.groups = headGroups(q, k);
     s.scale = float(scale), s.causal = causal;
     // The kernel's causal rule (key j visible to query i when j <= i) is the
@@ -609,9 +626,12 @@ std::vector<HostValue> attentionGrad(train::AttentionGradOp op, const HostValue 
   int64_t sq = q.shape[rank - 2], d = q.shape[rank - 1], sk = k.shape[rank - 2], dvd = v.shape[rank - 1];
   int64_t batch = product(q.shape, 0, rank - 2);
   double scale = op.getScale().convertToDouble();
+  rt::AttentionDropout dropout =
+      attentionDropout(op.getDropout().convertToDouble(), int64_t(op.getDropoutSite()), q, k);
   bool causal = op.getCausal();
   if (!mask && d == dvd && isF32(q.elementType)) {
     rt::AttentionShape s;
+    s.dropout = dropout;
     s.batchHeads = batch, s.queries = sq, s.keys = sk, s.headDim = d, s.groups = headGroups(q, k);
     s.scale = float(scale), s.causal = causal;
     s.queryOffset = sk - sq;
@@ -627,7 +647,7 @@ std::vector<HostValue> attentionGrad(train::AttentionGradOp op, const HostValue 
     return {dq, dk, dv};
   }
   rt::MaskLayout layout = scoreLayout(q, k, mask);
-  rt::ReferenceAttentionShape shape{batch, sq, sk, d, dvd, scale, causal, 0.0, headGroups(q, k)};
+  rt::ReferenceAttentionShape shape{batch, sq, sk, d, dvd, scale, causal, dropout, headGroups(q, k)};
   rt::referenceAttentionBackward(shape, q.data.data(), k.data.data(), v.data.data(), maskOf(mask, layout),
                                  dO.data.data(), dq.data.data(), dk.data.data(), dv.data.data());
   finish(dq), finish(dk), finish(dv);
@@ -776,7 +796,7 @@ std::vector<HostValue> evaluate(Operation *op, const std::vector<const HostValue
                                 const std::map<std::string, HostValue> &parameters) {
   // One rank's slice of a partitioned op needs the other ranks' slices.
   StringAttr axis = op->getAttrOfType<StringAttr>("mesh_axis");
-  for (const char *name : {"token_axis", "ring_axis"})
+  for (const char *name : {"token_axis", "ring_axis", "dropout_axis"})
     if (!axis)
       axis = op->getAttrOfType<StringAttr>(name);
   if (axis)

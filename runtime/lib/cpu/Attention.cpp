@@ -65,9 +65,11 @@ void attentionForward(Stream, const AttentionShape &s, const float *q, const flo
         for (int64_t j = j0; j < j1; ++j) {
           double p = std::exp(scores[size_t(j - j0)] - blockMax);
           runningSum += p;
+          // Dropout weighs the value, not the softmax's denominator.
+          double weight = p * s.dropout.factor(bh, s.queries, s.keys, i, j);
           const float *vj = vb + j * D;
           for (int64_t d = 0; d < D; ++d)
-            accumulator[size_t(d)] += p * vj[d];
+            accumulator[size_t(d)] += weight * vj[d];
         }
         runningMax = blockMax;
       }
@@ -109,12 +111,15 @@ void attentionBackward(Stream, const AttentionShape &s, const float *q, const fl
       for (int64_t j = 0; j < visible; ++j) {
         const float *kj = kb + j * D, *vj = vb + j * D;
         double p = std::exp(double(dot(qi, kj, D)) * s.scale - rowLse);
-        double dp = dot(doi, vj, D);
+        double factor = s.dropout.factor(bh, s.queries, s.keys, i, j);
+        // The dropped probabilities' gradient, then the softmax's (D_i is
+        // dO . O with O under dropout: the row's sum of p * its gradient).
+        double dp = factor * double(dot(doi, vj, D));
         double ds = p * (dp - di) * s.scale;
         for (int64_t d = 0; d < D; ++d) {
           dqRow[size_t(d)] += ds * kj[d];
           dkb[j * D + d] += float(ds * qi[d]);
-          dvb[j * D + d] += float(p * doi[d]);
+          dvb[j * D + d] += float(p * factor * doi[d]);
         }
       }
       for (int64_t d = 0; d < D; ++d)

@@ -472,7 +472,7 @@ struct AttentionOperands {
   AttentionShape kernelShape() const {
     AttentionShape s;
     s.batchHeads = shape.batch, s.queries = shape.queries, s.keys = shape.keys, s.headDim = shape.headDim;
-    s.groups = shape.groups, s.scale = float(shape.scale), s.causal = shape.causal;
+    s.groups = shape.groups, s.scale = float(shape.scale), s.causal = shape.causal, s.dropout = shape.dropout;
     // The kernel's causal rule (key j visible to query i when j <= i) is the
     // op's (j <= i + sk - sq) with the queries' offset sk - sq.
     s.queryOffset = shape.keys - shape.queries;
@@ -480,8 +480,8 @@ struct AttentionOperands {
   }
 };
 
-AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
-                                    float scale, bool causal) {
+AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale,
+                                    bool causal, const AttentionDropout &dropout) {
   requireFloat(q, "attention");
   requireFloat(k, "attention");
   requireFloat(v, "attention");
@@ -489,7 +489,7 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
   AttentionOperands a;
   a.shape.batch = d.batch, a.shape.queries = d.queries, a.shape.keys = d.keys;
   a.shape.headDim = d.headDim, a.shape.valueDim = d.valueDim, a.shape.groups = d.groups, a.outShape = d.output;
-  a.shape.scale = scale, a.shape.causal = causal;
+  a.shape.scale = scale, a.shape.causal = causal, a.shape.dropout = dropout;
   a.fused = !mask && a.shape.headDim == a.shape.valueDim;
   if (mask) {
     requireBroadcast(d.scores, mask->shape, "attention mask");
@@ -505,8 +505,9 @@ AttentionOperands attentionOperands(const Tensor &q, const Tensor &k, const Tens
 
 } // namespace
 
-Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal) {
-  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal,
+                 const AttentionDropout &dropout) {
+  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal, dropout);
   Tensor out = Tensor::zeros(a.outShape);
   if (!a.fused) {
     referenceAttentionForward(a.shape, q.floats.data(), k.floats.data(), v.floats.data(), a.mask(), out.floats.data());
@@ -519,8 +520,8 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor
 }
 
 std::vector<Tensor> attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
-                                  const Tensor &dOut, float scale, bool causal) {
-  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal);
+                                  const Tensor &dOut, float scale, bool causal, const AttentionDropout &dropout) {
+  AttentionOperands a = attentionOperands(q, k, v, mask, scale, causal, dropout);
   requireShape(dOut, a.outShape, "attention_grad");
   Tensor dq = Tensor::zeros(q.shape), dk = Tensor::zeros(k.shape), dv = Tensor::zeros(v.shape);
   if (!a.fused) {

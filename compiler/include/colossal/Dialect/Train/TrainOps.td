@@ -501,10 +501,13 @@ def Train_AttentionOp : Train_ComputeOp<"attention"> {
     from MatMul, scale, mask, Softmax and MatMul. With `causal`, position i
     attends to positions <= i + (sk - sq). An explicit `mask` is either
     additive (float) or boolean (true keeps). `dropout` is the probability
-    applied to the attention weights; the raiser leaves attention with
-    dropout as its ops (their `train.dropout` carries the site that keys its
-    mask), so only IR written with it sets it: the interpreter runs it, the
-    autodiff and the emitters refuse it.
+    applied to the attention weights, whose mask is the one a `train.dropout`
+    of site `dropout_site` over the whole probabilities [..., sq, sk] would
+    draw (keyed by the run's seed, the site, the step and the element's
+    place in the global batch), so raising a dropout into the op changes no
+    mask. With `dropout_axis`, the heads (the dimension before the tokens)
+    are this rank's slice of the whole's over that mesh axis, and the masks
+    that slice of the whole's.
 
     With `ring_axis` (ring self-attention, inserted by sequence
     parallelism), each rank of that mesh axis holds its slice of the tokens
@@ -535,7 +538,8 @@ def Train_AttentionOp : Train_ComputeOp<"attention"> {
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
                        Optional<AnyRankedTensor>:$mask,
                        F32Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout, OptionalAttr<StrAttr>:$ring_axis);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout, OptionalAttr<StrAttr>:$ring_axis,
+                       DefaultValuedAttr<I64Attr, "0">:$dropout_site, OptionalAttr<StrAttr>:$dropout_axis);
   let results = (outs AnyRankedTensor:$result);
 }
 
@@ -935,14 +939,17 @@ def Train_AttentionGradOp : Train_GradOp<"attention_grad"> {
     Recomputes the attention probabilities (as the fused backward kernels do:
     no s x s matrix is kept from the forward pass) and yields dq, dk, dv
     (under grouped-query attention, dk and dv summed over each group). The
-    mask, when present, receives no gradient; attention dropout must be 0.
+    mask, when present, receives no gradient; dropout draws the forward
+    op's masks again (`dropout`, `dropout_site`, `dropout_axis` as there).
     With `ring_axis`, the forward ring runs again, then the keys and values
     go around once more with their gradients' partial sums, which end on the
     ranks that hold them.
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
                        Optional<AnyRankedTensor>:$mask, AnyRankedTensor:$result_grad, F32Attr:$scale,
-                       DefaultValuedAttr<BoolAttr, "false">:$causal, OptionalAttr<StrAttr>:$ring_axis);
+                       DefaultValuedAttr<BoolAttr, "false">:$causal, OptionalAttr<StrAttr>:$ring_axis,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout, DefaultValuedAttr<I64Attr, "0">:$dropout_site,
+                       OptionalAttr<StrAttr>:$dropout_axis);
   let results = (outs AnyRankedTensor:$query_grad, AnyRankedTensor:$key_grad, AnyRankedTensor:$value_grad);
 }
 

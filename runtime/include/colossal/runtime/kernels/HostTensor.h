@@ -18,8 +18,9 @@
 #define COLOSSAL_RUNTIME_HOSTTENSOR_H
 
 #include "colossal/runtime/DType.h"
-#include "colossal/runtime/kernels/Philox.h"
 #include "colossal/runtime/TrackedAllocator.h"
+#include "colossal/runtime/kernels/AttentionDropout.h"
+#include "colossal/runtime/kernels/Philox.h"
 
 #include <cstdint>
 #include <optional>

@@ -17,6 +17,7 @@
 #define COLOSSAL_RUNTIME_KERNELS_H
 
 #include "colossal/runtime/DType.h"
+#include "colossal/runtime/kernels/AttentionDropout.h"
 
 #include <cstdint>
 
@@ -47,12 +48,14 @@ enum class GeluApproximation { None, Tanh };
 /// row sees no key; its output is then 0). Grouped-query attention: `groups`
 /// consecutive query heads share one key/value head, so q is [batchHeads,
 /// ...] and k, v are [batchHeads / groups, ...]; dk and dv sum over the
-/// group.
+/// group. Under `dropout` the output weighs each value by its probability
+/// times the dropout's factor; the log-sum-exp is the undropped softmax's.
 struct AttentionShape {
   int64_t batchHeads = 1, queries = 0, keys = 0, headDim = 0, groups = 1;
   float scale = 1.0f;
   bool causal = false;
   int64_t queryOffset = 0, keyOffset = 0;
+  AttentionDropout dropout;
 };
 
 namespace cpu {

@@ -12,7 +12,7 @@
 #ifndef COLOSSAL_RUNTIME_REFERENCEATTENTION_H
 #define COLOSSAL_RUNTIME_REFERENCEATTENTION_H
 
-#include "colossal/runtime/kernels/Philox.h"
+#include "colossal/runtime/kernels/AttentionDropout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,8 +26,8 @@ struct ReferenceAttentionShape {
   int64_t batch = 1, queries = 0, keys = 0, headDim = 0, valueDim = 0;
   double scale = 1.0;
   bool causal = false;
-  /// Attention dropout (Philox with seed 0, as the interpreter's).
-  double dropout = 0.0;
+  /// Dropout on the probabilities (AttentionDropout.h).
+  AttentionDropout dropout;
   /// Grouped-query attention: query batch b reads key/value batch b / groups.
   int64_t groups = 1;
 };
@@ -122,11 +122,7 @@ void referenceAttentionForward(const ReferenceAttentionShape &s, const T *q, con
       detail::attentionRow(s, q, k, mask, b, i, p);
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = 0; j < s.keys; ++j) {
-        double weight = p[size_t(j)];
-        if (s.dropout > 0)
-          weight = dropoutKeeps(0, 0, uint64_t((b * s.queries + i) * s.keys + j), float(s.dropout))
-                       ? weight / (1 - s.dropout)
-                       : 0.0;
+        double weight = p[size_t(j)] * s.dropout.factor(b, s.queries, s.keys, i, j);
         for (int64_t c = 0; c < s.valueDim; ++c)
           acc[size_t(c)] += weight * double(v[(b / s.groups * s.keys + j) * s.valueDim + c]);
       }
@@ -135,7 +131,7 @@ void referenceAttentionForward(const ReferenceAttentionShape &s, const T *q, con
     }
 }
 
-/// Gradients without dropout; dq, dk and dv are zeroed by the caller.
+/// Gradients; dq, dk and dv are zeroed by the caller.
 template <typename T>
 void referenceAttentionBackward(const ReferenceAttentionShape &s, const T *q, const T *k, const T *v,
                                 const AttentionMask<T> &mask, const T *dOut, T *dq, T *dk, T *dv) {
@@ -147,13 +143,13 @@ void referenceAttentionBackward(const ReferenceAttentionShape &s, const T *q, co
       const T *dO = dOut + (b * s.queries + i) * s.valueDim;
       double rowDot = 0;
       for (int64_t j = 0; j < s.keys; ++j) {
-        double g = 0;
+        double g = 0, factor = s.dropout.factor(b, s.queries, s.keys, i, j);
         for (int64_t c = 0; c < s.valueDim; ++c)
           g += double(dO[c]) * double(v[(kv * s.keys + j) * s.valueDim + c]);
-        dp[size_t(j)] = g;
-        rowDot += p[size_t(j)] * g;
+        dp[size_t(j)] = factor * g;
+        rowDot += p[size_t(j)] * dp[size_t(j)];
         for (int64_t c = 0; c < s.valueDim; ++c)
-          dv[(kv * s.keys + j) * s.valueDim + c] += T(p[size_t(j)] * double(dO[c]));
+          dv[(kv * s.keys + j) * s.valueDim + c] += T(p[size_t(j)] * factor * double(dO[c]));
       }
       for (int64_t j = 0; j < s.keys; ++j) {
         double ds = p[size_t(j)] * (dp[size_t(j)] - rowDot) * s.scale;
