@@ -76,7 +76,9 @@ template <typename LossOp> std::string vocabularyAxisOf(LossOp loss) {
 
 /// The trailing dropout argument of attention and its gradient (none
 /// without dropout): the step's key for the site over the whole
-/// probabilities, of which a rank of `dropout_axis` holds a slice of heads.
+/// probabilities, of which a rank of `dropout_axis` holds a slice of heads,
+/// and a rank of a ring its queries' rows against every key (the whole has
+/// the ring's ranks squared times the rank's scores).
 template <typename AttentionLike> std::string attentionDropoutOf(AttentionLike op) {
   if (op.getDropout().isZero())
     return "";
@@ -84,12 +86,16 @@ template <typename AttentionLike> std::string attentionDropoutOf(AttentionLike o
   int64_t rank = q.getRank(), heads = rank >= 3 ? q.getDimSize(rank - 3) : 1;
   int64_t scores =
       q.getNumElements() / q.getDimSize(rank - 1) * cast<ShapedType>(op.getKey().getType()).getDimSize(rank - 2);
-  std::string slice = "0", slices = "1";
-  if (std::optional<StringRef> axis = op.getDropoutAxis())
-    slice = "collectives.rankOn(\"" + axis->str() + "\")", slices = "collectives.ranksOn(\"" + axis->str() + "\")";
+  std::string slice = "0", slices = "1", whole = std::to_string(scores);
+  if (std::optional<StringRef> axis = op.getDropoutAxis()) {
+    slice = "collectives.rankOn(" + quoted(*axis) + ")", slices = "collectives.ranksOn(" + quoted(*axis) + ")";
+    whole += " * " + slices;
+  }
+  if (std::optional<StringRef> axis = op.getRingAxis())
+    whole += " * collectives.ranksOn(" + quoted(*axis) + ") * collectives.ranksOn(" + quoted(*axis) + ")";
   return ", attentionDropout(" + floatLiteral(op.getDropout().convertToDouble()) + ", random.dropoutKey(" +
-         std::to_string(int64_t(op.getDropoutSite())) + ", " + std::to_string(scores) + " * " + slices + "), " +
-         std::to_string(heads) + ", " + slice + ", " + slices + ")";
+         std::to_string(int64_t(op.getDropoutSite())) + ", " + whole + "), " + std::to_string(heads) + ", " + slice +
+         ", " + slices + ")";
 }
 
 } // namespace
@@ -224,12 +230,10 @@ LogicalResult StepEmitter::emitOp(Operation *op, const std::map<std::string, siz
     return one("summaLinear(" + in(0) + ", " + in(1) + ", collectives, " + quoted(g.getRowAxis()) + ", " +
                quoted(g.getColumnAxis()) + ", " + (g.getTransposeWeight() ? "true" : "false") + ")");
   if (auto a = dyn_cast<AttentionOp>(op)) {
-    if (a.getRingAxis() && !a.getDropout().isZero())
-      return op->emitError() << "ring attention with dropout has no lowering yet";
     if (std::optional<StringRef> axis = a.getRingAxis())
       return one("ringAttention(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + optionalRef(a.getMask()) + ", " +
                  floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") +
-                 ", collectives, " + quoted(*axis) + ")");
+                 ", collectives, " + quoted(*axis) + attentionDropoutOf(a) + ")");
     return one("attention(" + in(0) + ", " + in(1) + ", " + in(2) + ", " + optionalRef(a.getMask()) + ", " +
                floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") +
                attentionDropoutOf(a) + ")");
@@ -352,7 +356,8 @@ LogicalResult StepEmitter::emitOp(Operation *op, const std::map<std::string, siz
       return defineAll(op, "ringAttentionGrad(" + ref(a.getQuery()) + ", " + ref(a.getKey()) + ", " +
                                ref(a.getValue()) + ", " + optionalRef(a.getMask()) + ", " + ref(a.getResultGrad()) +
                                ", " + floatLiteral(a.getScale().convertToDouble()) + ", " +
-                               (a.getCausal() ? "true" : "false") + ", collectives, " + quoted(*axis) + ")");
+                               (a.getCausal() ? "true" : "false") + ", collectives, " + quoted(*axis) +
+                               attentionDropoutOf(a) + ")");
     return defineAll(op, "attentionGrad(" + ref(a.getQuery()) + ", " + ref(a.getKey()) + ", " + ref(a.getValue()) +
                              ", " + optionalRef(a.getMask()) + ", " + ref(a.getResultGrad()) + ", " +
                              floatLiteral(a.getScale().convertToDouble()) + ", " + (a.getCausal() ? "true" : "false") +

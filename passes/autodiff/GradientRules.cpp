@@ -521,8 +521,6 @@ LogicalResult GradientRuleSet::networkRules(bool &handled) {
     return success();
   }
   if (auto a = dyn_cast<AttentionOp>(op)) {
-    if (a.getRingAxis() && !a.getDropout().isZero())
-      return op->emitError("autodiff: ring attention with dropout has no gradient rule yet");
     auto grad = AttentionGradOp::create(builder, op->getLoc(), typeOf(a.getQuery()), typeOf(a.getKey()),
                                         typeOf(a.getValue()), a.getQuery(), a.getKey(), a.getValue(), a.getMask(), dy,
                                         a.getScaleAttr(), a.getCausalAttr(), a.getRingAxisAttr(), a.getDropoutAttr(),

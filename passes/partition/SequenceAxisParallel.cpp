@@ -225,13 +225,10 @@ LogicalResult Partitioner::visitAttention(AttentionOp attention) {
                                    << " ranks its heads of attention (all-to-all), and " << type << " has "
                                    << type.getDimSize(1) << " heads, which do not divide by " << ranks_;
   }
-  if (!attention.getDropout().isZero()) {
+  if (!attention.getDropout().isZero() && algorithm_ == SequenceAlgorithm::AllToAll) {
     // All-to-all leaves each rank its heads of every token: the masks are
-    // the rank's heads' slice of the whole's. A ring's blocks of keys would
-    // need their own place in the mask.
-    if (algorithm_ == SequenceAlgorithm::Ring)
-      return attention.emitError() << "ring sequence parallelism does not take attention dropout yet (all-to-all "
-                                      "does: sp_mode=all-to-all)";
+    // the rank's heads' slice of the whole's. (A ring indexes them by its
+    // queries' and each key block's places in the sequence.)
     if (attention.getDropoutAxis())
       return attention.emitError() << "sequence parallelism splits heads that the " << *attention.getDropoutAxis()
                                    << " axis split already, and attention dropout keys its masks by one axis's heads";

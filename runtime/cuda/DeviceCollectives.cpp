@@ -99,18 +99,18 @@ Tensor tokenSplitCrossEntropyGrad(const Tensor &scores, const Tensor &labels, co
 }
 
 Tensor ringAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal,
-                     Collectives &collectives, const std::string &axis) {
+                     Collectives &collectives, const std::string &axis, const AttentionDropout &dropout) {
   std::unique_ptr<host::Tensor> hostMask = downloadOptional(mask);
   return upload(host::ringAttention(download(q), download(k), download(v), hostMask.get(), scale, causal,
-                                    collectives.host(), axis));
+                                    collectives.host(), axis, dropout));
 }
 
 std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
                                       const Tensor &dOut, float scale, bool causal, Collectives &collectives,
-                                      const std::string &axis) {
+                                      const std::string &axis, const AttentionDropout &dropout) {
   std::unique_ptr<host::Tensor> hostMask = downloadOptional(mask);
-  return uploadAll(host::ringAttentionGrad(download(q), download(k), download(v), hostMask.get(), download(dOut),
-                                           scale, causal, collectives.host(), axis));
+  return uploadAll(host::ringAttentionGrad(download(q), download(k), download(v), hostMask.get(), download(dOut), scale,
+                                           causal, collectives.host(), axis, dropout));
 }
 
 Tensor summaLinear(const Tensor &x, const Tensor &w, Collectives &collectives, const std::string &row,

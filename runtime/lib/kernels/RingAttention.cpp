@@ -86,6 +86,12 @@ struct Ring {
   int64_t rank = 0, ranks = 1;
   double scale = 1.0;
   bool causal = false;
+  AttentionDropout dropout;
+  /// The dropout's factor for query row (g, i) of this rank and key c of
+  /// block `owner`: their places in the whole sequence index the masks.
+  double factor(const Dims &d, int64_t g, int64_t i, int64_t owner, int64_t c) const {
+    return dropout.factor(g, ranks * d.queries, ranks * d.keys, rank * d.queries + i, owner * d.keys + c);
+  }
   /// Block `owner`'s keys are all after this rank's last query.
   bool skips(const Dims &d, int64_t owner) const {
     return causal && owner * d.keys > rank * d.queries + d.queries - 1;
@@ -122,7 +128,7 @@ struct Online {
   TrackedVector<double> maximum, denominator, sum;
 };
 
-/// Calls `fold(row, g, i, scores)` for every query row of this rank against
+/// Calls `fold(row, g, owner, scores)` for every query row of this rank against
 /// each block of keys as it comes around the ring (blocks fully hidden by
 /// the causal mask skipped), passing the blocks on after every step but the
 /// last.
@@ -136,7 +142,7 @@ void aroundTheRing(const Dims &d, const Ring &ring, const Tensor &q, Blocks &blo
       for (int64_t g = 0; g < d.batch * d.heads; ++g)
         for (int64_t i = 0; i < d.queries; ++i)
           if (scoresOf(d, ring, q.floats.data(), blocks, owner, g, i, scores))
-            fold(g * d.queries + i, g, scores);
+            fold(g * d.queries + i, g, owner, scores);
     if (step + 1 < ring.ranks)
       blocks.data = shifted(std::move(blocks.data), collectives, axis);
   }
@@ -148,7 +154,7 @@ Online forwardRing(const Dims &d, const Ring &ring, const Tensor &q, Blocks bloc
   Online o{scratch<double>(size_t(d.rows()), -std::numeric_limits<double>::infinity()),
            scratch<double>(size_t(d.rows()), 0.0), scratch<double>(size_t(d.rows() * d.valueSize), 0.0)};
   aroundTheRing(d, ring, q, blocks, collectives, axis,
-                [&](int64_t row, int64_t g, const std::vector<double> &scores) {
+                [&](int64_t row, int64_t g, int64_t owner, const std::vector<double> &scores) {
                   double blockMax = -std::numeric_limits<double>::infinity();
                   for (double s : scores)
                     if (!std::isnan(s))
@@ -164,25 +170,28 @@ Online forwardRing(const Dims &d, const Ring &ring, const Tensor &q, Blocks bloc
                       continue;
                     double p = std::exp(scores[size_t(c)] - maximum);
                     o.denominator[size_t(row)] += p;
+                    // Dropout weighs the value, not the denominator.
+                    double weight = p * ring.factor(d, g, row % d.queries, owner, c);
                     const float *vc = blocks.value() + d.keyRow(g, c) * d.valueSize;
                     for (int64_t e = 0; e < d.valueSize; ++e)
-                      sum[e] += p * double(vc[e]);
+                      sum[e] += weight * double(vc[e]);
                   }
                   o.maximum[size_t(row)] = maximum;
                 });
   return o;
 }
 
-Ring ringOf(float scale, bool causal, StepCollectives &collectives, const std::string &axis) {
-  return Ring{collectives.rankOn(axis), collectives.ranksOn(axis), double(scale), causal};
+Ring ringOf(float scale, bool causal, StepCollectives &collectives, const std::string &axis,
+            const AttentionDropout &dropout) {
+  return Ring{collectives.rankOn(axis), collectives.ranksOn(axis), double(scale), causal, dropout};
 }
 
 } // namespace
 
 Tensor ringAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal,
-                     StepCollectives &collectives, const std::string &axis) {
+                     StepCollectives &collectives, const std::string &axis, const AttentionDropout &dropout) {
   Dims d = dimsOf(q, k, v, mask, "attention (ring)");
-  Ring ring = ringOf(scale, causal, collectives, axis);
+  Ring ring = ringOf(scale, causal, collectives, axis, dropout);
   Online o = forwardRing(d, ring, q, blocksOf(d, k, v, mask, false), collectives, axis);
   Tensor out = Tensor::zeros({d.batch, d.heads, d.queries, d.valueSize});
   for (int64_t row = 0; row < d.rows(); ++row)
@@ -195,12 +204,12 @@ Tensor ringAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Te
 
 std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
                                       const Tensor &dOut, float scale, bool causal, StepCollectives &collectives,
-                                      const std::string &axis) {
+                                      const std::string &axis, const AttentionDropout &dropout) {
   const char *op = "attention_grad (ring)";
   Dims d = dimsOf(q, k, v, mask, op);
   if (dOut.integer || dOut.shape != Shape{d.batch, d.heads, d.queries, d.valueSize})
     fail(op, "the result gradient is " + describe(dOut.shape));
-  Ring ring = ringOf(scale, causal, collectives, axis);
+  Ring ring = ringOf(scale, causal, collectives, axis, dropout);
   // The rows' log-sum-exp and dO . O, from the forward ring again.
   Online o = forwardRing(d, ring, q, blocksOf(d, k, v, mask, false), collectives, axis);
   TrackedVector<double> logSumExp = scratch<double>(size_t(d.rows())), dot = scratch<double>(size_t(d.rows()), 0.0);
@@ -215,7 +224,7 @@ std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Te
   Tensor dq = Tensor::zeros(q.shape);
   Blocks blocks = blocksOf(d, k, v, mask, true);
   aroundTheRing(d, ring, q, blocks, collectives, axis,
-                [&](int64_t row, int64_t g, const std::vector<double> &scores) {
+                [&](int64_t row, int64_t g, int64_t owner, const std::vector<double> &scores) {
                   const float *dOi = dOut.floats.data() + row * d.valueSize;
                   const float *qi = q.floats.data() + row * d.size;
                   float *dqi = dq.floats.data() + row * d.size;
@@ -223,15 +232,17 @@ std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Te
                     if (std::isnan(scores[size_t(c)]))
                       continue;
                     double p = std::exp(scores[size_t(c)] - logSumExp[size_t(row)]);
+                    double factor = ring.factor(d, g, row % d.queries, owner, c);
                     const float *vc = blocks.value() + d.keyRow(g, c) * d.valueSize;
                     const float *kc = blocks.key() + d.keyRow(g, c) * d.size;
                     float *dvc = blocks.valueGradient() + d.keyRow(g, c) * d.valueSize;
                     float *dkc = blocks.keyGradient() + d.keyRow(g, c) * d.size;
                     double dp = 0;
                     for (int64_t e = 0; e < d.valueSize; ++e) {
-                      dvc[e] += float(p * double(dOi[e]));
+                      dvc[e] += float(p * factor * double(dOi[e]));
                       dp += double(dOi[e]) * double(vc[e]);
                     }
+                    dp *= factor;
                     double ds = p * (dp - dot[size_t(row)]) * ring.scale;
                     for (int64_t e = 0; e < d.size; ++e) {
                       dqi[e] += float(ds * double(kc[e]));

@@ -507,7 +507,8 @@ def Train_AttentionOp : Train_ComputeOp<"attention"> {
     place in the global batch), so raising a dropout into the op changes no
     mask. With `dropout_axis`, the heads (the dimension before the tokens)
     are this rank's slice of the whole's over that mesh axis, and the masks
-    that slice of the whole's.
+    that slice of the whole's; under `ring_axis` the masks are indexed by the
+    rank's queries' and each key block's places in the whole sequence.
 
     With `ring_axis` (ring self-attention, inserted by sequence
     parallelism), each rank of that mesh axis holds its slice of the tokens

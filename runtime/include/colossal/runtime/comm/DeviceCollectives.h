@@ -72,10 +72,10 @@ Tensor tokenSplitCrossEntropyGrad(const Tensor &scores, const Tensor &labels, co
                                   Collectives &collectives, const std::string &axis,
                                   const std::string &vocabularyAxis = "", int64_t classes = -1);
 Tensor ringAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal,
-                     Collectives &collectives, const std::string &axis);
+                     Collectives &collectives, const std::string &axis, const AttentionDropout &dropout = {});
 std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
                                       const Tensor &dOut, float scale, bool causal, Collectives &collectives,
-                                      const std::string &axis);
+                                      const std::string &axis, const AttentionDropout &dropout = {});
 /// SUMMA's linear layer on a q x q grid (GridLinear.h).
 Tensor summaLinear(const Tensor &x, const Tensor &w, Collectives &collectives, const std::string &row,
                    const std::string &column, bool transposed = false);

@@ -35,14 +35,16 @@ namespace host {
 /// `train.attention {ring_axis}`: this rank's rows of softmax(scale q k^T +
 /// mask) v, q [batch, heads, tokens, d], k and v [batch, heads, tokens, d|dv]
 /// this rank's blocks; `mask`, when given, the additive mask of this rank's
-/// keys, [batch or 1, 1, 1, tokens].
+/// keys, [batch or 1, 1, 1, tokens]. `dropout` keys the whole sequence's
+/// probabilities: a rank's queries and each block's keys index them by their
+/// place in the whole sequence.
 Tensor ringAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, float scale, bool causal,
-                     StepCollectives &collectives, const std::string &axis);
+                     StepCollectives &collectives, const std::string &axis, const AttentionDropout &dropout = {});
 
 /// Its gradients for this rank's q, k and v blocks.
 std::vector<Tensor> ringAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask,
                                       const Tensor &dOut, float scale, bool causal, StepCollectives &collectives,
-                                      const std::string &axis);
+                                      const std::string &axis, const AttentionDropout &dropout = {});
 
 } // namespace host
 } // namespace colossal::rt
