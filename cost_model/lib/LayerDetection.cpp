@@ -2,6 +2,7 @@
 
 #include "colossal/cost/LayerDetection.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -57,24 +58,33 @@ std::vector<bool> dataOnlyOps(const Graph &graph) {
   return dataOnly;
 }
 
-} // namespace
+/// The ops matched over (those not skipped), in order.
+struct Matched {
+  std::vector<int64_t> kept;     // graph op of each position
+  std::vector<int64_t> position; // position of each graph op, -1 if skipped
+};
 
-DetectedLayers detectLayers(Graph &graph) {
-  // Layers are matched over the ops that are not data-only (`kept`, in
-  // order); positions below are indices into it.
-  std::vector<bool> dataOnly = dataOnlyOps(graph);
-  std::vector<int64_t> kept, position(graph.ops.size(), -1);
+Matched matchedOps(const Graph &graph, const std::vector<bool> &skipped) {
+  Matched m;
+  m.position.assign(graph.ops.size(), -1);
   for (size_t o = 0; o < graph.ops.size(); ++o)
-    if (!dataOnly[o]) {
-      position[o] = int64_t(kept.size());
-      kept.push_back(int64_t(o));
+    if (!skipped[o]) {
+      m.position[o] = int64_t(m.kept.size());
+      m.kept.push_back(int64_t(o));
     }
+  return m;
+}
+
+/// The longest run of identical blocks over the ops not skipped; firstOp is
+/// a position in `m.kept`.
+DetectedLayers longestRun(const Graph &graph, const Matched &m) {
+  const std::vector<int64_t> &kept = m.kept, &position = m.position;
   const int64_t n = int64_t(kept.size());
   std::vector<size_t> signature(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
     signature[size_t(i)] = signatureOf(graph, graph.ops[size_t(kept[size_t(i)])]);
   // A value a resharding delivers (a partitioned graph's sums and gathers
-  // between blocks) counts as its source op's; a data-only op's result
+  // between blocks) counts as its source op's; a skipped op's result
   // counts as data, like an input.
   auto producer = [&](int64_t i, size_t input) -> int64_t {
     const Value &v = graph.values[size_t(graph.ops[size_t(kept[size_t(i)])].inputs[input].value)];
@@ -124,6 +134,100 @@ DetectedLayers detectLayers(Graph &graph) {
       run = 0;
     }
   }
+  return best;
+}
+
+/// Work that every layer reads but that the exporter or common-subexpression
+/// elimination left in one of them (the encoder memory every
+/// nn.TransformerDecoderLayer transposes, merged into one transpose; a
+/// position bias the first layer computes for all): the ops whose results
+/// two of `run`'s layers read at the same place, and the lookups and
+/// rearrangements of parameters that only feed them. The other layers lack
+/// them, so they are skipped like data-only ops on the next try.
+std::vector<bool> sharedByLayers(const Graph &graph, const Matched &m, const DetectedLayers &run,
+                                 const std::vector<bool> &skipped) {
+  const size_t n = graph.ops.size();
+  std::vector<bool> shared(n, false);
+  if (run.layers < 2)
+    return shared;
+  auto madeBy = [&](const TensorUse &use) {
+    const Value &v = graph.values[size_t(use.value)];
+    return v.producer >= 0 ? v.producer : v.reshardedFrom;
+  };
+  // Where in `run` an op is: (layer, place in the layer), or layer -1.
+  auto placeOf = [&](size_t o) -> std::pair<int64_t, int64_t> {
+    int64_t p = m.position[o] - run.firstOp;
+    if (m.position[o] < 0 || p < 0 || p >= run.layers * run.opsPerLayer)
+      return {-1, -1};
+    return {p / run.opsPerLayer, p % run.opsPerLayer};
+  };
+  // Read at the same place in two layers: every layer's copy of an op reads
+  // it, as they read a parameter. (The residual stream that a run out of
+  // phase with the real layers splits is read at other places.)
+  std::vector<std::vector<size_t>> readers(n);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> readPlaces(n);
+  for (size_t o = 0; o < n; ++o)
+    for (const TensorUse &use : graph.ops[o].inputs) {
+      int made = madeBy(use);
+      if (made < 0 || skipped[size_t(made)])
+        continue;
+      readers[size_t(made)].push_back(o);
+      auto [layer, place] = placeOf(o);
+      if (layer < 0)
+        continue;
+      for (auto [otherLayer, otherPlace] : readPlaces[size_t(made)])
+        if (otherPlace == place && otherLayer != layer)
+          shared[size_t(made)] = true;
+      readPlaces[size_t(made)].push_back({layer, place});
+    }
+  // Looks parameters up and rearranges them, from data and the results of
+  // such ops only (an embedding of relative positions, its transposes): no
+  // contraction, norm or softmax, so neither a model's stem nor an encoder
+  // stack whose output only the shared work reads.
+  std::vector<bool> fromParameters(n, false);
+  for (size_t o = 0; o < n; ++o) {
+    OpKind kind = graph.ops[o].kind;
+    bool light = kind == OpKind::Elementwise || kind == OpKind::Embedding;
+    for (const TensorUse &use : graph.ops[o].inputs) {
+      int made = madeBy(use);
+      light &= made < 0 || skipped[size_t(made)] || fromParameters[size_t(made)];
+    }
+    fromParameters[o] = light;
+  }
+  for (size_t o = n; o-- > 0;) {
+    if (shared[o] || !fromParameters[o] || skipped[o] || readers[o].empty())
+      continue;
+    bool feedsOnlyShared = true;
+    for (size_t r : readers[o])
+      feedsOnlyShared &= bool(shared[r]);
+    shared[o] = feedsOnlyShared;
+  }
+  return shared;
+}
+
+} // namespace
+
+DetectedLayers detectLayers(Graph &graph) {
+  // Layers are matched over the ops not skipped: the data-only ones, then
+  // also the work the layers found share, as long as that finds more.
+  std::vector<bool> skipped = dataOnlyOps(graph);
+  Matched m = matchedOps(graph, skipped);
+  DetectedLayers best = longestRun(graph, m);
+  for (;;) {
+    std::vector<bool> widened = sharedByLayers(graph, m, best, skipped);
+    if (std::find(widened.begin(), widened.end(), true) == widened.end())
+      break;
+    for (size_t o = 0; o < widened.size(); ++o)
+      widened[o] = widened[o] || skipped[o];
+    Matched wider = matchedOps(graph, widened);
+    DetectedLayers found = longestRun(graph, wider);
+    if (found.layers * found.opsPerLayer <= best.layers * best.opsPerLayer)
+      break;
+    skipped = std::move(widened);
+    m = std::move(wider);
+    best = found;
+  }
+  const std::vector<int64_t> &kept = m.kept;
   for (Op &op : graph.ops)
     op.layer = -1;
   graph.numLayers = int(best.layers);
@@ -131,17 +235,17 @@ DetectedLayers detectLayers(Graph &graph) {
   for (int64_t l = 0; l < best.layers; ++l)
     for (int64_t k = 0; k < best.opsPerLayer; ++k)
       graph.ops[size_t(kept[size_t(best.firstOp + l * best.opsPerLayer + k)])].layer = int(l);
-  // A data-only op between two ops of the layers belongs to the layer of
+  // A skipped op between two ops of the layers belongs to the layer of
   // the next one (the layer that reads it first), so that every layer stays
   // one run of consecutive ops.
   std::vector<int> previous(graph.ops.size(), -1);
   for (size_t o = 0, seen = 0; o < graph.ops.size(); ++o) {
     previous[o] = seen ? graph.ops[seen - 1].layer : -1;
-    if (!dataOnly[o])
+    if (!skipped[o])
       seen = o + 1;
   }
   for (size_t o = graph.ops.size(), next = 0; o-- > 0;) {
-    if (!dataOnly[o])
+    if (!skipped[o])
       next = o + 1;
     else if (next && previous[o] >= 0 && graph.ops[next - 1].layer >= 0)
       graph.ops[o].layer = graph.ops[next - 1].layer;

@@ -2,9 +2,11 @@
 //
 // Matched backwards from the second matmul:
 //
-//   out = matmul(softmax(mask?(scale?(matmul(scale?(q), kT)))), v)
+//   out = matmul(softmax(add?(where?(scale?(matmul(scale?(q), kT))))), v)
 //
-// A constant mask that hides exactly the positions after the diagonal becomes
+// with an additive mask, a boolean one (where), or both when one of them is
+// causal (Hugging Face's GPT-2 hides the future with a where, then adds the
+// padding mask's scores). A constant mask that hides exactly the positions after the diagonal becomes
 // `causal = true` (the kernels then skip masked blocks and ring attention can
 // skip whole steps); any other mask stays an operand.
 //
@@ -193,13 +195,23 @@ std::optional<Match> matchAttention(MatMulOp output, CausalCache &cache) {
     return std::nullopt;
   int64_t sq = scoresType.getDimSize(rank - 2), sk = scoresType.getDimSize(rank - 1);
 
+  // The scores: a scaled product, under a boolean mask (where), an
+  // additive one, or both (Hugging Face's GPT-2 hides the future with a
+  // where and then adds the padding mask's scores).
+  auto scaledProduct = [](Value v) {
+    double scale = 1.0;
+    return bool(defining<MatMulOp>(peelScale(v, scale)));
+  };
+  auto maskedProduct = [&](Value v) {
+    auto where = defining<WhereOp>(v);
+    return scaledProduct(v) || (where && (scaledProduct(where.getOnTrue()) || scaledProduct(where.getOnFalse())));
+  };
   Value scores = softmax.getInput();
   if (auto add = defining<AddOp>(scores)) {
-    // Additive mask: whichever operand is not the scaled product.
+    // Additive mask: whichever operand is not the (masked) scaled product.
     for (auto [s, mask] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
-      double scale = 1.0;
       // The mask may not widen the scores (the op's mask broadcasts to them).
-      if (!defining<MatMulOp>(peelScale(s, scale)) || s.getType() != add.getType())
+      if (!maskedProduct(s) || s.getType() != add.getType())
         continue;
       if (cachedCausal(cache, mask, sq, sk, 2, [&] { return isCausalAdditiveMask(mask, sq, sk); }))
         match.causal = true;
@@ -208,7 +220,8 @@ std::optional<Match> matchAttention(MatMulOp output, CausalCache &cache) {
       scores = s;
       break;
     }
-  } else if (auto where = defining<WhereOp>(scores)) {
+  }
+  if (auto where = defining<WhereOp>(scores)) {
     // where(hide, -inf, s) or where(keep, s, -inf).
     bool trueHides = isLargeNegative(where.getOnTrue());
     if (trueHides == isLargeNegative(where.getOnFalse()))
@@ -222,6 +235,8 @@ std::optional<Match> matchAttention(MatMulOp output, CausalCache &cache) {
         isCausalComparison(condition, sq, sk, trueHides)) {
       match.causal = true;
     } else {
+      if (match.mask) // the op takes one mask besides the causal flag
+        return std::nullopt;
       match.mask = condition;
       match.invertMask = trueHides;
     }

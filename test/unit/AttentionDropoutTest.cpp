@@ -28,8 +28,19 @@ namespace {
 
 using colossal::execute::HostValue;
 
+/// Whether an integer input is a mask made into scores (a Hugging Face
+/// attention mask, cast to floats), not tokens or labels.
+bool castToScores(mlir::Value value) {
+  for (mlir::Operation *user : value.getUsers())
+    if (llvm::isa<colossal::train::CastOp>(user) ||
+        (llvm::isa<colossal::train::ReshapeOp>(user) && castToScores(user->getResult(0))))
+      return true;
+  return false;
+}
+
 /// Inputs for @forward_backward: floats in [-1, 1), token ids and labels
-/// below 16, padding on the last two tokens of the second row.
+/// below 16, padding on the last two tokens of the second row (a boolean
+/// mask true there, an integer one 0 there).
 std::vector<HostValue> inputsOf(mlir::func::FuncOp function) {
   std::vector<HostValue> arguments;
   uint64_t state = 12345;
@@ -37,10 +48,14 @@ std::vector<HostValue> inputsOf(mlir::func::FuncOp function) {
     auto type = llvm::cast<mlir::RankedTensorType>(function.getArgument(a).getType());
     HostValue v;
     v.shape.assign(type.getShape().begin(), type.getShape().end());
+    bool keepMask = castToScores(function.getArgument(a));
     for (int64_t i = 0; i < type.getNumElements(); ++i) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
+      bool padded = i % type.getShape().back() >= 6 && i >= type.getShape().back();
       if (type.getElementType().isInteger(1))
-        v.data.push_back(i % type.getShape().back() >= 6 && i >= type.getShape().back());
+        v.data.push_back(padded);
+      else if (keepMask)
+        v.data.push_back(!padded);
       else if (llvm::isa<mlir::IntegerType>(type.getElementType()))
         v.data.push_back(double((state >> 33) % 16));
       else
@@ -90,7 +105,8 @@ TEST_P(AttentionDropout, RaisedDrawsTheUnfusedMasks) {
   std::vector<HostValue> want = run(*unraised, parameters), got = run(*raised, parameters);
   ASSERT_EQ(want.size(), got.size());
   ASSERT_FALSE(want.empty());
-  double worst = 0;
+  std::vector<double> diffs, norms;
+  double largest = 0;
   for (size_t r = 0; r < want.size(); ++r) {
     ASSERT_EQ(want[r].shape, got[r].shape) << "result " << r;
     double diff = 0, norm = 0;
@@ -98,16 +114,27 @@ TEST_P(AttentionDropout, RaisedDrawsTheUnfusedMasks) {
       diff += (got[r].data[i] - want[r].data[i]) * (got[r].data[i] - want[r].data[i]);
       norm += want[r].data[i] * want[r].data[i];
     }
-    double relative = std::sqrt(diff / std::max(norm, 1e-30));
-    worst = std::max(worst, relative);
-    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << GetParam() << " result " << r;
+    diffs.push_back(std::sqrt(diff));
+    norms.push_back(std::sqrt(norm));
+    largest = std::max(largest, norms.back());
+  }
+  // A gradient that is zero in exact arithmetic (a key projection's bias:
+  // softmax ignores a constant added to a row of scores) is rounding noise
+  // in both programs, compared to the largest result's scale.
+  const double noise = 1e-6 * largest;
+  double worst = 0;
+  for (size_t r = 0; r < want.size(); ++r) {
+    EXPECT_LE(diffs[r], 1e-5 * norms[r] + noise) << GetParam() << " result " << r;
+    if (norms[r] > noise)
+      worst = std::max(worst, diffs[r] / norms[r]);
   }
   std::printf("%s: %d attentions under dropout raised; loss and %zu gradients within %.2e of the unraised ops\n",
               GetParam(), fused, want.size() - 1, worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, AttentionDropout,
-                         ::testing::Values("dropout_attention", "encoder_layers", "dropout_gpt2"),
+                         ::testing::Values("dropout_attention", "encoder_layers", "dropout_gpt2", "decoder_layers",
+                                           "hf_gpt2", "hf_bert"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 } // namespace

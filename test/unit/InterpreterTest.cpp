@@ -132,11 +132,13 @@ TEST_P(FixtureGradients, MatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureGradients,
-                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "llama_gqa"),
+                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "llama_gqa", "hf_gpt2",
+                                           "hf_bert"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureForward,
-                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "llama_gqa"),
+                         ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "llama_gqa", "hf_gpt2",
+                                           "hf_bert"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 } // namespace

@@ -49,6 +49,33 @@ func.func @computed_causal_mask(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>
   return %o, %o2 : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
 }
 
+// Hugging Face's GPT-2: the future hidden by a where against the dtype's
+// minimum, then the padding mask's scores added: causal with the padding
+// mask as the operand. Two masks neither of which is causal stay unraised
+// (the op takes one mask besides its causal flag).
+// CHECK-LABEL: func.func @causal_where_then_padding
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x8xf32>, %[[K:.*]]: tensor<2x2x4x8xf32>, %[[V:.*]]: tensor<2x2x4x8xf32>, %[[PAD:.*]]: tensor<2x1x1x4xf32>, %{{.*}}: tensor<2x1x1x4xi1>)
+func.func @causal_where_then_padding(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>, %pad: tensor<2x1x1x4xf32>, %keep: tensor<2x1x1x4xi1>) -> (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) {
+  // CHECK: train.attention %[[Q]], %[[K]], %[[V]], %[[PAD]] {causal = true, scale = 0.353553385 : f32}
+  // CHECK: train.softmax
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x8x4xf32>
+  %s = train.matmul %q, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %c = train.constant dense<2.82842708> : tensor<f32>
+  %ss = train.div %s, %c : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %keepCausal = train.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %min = train.constant dense<-3.40282347E+38> : tensor<f32>
+  %m = train.where %keepCausal, %ss, %min : (tensor<1x1x4x4xi1>, tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %a = train.add %m, %pad : (tensor<2x2x4x4xf32>, tensor<2x1x1x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = train.softmax %a {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = train.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %s2 = train.matmul %q, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %m2 = train.where %keep, %s2, %min : (tensor<2x1x1x4xi1>, tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %a2 = train.add %m2, %pad : (tensor<2x2x4x4xf32>, tensor<2x1x1x4xf32>) -> tensor<2x2x4x4xf32>
+  %p2 = train.softmax %a2 {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o2 = train.matmul %p2, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o, %o2 : tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>
+}
+
 // LLaMA: an additive -inf upper triangle; BERT: an additive padding mask that
 // stays an operand. Dropout on the weights joins the op with its probability
 // and site (the op draws the dropout's masks).

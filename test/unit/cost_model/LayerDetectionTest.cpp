@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 using namespace colossal::cost;
 
 namespace {
@@ -107,4 +109,108 @@ TEST(LayerDetection, FindsLayersJoinedByReshardings) {
     if (value.reshardedFrom >= 0)
       value.reshardedFrom = 0;
   EXPECT_NE(detectLayers(unmarked).layers, 3);
+}
+
+namespace {
+
+/// A graph written op by op: each op's inputs and one output, every tensor
+/// one dimension of 8.
+struct ChainBuilder {
+  Graph graph;
+  int parameter(const std::string &name) { return graph.addValue(name, DType::F32, /*isParameter=*/true); }
+  int data(const std::string &name) { return graph.addValue(name, DType::F32); }
+  int op(const std::string &name, OpKind kind, const std::vector<int> &inputs) {
+    Op op;
+    op.name = name;
+    op.kind = kind;
+    op.factors = {{"n", 8, FactorKind::Parallel}};
+    for (int v : inputs)
+      op.inputs.push_back({v, {{0}}});
+    int out = graph.addValue(name, DType::F32);
+    graph.values[size_t(out)].producer = int(graph.ops.size());
+    op.outputs = {{out, {{0}}}};
+    graph.ops.push_back(op);
+    return out;
+  }
+};
+
+/// Three decoder-style layers (a norm, a query from the layer's input, a
+/// key from a value every layer reads, their sum, the residual) after a
+/// stem and an encoder op. `sharedWork` adds to the first layer, before its
+/// key, the ops that make that value from the encoder's result (their
+/// indices land in `sharedOps`); `starts` receives each layer's first op.
+/// With `onlyFirstReads`, the other layers' keys read the encoder's result
+/// itself.
+Graph layersReadingSharedWork(const std::function<int(ChainBuilder &, int)> &sharedWork, std::vector<int> &starts,
+                              std::vector<int> &sharedOps, bool onlyFirstReads = false) {
+  ChainBuilder b;
+  int embedded = b.op("embedding", OpKind::Embedding, {b.parameter("table"), b.data("tokens")});
+  int x = b.op("stem", OpKind::Elementwise, {embedded});
+  int memory = b.op("encoder", OpKind::MatMul, {b.data("source"), b.parameter("we")});
+  int key = -1;
+  starts.clear();
+  sharedOps.clear();
+  for (int l = 0; l < 3; ++l) {
+    starts.push_back(int(b.graph.ops.size()));
+    int h = b.op("norm", OpKind::Norm, {x, b.parameter("gamma")});
+    int q = b.op("query", OpKind::MatMul, {h, b.parameter("wq")});
+    if (l == 0) {
+      size_t before = b.graph.ops.size();
+      key = sharedWork(b, memory);
+      for (size_t o = before; o < b.graph.ops.size(); ++o)
+        sharedOps.push_back(int(o));
+    }
+    int k = b.op("key", OpKind::MatMul, {l > 0 && onlyFirstReads ? memory : key, b.parameter("wk")});
+    int s = b.op("scores", OpKind::Elementwise, {q, k});
+    x = b.op("residual", OpKind::Elementwise, {x, s});
+  }
+  b.op("loss", OpKind::Loss, {x, b.data("labels")});
+  return b.graph;
+}
+
+/// The three layers found whole, the shared work in the first (the layer
+/// that reads it first), the ops around them in none.
+void expectThreeLayers(Graph &graph, const std::vector<int> &starts, const std::vector<int> &sharedOps) {
+  DetectedLayers found = detectLayers(graph);
+  EXPECT_EQ(found.layers, 3);
+  EXPECT_EQ(found.firstOp, starts[0]);
+  for (size_t o = 0; o < graph.ops.size(); ++o) {
+    int layer = -1;
+    for (int l = 0; l < 3; ++l)
+      if (int(o) >= starts[size_t(l)] && (l == 2 ? o + 1 < graph.ops.size() : int(o) < starts[size_t(l) + 1]))
+        layer = l;
+    EXPECT_EQ(graph.ops[o].layer, layer) << "op " << o << " (" << graph.ops[o].name << ")";
+  }
+  for (int o : sharedOps)
+    EXPECT_EQ(graph.ops[size_t(o)].layer, 0) << "shared op " << o;
+}
+
+} // namespace
+
+TEST(LayerDetection, WorkEveryLayerReadsIsSharedNotPartOfTheFirst) {
+  std::vector<int> starts, shared;
+  // nn.TransformerDecoder after common-subexpression elimination: one
+  // transpose of the encoder's memory, in the first layer, for every layer.
+  Graph decoder = layersReadingSharedWork(
+      [](ChainBuilder &b, int memory) { return b.op("transpose", OpKind::Elementwise, {memory}); }, starts, shared);
+  expectThreeLayers(decoder, starts, shared);
+  // A T5-style position bias: looked up from the first layer's table by
+  // data-only bucket indices, rearranged, added to the padding mask's scores
+  // and read by every layer. (The encoder's result is not read at all.)
+  Graph t5 = layersReadingSharedWork(
+      [](ChainBuilder &b, int) {
+        int bias = b.op("bias", OpKind::Embedding, {b.parameter("relative_table"), b.data("buckets")});
+        int rearranged = b.op("transpose", OpKind::Elementwise, {bias});
+        return b.op("with_mask", OpKind::Elementwise, {rearranged, b.data("mask_scores")});
+      },
+      starts, shared);
+  expectThreeLayers(t5, starts, shared);
+  // Work that only the first layer reads is that layer's own: that layer
+  // differs from the others, and two blocks are all that repeat.
+  Graph own = layersReadingSharedWork(
+      [](ChainBuilder &b, int memory) { return b.op("transpose", OpKind::Elementwise, {memory}); }, starts, shared,
+      /*onlyFirstReads=*/true);
+  DetectedLayers found = detectLayers(own);
+  EXPECT_EQ(found.layers, 2);
+  EXPECT_EQ(own.ops[size_t(shared[0])].layer, -1);
 }

@@ -20,8 +20,14 @@
 // Ops that read only the step's data and constants (a padding mask made
 // into additive scores) are skipped while matching: nn.TransformerEncoder
 // makes its mask inside the first layer, which would otherwise differ from
-// the rest. Such an op between two ops of the layers joins the layer of the
-// next one, so each layer stays one run of consecutive ops; the layers'
+// the rest. So is work every layer reads that the exporter or
+// common-subexpression elimination left in one layer (the encoder memory
+// each nn.TransformerDecoderLayer transposes, merged into one transpose in
+// the first): once a run is found, the ops that two of its layers read at
+// the same place, and the parameter lookups feeding only them (a T5-style
+// position bias), are skipped and the search is repeated while it covers
+// more ops. A skipped op between two ops of the layers joins the layer of
+// the next one, so each layer stays one run of consecutive ops; the layers'
 // ops per layer count the matched ops.
 //
 //===----------------------------------------------------------------------===//
