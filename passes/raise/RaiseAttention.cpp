@@ -20,12 +20,16 @@
 // Grouped-query attention, its key/value heads repeated for each query head
 // of a group (Unsqueeze, Expand, Reshape), reads the unrepeated heads.
 //
+// A mask that a trainable parameter reaches (T5's relative position bias)
+// stays unfused: the op gives its mask no gradient.
+//
 //===----------------------------------------------------------------------===//
 
 #include "PatternUtils.h"
 #include "passes/raise/Passes.h"
 
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
 #include <map>
@@ -142,6 +146,28 @@ bool cachedCausal(CausalCache &cache, Value mask, int64_t sq, int64_t sk, int ki
   return it->second;
 }
 
+/// Whether a trainable parameter reaches `value` (T5's relative position
+/// bias, added to the scores as their mask): the fused op gives its mask no
+/// gradient, so such attention stays unfused.
+bool readsTrainable(Value value) {
+  SmallVector<Value> work{value};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op)
+      continue;
+    if (auto read = dyn_cast<ParamOp>(op)) {
+      auto declared = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(read, read.getNameAttr());
+      if (!declared || declared.getTrainable())
+        return true;
+    }
+    for (Value operand : op->getOperands())
+      if (seen.insert(operand).second)
+        work.push_back(operand);
+  }
+  return false;
+}
+
 struct Match {
   Value query, keyTransposed, value, mask;
   double scale = 1.0;
@@ -242,6 +268,8 @@ std::optional<Match> matchAttention(MatMulOp output, CausalCache &cache) {
     }
     scores = kept;
   }
+  if (match.mask && readsTrainable(match.mask))
+    return std::nullopt;
   Value product = peelScale(scores, match.scale);
   auto qk = defining<MatMulOp>(product);
   if (!qk || (scores != product && !scores.hasOneUse()))

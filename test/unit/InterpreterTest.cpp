@@ -3,7 +3,8 @@
 // Every fixture model, imported and raised, runs through the host
 // interpreter (the runtime's host kernels) on the fixture's feed with the
 // ONNX file's initial weights; its loss must equal the loss PyTorch computed
-// for the same batch (reference.json) to 1e-5 relative. The imported but
+// for the same batch (reference.json; numpy's for composed_ops) to 1e-5
+// relative. The imported but
 // unraised program must give the same loss too (raising preserves meaning).
 //
 //===----------------------------------------------------------------------===//
@@ -133,12 +134,12 @@ TEST_P(FixtureGradients, MatchPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureGradients,
                          ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "llama_gqa", "hf_gpt2",
-                                           "hf_bert"),
+                                           "hf_bert", "hf_t5"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureForward,
                          ::testing::Values("mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "llama_gqa", "hf_gpt2",
-                                           "hf_bert"),
+                                           "hf_bert", "hf_t5", "composed_ops"),
                          [](const ::testing::TestParamInfo<const char *> &info) { return std::string(info.param); });
 
 } // namespace

@@ -128,7 +128,7 @@ TEST_P(TrainingTrajectory, LossesMatchPyTorch) {
 
 std::vector<Case> allCases() {
   std::vector<Case> cases;
-  for (const char *model : {"mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "hf_gpt2", "hf_bert"})
+  for (const char *model : {"mlp", "cnn", "gpt2", "bert", "vit", "llama", "nll", "hf_gpt2", "hf_bert", "hf_t5"})
     for (const char *optimizer : {"sgd", "adamw", "lamb", "lars"})
       cases.push_back({model, optimizer});
   return cases;

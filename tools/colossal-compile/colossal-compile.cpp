@@ -42,6 +42,20 @@ using pipeline::Stage;
 
 namespace {
 
+/// "node 'NAME': " for an error on an op imported from the ONNX node NAME
+/// (its location), so a pass's refusal names where in the model it is.
+std::string nodeOf(Location loc) {
+  std::string name;
+  loc->walk([&](Location inner) {
+    if (auto named = llvm::dyn_cast<NameLoc>(inner)) {
+      name = named.getName().str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return name.empty() ? "" : "node '" + name + "': ";
+}
+
 /// The last pipeline stage a run needs.
 Stage lastStage(Emit emit) {
   switch (emit) {
@@ -161,7 +175,7 @@ int main(int argc, char **argv) {
     if (shown)
       shown->clear();
     if (diag.getSeverity() == DiagnosticSeverity::Error)
-      printError(diag.str());
+      printError(nodeOf(diag.getLocation()) + diag.str());
     else if (diag.getSeverity() == DiagnosticSeverity::Remark)
       llvm::errs() << "colossal-compile: " << diag.str() << "\n";
     else

@@ -96,6 +96,11 @@ constexpr int kVariadic = std::numeric_limits<int>::max();
 /// The per-op translation table (NodeImporters.cpp).
 const llvm::StringMap<NodeImporter> &nodeImporters();
 
+/// ONNX ops built from other train ops (ComposedImporters.cpp):
+/// LessOrEqual (`less`) or GreaterOrEqual, and Tile.
+mlir::LogicalResult importComparisonOrEqual(NodeContext &ctx, bool less);
+mlir::LogicalResult importTile(NodeContext &ctx);
+
 /// Initializers (by name) with a differentiable path to the loss, computed on
 /// the ONNX graph before import (Trainability.cpp).
 std::set<std::string> initializersReachingLoss(const onnx::GraphProto &graph);

@@ -991,6 +991,8 @@ const llvm::StringMap<NodeImporter> &nodeImporters() {
       {"Equal", {importBinary<BinaryFn::Equal, train::EqualOp>, 2, 2}},
       {"Less", {importBinary<BinaryFn::Less, train::LessOp>, 2, 2}},
       {"Greater", {importBinary<BinaryFn::Greater, train::GreaterOp>, 2, 2}},
+      {"LessOrEqual", {[](NodeContext &ctx) { return importComparisonOrEqual(ctx, /*less=*/true); }, 2, 2}},
+      {"GreaterOrEqual", {[](NodeContext &ctx) { return importComparisonOrEqual(ctx, /*less=*/false); }, 2, 2}},
       {"Max", {importVariadic<BinaryFn::Max, train::MaxOp>, 1, kVariadic}},
       {"Min", {importVariadic<BinaryFn::Min, train::MinOp>, 1, kVariadic}},
       {"Sqrt", {importUnary<UnaryFn::Sqrt, train::SqrtOp>, 1, 1}},
@@ -1034,6 +1036,7 @@ const llvm::StringMap<NodeImporter> &nodeImporters() {
       {"Unsqueeze", {importUnsqueeze, 2, 2}},
       {"Squeeze", {importSqueeze, 1, 2}},
       {"Expand", {importExpand, 2, 2}},
+      {"Tile", {importTile, 2, 2}},
       {"Transpose", {importTranspose, 1, 1}},
       {"Trilu", {importTrilu, 1, 2}},
   };
