@@ -89,8 +89,21 @@ bool visitSplit(Value value, int64_t dim, Pair &pair, int64_t groups = 1) {
     return visitSplit(def->getOperand(0), dim, pair, groups);
   if (isa<MulOp, AddOp, SubOp, DivOp>(def))
     return operand(def->getOpOperand(0), dim, groups) && operand(def->getOpOperand(1), dim, groups);
+  if (auto reshape = dyn_cast<ReshapeOp>(def); reshape && groups > 1) {
+    // A grouped value passes a reshape that keeps its split dimension whole
+    // and alone: a fused projection computed on flattened tokens ([b*s, 3h]
+    // to [b, s, 3h], as Hugging Face's Conv1D does).
+    ArrayRef<int64_t> from = typeOf(reshape.getInput()).getShape(), to = type.getShape();
+    int64_t inner = 1;
+    for (int64_t d = dim + 1; d < type.getRank(); ++d)
+      inner *= to[size_t(d)];
+    for (int64_t d = int64_t(from.size()) - 1, product = 1; d >= 0; product *= from[size_t(d)], --d)
+      if (product == inner && from[size_t(d)] == to[size_t(dim)])
+        return visitSplit(reshape.getInput(), d, pair, groups);
+    return false;
+  }
   if (groups > 1)
-    return false; // grouped values pass elementwise ops only
+    return false; // grouped values pass elementwise ops and such reshapes only
   if (auto transpose = dyn_cast<TransposeOp>(def))
     return visitSplit(transpose.getInput(), transpose.getPerm()[size_t(dim)], pair);
   if (auto reshape = dyn_cast<ReshapeOp>(def)) {

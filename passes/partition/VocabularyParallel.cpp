@@ -40,12 +40,16 @@ struct OutputLayer {
   SmallVector<std::pair<Value, int64_t>> values;
   SmallVector<OpOperand *> replicated;
   SmallVector<SplitOperand> biases;
+  /// Slices along other dimensions (Hugging Face's logits shifted by one
+  /// token): each keeps the vocabulary dimension whole, `dim` here.
+  SmallVector<std::pair<SliceOp, int64_t>> slices;
   CrossEntropyOp loss;
 };
 
 /// Follows the linear's result, split along its last dimension, through
-/// reshapes that keep that dimension, elementwise ops and vocabulary biases
-/// to a softmax cross-entropy; fails on anything else.
+/// reshapes that keep that dimension, slices along the others, elementwise
+/// ops and vocabulary biases to a softmax cross-entropy; fails on anything
+/// else.
 bool traceToLoss(OutputLayer &layer, llvm::function_ref<bool(const SplitOperand &)> splittable) {
   if (Value bias = layer.linear.getBias()) {
     std::optional<SplitOperand> b = traceToParameter(bias, 0);
@@ -74,6 +78,13 @@ bool traceToLoss(OutputLayer &layer, llvm::function_ref<bool(const SplitOperand 
       dim = to.getRank() - 1;
     } else if (isSliceWise(user)) {
       next = user->getResult(0);
+    } else if (auto slice = dyn_cast<SliceOp>(user)) {
+      int64_t size = typeOf(value).getDimSize(dim);
+      if (slice.getStarts()[size_t(dim)] != 0 || slice.getSteps()[size_t(dim)] != 1 ||
+          slice.getLimits()[size_t(dim)] < size)
+        return false;
+      layer.slices.push_back({slice, dim});
+      next = slice.getResult();
     } else if (isa<AddOp, SubOp, MulOp, DivOp>(user)) {
       next = user->getResult(0);
       if (typeOf(next).getShape() != typeOf(value).getShape())
@@ -199,6 +210,11 @@ VocabularySummary splitVocabulary(ModuleOp module, func::FuncOp forward, int64_t
       }
       for (auto [value, dim] : layer.values)
         value.setType(withDim(typeOf(value), dim, local));
+      for (auto [slice, dim] : layer.slices) {
+        SmallVector<int64_t> limits(slice.getLimits());
+        limits[size_t(dim)] = local;
+        slice.setLimits(limits);
+      }
       layer.loss.setMeshAxisAttr(axis);
       // Padding columns take no part in the loss.
       if (padding > 0)

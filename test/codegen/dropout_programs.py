@@ -18,7 +18,8 @@ the masks the unfused ops would):
 - the sites have distinct numbers in the emitted step;
 - nn.TransformerDecoder (decoder_layers.onnx) on 2 ranks and on a pipeline
   of its three detected layers, and a Hugging Face-style GPT-2 (hf_gpt2.onnx,
-  dropout in ten places) on 2 ranks, train to one rank's losses and weights;
+  dropout in ten places) on 2 ranks and at tp=2, train to one rank's losses
+  and weights;
 - GPT-2's heads split over a tensor axis (tp=2, alone and with Megatron's
   sequence parallelism) or a sequence axis's all-to-all draw their slice of
   one rank's masks, and ring attention (alone and beside a tensor axis) each
@@ -42,9 +43,11 @@ COMPILER, FIXTURES, WORK, MPIRUN = sys.argv[1:5]
 MODELS = {"dropout_mlp": (2, (6,)), "dropout_attention": (2, (8, 16)), "encoder_layers": (12, None),
           "dropout_gpt2": (4, None), "decoder_layers": (22, None), "hf_gpt2": (10, None)}
 # Models checked on two ranks only (no microbatches), and on the pipeline
-# their detected layers make: nn.TransformerDecoder's three layers, whose
-# shared transpose of the encoder memory the first stage computes for all.
-TWO_RANKS_ONLY = {"decoder_layers": [(3, "pp=3,microbatches=2")], "hf_gpt2": []}
+# their detected layers make (nn.TransformerDecoder's three layers, whose
+# shared transpose of the encoder memory the first stage computes for all)
+# or a tensor axis (Hugging Face's GPT-2: its fused Conv1D projection on
+# flattened tokens split by heads, the vocabulary under its shifted logits).
+TWO_RANKS_ONLY = {"decoder_layers": [(3, "pp=3,microbatches=2")], "hf_gpt2": [(2, "tp=2")]}
 MPI_FLAGS = ["--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca",
              "btl_vader_single_copy_mechanism", "none"]
 failures = []
@@ -137,13 +140,26 @@ for model in MODELS:
         for ranks, strategy in TWO_RANKS_ONLY.get(model, []):
             program = f"{work}/{strategy.replace(',', '-').replace('=', '')}"
             if build(model, program, "--gpus", str(ranks), "--strategy", strategy):
-                got = train(program, f"{model}-{strategy}", *flags, "--save", f"{work}/ck-{strategy}", ranks=ranks)
-                runs.append((strategy, got, f"ck-{strategy}"))
+                # A tensor axis's files hold parts of tensors: its losses only,
+                # and what it split (per layer the fused QKV weight and bias,
+                # the attention output's weight and the MLP's three; the tied
+                # vocabulary table).
+                ck = None if "tp=" in strategy else f"ck-{strategy}"
+                if not ck:
+                    with open(f"{program}/manifest.json") as f:
+                        split = json.load(f)["tensor_parallel"]
+                    print(f"{model} {strategy}: {split['split_trainable_tensors']} tensors split, vocabulary "
+                          f"{split['vocabulary_parallel']}")
+                    check(split["split_trainable_tensors"] == 19 and split["vocabulary_parallel"]["lookups"] == 1,
+                          f"{model} {strategy}: expected 19 split tensors and a split vocabulary, got {split}")
+                saving = ["--save", f"{work}/{ck}"] if ck else []
+                got = train(program, f"{model}-{strategy}", *flags, *saving, ranks=ranks)
+                runs.append((strategy, got, ck))
         for tag, got, ck in runs:
             loss_error = worst_relative(got, one)
-            weight_error = worst_weight_error(f"{work}/ck-one", f"{work}/{ck}")
-            print(f"{model} {tag:15}: worst loss error vs 1 rank {loss_error:.2e}, "
-                  f"worst weight error {weight_error:.2e}")
+            weight_error = worst_weight_error(f"{work}/ck-one", f"{work}/{ck}") if ck else 0.0
+            weights = f"worst weight error {weight_error:.2e}" if ck else "weights split over the ranks"
+            print(f"{model} {tag:15}: worst loss error vs 1 rank {loss_error:.2e}, {weights}")
             check(loss_error <= 1e-5, f"{model} {tag}: losses {got} differ from one rank's {one}")
             check(weight_error <= 1e-5, f"{model} {tag}: final weights differ from one rank's by {weight_error:.2e}")
         if model == "dropout_gpt2":
