@@ -87,6 +87,14 @@ bool visitSplit(Value value, int64_t dim, Pair &pair, int64_t groups = 1) {
   };
   if (isSliceWise(def))
     return visitSplit(def->getOperand(0), dim, pair, groups);
+  if (auto dropout = dyn_cast<DropoutOp>(def); dropout && groups == 1) {
+    // Each rank draws its slice of the whole tensor's mask (nn.Transformer's
+    // dropout between its two feed-forward linears); the mask is split too.
+    if (dropout.getMeshAxis() || value != dropout.getOutput())
+      return false;
+    pair.splitDim[dropout.getMask()] = dim;
+    return visitSplit(dropout.getInput(), dim, pair);
+  }
   if (isa<MulOp, AddOp, SubOp, DivOp>(def))
     return operand(def->getOpOperand(0), dim, groups) && operand(def->getOpOperand(1), dim, groups);
   if (auto reshape = dyn_cast<ReshapeOp>(def); reshape && groups > 1) {
@@ -333,6 +341,10 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
         }
       } else if (auto attention = dyn_cast<AttentionOp>(op); attention && !attention.getDropout().isZero()) {
         attention.setDropoutAxisAttr(axis);
+      } else if (auto dropout = dyn_cast<DropoutOp>(op)) {
+        dropout.setMeshAxisAttr(axis);
+        dropout.setMeshDimAttr(
+            IntegerAttr::get(IntegerType::get(context, 64), pair.splitDim.lookup(dropout.getOutput())));
       }
     // The row linear's partial sums, summed over the ranks, then its bias.
     LinearOp row = pair.row;

@@ -17,9 +17,10 @@ the masks the unfused ops would):
   uninterrupted one's, and another --seed gives other masks;
 - the sites have distinct numbers in the emitted step;
 - nn.TransformerDecoder (decoder_layers.onnx) on 2 ranks and on a pipeline
-  of its three detected layers, and a Hugging Face-style GPT-2 (hf_gpt2.onnx,
-  dropout in ten places) on 2 ranks and at tp=2, train to one rank's losses
-  and weights;
+  of its three detected layers, a Hugging Face-style GPT-2 (hf_gpt2.onnx,
+  dropout in ten places) on 2 ranks and at tp=2, and nn.TransformerEncoder at
+  tp=2 (its feed-forward dropout on each rank's features) train to one
+  rank's losses (and, where each file holds whole tensors, weights);
 - GPT-2's heads split over a tensor axis (tp=2, alone and with Megatron's
   sequence parallelism) or a sequence axis's all-to-all draw their slice of
   one rank's masks, and ring attention (alone and beside a tensor axis) each
@@ -42,12 +43,19 @@ COMPILER, FIXTURES, WORK, MPIRUN = sys.argv[1:5]
 # token inputs, trained on synthetic data only).
 MODELS = {"dropout_mlp": (2, (6,)), "dropout_attention": (2, (8, 16)), "encoder_layers": (12, None),
           "dropout_gpt2": (4, None), "decoder_layers": (22, None), "hf_gpt2": (10, None)}
-# Models checked on two ranks only (no microbatches), and on the pipeline
-# their detected layers make (nn.TransformerDecoder's three layers, whose
-# shared transpose of the encoder memory the first stage computes for all)
-# or a tensor axis (Hugging Face's GPT-2: its fused Conv1D projection on
-# flattened tokens split by heads, the vocabulary under its shifted logits).
-TWO_RANKS_ONLY = {"decoder_layers": [(3, "pp=3,microbatches=2")], "hf_gpt2": [(2, "tp=2")]}
+# Models checked on two ranks without microbatches.
+TWO_RANKS_ONLY = {"decoder_layers", "hf_gpt2"}
+# More plans, each with its ranks: a pipeline of the layers found
+# (nn.TransformerDecoder's three, whose shared transpose of the encoder
+# memory the first stage computes for all) and tensor axes (nn.Transformer's
+# dropout between its feed-forward linears, each rank drawing its slice of
+# the mask; Hugging Face's fused Conv1D projection on flattened tokens split
+# by heads, its vocabulary under the shifted logits), with the tensors each
+# splits (per layer the feed-forward's three or the fused QKV weight and
+# bias, the attention output's weight and the MLP's three; the vocabulary).
+MORE_PLANS = {"decoder_layers": [(3, "pp=3,microbatches=2")], "hf_gpt2": [(2, "tp=2")],
+              "encoder_layers": [(2, "tp=2")]}
+SPLIT_TENSORS = {"hf_gpt2": 19, "encoder_layers": 12}
 MPI_FLAGS = ["--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca",
              "btl_vader_single_copy_mechanism", "none"]
 failures = []
@@ -137,21 +145,21 @@ for model in MODELS:
         if model not in TWO_RANKS_ONLY:
             runs.append(("2 microbatches", train(micro, f"{model}-micro2", *flags, "--save", f"{work}/ck-micro2"),
                          "ck-micro2"))
-        for ranks, strategy in TWO_RANKS_ONLY.get(model, []):
+        for ranks, strategy in MORE_PLANS.get(model, []):
             program = f"{work}/{strategy.replace(',', '-').replace('=', '')}"
             if build(model, program, "--gpus", str(ranks), "--strategy", strategy):
                 # A tensor axis's files hold parts of tensors: its losses only,
-                # and what it split (per layer the fused QKV weight and bias,
-                # the attention output's weight and the MLP's three; the tied
-                # vocabulary table).
+                # and what it split.
                 ck = None if "tp=" in strategy else f"ck-{strategy}"
                 if not ck:
                     with open(f"{program}/manifest.json") as f:
                         split = json.load(f)["tensor_parallel"]
                     print(f"{model} {strategy}: {split['split_trainable_tensors']} tensors split, vocabulary "
                           f"{split['vocabulary_parallel']}")
-                    check(split["split_trainable_tensors"] == 19 and split["vocabulary_parallel"]["lookups"] == 1,
-                          f"{model} {strategy}: expected 19 split tensors and a split vocabulary, got {split}")
+                    check(split["split_trainable_tensors"] == SPLIT_TENSORS[model] and
+                          split["vocabulary_parallel"]["lookups"] == 1,
+                          f"{model} {strategy}: expected {SPLIT_TENSORS[model]} split tensors and a split "
+                          f"vocabulary, got {split}")
                 saving = ["--save", f"{work}/{ck}"] if ck else []
                 got = train(program, f"{model}-{strategy}", *flags, *saving, ranks=ranks)
                 runs.append((strategy, got, ck))
