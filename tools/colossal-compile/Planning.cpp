@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -476,8 +477,8 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
 
   // Graphs at one and two samples per microbatch tell whether the batch
   // dimension is bound at all (two samples must do more work than one) and
-  // which factors are the batch: every other size is derived from them
-  // rather than imported again.
+  // which factors are the batch: every other size is derived from them (or
+  // from two and four) rather than imported again.
   // The file is read and parsed once, its weights' bytes left in the file.
   mlir::TimingScope untimed;
   mlir::TimingScope &timing = request.timing ? *request.timing : untimed;
@@ -504,6 +505,11 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       return imported(b);
     std::optional<cost::Graph> &one = imported(1), &two = imported(2);
     std::optional<cost::Graph> scaled = one && two ? cost::graphAtBatch(*one, *two, b, graphErrors[b]) : std::nullopt;
+    // At one sample the export may have another structure (a batch of one
+    // reshaped away): the graphs at two and four serve the larger sizes.
+    if (!scaled && b > 4 && two)
+      if (std::optional<cost::Graph> &four = imported(4))
+        scaled = cost::graphAtBatch(*two, *four, b, graphErrors[b]);
     graphs[b] = scaled ? std::move(scaled) : importedAt(b);
     return graphs[b];
   };
@@ -616,7 +622,8 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   // plans with it are the ones -o DIR builds. Each graph goes to the search
   // with the splits, made once per factor structure and model axis.
   // A grid splits the rows (the batch) too, so whether it can be built
-  // depends on the microbatch size: its splits are made per size.
+  // depends on the microbatch size: its splits are made per size, unless a
+  // size it divides was split.
   std::map<std::tuple<std::vector<size_t>, cost::ModelAxis, int64_t>, cost::ModelAxisSplit> splits;
   auto searchGraphsFor = [&](const cost::SearchOptions &o) -> cost::GraphAtMicrobatch {
     return [&, axes = cost::modelAxesToSplit(o, *cluster)](int64_t b,
@@ -627,7 +634,20 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       cost::SearchGraph given{std::move(*graph), {}};
       std::vector<size_t> structure = cost::factorStructure(given.graph);
       for (const cost::ModelAxis &axis : axes) {
-        auto [entry, fresh] = splits.try_emplace({structure, axis, axis.onGrid() ? b : 0});
+        int64_t key = axis.onGrid() ? b : 0;
+        // A grid split at b0 samples splits at every multiple of b0: each
+        // dimension at k b0 samples is k times its size at b0 or the same,
+        // so what must divide still divides (and its sharding is the graph
+        // replicated), with no import at this size.
+        if (axis.onGrid())
+          for (auto it = splits.lower_bound({structure, axis, 1}),
+                    end = splits.upper_bound({structure, axis, std::numeric_limits<int64_t>::max()});
+               it != end; ++it)
+            if (int64_t at = std::get<2>(it->first); it->second.sharding && b % at == 0) {
+              key = at;
+              break;
+            }
+        auto [entry, fresh] = splits.try_emplace({structure, axis, key});
         if (fresh) {
           mlir::TimingScope splitting = searching.nest("the partitioner's splits");
           entry->second.sharding =

@@ -316,6 +316,9 @@ TEST(GraphSearch, InfeasibleSaysWhatWouldFit) {
 }
 
 TEST(GraphScaling, TheGraphAtAnyBatchFollowsFromOneAndTwo) {
+  // From one and two samples, and from two and four (what the planner uses
+  // when an export's graph at one sample has another structure), the graphs
+  // at 8 and 12 samples equal the ones built at those sizes.
   for (TransformerFamily family : {TransformerFamily::GPT, TransformerFamily::LLaMA}) {
     auto build = [&](int64_t microbatch) {
       TransformerShape shape;
@@ -328,26 +331,35 @@ TEST(GraphScaling, TheGraphAtAnyBatchFollowsFromOneAndTwo) {
       shape.microbatch = microbatch;
       return buildTransformer(shape);
     };
-    Graph one = build(1), two = build(2), eight = build(8);
+    Graph one = build(1), two = build(2), four = build(4);
+    for (auto [from, to] : {std::pair(&one, &two), std::pair(&two, &four)})
+      for (int64_t target : {8, 12}) {
+        Graph built = build(target);
+        std::string error;
+        std::optional<Graph> scaled = graphAtBatch(*from, *to, target, error);
+        ASSERT_TRUE(scaled) << error;
+        ASSERT_EQ(scaled->ops.size(), built.ops.size());
+        for (size_t o = 0; o < built.ops.size(); ++o) {
+          for (size_t f = 0; f < built.ops[o].factors.size(); ++f)
+            EXPECT_EQ(scaled->ops[o].factors[f].size, built.ops[o].factors[f].size) << built.ops[o].name;
+          EXPECT_DOUBLE_EQ(scaled->ops[o].forwardFlops, built.ops[o].forwardFlops) << built.ops[o].name;
+          EXPECT_DOUBLE_EQ(scaled->ops[o].backwardFlops, built.ops[o].backwardFlops) << built.ops[o].name;
+        }
+        EXPECT_EQ(scaled->microbatch, target);
+        EXPECT_EQ(scaled->tokensPerMicrobatch, built.tokensPerMicrobatch);
+        Strategy s;
+        s.tp = 2;
+        s.dp = 2;
+        Cluster cluster = *Cluster::preset("dgx-a100");
+        auto a = estimate(*scaled, s, cluster, error), b = estimate(built, s, cluster, error);
+        ASSERT_TRUE(a && b) << error;
+        EXPECT_DOUBLE_EQ(a->stepTime, b->stepTime);
+        EXPECT_DOUBLE_EQ(a->memory.total(), b->memory.total());
+      }
+    // Graphs that are not at m and 2m samples are refused.
     std::string error;
-    std::optional<Graph> scaled = graphAtBatch(one, two, 8, error);
-    ASSERT_TRUE(scaled) << error;
-    ASSERT_EQ(scaled->ops.size(), eight.ops.size());
-    for (size_t o = 0; o < eight.ops.size(); ++o) {
-      for (size_t f = 0; f < eight.ops[o].factors.size(); ++f)
-        EXPECT_EQ(scaled->ops[o].factors[f].size, eight.ops[o].factors[f].size) << eight.ops[o].name;
-      EXPECT_DOUBLE_EQ(scaled->ops[o].forwardFlops, eight.ops[o].forwardFlops) << eight.ops[o].name;
-      EXPECT_DOUBLE_EQ(scaled->ops[o].backwardFlops, eight.ops[o].backwardFlops) << eight.ops[o].name;
-    }
-    EXPECT_EQ(scaled->tokensPerMicrobatch, eight.tokensPerMicrobatch);
-    Strategy s;
-    s.tp = 2;
-    s.dp = 2;
-    Cluster cluster = *Cluster::preset("dgx-a100");
-    auto a = estimate(*scaled, s, cluster, error), b = estimate(eight, s, cluster, error);
-    ASSERT_TRUE(a && b) << error;
-    EXPECT_DOUBLE_EQ(a->stepTime, b->stepTime);
-    EXPECT_DOUBLE_EQ(a->memory.total(), b->memory.total());
+    EXPECT_FALSE(graphAtBatch(one, four, 8, error));
+    EXPECT_NE(error.find("not m and 2m"), std::string::npos) << error;
   }
 }
 
