@@ -343,8 +343,7 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
         attention.setDropoutAxisAttr(axis);
       } else if (auto dropout = dyn_cast<DropoutOp>(op)) {
         dropout.setMeshAxisAttr(axis);
-        dropout.setMeshDimAttr(
-            IntegerAttr::get(IntegerType::get(context, 64), pair.splitDim.lookup(dropout.getOutput())));
+        dropout.setMeshDimAttr(builder.getI64IntegerAttr(pair.splitDim.lookup(dropout.getOutput())));
       }
     // The row linear's partial sums, summed over the ranks, then its bias.
     LinearOp row = pair.row;

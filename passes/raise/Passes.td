@@ -106,8 +106,9 @@ def RaiseAttention : Pass<"train-raise-attention", "mlir::func::FuncOp"> {
     k separately), the mask is an additive float tensor, a `where` selecting a
     large negative constant, or absent, and an optional dropout sits between
     softmax and the second matmul (its probability and site become the op's
-    `dropout` and `dropout_site`, so the masks stay the ones it drew). A mask that is a lower-triangular constant
-    (or a slice of one) becomes `causal = true`; others stay an operand.
+    `dropout` and `dropout_site`, so the masks stay the ones it drew). A mask
+    that is a lower-triangular constant (or a slice of one) becomes
+    `causal = true`; others stay an operand.
     `k^T` may be a transpose of the last two dimensions of k. Keys and values
     whose heads are repeated for grouped-query attention (`[.., kv, s, d]`
     reshaped to `[.., kv, 1, s, d]`, broadcast to `[.., kv, g, s, d]`,

@@ -6,9 +6,10 @@
 //
 // with an additive mask, a boolean one (where), or both when one of them is
 // causal (Hugging Face's GPT-2 hides the future with a where, then adds the
-// padding mask's scores). A constant mask that hides exactly the positions after the diagonal becomes
-// `causal = true` (the kernels then skip masked blocks and ring attention can
-// skip whole steps); any other mask stays an operand.
+// padding mask's scores). A constant mask that hides exactly the positions
+// after the diagonal becomes `causal = true` (the kernels then skip masked
+// blocks and ring attention can skip whole steps); any other mask stays an
+// operand.
 //
 // Attention whose weights pass through a dropout (a training-mode export)
 // takes its probability and site: the fused kernels draw, element by

@@ -351,15 +351,12 @@ int64_t headGroups(const HostValue &q, const HostValue &k) {
 /// The dropout masks of attention's probabilities: a train.dropout's over
 /// them (site `site`, step 0, block 0 under run seed 0, as the dropout op's).
 rt::AttentionDropout attentionDropout(double ratio, int64_t site, const HostValue &q, const HostValue &k) {
-  rt::AttentionDropout dropout;
   if (ratio == 0)
-    return dropout;
+    return {};
   size_t rank = q.shape.size();
   int64_t scores = product(q.shape, 0, rank - 1) * k.shape[rank - 2];
-  dropout.ratio = float(ratio);
-  dropout.key = rt::dropoutKeyFor(0, 0, 0, site, scores);
-  dropout.heads = dropout.wholeHeads = rank >= 3 ? q.shape[rank - 3] : 1;
-  return dropout;
+  return rt::attentionDropout(float(ratio), rt::dropoutKeyFor(0, 0, 0, site, scores),
+                              rank >= 3 ? q.shape[rank - 3] : 1);
 }
 
 /// Where the mask's value for every attention score [batch..., sq, sk] is
