@@ -107,7 +107,18 @@ struct Node {
 /// The cheapest steps from `from` to `to` (both normalized; every pending
 /// sum of `to` is one of `from`'s) for a value of one byte: Dijkstra over
 /// layouts, cost the bus bytes, fewer steps breaking ties.
-std::vector<ReshardStep> cheapestSteps(const TensorSpec &from, const TensorSpec &to, const std::vector<int> &sizes) {
+std::vector<ReshardStep> cheapestSteps(const TensorSpec &from, const TensorSpec &to, const std::vector<int> &sizes,
+                                       const std::vector<int64_t> *shape) {
+  // Whether dimension `d` of `spec` splits once more over `a` (any split
+  // without the value's shape).
+  auto divides = [&](const TensorSpec &spec, int d, int a) {
+    if (!shape || size_t(d) >= shape->size())
+      return true;
+    int64_t parts = sizes[size_t(a)];
+    for (int b : spec.dims[size_t(d)])
+      parts *= sizes[size_t(b)];
+    return (*shape)[size_t(d)] % parts == 0;
+  };
   std::vector<Node> nodes;
   auto later = [&](int x, int y) {
     const Node &a = nodes[size_t(x)], &b = nodes[size_t(y)];
@@ -165,6 +176,8 @@ std::vector<ReshardStep> cheapestSteps(const TensorSpec &from, const TensorSpec 
       if (!contains(from.partial, a) && dimOf(from, a) < 0 && dimOf(to, a) < 0)
         continue; // whole at both ends: the axis is not the resharding's to use
       for (int d = 0; d < int(spec.dims.size()); ++d) {
+        if (!divides(spec, d, a))
+          continue;
         TensorSpec s = spec;
         s.dims[size_t(d)].push_back(a);
         if (!partial && !split) {
@@ -188,7 +201,7 @@ std::vector<ReshardStep> cheapestSteps(const TensorSpec &from, const TensorSpec 
       gathered.dims[size_t(d)].pop_back();
       double whole = current.local * sizes[size_t(a)];
       for (int to2 = 0; to2 < int(spec.dims.size()); ++to2) {
-        if (to2 == d)
+        if (to2 == d || !divides(gathered, to2, a))
           continue;
         TensorSpec moved = gathered;
         moved.dims[size_t(to2)].push_back(a);
@@ -203,7 +216,7 @@ std::vector<ReshardStep> cheapestSteps(const TensorSpec &from, const TensorSpec 
 } // namespace
 
 ReshardPlan planResharding(const TensorSpec &from, const TensorSpec &to, const std::vector<int> &axisSizes,
-                           double fullBytes) {
+                           double fullBytes, const std::vector<int64_t> *shape) {
   ReshardPlan plan;
   TensorSpec cur = from, tgt = to;
   cur.dims.resize(tgt.dims.size());
@@ -222,10 +235,15 @@ ReshardPlan planResharding(const TensorSpec &from, const TensorSpec &to, const s
   std::string key = keyOf(cur) + "/" + keyOf(tgt) + "/";
   for (int n : axisSizes)
     key += std::to_string(n) + ",";
+  if (shape) {
+    key += "/";
+    for (int64_t n : *shape)
+      key += std::to_string(n) + ",";
+  }
   static thread_local std::unordered_map<std::string, std::vector<ReshardStep>> known;
   auto found = known.find(key);
   if (found == known.end())
-    found = known.emplace(key, cheapestSteps(cur, tgt, axisSizes)).first;
+    found = known.emplace(key, cheapestSteps(cur, tgt, axisSizes, shape)).first;
   plan.steps = found->second;
   for (ReshardStep &step : plan.steps)
     step.bytes *= fullBytes;

@@ -45,8 +45,14 @@ LogicalResult lower(ReshardOp op) {
     sizes.push_back(int(size));
   }
   auto type = cast<RankedTensorType>(op.getInput().getType());
+  // The whole value's dimensions: the input's, times the axes splitting it.
+  std::vector<int64_t> whole(type.getShape().begin(), type.getShape().end());
+  for (auto [d, dimAxes] : llvm::enumerate(op.getFromLayout().dims))
+    for (const std::string &axis : dimAxes)
+      if (d < whole.size())
+        whole[d] *= sizes[size_t(llvm::find(axes, axis) - axes.begin())];
   cost::ReshardPlan plan = cost::planResharding(specOf(op.getFromLayout(), axes), specOf(op.getToLayout(), axes), sizes,
-                                                double(type.getNumElements()));
+                                                double(type.getNumElements()), &whole);
   if (!plan.error.empty())
     return op.emitError() << "no resharding from '" << op.getFromLayout().str() << "' to '" << op.getToLayout().str() << "': " << plan.error;
   OpBuilder builder(op);

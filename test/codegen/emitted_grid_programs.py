@@ -16,13 +16,14 @@ cannot split is refused, naming the op and the dimension.
 import json
 import os
 import struct
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
     check, check_refusals, compile_model, train, losses, worst_relative, check_model_states, check_step_peak,
     check_counters, batch_data, check_gradients, runtime_name, finish, WORK, shard, optimizer_flags,
-    train_like_one_rank, strategy_value)
+    train_like_one_rank, strategy_value, COMPILER, FIXTURES)
 
 # The language fixtures' tokens per sequence (test/fixtures/models.py).
 SEQ = 8
@@ -342,6 +343,28 @@ if built.returncode == 0:
         print(f"gpt2 pp=2 x 2x2 grid (8 ranks), lamb: losses within {error:.2e} of PyTorch's")
         check(error <= 1e-5, f"gpt2 2D grid x pp=2: losses differ from PyTorch's by {error:.2e}")
 
+
+# Every initializer trainable (no --trainable file): LLaMA's rotary tables,
+# read as copies on every grid rank, get gradients summed over all three
+# grid axes of the cube (a [1, 1, s, d] table: all-reduced, no dimension
+# to scatter). The cube trains like one rank, gradient norm included.
+feed4 = batch_data("llama", 4)[0]
+every = {}
+for ranks, strategy in ((1, None), (8, "tp=8,tp_mode=3d")):
+    program = f"{WORK}/llama-all-trainable-{ranks}"
+    how = ["--strategy", strategy] if strategy else []
+    built = subprocess.run([COMPILER, f"{FIXTURES}/llama/llama_opset17.onnx", "-o", program, "--quiet", "--batch", "4",
+                            "--seq", str(SEQ), "--gpus", str(ranks), *how], capture_output=True, text=True)
+    check(built.returncode == 0, f"llama, every initializer trainable, on {ranks} ranks: {built.stderr[-2000:]}")
+    if built.returncode == 0:
+        run = train(program, "--feed", feed4, "--steps", "3", "--log", f"{program}.log", ranks=ranks if strategy else 0)
+        check(run.returncode == 0, f"llama, every initializer trainable, on {ranks} ranks: {run.stderr[-1500:]}")
+        if run.returncode == 0:
+            every[ranks] = [(r["loss"], r["grad_norm"]) for r in map(json.loads, open(f"{program}.log"))]
+if len(every) == 2:
+    error = max(worst_relative([x[i] for x in every[8]], [x[i] for x in every[1]]) for i in (0, 1))
+    print(f"llama, every initializer trainable, 2 x 2 x 2 cube: losses and gradient norms within {error:.2e} of one rank's")
+    check(error <= 1e-5, f"llama, every initializer trainable: the cube differs from one rank by {error:.2e}")
 
 # A grid refuses what it cannot run, naming it.
 check_refusals([

@@ -48,6 +48,30 @@ func.func @gather_two(%x: tensor<2x4xf32>) -> tensor<8x4xf32> {
   return %y : tensor<8x4xf32>
 }
 
+// A pending sum over both axes, wanted whole: reduce-scattered over one
+// axis, all-reduced over the other on the half, gathered back (fewer bus
+// bytes than two all-reduces).
+// CHECK-LABEL: func.func @sum_two
+// CHECK-NEXT: dist.reduce_scatter %arg0 {{.*}} : (tensor<8x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: dist.all_reduce
+// CHECK-NEXT: dist.all_gather {{.*}} -> tensor<8x4xf32>
+func.func @sum_two(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %y = dist.reshard %x {from = #dist.sharding<[-, -] sum(sp,tp)>, to = #dist.sharding<[-, -]>, mesh = @sp2tp2} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// The same sum of a value with no dimension the axes divide (a rotary
+// table's gradient on a tensor grid): no dimension is scattered; two
+// all-reduces.
+// CHECK-LABEL: func.func @sum_two_small
+// CHECK-NEXT: %[[A:.*]] = dist.all_reduce %arg0 {{.*}} : tensor<1x1x3xf32>
+// CHECK-NEXT: %[[B:.*]] = dist.all_reduce %[[A]] {{.*}} : tensor<1x1x3xf32>
+// CHECK-NEXT: return %[[B]]
+func.func @sum_two_small(%x: tensor<1x1x3xf32>) -> tensor<1x1x3xf32> {
+  %y = dist.reshard %x {from = #dist.sharding<[-, -, -] sum(sp,tp)>, to = #dist.sharding<[-, -, -]>, mesh = @sp2tp2} : (tensor<1x1x3xf32>) -> tensor<1x1x3xf32>
+  return %y : tensor<1x1x3xf32>
+}
+
 // Copies move nothing: the resharding goes away.
 // CHECK-LABEL: func.func @copies
 // CHECK-NEXT: return %arg0

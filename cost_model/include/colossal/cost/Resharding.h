@@ -67,8 +67,12 @@ struct ReshardPlan {
 /// The steps from `from` to `to` for a value of `fullBytes` (unsharded) on
 /// a mesh whose axis `a` has `axisSizes[a]` ranks. Axes of one rank are
 /// ignored. The order of the axes splitting a dimension is the layouts'.
+/// With the value's `shape` (its whole dimensions), no step splits a
+/// dimension further than its size divides: a sum over several axes of a
+/// value whose dimensions are all small (a [1, 1, s, d] table's gradient)
+/// is then reduced whole rather than scattered along a dimension of one.
 ReshardPlan planResharding(const TensorSpec &from, const TensorSpec &to, const std::vector<int> &axisSizes,
-                           double fullBytes);
+                           double fullBytes, const std::vector<int64_t> *shape = nullptr);
 
 /// `to` with each dimension's axes reordered to keep `from`'s nesting where
 /// both split it: for a consumer that needs only which axes split each
