@@ -222,7 +222,10 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return module.emitWarning() << "no prediction: the module has no @forward";
-  FailureOr<cost::Graph> graph = plan::buildCostGraph(forward);
+  // A grid's rank holds the blocks its reshardings gather and slice.
+  plan::CostGraphOptions graphOptions;
+  graphOptions.reshardingsAsOps = module->hasAttr("train.tensor_grid");
+  FailureOr<cost::Graph> graph = plan::buildCostGraph(forward, graphOptions);
   if (failed(graph))
     return failure();
   // Which weights the backward pass reads (ZeRO-3 gathers those again).

@@ -376,6 +376,13 @@ LayerMemory layerMemory(const EstimateContext &ctx) {
         for (const TensorUse &out : graph.ops[size_t(producer)].outputs)
           if (out.value == use.value && pendingSum(graph.ops[size_t(producer)], sharding[size_t(producer)], mesh, out))
             exchanged[size_t(use.value)] = 1;
+  // And what a partitioned graph's reshardings make, the cube's gathered
+  // weight blocks among them (RecomputeLayers.h re-runs the ops around
+  // them, not the collectives).
+  for (const Op &op : graph.ops)
+    if (recomputes && op.exchange && op.layer >= 0)
+      for (const TensorUse &out : op.outputs)
+        exchanged[size_t(out.value)] = 1;
   const std::vector<char> &notKept = ctx.stageRemade;
   std::vector<double> kept =
       layerActivationBytes(graph, sharding, mesh, strategy.recompute, keepSharded, &exchanged, &opStage, &notKept);

@@ -42,13 +42,16 @@ std::vector<std::vector<int>> dimsOf(const train::TensorFactors &tensor) {
   return dims;
 }
 
-/// A parameter, or a view of one (transposed, reshaped, cast): kept as
-/// model state, not as an activation.
+/// A parameter, or a view of one (transposed, reshaped, cast, or read as
+/// copies over mesh axes: 2.5D's weight blocks): kept as model state, not
+/// as an activation.
 bool isParameterView(Value v) {
   while (Operation *def = v.getDefiningOp()) {
     if (llvm::isa<train::ParamOp>(def))
       return true;
-    if (!llvm::isa<train::TransposeOp, train::ReshapeOp, train::CastOp>(def))
+    auto copies = llvm::dyn_cast<dist::ReshardOp>(def);
+    if (!llvm::isa<train::TransposeOp, train::ReshapeOp, train::CastOp, dist::CopyToRanksOp>(def) &&
+        !(copies && copies.movesNothing()))
       return false;
     v = def->getOperand(0);
   }
@@ -260,9 +263,19 @@ void markSelectiveRecomputation(cost::Graph &graph) {
   }
 }
 
+/// A resharding, stated or lowered to a collective, that moves or makes
+/// data (not copies over an axis, which only its gradient tells apart).
+bool movesData(Operation *op) {
+  if (auto reshard = llvm::dyn_cast<dist::ReshardOp>(op))
+    return !reshard.movesNothing();
+  return llvm::isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp, dist::AllToAllOp, dist::RankSliceOp>(
+             op) &&
+         op->getNumOperands() == 1 && op->getNumResults() == 1;
+}
+
 } // namespace
 
-FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
+FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOptions &options) {
   cost::Graph graph;
   llvm::DenseSet<Value> needsGradient = valuesWithGradients(function);
   llvm::DenseMap<Value, int> valueIndex;
@@ -329,11 +342,13 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
   WalkResult walk = function.walk([&](Operation *op) -> WalkResult {
     // A weight block gathered for a product (3D tensor parallelism): no
     // arithmetic, but the parameter it reads is model state of the block's
-    // size, and what it makes is the product's operand.
-    if (auto gather = llvm::dyn_cast<dist::ReshardOp>(op); gather && isParameterGather(op)) {
+    // size, and what it makes is the product's operand. Asked for, any
+    // resharding that moves data is such an op: what it makes is memory
+    // the step holds.
+    if (isParameterGather(op) || (options.reshardingsAsOps && movesData(op) && !dist::isRepeatCopy(op))) {
       cost::Op costOp;
       costOp.name = op->getName().getStringRef().str();
-      for (Value v : {gather.getInput(), gather.getResult()}) {
+      for (Value v : {Value(op->getOperand(0)), Value(op->getResult(0))}) {
         FailureOr<int> index = valueOf(v);
         if (failed(index))
           return WalkResult::interrupt();
@@ -342,9 +357,10 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function) {
           use.dims.push_back({int(costOp.factors.size())});
           costOp.factors.push_back({"f" + std::to_string(costOp.factors.size()), size, cost::FactorKind::Whole});
         }
-        (v == gather.getInput() ? costOp.inputs : costOp.outputs).push_back(std::move(use));
+        (v == op->getOperand(0) ? costOp.inputs : costOp.outputs).push_back(std::move(use));
       }
       graph.values[size_t(costOp.outputs[0].value)].producer = int(graph.ops.size());
+      costOp.exchange = true;
       graph.ops.push_back(std::move(costOp));
       return WalkResult::advance();
     }

@@ -28,11 +28,20 @@ bool isCostGraphOp(mlir::Operation *op);
 /// differentiation to collectives the graph does not count.
 bool isParameterGather(mlir::Operation *op);
 
+struct CostGraphOptions {
+  /// Every resharding that moves data (a gather, a slice, a pending sum
+  /// completed), stated or lowered, as an op of its own: one rank's graph
+  /// of a tensor grid, whose gathered and sliced blocks are values the
+  /// step makes and ops keep for the backward pass. Off, such a value is
+  /// its source's (the graph the partitioner's split is read back from).
+  bool reshardingsAsOps = false;
+};
+
 /// Builds the cost graph of `function`; ops without a sharding rule
 /// (constants, parameter reads) become values, not ops. Its layers are the
 /// repeated blocks LayerDetection.h finds. Fails with a
 /// diagnostic on an element type the cost model cannot represent.
-mlir::FailureOr<cost::Graph> buildCostGraph(mlir::func::FuncOp function);
+mlir::FailureOr<cost::Graph> buildCostGraph(mlir::func::FuncOp function, const CostGraphOptions &options = {});
 
 } // namespace colossal::plan
 

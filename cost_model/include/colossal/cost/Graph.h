@@ -104,6 +104,11 @@ struct Op {
   /// An attention kernel under a causal mask (it skips the hidden blocks;
   /// FLOPs still count the whole score matrix, as model FLOPs do).
   bool causal = false;
+  /// A resharding of one rank's graph (a gather, slice or completed sum of
+  /// a tensor grid's blocks, a weight block gathered): recomputation
+  /// re-runs the ops around it and keeps its result rather than run the
+  /// collective again.
+  bool exchange = false;
   /// The transformer layer the op belongs to, -1 outside the layers.
   int layer = -1;
 };
