@@ -489,6 +489,7 @@ void addGridComm(ModuleOp module, const ProgramSettings &s, int64_t side, int64_
     take(cost::Collective::AllGather, "activation_all_gather_bytes_per_step", "activation_all_gathers_per_step");
     take(cost::Collective::ReduceScatter, "activation_reduce_scatter_bytes_per_step",
          "activation_reduce_scatters_per_step");
+    take(cost::Collective::AllToAll, "activation_all_to_all_bytes_per_step", "activation_all_to_alls_per_step");
   }
   int completions = optimizer == "lamb" || optimizer == "lars" ? 2 : 1;
   std::map<std::string, int> blocksOver;
@@ -601,12 +602,20 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
       forward.walk([&](dist::GridLinearOp) { ++linears; });
     int64_t depth = gridDepthOf(module);
     bool cube = module->hasAttr("train.tensor_cube");
+    // Embedding tables split by vocabulary over the grid (TensorGrid.h).
+    Json::Array tables;
+    if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+      forward.walk([&](train::GatherOp lookup) {
+        if (auto read = lookup.getData().getDefiningOp<train::ParamOp>(); read && lookup.getMeshAxis())
+          tables.push_back(Json(read.getName().str()));
+      });
     Json::Object grid{{"mode", cube        ? "3d"
                                : depth > 1 ? "2.5d"
                                            : "2d"},
                       {"side", Json(side.getInt())},
                       {"depth", Json(depth)},
-                      {"grid_linears", Json(linears)}};
+                      {"grid_linears", Json(linears)},
+                      {"lookup_tables", Json(tables)}};
     for (auto [axis, ranks] : gridAxesOf(module, side.getInt(), depth))
       grid[axis] = modelAxisOf(module, s, axis, ranks);
     m["tensor_grid"] = Json(std::move(grid));

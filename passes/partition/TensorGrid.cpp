@@ -4,6 +4,7 @@
 #include "passes/partition/Passes.h"
 
 #include "passes/partition/ParameterSlices.h"
+#include "passes/partition/VocabularyParallel.h"
 
 #include "colossal/Dialect/Dist/PlannedSetting.h"
 #include "colossal/Dialect/Train/TrainDialect.h"
@@ -156,6 +157,7 @@ private:
   }
 
   LogicalResult splitLinear(LinearOp linear, bool &split);
+  LogicalResult splitLookup(GatherOp lookup, bool &split);
   LogicalResult splitLoss(CrossEntropyOp loss, bool &split);
   void splitNorm(Operation *norm, bool &split);
   /// Ops that compute on their parts as they are split (elementwise ops,
@@ -537,6 +539,63 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
 
 /// The loss of blocks of logits: vocabulary-parallel over the grid's
 /// columns, its rows summed over the grid's rows.
+/// An embedding lookup from a table [V, h] read once, as Colossal-AI's
+/// vocabulary-parallel embeddings on the grid: the table in blocks, its
+/// vocabulary over the rows' axis (tp_row; on the cube tp_in) and its
+/// features over the columns' (on the cube also over tp_w: 1/q^3 per rank,
+/// as the cube's weights). Each rank looks every token id up in its
+/// vocabulary rows (ids outside them give zeros: `mesh_axis`), which makes
+/// its columns of the whole result as a partial sum over the rows' axis;
+/// the sum is reduce-scattered into the rank's block (on 2.5D's layers and
+/// the cube, the rank's rows over the other row axis sliced first). The
+/// backward pass is the duals: the block's gradient gathered whole over the
+/// rows, scattered into the rank's vocabulary rows.
+LogicalResult GridSplitter::splitLookup(GatherOp lookup, bool &split) {
+  split = false;
+  RankedTensorType result = typeOf(lookup.getResult()), table = typeOf(lookup.getData());
+  std::optional<SplitOperand> t = traceToParameter(lookup.getData(), 0);
+  int64_t axis = int64_t(lookup.getAxis());
+  // (Token ids, whose leading dimension is the batch's rows; a table of
+  // positions, looked up by constants, stays whole.)
+  if (!t || !t->views.empty() || !soleRead(*t) || table.getRank() != 2 || (axis != 0 && axis != -2) ||
+      lookup.getMeshAxis() || dimsOf(lookup.getIndices()) || !comesFromInput(lookup.getIndices()) ||
+      result.getRank() < 2)
+    return success();
+  // The vocabulary over the rows' axis that is not shared by every layer
+  // (2.5D) or tp_w (3D); the features over the columns' (on the cube, and
+  // then over tp_w: a 1/q^3 block, moved into the rows by the resharding).
+  std::string vocabularyAxis = grid_.rowAxes().back();
+  SmallVector<std::string, 2> featureAxes = {grid_.columnAxis().str()};
+  if (grid_.cube)
+    featureAxes.push_back(kCubeWeightAxis);
+  int64_t featureParts = grid_.cube ? q_ * q_ : q_;
+  int64_t vocabulary = table.getDimSize(0), features = table.getDimSize(1), rows = result.getDimSize(0);
+  if (vocabulary % q_ != 0 || features % featureParts != 0 || rows % grid_.rowParts() != 0)
+    return lookup.emitError() << "tensor parallelism on " << describe() << " splits this embedding's " << vocabulary
+                              << " vocabulary rows in " << q_ << ", its " << features << " features in " << featureParts
+                              << " and its " << rows << " rows of token ids in " << grid_.rowParts()
+                              << ", which must divide (at " << lookup.getLoc() << ")";
+  splitOnGrid(*t, {{0, {vocabularyAxis}}, {1, featureAxes}});
+  int64_t rank = result.getRank();
+  SmallVector<int64_t> shape(result.getShape());
+  shape.back() /= featureParts;
+  lookup.getResult().setType(RankedTensorType::get(shape, result.getElementType()));
+  lookup.setMeshAxisAttr(StringAttr::get(module_.getContext(), vocabularyAxis));
+  OpBuilder b(lookup);
+  b.setInsertionPointAfter(lookup);
+  Layout partial = wholeLayout(rank);
+  partial.dims.back().assign(featureAxes.begin(), featureAxes.end());
+  partial.sums = {vocabularyAxis};
+  GridDims block = blockDims(rank);
+  Value y = reshard(b, lookup.getLoc(), lookup.getResult(), localType(result, block, grid_), partial,
+                    gridLayout(rank, block, grid_));
+  lookup.getResult().replaceAllUsesExcept(y, y.getDefiningOp());
+  mark(y, block);
+  ++summary_->lookups;
+  split = true;
+  return success();
+}
+
 LogicalResult GridSplitter::splitLoss(CrossEntropyOp loss, bool &split) {
   split = false;
   Value logits = loss.getLogits();
@@ -707,6 +766,12 @@ LogicalResult GridSplitter::run(TensorGridSummary &summary) {
       if (split)
         continue;
     }
+    if (auto lookup = dyn_cast<GatherOp>(op)) {
+      if (failed(splitLookup(lookup, split)))
+        return failure();
+      if (split)
+        continue;
+    }
     splitNorm(op, split);
     if (split)
       continue;
@@ -770,7 +835,7 @@ void reportSplit(ModuleOp module, const std::string &grid, StringRef products, c
   InFlightDiagnostic remark = module.emitRemark();
   remark << grid << ": " << split.linears << " linear layers " << products << ", " << split.norms
          << " norms on blocks, " << split.splitParameters << " parameters in blocks, " << split.losses
-         << " losses vocabulary-parallel over the columns";
+         << " losses vocabulary-parallel over the columns, " << split.lookups << " embedding lookups by vocabulary";
   if (split.wholeOps.empty())
     return;
   remark << "; computed whole (their inputs gathered, " << split.gathers << " gathers):";

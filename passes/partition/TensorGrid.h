@@ -21,10 +21,14 @@
 //
 // Split parameters record their layout as a `dist.sharding` attribute (the
 // model file keeps the whole tensor; each rank loads its block). Any other
-// op reading a block (a fused QKV projection's split, an embedding: not
-// yet split on the grid as the papers do) computes on the whole value, its blocks
-// gathered over both axes, and a whole value entering the grid is sliced:
-// the step stays exact, and the report names what ran whole.
+// op reading a block (a fused QKV projection's split, a table tied to the
+// output layer) computes on the whole value, its blocks gathered over both
+// axes, and a whole value entering the grid is sliced: the step stays
+// exact, and the report names what ran whole. An embedding table read once
+// is split by vocabulary rows over the grid's rows and by features over its
+// columns (Colossal-AI's vocabulary-parallel 2D/2.5D/3D embeddings): each
+// rank looks the token ids up in its rows and the partial sums are
+// reduce-scattered into the rank's block.
 //
 // 2.5D (Wang et al. 2021, "Tesseract"; Colossal-AI's 2.5D layers): d layers
 // of a q x q grid, mesh axis "tp_depth" the layer. The rows are split over
@@ -78,7 +82,7 @@ inline constexpr const char *kCubeRowsOfInputAxis = "tp_rows_in";
 inline constexpr const char *kCubeRowsOfOutputAxis = "tp_rows_out";
 
 struct TensorGridSummary {
-  int64_t linears = 0, norms = 0, splitParameters = 0, losses = 0;
+  int64_t linears = 0, norms = 0, splitParameters = 0, losses = 0, lookups = 0;
   /// Blocks gathered whole for the ops the grid does not split, and those
   /// ops' names (in order).
   int64_t gathers = 0;

@@ -16,10 +16,6 @@ namespace colossal::partition {
 using namespace mlir;
 using namespace colossal::train;
 
-namespace {
-
-/// Token ids: integers computed from a graph input by reshapes and casts
-/// alone. Position ids (constants) index tables that stay whole.
 bool comesFromInput(Value indices) {
   while (true) {
     if (isa<BlockArgument>(indices))
@@ -30,6 +26,8 @@ bool comesFromInput(Value indices) {
     indices = def->getOperand(0);
   }
 }
+
+namespace {
 
 /// An output layer: the linear whose columns score the vocabulary, the
 /// values after it to the loss (each split along `dim`), the operands that

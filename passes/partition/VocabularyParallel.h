@@ -51,6 +51,10 @@ struct VocabularySummary {
   std::vector<std::string> padded;
 };
 
+/// Token ids: integers computed from a graph input by reshapes and casts
+/// alone. Position ids (constants) index tables that stay whole.
+bool comesFromInput(mlir::Value indices);
+
 /// Splits @forward's vocabulary tables over the `ranks` ranks of mesh axis
 /// `axis`. A vocabulary the ranks do not divide is padded with rows of zeros
 /// to a multiple of them (the loss ignores the padding columns; the weights

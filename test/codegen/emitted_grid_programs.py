@@ -34,10 +34,12 @@ SEQ = 8
 # quarter per rank (also beside ZeRO-2, offload, microbatches and
 # recomputation), layer and RMS norms on the blocks (row statistics
 # completed over tp_col), attention by heads (LLaMA: rotary tables read as
-# copies), the loss vocabulary-parallel over tp_col; what the grid does not
-# split yet (GPT-2's fused QKV split, embeddings) computes whole from
-# gathered blocks. On the MLP, GPT-2 and LLaMA fixtures, and with
-# 2 data-parallel ranks x the grid on 8, the runs train like PyTorch and one
+# copies), the loss vocabulary-parallel over tp_col, LLaMA's embedding
+# split by vocabulary over tp_row and by features over tp_col; what the grid
+# does not split yet (GPT-2's fused QKV split, its embedding tied to the
+# output layer) computes whole from gathered blocks. On the MLP, GPT-2 and
+# LLaMA fixtures, and with 2 data-parallel ranks x the grid on 8, the runs
+# train like PyTorch and one
 # rank (first-step gradients, losses, final weights), every collective on
 # every axis moves the bytes and calls the plan predicts (SUMMA's from the
 # cost model's formulas, the rest as the IR counts them), the model states
@@ -48,14 +50,28 @@ SEQ = 8
 # shapes (Xu et al. 2021, sec. 3.1: per linear layer, q broadcasts of an X
 # block along the row and q of a W block along the column forward; q of
 # each again and q reduces of a dX and a dW block backward).
+def linear_weights(manifest):
+    """The grid's blocked linear weights: blocks of two dimensions that are
+    not embedding tables split by vocabulary."""
+    tables = set(manifest["tensor_grid"].get("lookup_tables", []))
+    return [p for p in manifest["parameters"] if len(p.get("grid_split", [])) == 2 and p["name"] not in tables]
+
+
+def check_lookup_tables(manifest, model, tag):
+    """LLaMA's untied embedding is split by vocabulary over the grid (a
+    block of 1/q^2 of the table, 1/q^3 on the cube); GPT-2's, tied to the
+    output layer, stays whole."""
+    tables = manifest["tensor_grid"].get("lookup_tables")
+    want = ["embed_tokens.weight"] if model.startswith("llama") else []
+    check(tables == want, f"{tag}: tables split by vocabulary {tables}, wanted {want}")
+
+
 def optimus_closed_form(manifest, rows, q, microbatches=1):
     """Per step: {collective: {axis: (bytes, calls)}} of the grid's linear
     layers, from each blocked weight's shape ([n/q, k/q] as the model file
     holds it, transposed into the layer) and the rank's rows of X."""
     want = {"broadcast": {"tp_col": [0, 0], "tp_row": [0, 0]}, "reduce": {"tp_col": [0, 0], "tp_row": [0, 0]}}
-    for p in manifest["parameters"]:
-        if len(p.get("grid_split", [])) != 2:
-            continue
+    for p in linear_weights(manifest):
         n_block, k_block = p["shape"]
         x_block, w_block = 4 * (rows // q) * k_block, 4 * n_block * k_block
         for collective, axis, block, per in (("broadcast", "tp_col", x_block, 2 * q), ("broadcast", "tp_row", w_block, 2 * q),
@@ -83,6 +99,7 @@ for model, dp, batch, seq_rows, extra in [
     grid = manifest.get("tensor_grid", {})
     check(manifest["strategy"]["tp"] == 4 and manifest["gpus"] == ranks and grid.get("side") == 2 and
           grid.get("grid_linears", 0) > 0, f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
+    check_lookup_tables(manifest, model, f"{model} 2D grid x dp={dp}")
     check_gradients(program, model, batch, ranks, f"{model}-grid2x2-dp{dp}{slug}")
     single = f"{WORK}/{model}-b{batch}"
     if not os.path.exists(f"{single}/model_train"):
@@ -176,6 +193,7 @@ def grid_run(model, name, batch, strategy, tag, grid_wants, feed_dir, reference,
     grid = manifest.get("tensor_grid", {})
     check(all(grid.get(k) == v for k, v in grid_wants.items()) and manifest["strategy"]["tp"] == 8,
           f"{model}: the manifest records {manifest['strategy']}, grid {grid}")
+    check_lookup_tables(manifest, model, tag)
     check_gradients(program, model, batch, 8, tag)
     one_rank_run(model, name, batch, feed_dir, reference)
     run_tag = f"{model}-{name}-{tag.split('-', 1)[1]}"
@@ -193,7 +211,7 @@ def grid_run(model, name, batch, strategy, tag, grid_wants, feed_dir, reference,
 
 def tesseract_depth_sums(manifest, microbatches=1):
     """Per step: (bytes, calls) of the weight blocks' gradient sums over tp_depth."""
-    blocks = [p for p in manifest["parameters"] if len(p.get("grid_split", [])) == 2]
+    blocks = linear_weights(manifest)
     return (sum(4 * p["shape"][0] * p["shape"][1] for p in blocks) * microbatches, len(blocks) * microbatches)
 
 
@@ -238,7 +256,7 @@ def cube_weight_scatters(manifest, q):
     """Per step: (bytes, calls) of the weights' gradient reduce-scatters
     over tp_w, from the blocks' shapes (each [n/q, k/q^2] or its transpose,
     gathered q-fold for the product)."""
-    weights = [p for p in manifest["parameters"] if len(p.get("grid_split", [])) == 2]
+    weights = linear_weights(manifest)
     return (sum(4 * p["shape"][0] * p["shape"][1] * q for p in weights), len(weights))
 
 
