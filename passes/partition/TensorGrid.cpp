@@ -157,7 +157,8 @@ private:
   }
 
   LogicalResult splitLinear(LinearOp linear, bool &split);
-  LogicalResult splitLookup(GatherOp lookup, bool &split);
+  /// Whether `lookup` was split (otherwise it computes whole).
+  bool splitLookup(GatherOp lookup);
   LogicalResult splitLoss(CrossEntropyOp loss, bool &split);
   void splitNorm(Operation *norm, bool &split);
   /// Ops that compute on their parts as they are split (elementwise ops,
@@ -550,8 +551,7 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
 /// the cube, the rank's rows over the other row axis sliced first). The
 /// backward pass is the duals: the block's gradient gathered whole over the
 /// rows, scattered into the rank's vocabulary rows.
-LogicalResult GridSplitter::splitLookup(GatherOp lookup, bool &split) {
-  split = false;
+bool GridSplitter::splitLookup(GatherOp lookup) {
   RankedTensorType result = typeOf(lookup.getResult()), table = typeOf(lookup.getData());
   std::optional<SplitOperand> t = traceToParameter(lookup.getData(), 0);
   int64_t axis = int64_t(lookup.getAxis());
@@ -560,7 +560,7 @@ LogicalResult GridSplitter::splitLookup(GatherOp lookup, bool &split) {
   if (!t || !t->views.empty() || !soleRead(*t) || table.getRank() != 2 || (axis != 0 && axis != -2) ||
       lookup.getMeshAxis() || dimsOf(lookup.getIndices()) || !comesFromInput(lookup.getIndices()) ||
       result.getRank() < 2)
-    return success();
+    return false;
   // The vocabulary over the rows' axis that is not shared by every layer
   // (2.5D) or tp_w (3D); the features over the columns' (on the cube, and
   // then over tp_w: a 1/q^3 block, moved into the rows by the resharding).
@@ -569,12 +569,12 @@ LogicalResult GridSplitter::splitLookup(GatherOp lookup, bool &split) {
   if (grid_.cube)
     featureAxes.push_back(kCubeWeightAxis);
   int64_t featureParts = grid_.cube ? q_ * q_ : q_;
+  // A vocabulary (or width) the grid does not divide is looked up whole,
+  // as the report says; rows it does not divide are refused where the
+  // layers split them.
   int64_t vocabulary = table.getDimSize(0), features = table.getDimSize(1), rows = result.getDimSize(0);
   if (vocabulary % q_ != 0 || features % featureParts != 0 || rows % grid_.rowParts() != 0)
-    return lookup.emitError() << "tensor parallelism on " << describe() << " splits this embedding's " << vocabulary
-                              << " vocabulary rows in " << q_ << ", its " << features << " features in " << featureParts
-                              << " and its " << rows << " rows of token ids in " << grid_.rowParts()
-                              << ", which must divide (at " << lookup.getLoc() << ")";
+    return false;
   splitOnGrid(*t, {{0, {vocabularyAxis}}, {1, featureAxes}});
   int64_t rank = result.getRank();
   SmallVector<int64_t> shape(result.getShape());
@@ -592,8 +592,7 @@ LogicalResult GridSplitter::splitLookup(GatherOp lookup, bool &split) {
   lookup.getResult().replaceAllUsesExcept(y, y.getDefiningOp());
   mark(y, block);
   ++summary_->lookups;
-  split = true;
-  return success();
+  return true;
 }
 
 LogicalResult GridSplitter::splitLoss(CrossEntropyOp loss, bool &split) {
@@ -766,12 +765,8 @@ LogicalResult GridSplitter::run(TensorGridSummary &summary) {
       if (split)
         continue;
     }
-    if (auto lookup = dyn_cast<GatherOp>(op)) {
-      if (failed(splitLookup(lookup, split)))
-        return failure();
-      if (split)
-        continue;
-    }
+    if (auto lookup = dyn_cast<GatherOp>(op); lookup && splitLookup(lookup))
+      continue;
     splitNorm(op, split);
     if (split)
       continue;

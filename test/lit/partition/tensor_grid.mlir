@@ -188,12 +188,14 @@ module {
 // tp_row and its features over tp_col; each rank looks every id up in its
 // rows (ids outside them give zeros), and the partial sums over tp_row are
 // reduce-scattered into the rank's block. A table of positions looked up
-// by constants stays whole, its result sliced into the block. The lookup's
+// by constants stays whole, its result sliced into the block, and so does
+// a table whose vocabulary the grid does not divide (15 rows). The lookup's
 // gradient is the block's gathered over the rows, scattered into the
 // rank's vocabulary rows.
 // CHECK-LABEL: module attributes
 // CHECK: train.parameter @wte : tensor<8x4xf32> {block_splits = array<i64: 2, 2>, dist.sharding = #dist.sharding<[tp_row, tp_col]>, trainable}
 // CHECK: train.parameter @pos : tensor<4x8xf32> {trainable}
+// CHECK: train.parameter @odd : tensor<15x8xf32> {trainable}
 // CHECK: %[[E:.*]] = train.gather %{{.*}}, %arg0 {axis = 0 : i64, mesh_axis = "tp_row"} : (tensor<8x4xf32>, tensor<2x4xi64>) -> tensor<2x4x4xf32>
 // CHECK: %[[B:.*]] = dist.reshard %[[E]] {from = #dist.sharding<[-, -, tp_col] sum(tp_row)>, mesh = @tp_grid, to = #dist.sharding<[tp_row, -, tp_col]>} : (tensor<2x4x4xf32>) -> tensor<1x4x4xf32>
 // CHECK: %[[P:.*]] = train.gather %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
@@ -204,6 +206,7 @@ module {
 module {
   train.parameter @wte : tensor<16x8xf32> {trainable}
   train.parameter @pos : tensor<4x8xf32> {trainable}
+  train.parameter @odd : tensor<15x8xf32> {trainable}
   train.parameter @w : tensor<8x8xf32> {trainable}
   func.func @forward(%ids: tensor<2x4xi64> {train.name = "input_ids"}) -> (tensor<f32> {train.name = "loss"}) {
     %wte = train.param @wte : tensor<16x8xf32>
@@ -211,7 +214,10 @@ module {
     %pos = train.param @pos : tensor<4x8xf32>
     %at = train.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
     %p = train.gather %pos, %at {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
-    %x = train.add %e, %p : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+    %x0 = train.add %e, %p : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+    %odd = train.param @odd : tensor<15x8xf32>
+    %o = train.gather %odd, %ids {axis = 0 : i64} : (tensor<15x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+    %x = train.add %x0, %o : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
     %w = train.param @w : tensor<8x8xf32>
     %y = train.linear %x, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
     %sq = train.mul %y, %y : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
