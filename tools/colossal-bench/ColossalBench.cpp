@@ -107,11 +107,23 @@ std::optional<cost::Link> linkOf(const std::vector<CollectivePoint> &points, boo
   return link;
 }
 
-} // namespace
+/// Where the benchmark's buffers live and how its kernels finish: host
+/// memory, or (--device cuda) the rank's GPU and a stream.
+struct Device {
+  bool gpu = false;
+  rt::Stream stream;
+  std::function<void()> sync = [] {};
+  std::function<void *(int64_t)> allocate = [](int64_t bytes) { return std::calloc(size_t(bytes), 1); };
+  std::function<void(void *)> release = [](void *p) { std::free(p); };
+  std::string name = "host CPU";
+  double memoryBytes = 0;
+  /// The element types measured (fp32; on a GPU bf16 and f16 too).
+  std::vector<std::pair<rt::DType, cost::DType>> types = {{rt::DType::F32, cost::DType::F32}};
+};
 
-int main(int argc, char **argv) {
-  rt::MpiSession mpi(&argc, &argv);
-  Options options;
+/// Reads the command line into `options`; the exit status when the program
+/// should stop (0 after --help's usage, 2 on a bad argument).
+std::optional<int> parseOptions(int argc, char **argv, Options &options) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -146,281 +158,313 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  return std::nullopt;
+}
+
+struct GemmPoint {
+  std::string dtype;
+  int64_t size;
+  double flops, rate;
+};
+
+/// Square GEMM rates by size and element type.
+std::vector<GemmPoint> measureGemms(rt::Communicator &world, const Device &device, const Options &options,
+                                    int repeats) {
+  std::vector<GemmPoint> gemms;
+  std::vector<int64_t> sizes =
+      options.quick ? std::vector<int64_t>{128, 256, 512} : std::vector<int64_t>{256, 512, 1024, 2048};
+  if (device.gpu && !options.quick)
+    sizes.push_back(4096), sizes.push_back(8192);
+  for (const auto &type : device.types)
+    for (int64_t n : sizes) {
+      rt::DType dtype = type.first;
+      int64_t bytes = n * n * rt::bytesOf(dtype);
+      void *a = device.allocate(bytes), *b = device.allocate(bytes), *c = device.allocate(bytes);
+      rt::GemmShape g;
+      g.m = g.n = g.k = n;
+      double seconds = timed(
+          world, repeats,
+          [&] {
+#ifdef COLOSSAL_WITH_CUDA
+            if (device.gpu) {
+              rt::cuda::gemm(device.stream, g, dtype, a, b, c, 1, 0);
+              return;
+            }
+#endif
+            rt::cpu::gemm(device.stream, g, dtype, a, b, c, 1, 0);
+          },
+          device.sync);
+      device.release(a), device.release(b), device.release(c);
+      double flops = 2.0 * double(n) * n * n;
+      gemms.push_back({rt::nameOf(dtype), n, flops, flops / seconds});
+    }
+  return gemms;
+}
+
+struct Bandwidths {
+  double memory = 0, hostMemory = 0, hostDevice = 0;
+};
+
+/// Memory bandwidth (a large copy, read + write), host memory's (the host
+/// optimizer's) and the host-device link (offload): on a GPU pinned copies
+/// each way, on the host target a host copy, which is what offload does
+/// there.
+Bandwidths measureBandwidths(rt::Communicator &world, const Device &device, const Options &options, int repeats) {
+  Bandwidths result;
+  int64_t copyBytes = options.quick ? (64 << 20) : (256 << 20);
+  void *src = device.allocate(copyBytes), *dst = device.allocate(copyBytes);
+  double copySeconds = timed(
+      world, repeats,
+      [&] {
+#ifdef COLOSSAL_WITH_CUDA
+        if (device.gpu) {
+          cudaMemcpyAsync(dst, src, size_t(copyBytes), cudaMemcpyDeviceToDevice,
+                          static_cast<cudaStream_t>(device.stream.handle));
+          return;
+        }
+#endif
+        std::memcpy(dst, src, size_t(copyBytes));
+      },
+      device.sync);
+  device.release(src), device.release(dst);
+  result.memory = 2.0 * double(copyBytes) / copySeconds;
+  std::vector<char> hostSrc(size_t(copyBytes), 1), hostDst(size_t(copyBytes), 0);
+  double hostCopySeconds = timed(
+      world, repeats, [&] { std::memcpy(hostDst.data(), hostSrc.data(), size_t(copyBytes)); }, [] {});
+  result.hostMemory = 2.0 * double(copyBytes) / hostCopySeconds;
+  result.hostDevice = double(copyBytes) / hostCopySeconds;
+#ifdef COLOSSAL_WITH_CUDA
+  if (device.gpu) {
+    void *pinned = nullptr, *on = device.allocate(copyBytes);
+    if (cudaHostAlloc(&pinned, size_t(copyBytes), cudaHostAllocDefault) != cudaSuccess)
+      rt::fail("cudaHostAlloc", "cannot pin " + std::to_string(copyBytes) + " bytes for the host-device copy");
+    auto st = static_cast<cudaStream_t>(device.stream.handle);
+    double down = timed(
+        world, repeats, [&] { cudaMemcpyAsync(pinned, on, size_t(copyBytes), cudaMemcpyDeviceToHost, st); },
+        device.sync);
+    double up = timed(
+        world, repeats, [&] { cudaMemcpyAsync(on, pinned, size_t(copyBytes), cudaMemcpyHostToDevice, st); },
+        device.sync);
+    result.hostDevice = double(copyBytes) / std::max(down, up);
+    cudaFreeHost(pinned);
+    device.release(on);
+  }
+#endif
+  return result;
+}
+
+/// Every collective by message size on every mesh axis of more than one
+/// rank. Two passes over every axis, size and collective, each point the
+/// faster of its two medians: a slow spell of a shared machine (seconds
+/// long) lands on one pass, not on a point's every repeat.
+std::vector<CollectivePoint> measureCollectives(rt::Communicator &world, rt::ProcessGroups &groups,
+                                                const rt::MeshShape &mesh, const Device &device, const Options &options,
+                                                int repeats, int perNode) {
+  std::vector<CollectivePoint> points;
+  std::vector<int64_t> messageBytes;
+  // Every doubling from 512 KiB up: shared-memory transports fall off a
+  // cliff between sizes a coarser ladder would skip.
+  for (int64_t b = 1 << 10;
+       b <= (options.quick ? (int64_t(1) << 22) : (device.gpu ? int64_t(1) << 28 : int64_t(1) << 25));
+       b *= (options.quick             ? 16
+             : b >= (int64_t(1) << 19) ? 2
+                                       : 8))
+    messageBytes.push_back(b);
+  size_t point = 0;
+  for (int pass = 0; pass < (options.quick ? 1 : 2); ++pass, point = 0) {
+    for (size_t axis = 0; axis < mesh.axes().size(); ++axis) {
+      Communicator &comm = groups.axis(int(axis));
+      int n = comm.size();
+      if (n < 2)
+        continue;
+      for (int64_t bytes : messageBytes) {
+        int64_t count = bytes / 4 / n * n; // divisible for scatter/gather
+        void *send = device.allocate(count * 4), *recv = device.allocate(count * 4);
+        struct Case {
+          const char *name;
+          cost::Collective kind;
+          std::function<void()> run;
+        };
+        std::vector<Case> cases = {
+            {"all_reduce", cost::Collective::AllReduce,
+             [&] { comm.allReduce(Buffer::of(send, rt::DType::F32, count)); }},
+            {"all_gather", cost::Collective::AllGather,
+             [&] {
+               comm.allGather(Buffer::of(send, rt::DType::F32, count / n), Buffer::of(recv, rt::DType::F32, count));
+             }},
+            {"reduce_scatter", cost::Collective::ReduceScatter,
+             [&] {
+               comm.reduceScatter(Buffer::of(send, rt::DType::F32, count), Buffer::of(recv, rt::DType::F32, count / n));
+             }},
+            {"all_to_all", cost::Collective::AllToAll,
+             [&] { comm.allToAll(Buffer::of(send, rt::DType::F32, count), Buffer::of(recv, rt::DType::F32, count)); }},
+            {"broadcast", cost::Collective::Broadcast,
+             [&] { comm.broadcast(Buffer::of(send, rt::DType::F32, count), 0); }},
+        };
+        bool crosses = spansNodes(comm.worldRanks(), perNode);
+        for (Case &c : cases) {
+          double seconds = timed(world, repeats, c.run, [] {});
+          double size = double(count) * 4;
+          if (pass > 0 && point < points.size())
+            seconds = std::min(seconds, points[point].seconds);
+          CollectivePoint measured{
+              mesh.axes()[axis].name, c.name, n, size, seconds, size / seconds * cost::busFactor(c.kind, n), crosses};
+          if (pass == 0)
+            points.push_back(measured);
+          else
+            points[point] = measured;
+          ++point;
+        }
+        device.release(send), device.release(recv);
+      }
+    }
+  }
+  return points;
+}
+
+/// What was measured, as a colossal-cluster/1 description: peaks the best
+/// rates, efficiency curves the rates over them, each link from the axes
+/// that exercised it (one no axis exercised left to the fallback preset,
+/// and said so).
+struct Measured {
+  std::vector<GemmPoint> gemms;
+  std::optional<bench::HostKernelMeasurements> hostKernels;
+  double hostOptimizer = 0;
+  Bandwidths bandwidths;
+  std::vector<CollectivePoint> points;
+};
+
+cost::Cluster describe(const Measured &m, const Device &device, const Options &options, int worldSize, int perNode,
+                       const std::string &meshText) {
+  cost::Cluster cluster;
+  cluster.name = options.name;
+  cluster.gpusPerNode = perNode;
+  cluster.nodes = std::max(1, worldSize / perNode);
+  cluster.description = std::string("measured by colossal-bench on ") + device.name + ", " + std::to_string(worldSize) +
+                        " ranks, mesh " + meshText;
+  cluster.calibration = "colossal-bench" + std::string(options.quick ? " --quick" : "");
+  cluster.measured = {"peak_flops", "gemm_efficiency", "memory_bandwidth_bytes_per_s",
+                      "host_memory_bandwidth_bytes_per_s", "host_device_bandwidth_bytes_per_s"};
+  for (auto [dtype, costType] : device.types) {
+    double best = 0;
+    for (const GemmPoint &p : m.gemms)
+      if (p.dtype == rt::nameOf(dtype))
+        best = std::max(best, p.rate);
+    if (dtype == rt::DType::F32 && m.hostKernels)
+      best = std::max(best, m.hostKernels->bestGemmRate());
+    cluster.peakFlops[costType] = best;
+    if (dtype == rt::DType::F32 && device.gpu)
+      cluster.peakFlops[cost::DType::TF32] = best;
+  }
+  double fp32Peak = cluster.peakFlops[cost::DType::F32];
+  for (const GemmPoint &p : m.gemms)
+    if (p.dtype == "f32")
+      cluster.gemmEfficiency.push_back({p.flops, p.rate / fp32Peak});
+  if (m.hostKernels) {
+    cluster.kernels = m.hostKernels->rates(fp32Peak);
+    cluster.measured.push_back("kernels");
+  } else {
+    // A GPU node's offloaded optimizer runs on its host's cores.
+    cluster.kernels.hostOptimizerBytesPerSecond = m.hostOptimizer;
+    cluster.measured.push_back("kernels.host_optimizer_bytes_per_s");
+  }
+  cluster.memoryBytes = device.memoryBytes;
+  cluster.memoryBandwidth = m.bandwidths.memory;
+  cluster.hostMemoryBytes = hostMemoryBytes();
+  cluster.hostMemoryBandwidth = m.bandwidths.hostMemory;
+  cluster.hostDeviceBandwidth = m.bandwidths.hostDevice;
+  cost::Cluster fallback = *cost::Cluster::preset(options.fallback);
+  cluster.fallbackPreset = options.fallback;
+  for (bool crosses : {false, true}) {
+    std::optional<cost::Link> link = linkOf(m.points, crosses);
+    const char *field = crosses ? "inter_node" : "intra_node";
+    (crosses ? cluster.interNode : cluster.intraNode) =
+        link ? *link : (crosses ? fallback.interNode : fallback.intraNode);
+    (link ? cluster.measured : cluster.unmeasured).push_back(field);
+  }
+  return cluster;
+}
+
+/// Rank 0's short table: GEMM rates, memory bandwidth, and each collective
+/// at the smallest and largest message.
+void printSummary(const Measured &m, const Device &device, int worldSize, const std::string &meshText) {
+  std::printf("colossal-bench: %s, %d ranks, mesh %s\n\n", device.name.c_str(), worldSize, meshText.c_str());
+  std::printf("%-6s %8s %14s\n", "gemm", "n", "GFLOP/s");
+  for (const GemmPoint &p : m.gemms)
+    std::printf("%-6s %8lld %14.1f\n", p.dtype.c_str(), (long long)p.size, p.rate / 1e9);
+  std::printf("\nmemory bandwidth (copy): %.1f GB/s\n", m.bandwidths.memory / 1e9);
+  if (m.points.empty())
+    return;
+  std::printf("\n%-6s %-15s %6s %12s %12s %12s\n", "axis", "collective", "ranks", "bytes", "time us", "busbw GB/s");
+  for (const CollectivePoint &p : m.points)
+    if (p.bytes == m.points.back().bytes || p.bytes == m.points.front().bytes)
+      std::printf("%-6s %-15s %6d %12.0f %12.1f %12.2f\n", p.axis.c_str(), p.collective.c_str(), p.ranks, p.bytes,
+                  p.seconds * 1e6, p.busBandwidth / 1e9);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  rt::MpiSession mpi(&argc, &argv);
+  Options options;
+  if (std::optional<int> status = parseOptions(argc, argv, options))
+    return *status;
   return rt::runOrAbort(
       [&]() -> int {
         auto mpiWorld = rt::MpiCommunicator::world(nullptr);
-        const bool root = mpiWorld->rank() == 0;
-        bool gpu = options.device == "cuda";
+        Device device;
+        device.gpu = options.device == "cuda";
 #ifndef COLOSSAL_WITH_CUDA
-        if (gpu)
+        if (device.gpu)
           rt::fail("colossal-bench", "built without CUDA: use --device cpu, or build with -DCOLOSSAL_CUDA=ON");
 #endif
-        if (!gpu && options.device != "cpu")
+        if (!device.gpu && options.device != "cpu")
           rt::fail("colossal-bench", "--device is cpu or cuda, not \"" + options.device + "\"");
         if (!cost::Cluster::preset(options.fallback))
           rt::fail("--fallback", "no preset \"" + options.fallback + "\" (dgx-a100, dgx-h100, h200-node)");
         rt::MeshShape mesh =
             options.mesh.empty() ? rt::MeshShape({{"world", mpiWorld->size()}}) : rt::MeshShape::parse(options.mesh);
+        int perNode = std::max(1, mpi.launch().localSize);
+        device.memoryBytes = hostMemoryBytes() / perNode;
         std::unique_ptr<rt::ProcessGroups> groups;
-        rt::Stream stream;
-        std::function<void()> sync = [] {};
-        std::function<void *(int64_t)> allocate = [](int64_t bytes) { return std::calloc(size_t(bytes), 1); };
-        std::function<void(void *)> release = [](void *p) { std::free(p); };
-        std::string deviceName = "host CPU";
-        double deviceMemory = hostMemoryBytes() / std::max(1, mpi.launch().localSize);
 #ifdef COLOSSAL_WITH_CUDA
         std::unique_ptr<rt::NcclCommunicator> ncclWorld;
-        if (gpu) {
+        if (device.gpu) {
           rt::NcclSetup setup = rt::NcclSetup::create(*mpiWorld, mpi.launch().localRank, nullptr);
           ncclWorld = std::move(setup.world);
           groups = std::make_unique<rt::ProcessGroups>(rt::NcclSetup::groups(mesh, *ncclWorld, nullptr));
-          stream = rt::cuda::createStream();
-          sync = [&] { rt::cuda::synchronize(stream); };
-          allocate = [](int64_t bytes) {
+          device.stream = rt::cuda::createStream();
+          device.sync = [&device] { rt::cuda::synchronize(device.stream); };
+          device.allocate = [](int64_t bytes) {
             void *p = nullptr;
             cudaMalloc(&p, size_t(bytes));
             cudaMemset(p, 0, size_t(bytes));
             return p;
           };
-          release = [](void *p) { cudaFree(p); };
+          device.release = [](void *p) { cudaFree(p); };
           rt::cuda::DeviceInfo info = rt::cuda::initializeCudaDevice(mpi.launch().localRank);
-          deviceName = info.name;
-          deviceMemory = double(info.memoryBytes);
+          device.name = info.name;
+          device.memoryBytes = double(info.memoryBytes);
+          device.types.push_back({rt::DType::BF16, cost::DType::BF16});
+          device.types.push_back({rt::DType::F16, cost::DType::F16});
         }
 #endif
         if (!groups)
           groups = std::make_unique<rt::ProcessGroups>(rt::ProcessGroups::overMpi(mesh, *mpiWorld));
         int repeats = options.quick ? 3 : 10;
 
-        // GEMM rates by size.
-        struct GemmPoint {
-          std::string dtype;
-          int64_t size;
-          double flops, rate;
-        };
-        std::vector<GemmPoint> gemms;
-        std::vector<int64_t> sizes =
-            options.quick ? std::vector<int64_t>{128, 256, 512} : std::vector<int64_t>{256, 512, 1024, 2048};
-        if (gpu && !options.quick)
-          sizes.push_back(4096), sizes.push_back(8192);
-        std::vector<std::pair<rt::DType, cost::DType>> types = {{rt::DType::F32, cost::DType::F32}};
-        if (gpu)
-          types.push_back({rt::DType::BF16, cost::DType::BF16}), types.push_back({rt::DType::F16, cost::DType::F16});
-        for (const auto &type : types)
-          for (int64_t n : sizes) {
-            rt::DType dtype = type.first;
-            int64_t bytes = n * n * rt::bytesOf(dtype);
-            void *a = allocate(bytes), *b = allocate(bytes), *c = allocate(bytes);
-            rt::GemmShape g;
-            g.m = g.n = g.k = n;
-            double seconds = timed(
-                *mpiWorld, repeats,
-                [&] {
-#ifdef COLOSSAL_WITH_CUDA
-                  if (gpu) {
-                    rt::cuda::gemm(stream, g, dtype, a, b, c, 1, 0);
-                    return;
-                  }
-#endif
-                  rt::cpu::gemm(stream, g, dtype, a, b, c, 1, 0);
-                },
-                sync);
-            release(a), release(b), release(c);
-            double flops = 2.0 * double(n) * n * n;
-            gemms.push_back({rt::nameOf(dtype), n, flops, flops / seconds});
-          }
-
+        Measured m;
+        m.gemms = measureGemms(*mpiWorld, device, options, repeats);
         // The host's kernels as emitted programs call them.
-        std::optional<bench::HostKernelMeasurements> hostKernels;
-        if (!gpu)
-          hostKernels = bench::measureHostKernels(*mpiWorld, options.quick);
-        double hostOptimizer = gpu ? bench::measureHostOptimizer(*mpiWorld, options.quick) : 0;
-
-        // Memory bandwidth: a large copy (read + write).
-        int64_t copyBytes = options.quick ? (64 << 20) : (256 << 20);
-        void *src = allocate(copyBytes), *dst = allocate(copyBytes);
-        double copySeconds = timed(
-            *mpiWorld, repeats,
-            [&] {
-#ifdef COLOSSAL_WITH_CUDA
-              if (gpu) {
-                cudaMemcpyAsync(dst, src, size_t(copyBytes), cudaMemcpyDeviceToDevice,
-                                static_cast<cudaStream_t>(stream.handle));
-                return;
-              }
-#endif
-              std::memcpy(dst, src, size_t(copyBytes));
-            },
-            sync);
-        release(src), release(dst);
-        double memoryBandwidth = 2.0 * double(copyBytes) / copySeconds;
-
-        // Host memory (the host optimizer's) and the host-device link
-        // (offload): on a GPU pinned copies each way, on the host target a
-        // host copy, which is what offload does there.
-        std::vector<char> hostSrc(size_t(copyBytes), 1), hostDst(size_t(copyBytes), 0);
-        double hostCopySeconds = timed(
-            *mpiWorld, repeats, [&] { std::memcpy(hostDst.data(), hostSrc.data(), size_t(copyBytes)); }, [] {});
-        double hostMemoryBandwidth = 2.0 * double(copyBytes) / hostCopySeconds;
-        double hostDeviceBandwidth = double(copyBytes) / hostCopySeconds;
-#ifdef COLOSSAL_WITH_CUDA
-        if (gpu) {
-          void *pinned = nullptr, *device = allocate(copyBytes);
-          if (cudaHostAlloc(&pinned, size_t(copyBytes), cudaHostAllocDefault) != cudaSuccess)
-            rt::fail("cudaHostAlloc", "cannot pin " + std::to_string(copyBytes) + " bytes for the host-device copy");
-          auto st = static_cast<cudaStream_t>(stream.handle);
-          double down = timed(
-              *mpiWorld, repeats,
-              [&] { cudaMemcpyAsync(pinned, device, size_t(copyBytes), cudaMemcpyDeviceToHost, st); }, sync);
-          double up = timed(
-              *mpiWorld, repeats,
-              [&] { cudaMemcpyAsync(device, pinned, size_t(copyBytes), cudaMemcpyHostToDevice, st); }, sync);
-          hostDeviceBandwidth = double(copyBytes) / std::max(down, up);
-          cudaFreeHost(pinned);
-          release(device);
-        }
-#endif
-
-        // Collectives on every axis group of size > 1.
-        std::vector<CollectivePoint> points;
-        std::vector<int64_t> messageBytes;
-        // Every doubling from 512 KiB up: shared-memory transports fall off
-        // a cliff between sizes a coarser ladder would skip.
-        for (int64_t b = 1 << 10;
-             b <= (options.quick ? (int64_t(1) << 22) : (gpu ? int64_t(1) << 28 : int64_t(1) << 25));
-             b *= (options.quick             ? 16
-                   : b >= (int64_t(1) << 19) ? 2
-                                             : 8))
-          messageBytes.push_back(b);
-        // Two passes over every axis, size and collective, each point the
-        // faster of its two medians: a slow spell of a shared machine
-        // (seconds long) lands on one pass, not on a point's every repeat.
-        size_t point = 0;
-        for (int pass = 0; pass < (options.quick ? 1 : 2); ++pass, point = 0) {
-          for (size_t axis = 0; axis < mesh.axes().size(); ++axis) {
-            Communicator &comm = groups->axis(int(axis));
-            int n = comm.size();
-            if (n < 2)
-              continue;
-            for (int64_t bytes : messageBytes) {
-              int64_t count = bytes / 4 / n * n; // divisible for scatter/gather
-              void *send = allocate(count * 4), *recv = allocate(count * 4);
-              struct Case {
-                const char *name;
-                cost::Collective kind;
-                std::function<void()> run;
-              };
-              std::vector<Case> cases = {
-                  {"all_reduce", cost::Collective::AllReduce,
-                   [&] { comm.allReduce(Buffer::of(send, rt::DType::F32, count)); }},
-                  {"all_gather", cost::Collective::AllGather,
-                   [&] {
-                     comm.allGather(Buffer::of(send, rt::DType::F32, count / n),
-                                    Buffer::of(recv, rt::DType::F32, count));
-                   }},
-                  {"reduce_scatter", cost::Collective::ReduceScatter,
-                   [&] {
-                     comm.reduceScatter(Buffer::of(send, rt::DType::F32, count),
-                                        Buffer::of(recv, rt::DType::F32, count / n));
-                   }},
-                  {"all_to_all", cost::Collective::AllToAll,
-                   [&] {
-                     comm.allToAll(Buffer::of(send, rt::DType::F32, count), Buffer::of(recv, rt::DType::F32, count));
-                   }},
-                  {"broadcast", cost::Collective::Broadcast,
-                   [&] { comm.broadcast(Buffer::of(send, rt::DType::F32, count), 0); }},
-              };
-              bool crosses = spansNodes(comm.worldRanks(), std::max(1, mpi.launch().localSize));
-              for (Case &c : cases) {
-                double seconds = timed(*mpiWorld, repeats, c.run, [] {});
-                double size = double(count) * 4;
-                if (pass > 0 && point < points.size())
-                  seconds = std::min(seconds, points[point].seconds);
-                CollectivePoint measured{mesh.axes()[axis].name,
-                                         c.name,
-                                         n,
-                                         size,
-                                         seconds,
-                                         size / seconds * cost::busFactor(c.kind, n),
-                                         crosses};
-                if (pass == 0)
-                  points.push_back(measured);
-                else
-                  points[point] = measured;
-                ++point;
-              }
-              release(send), release(recv);
-            }
-          }
-        }
-
-        if (!root)
+        if (!device.gpu)
+          m.hostKernels = bench::measureHostKernels(*mpiWorld, options.quick);
+        m.hostOptimizer = device.gpu ? bench::measureHostOptimizer(*mpiWorld, options.quick) : 0;
+        m.bandwidths = measureBandwidths(*mpiWorld, device, options, repeats);
+        m.points = measureCollectives(*mpiWorld, *groups, mesh, device, options, repeats, perNode);
+        if (mpiWorld->rank() != 0)
           return 0;
-        // The description.
-        cost::Cluster cluster;
-        cluster.name = options.name;
-        int perNode = std::max(1, mpi.launch().localSize);
-        cluster.gpusPerNode = perNode;
-        cluster.nodes = std::max(1, mpiWorld->size() / perNode);
-        cluster.description = std::string("measured by colossal-bench on ") + deviceName + ", " +
-                              std::to_string(mpiWorld->size()) + " ranks, mesh " + mesh.str();
-        cluster.calibration = "colossal-bench" + std::string(options.quick ? " --quick" : "");
-        cluster.measured = {"peak_flops", "gemm_efficiency", "memory_bandwidth_bytes_per_s",
-                            "host_memory_bandwidth_bytes_per_s", "host_device_bandwidth_bytes_per_s"};
-        for (auto [dtype, costType] : types) {
-          double best = 0;
-          for (const GemmPoint &p : gemms)
-            if (p.dtype == rt::nameOf(dtype))
-              best = std::max(best, p.rate);
-          if (dtype == rt::DType::F32 && hostKernels)
-            best = std::max(best, hostKernels->bestGemmRate());
-          cluster.peakFlops[costType] = best;
-          if (dtype == rt::DType::F32 && gpu)
-            cluster.peakFlops[cost::DType::TF32] = best;
-        }
-        double fp32Peak = cluster.peakFlops[cost::DType::F32];
-        for (const GemmPoint &p : gemms)
-          if (p.dtype == "f32")
-            cluster.gemmEfficiency.push_back({p.flops, p.rate / fp32Peak});
-        if (hostKernels) {
-          cluster.kernels = hostKernels->rates(fp32Peak);
-          cluster.measured.push_back("kernels");
-        } else {
-          // A GPU node's offloaded optimizer runs on its host's cores.
-          cluster.kernels.hostOptimizerBytesPerSecond = hostOptimizer;
-          cluster.measured.push_back("kernels.host_optimizer_bytes_per_s");
-        }
-        cluster.memoryBytes = deviceMemory;
-        cluster.memoryBandwidth = memoryBandwidth;
-        cluster.hostMemoryBytes = hostMemoryBytes();
-        cluster.hostMemoryBandwidth = hostMemoryBandwidth;
-        cluster.hostDeviceBandwidth = hostDeviceBandwidth;
-        // Each link from the axes that exercised it; one no axis exercised
-        // is left to the fallback preset, and says so.
-        cost::Cluster fallback = *cost::Cluster::preset(options.fallback);
-        cluster.fallbackPreset = options.fallback;
-        for (bool crosses : {false, true}) {
-          std::optional<cost::Link> link = linkOf(points, crosses);
-          const char *field = crosses ? "inter_node" : "intra_node";
-          (crosses ? cluster.interNode : cluster.intraNode) =
-              link ? *link : (crosses ? fallback.interNode : fallback.intraNode);
-          (link ? cluster.measured : cluster.unmeasured).push_back(field);
-        }
-
-        std::printf("colossal-bench: %s, %d ranks, mesh %s\n\n", deviceName.c_str(), mpiWorld->size(),
-                    mesh.str().c_str());
-        std::printf("%-6s %8s %14s\n", "gemm", "n", "GFLOP/s");
-        for (const GemmPoint &p : gemms)
-          std::printf("%-6s %8lld %14.1f\n", p.dtype.c_str(), (long long)p.size, p.rate / 1e9);
-        std::printf("\nmemory bandwidth (copy): %.1f GB/s\n", memoryBandwidth / 1e9);
-        if (!points.empty()) {
-          std::printf("\n%-6s %-15s %6s %12s %12s %12s\n", "axis", "collective", "ranks", "bytes", "time us",
-                      "busbw GB/s");
-          for (const CollectivePoint &p : points)
-            if (p.bytes == points.back().bytes || p.bytes == points.front().bytes)
-              std::printf("%-6s %-15s %6d %12.0f %12.1f %12.2f\n", p.axis.c_str(), p.collective.c_str(), p.ranks,
-                          p.bytes, p.seconds * 1e6, p.busBandwidth / 1e9);
-        }
+        cost::Cluster cluster = describe(m, device, options, mpiWorld->size(), perNode, mesh.str());
+        printSummary(m, device, mpiWorld->size(), mesh.str());
         std::string json = cluster.toJson().dump(2) + "\n";
         std::ofstream out(options.output);
         out << json;
