@@ -602,12 +602,18 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
       forward.walk([&](dist::GridLinearOp) { ++linears; });
     int64_t depth = gridDepthOf(module);
     bool cube = module->hasAttr("train.tensor_cube");
-    // Embedding tables split by vocabulary over the grid (TensorGrid.h).
-    Json::Array tables;
+    // Embedding tables split by vocabulary over the grid (TensorGrid.h),
+    // and of them those the output layer reads too (tied: its SUMMA
+    // weight).
+    Json::Array tables, tied;
     if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
       forward.walk([&](train::GatherOp lookup) {
-        if (auto read = lookup.getData().getDefiningOp<train::ParamOp>(); read && lookup.getMeshAxis())
-          tables.push_back(Json(read.getName().str()));
+        auto read = lookup.getData().getDefiningOp<train::ParamOp>();
+        if (!read || !lookup.getMeshAxis())
+          return;
+        tables.push_back(Json(read.getName().str()));
+        if (llvm::any_of(read->getUsers(), [](Operation *user) { return isa<train::TransposeOp>(user); }))
+          tied.push_back(Json(read.getName().str()));
       });
     Json::Object grid{{"mode", cube        ? "3d"
                                : depth > 1 ? "2.5d"
@@ -615,7 +621,8 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
                       {"side", Json(side.getInt())},
                       {"depth", Json(depth)},
                       {"grid_linears", Json(linears)},
-                      {"lookup_tables", Json(tables)}};
+                      {"lookup_tables", Json(tables)},
+                      {"tied_lookup_tables", Json(tied)}};
     for (auto [axis, ranks] : gridAxesOf(module, side.getInt(), depth))
       grid[axis] = modelAxisOf(module, s, axis, ranks);
     m["tensor_grid"] = Json(std::move(grid));

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 
@@ -179,6 +180,8 @@ private:
   GridShape grid_;
   int64_t q_;
   llvm::StringMap<int> reads_;
+  /// Tables split by a lookup as the output layer tied to them reads them.
+  llvm::StringSet<> tiedTables_;
   FlatSymbolRefAttr mesh_;
   /// Values held split, and how.
   DenseMap<Value, GridDims> split_;
@@ -326,11 +329,17 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   std::optional<SplitOperand> w = traceToParameter(linear.getWeight(), 0);
   std::optional<SplitOperand> bias =
       linear.getBias() ? traceToParameter(linear.getBias(), 0) : std::optional<SplitOperand>();
-  // A weight read elsewhere too (a tied embedding) stays whole.
-  if (!w || !soleRead(*w) || (linear.getBias() && (!bias || !bias->views.empty() || !soleRead(*bias))))
+  // The output layer of a table its lookup split (splitLookup): the
+  // weight, the table's transposed view, is its block already.
+  auto view = linear.getWeight().getDefiningOp<TransposeOp>();
+  auto table = view ? view.getInput().getDefiningOp<ParamOp>() : nullptr;
+  bool tied = !w && table && tiedTables_.contains(table.getName()) && !linear.getBias();
+  // A weight read elsewhere too (a tied embedding not split) stays whole.
+  if (!tied && (!w || !soleRead(*w) || (linear.getBias() && (!bias || !bias->views.empty() || !soleRead(*bias)))))
     return success();
-  // (An input already in blocks holds 1/q of the rows.)
-  int64_t k = weight.getDimSize(0), n = weight.getDimSize(1);
+  // (An input already in blocks holds 1/q of the rows; a tied table's
+  // block 1/q of its features and its vocabulary.)
+  int64_t k = weight.getDimSize(0) * (tied ? q_ : 1), n = weight.getDimSize(1) * (tied ? q_ : 1);
   int64_t rows = input.getRank() < 2 ? 0 : wholeTypeOf(linear.getInput()).getShape().front();
   if (input.getRank() < 2 || rows % grid_.rowParts() != 0 || k % q_ != 0 || n % q_ != 0)
     return linear.emitError() << "tensor parallelism on " << describe() << " splits this linear layer's " << rows
@@ -351,15 +360,17 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   b.setInsertionPoint(linear);
   // The weight [k, n] is the operand seen through transposes: its
   // dimension 0 (k) split over the rows' axis, 1 (n) over the columns'.
-  int64_t kDim = w->parameterDim, nDim = 1 - kDim;
-  std::optional<Layout> readAs;
-  if (grid_.depth > 1) {
-    readAs = wholeLayout(2);
-    readAs->dims[size_t(kDim)].push_back(kGridRowAxis);
-    readAs->dims[size_t(nDim)].push_back(kGridColumnAxis);
-    readAs->copies.push_back(kGridDepthAxis);
+  if (!tied) {
+    int64_t kDim = w->parameterDim, nDim = 1 - kDim;
+    std::optional<Layout> readAs;
+    if (grid_.depth > 1) {
+      readAs = wholeLayout(2);
+      readAs->dims[size_t(kDim)].push_back(kGridRowAxis);
+      readAs->dims[size_t(nDim)].push_back(kGridColumnAxis);
+      readAs->copies.push_back(kGridDepthAxis);
+    }
+    splitOnGrid(*w, {{kDim, {kGridRowAxis}}, {nDim, {kGridColumnAxis}}}, readAs);
   }
-  splitOnGrid(*w, {{kDim, {kGridRowAxis}}, {nDim, {kGridColumnAxis}}}, readAs);
   RankedTensorType resultType =
       localType(typeOf(linear.getResult()), blockDims(typeOf(linear.getResult()).getRank()), grid_);
   Value y = GridLinearOp::create(b, linear.getLoc(), resultType, *x, linear.getWeight(),
@@ -551,21 +562,47 @@ void GridSplitter::splitNorm(Operation *norm, bool &split) {
 /// the cube, the rank's rows over the other row axis sliced first). The
 /// backward pass is the duals: the block's gradient gathered whole over the
 /// rows, scattered into the rank's vocabulary rows.
+/// The transposed view through which an output layer reads the table
+/// `lookup` looks up (a tied embedding: the table's one read used by the
+/// lookup and by a transpose that a bias-free linear layer reads as its
+/// weight); null when there is none.
+TransposeOp tiedOutputView(GatherOp lookup) {
+  auto read = lookup.getData().getDefiningOp<ParamOp>();
+  if (!read || std::distance(read->use_begin(), read->use_end()) != 2)
+    return nullptr;
+  for (Operation *user : read->getUsers()) {
+    if (user == lookup.getOperation())
+      continue;
+    auto view = dyn_cast<TransposeOp>(user);
+    if (!view || view.getPerm() != ArrayRef<int64_t>{1, 0} || !view.getResult().hasOneUse())
+      return nullptr;
+    auto linear = dyn_cast<LinearOp>(*view.getResult().getUsers().begin());
+    return linear && linear.getWeight() == view.getResult() && !linear.getBias() ? view : nullptr;
+  }
+  return nullptr;
+}
+
 bool GridSplitter::splitLookup(GatherOp lookup) {
   RankedTensorType result = typeOf(lookup.getResult()), table = typeOf(lookup.getData());
   std::optional<SplitOperand> t = traceToParameter(lookup.getData(), 0);
+  // A table tied to the output layer (on a 2D grid): split as that layer's
+  // SUMMA weight is, its vocabulary (the product's columns) over tp_col and
+  // its features (the rows) over tp_row.
+  TransposeOp tied = !t && !grid_.cube && grid_.depth == 1 ? tiedOutputView(lookup) : nullptr;
+  if (tied)
+    t = SplitOperand{lookup.getData().getDefiningOp<ParamOp>(), 0, {tied}, 1, 0};
   int64_t axis = int64_t(lookup.getAxis());
   // (Token ids, whose leading dimension is the batch's rows; a table of
   // positions, looked up by constants, stays whole.)
-  if (!t || !t->views.empty() || !soleRead(*t) || table.getRank() != 2 || (axis != 0 && axis != -2) ||
+  if (!t || (!tied && !t->views.empty()) || !soleRead(*t) || table.getRank() != 2 || (axis != 0 && axis != -2) ||
       lookup.getMeshAxis() || dimsOf(lookup.getIndices()) || !comesFromInput(lookup.getIndices()) ||
       result.getRank() < 2)
     return false;
   // The vocabulary over the rows' axis that is not shared by every layer
   // (2.5D) or tp_w (3D); the features over the columns' (on the cube, and
   // then over tp_w: a 1/q^3 block, moved into the rows by the resharding).
-  std::string vocabularyAxis = grid_.rowAxes().back();
-  SmallVector<std::string, 2> featureAxes = {grid_.columnAxis().str()};
+  std::string vocabularyAxis = tied ? kGridColumnAxis : grid_.rowAxes().back();
+  SmallVector<std::string, 2> featureAxes = {tied ? kGridRowAxis : grid_.columnAxis().str()};
   if (grid_.cube)
     featureAxes.push_back(kCubeWeightAxis);
   int64_t featureParts = grid_.cube ? q_ * q_ : q_;
@@ -576,6 +613,8 @@ bool GridSplitter::splitLookup(GatherOp lookup) {
   if (vocabulary % q_ != 0 || features % featureParts != 0 || rows % grid_.rowParts() != 0)
     return false;
   splitOnGrid(*t, {{0, {vocabularyAxis}}, {1, featureAxes}});
+  if (tied)
+    tiedTables_.insert(t->read.getName());
   int64_t rank = result.getRank();
   SmallVector<int64_t> shape(result.getShape());
   shape.back() /= featureParts;

@@ -52,18 +52,23 @@ SEQ = 8
 # each again and q reduces of a dX and a dW block backward).
 def linear_weights(manifest):
     """The grid's blocked linear weights: blocks of two dimensions that are
-    not embedding tables split by vocabulary."""
-    tables = set(manifest["tensor_grid"].get("lookup_tables", []))
+    not embedding tables split by vocabulary, or are tables tied to the
+    output layer (its SUMMA weight)."""
+    grid = manifest["tensor_grid"]
+    tables = set(grid.get("lookup_tables", [])) - set(grid.get("tied_lookup_tables", []))
     return [p for p in manifest["parameters"] if len(p.get("grid_split", [])) == 2 and p["name"] not in tables]
 
 
 def check_lookup_tables(manifest, model, tag):
     """LLaMA's untied embedding is split by vocabulary over the grid (a
     block of 1/q^2 of the table, 1/q^3 on the cube); GPT-2's, tied to the
-    output layer, stays whole."""
-    tables = manifest["tensor_grid"].get("lookup_tables")
-    want = ["embed_tokens.weight"] if model.startswith("llama") else []
-    check(tables == want, f"{tag}: tables split by vocabulary {tables}, wanted {want}")
+    output layer, on the 2D grid as that layer's SUMMA weight, and stays
+    whole on 2.5D's layers and the cube."""
+    grid = manifest["tensor_grid"]
+    tables, tied = grid.get("lookup_tables"), grid.get("tied_lookup_tables")
+    want = (["embed_tokens.weight"], []) if model.startswith("llama") else (
+        (["wte.weight"], ["wte.weight"]) if model.startswith("gpt2") and grid["mode"] == "2d" else ([], []))
+    check((tables, tied) == want, f"{tag}: tables split by vocabulary {tables}, tied {tied}; wanted {want}")
 
 
 def optimus_closed_form(manifest, rows, q, microbatches=1):

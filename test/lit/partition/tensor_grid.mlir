@@ -225,3 +225,31 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// A table tied to the output layer (GPT-2's): split as that layer's SUMMA
+// weight is, the vocabulary (the product's columns) over tp_col and the
+// features over tp_row; the lookup's partial sums over tp_col, whose
+// features lie over tp_row, are moved into the block (an all-to-all of
+// tp_row into the rows, a reduce-scatter of the sum into the features).
+// CHECK-LABEL: module attributes
+// CHECK: train.parameter @wte : tensor<8x4xf32> {block_splits = array<i64: 2, 2>, dist.sharding = #dist.sharding<[tp_col, tp_row]>, trainable}
+// CHECK: %[[T:.*]] = train.param @wte : tensor<8x4xf32>
+// CHECK: %[[E:.*]] = train.gather %[[T]], %arg0 {axis = 0 : i64, mesh_axis = "tp_col"} : (tensor<8x4xf32>, tensor<2x4xi64>) -> tensor<2x4x4xf32>
+// CHECK: dist.reshard %[[E]] {from = #dist.sharding<[-, -, tp_row] sum(tp_col)>, mesh = @tp_grid, to = #dist.sharding<[tp_row, -, tp_col]>} : (tensor<2x4x4xf32>) -> tensor<1x4x4xf32>
+// CHECK: %[[V:.*]] = train.transpose %[[T]] {perm = array<i64: 1, 0>} : (tensor<8x4xf32>) -> tensor<4x8xf32>
+// CHECK: dist.grid_linear %{{.*}}, %[[V]] {column_axis = "tp_row", row_axis = "tp_col"} : (tensor<1x4x4xf32>, tensor<4x8xf32>) -> tensor<1x4x8xf32>
+module {
+  train.parameter @wte : tensor<16x8xf32> {trainable}
+  func.func @forward(%ids: tensor<2x4xi64> {train.name = "input_ids"}, %t: tensor<8xi64> {train.name = "labels"}) -> (tensor<f32> {train.name = "loss"}) {
+    %wte = train.param @wte : tensor<16x8xf32>
+    %e = train.gather %wte, %ids {axis = 0 : i64} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+    %g = train.gelu %e : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %wt = train.transpose %wte {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+    %logits = train.linear %g, %wt : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+    %flat = train.reshape %logits : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
+    %loss = train.cross_entropy %flat, %t : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
