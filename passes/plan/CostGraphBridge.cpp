@@ -325,10 +325,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOpti
     // the rank's part), stated or lowered to its collectives, is how its
     // input's producer delivers the value: blocks that differ only in their
     // reshardings are still alike (layers).
-    if (Operation *moved = v.getDefiningOp();
-        moved && moved->getNumOperands() > 0 &&
-        llvm::isa<dist::ReshardOp, dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
-                  dist::AllToAllOp, dist::RankSliceOp>(moved))
+    if (Operation *moved = v.getDefiningOp(); moved && movesData(moved))
       if (auto source = valueIndex.find(moved->getOperand(0)); source != valueIndex.end()) {
         const cost::Value &from = graph.values[size_t(source->second)];
         graph.values[size_t(index)].reshardedFrom = from.producer >= 0 ? from.producer : from.reshardedFrom;

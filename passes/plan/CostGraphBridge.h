@@ -32,8 +32,9 @@ struct CostGraphOptions {
   /// Every resharding that moves data (a gather, a slice, a pending sum
   /// completed), stated or lowered, as an op of its own: one rank's graph
   /// of a tensor grid, whose gathered and sliced blocks are values the
-  /// step makes and ops keep for the backward pass. Off, such a value is
-  /// its source's (the graph the partitioner's split is read back from).
+  /// step makes and ops keep for the backward pass. Off, such a value has
+  /// no producer op, and layer detection follows it to its source's (the
+  /// graph the partitioner's split is read back from).
   bool reshardingsAsOps = false;
 };
 
