@@ -16,14 +16,13 @@ cannot split is refused, naming the op and the dimension.
 import json
 import os
 import struct
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_checks import (  # noqa: E402
     check, check_refusals, compile_model, train, losses, worst_relative, check_model_states, check_step_peak,
     check_counters, batch_data, check_gradients, runtime_name, finish, WORK, shard, optimizer_flags,
-    train_like_one_rank, strategy_value, COMPILER, FIXTURES)
+    train_like_one_rank, strategy_value)
 
 # The language fixtures' tokens per sequence (test/fixtures/models.py).
 SEQ = 8
@@ -376,8 +375,7 @@ every = {}
 for ranks, strategy in ((1, None), (4, "tp=4,tp_mode=2d")):
     program = f"{WORK}/llama-all-trainable-{ranks}"
     how = ["--strategy", strategy] if strategy else []
-    built = subprocess.run([COMPILER, f"{FIXTURES}/llama/llama_opset17.onnx", "-o", program, "--quiet", "--batch", "4",
-                            "--seq", str(SEQ), "--gpus", str(ranks), *how], capture_output=True, text=True)
+    built = compile_model("llama", program, "--gpus", str(ranks), *how, batch=4, trainable_file=False)
     check(built.returncode == 0, f"llama, every initializer trainable, on {ranks} ranks: {built.stderr[-2000:]}")
     if built.returncode == 0:
         run = train(program, "--feed", feed4, "--steps", "3", "--log", f"{program}.log", ranks=ranks if strategy else 0)

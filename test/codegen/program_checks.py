@@ -43,12 +43,14 @@ def check(condition, message):
 FIXED_BATCH = {"mlp": 4}
 
 
-def compile_model(model, out, *extra, batch=None):
+def compile_model(model, out, *extra, batch=None, trainable_file=True):
+    """`trainable_file=False`: every initializer trainable, the fixture's
+    trainable.txt not passed."""
     batch = batch or FIXED_BATCH.get(model, 2)
     args = [COMPILER, f"{FIXTURES}/{model}/{model}_opset17.onnx", "-o", out, "--quiet", "--batch", str(batch), "--seq",
             "8"]
     trainable = f"{FIXTURES}/{model}/trainable.txt"
-    if os.path.exists(trainable):
+    if trainable_file and os.path.exists(trainable):
         args += ["--trainable", trainable]
     return subprocess.run(args + list(extra), capture_output=True, text=True)
 
