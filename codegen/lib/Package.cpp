@@ -235,6 +235,7 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   options.bucketBytes = double(s.gradientBucketBytes);
   options.shardedNormReductions = optimizer == "lamb" ? 2 : 1;
   options.optimizerMoments = optimizer == "lamb" || optimizer == "adamw" ? 2 : 1;
+  options.overlapDataParallel = planned.tp * planned.sp * planned.pp == 1;
   std::optional<cost::Estimate> estimate = cost::estimate(*graph, dataAxis, *cluster, error, nullptr, options);
   if (!estimate)
     return module.emitWarning() << "no prediction: the cost model cannot evaluate dp=" << s.ranks << ": " << error;

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -80,6 +81,9 @@ void placeStages(EstimateContext &ctx) {
 struct OpTotals {
   std::vector<StageEstimate> perStage;
   std::vector<std::vector<CommTotal>> rankComm;
+  /// Per virtual stage, one microbatch's collectives in its forward and
+  /// in its backward (the trace's communication stream).
+  std::vector<std::vector<CommTotal>> forwardComm, backwardComm;
   WorkingBytes working;
   /// The longest pipeline send.
   double p2pSeconds = 0;
@@ -135,6 +139,7 @@ OpTotals costOps(const EstimateContext &ctx, const LayerMemory &layers, const Op
   perStage.resize(size_t(stages));
   std::vector<std::vector<CommTotal>> &rankComm = totals.rankComm;
   rankComm.resize(size_t(ranks));
+  totals.forwardComm.resize(size_t(stages)), totals.backwardComm.resize(size_t(stages));
   // The backward pass's transient on top of what is kept: the largest of
   // an op's gradients in flight, with its layer's remade activations; the
   // ops after the last layer (the head, the loss) apart, since what they
@@ -220,8 +225,11 @@ OpTotals costOps(const EstimateContext &ctx, const LayerMemory &layers, const Op
     st.commForward += cost->forwardComm * copies;
     st.commBackward += cost->backwardComm * copies;
     for (const auto *events : {&cost->forwardEvents, &cost->backwardEvents, &cost->recomputedEvents})
-      for (const CommEvent &e : *events)
+      for (const CommEvent &e : *events) {
         addComm(rankComm[rank], mesh, e, m * copies);
+        addComm(events == &cost->forwardEvents ? totals.forwardComm[size_t(stage)] : totals.backwardComm[size_t(stage)],
+                mesh, e, copies);
+      }
   }
   pipelineTransfers(ctx, rankComm, totals.working.gradientReceived);
   return totals;
@@ -307,6 +315,9 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   result.mesh = mesh;
   result.capacity = cluster.memoryBytes;
   result.pipeline = pipeline;
+  result.stageForwardComm = std::move(totals.forwardComm);
+  result.stageBackwardComm = std::move(totals.backwardComm);
+  result.dataParallelOverlapped = options.overlapDataParallel;
   double worstTail = 0;
   std::vector<StageEstimate> rankEstimates(ranks);
   for (int r = 0; r < ranks; ++r) {
@@ -444,8 +455,60 @@ std::string Estimate::summary() const {
   return report;
 }
 
+namespace {
+
+/// One Chrome-trace span ("X" event) of `seconds` from `at`.
+Json spanEvent(const std::string &name, const char *category, int pid, int tid, double at, double seconds,
+               Json::Object args = {}) {
+  Json::Object event{{"name", name}, {"cat", category}, {"ph", "X"},           {"pid", pid},
+                     {"tid", tid},   {"ts", at * 1e6},  {"dur", seconds * 1e6}};
+  if (!args.empty())
+    event.emplace("args", std::move(args));
+  return event;
+}
+
+/// The collectives of `totals`, back to back from `at` on thread `tid`, each
+/// named as the program's trace names a call ("all_reduce tp") with its
+/// calls and bytes; returns where they end.
+double commEvents(Json::Array &events, const std::vector<CommTotal> &totals, int pid, int tid, double at,
+                  const std::function<bool(const CommTotal &)> &keep) {
+  for (const CommTotal &t : totals) {
+    if (!keep(t) || t.calls <= 0)
+      continue;
+    double seconds = std::max(0.0, t.seconds);
+    events.push_back(spanEvent(std::string(nameOf(t.collective)) + " " + t.axis, "communication", pid, tid, at, seconds,
+                               {{"calls", t.calls}, {"bytes", t.bytes}}));
+    at += seconds;
+  }
+  return at;
+}
+
+Json threadName(int pid, int tid, const std::string &name) {
+  return Json::Object{
+      {"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", Json::Object{{"name", name}}}};
+}
+
+} // namespace
+
+// Three threads per pipeline rank, as the program's trace has them: the
+// step (tid 0), the collectives the step's calls make (tid 1: tensor,
+// sequence and grid axes, inside each call's span; the estimate knows their
+// sum per call, not where in the call they fall, so they are drawn from
+// the call's start), and the communication thread (tid 2: the data axis's
+// gradient reduction, overlapped with the backward pass up to its exposed
+// tail, and ZeRO's gathers; on tid 1 where the data axis is not
+// overlapped). Point-to-point transfers show as the calls'
+// spacing (the program draws its waits for them on tid 0).
 Json Estimate::chromeTrace() const {
   Json::Array events;
+  const int ranks = int(stages.size());
+  auto stageComm = [&](const std::vector<std::vector<CommTotal>> &perStage,
+                       const PipelineTask &t) -> const std::vector<CommTotal> & {
+    static const std::vector<CommTotal> none;
+    size_t stage = size_t(t.chunk) * size_t(ranks) + size_t(t.rank);
+    return stage < perStage.size() ? perStage[stage] : none;
+  };
+  auto insideCalls = [](const CommTotal &t) { return t.axis != "dp" && t.axis != "pp"; };
   // Without a pipeline a microbatch's forward and backward are one call of
   // the program's step: one event, "F0+B0", as the program's trace has it.
   bool oneCall = stages.size() == 1 && strategy.virtualStages == 1 && pipeline.tasks.size() % 2 == 0;
@@ -455,40 +518,69 @@ Json Estimate::chromeTrace() const {
   for (size_t i = 0; oneCall && i < pipeline.tasks.size(); i += 2) {
     const PipelineTask &f = pipeline.tasks[i], &b = pipeline.tasks[i + 1];
     std::string m = std::to_string(f.microbatch);
-    events.push_back(Json::Object{{"name", "F" + m + "+B" + m},
-                                  {"cat", "step"},
-                                  {"ph", "X"},
-                                  {"pid", 0},
-                                  {"tid", 0},
-                                  {"ts", f.start * 1e6},
-                                  {"dur", (b.end - f.start) * 1e6}});
+    events.push_back(spanEvent("F" + m + "+B" + m, "step", 0, 0, f.start, b.end - f.start));
   }
   for (const PipelineTask &t : oneCall ? std::vector<PipelineTask>{} : pipeline.tasks)
-    events.push_back(Json::Object{
-        {"name", std::string(t.forward ? "F" : "B") + std::to_string(t.microbatch) +
-                     (t.chunk ? "." + std::to_string(t.chunk) : "")},
-        {"cat", t.forward ? "forward" : "backward"},
-        {"ph", "X"},
-        {"pid", t.rank},
-        {"tid", 0},
-        {"ts", t.start * 1e6},
-        {"dur", (t.end - t.start) * 1e6}});
-  for (size_t r = 0; r < stages.size(); ++r) {
+    events.push_back(spanEvent(std::string(t.forward ? "F" : "B") + std::to_string(t.microbatch) +
+                                   (t.chunk ? "." + std::to_string(t.chunk) : ""),
+                               t.forward ? "forward" : "backward", t.rank, 0, t.start, t.end - t.start));
+  for (const PipelineTask &t : pipeline.tasks)
+    commEvents(events, stageComm(t.forward ? stageForwardComm : stageBackwardComm, t), t.rank, 1, t.start, insideCalls);
+  for (int r = 0; r < ranks; ++r) {
+    const StageEstimate &st = stages[size_t(r)];
     double at = pipeline.makespan;
     auto tail = [&](const char *name, double seconds) {
       if (seconds <= 0)
         return;
-      events.push_back(Json::Object{{"name", name}, {"cat", "step"}, {"ph", "X"},
-                                    {"pid", int(r)}, {"tid", 0}, {"ts", at * 1e6},
-                                    {"dur", seconds * 1e6}});
+      events.push_back(spanEvent(name, "step", r, 0, at, seconds));
       at += seconds;
     };
-    tail("data-parallel reduction (exposed)", stages[r].dataParallelExposed);
-    tail("optimizer", stages[r].optimizerSeconds);
-    tail("offload", stages[r].offloadSeconds);
-    events.push_back(Json::Object{{"name", "process_name"}, {"ph", "M"}, {"pid", int(r)},
-                                  {"args", Json::Object{{"name", "pipeline rank " +
-                                                                     std::to_string(r)}}}});
+    tail("data-parallel reduction (exposed)", st.dataParallelExposed);
+    double reduced = at;
+    tail("optimizer", st.optimizerSeconds);
+    tail("offload", st.offloadSeconds);
+    // The data axis: ZeRO-3's gathers from the step's start, the gradients'
+    // reductions ending where the exposed reduction ends (after the calls
+    // when not overlapped), ZeRO-1/2's gathers of the updated shards after
+    // the optimizer.
+    auto onData = [](Collective c) { return [c](const CommTotal &t) { return t.axis == "dp" && t.collective == c; }; };
+    const int dataThread = dataParallelOverlapped ? 2 : 1;
+    if (strategy.zero == 3)
+      commEvents(events, st.comm, r, dataThread, 0.0, onData(Collective::AllGather));
+    double reductions = 0;
+    for (const CommTotal &t : st.comm)
+      if (t.axis == "dp" && t.collective != Collective::AllGather)
+        reductions += t.seconds;
+    commEvents(events, st.comm, r, dataThread,
+               dataParallelOverlapped ? std::max(0.0, reduced - reductions) : pipeline.makespan,
+               [](const CommTotal &t) { return t.axis == "dp" && t.collective != Collective::AllGather; });
+    if (strategy.zero != 3)
+      commEvents(events, st.comm, r, dataThread, at, onData(Collective::AllGather));
+    // The rest of the rank's collectives (norms completed over the model
+    // axes, the pipeline's loss, shared gradients and sends), after the
+    // exposed reduction: so the trace's calls per name are the plan's.
+    std::vector<CommTotal> rest;
+    for (const CommTotal &t : st.comm)
+      if (t.axis != "dp")
+        rest.push_back(t);
+    for (const PipelineTask &t : pipeline.tasks)
+      if (t.rank == r)
+        for (const CommTotal &drawn : stageComm(t.forward ? stageForwardComm : stageBackwardComm, t))
+          for (CommTotal &left : rest)
+            if (insideCalls(drawn) && left.collective == drawn.collective && left.axis == drawn.axis) {
+              left.calls -= drawn.calls;
+              left.seconds -= drawn.seconds;
+              left.bytes -= drawn.bytes;
+            }
+    rest.erase(std::remove_if(rest.begin(), rest.end(), [](const CommTotal &t) { return t.calls <= 0; }), rest.end());
+    commEvents(events, rest, r, 1, reduced, [](const CommTotal &) { return true; });
+    events.push_back(Json::Object{{"name", "process_name"},
+                                  {"ph", "M"},
+                                  {"pid", r},
+                                  {"args", Json::Object{{"name", "pipeline rank " + std::to_string(r)}}}});
+    events.push_back(threadName(r, 0, "step"));
+    events.push_back(threadName(r, 1, "collectives in the step"));
+    events.push_back(threadName(r, 2, "communication thread"));
   }
   return Json::Object{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }

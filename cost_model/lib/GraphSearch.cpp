@@ -113,6 +113,10 @@ EstimateOptions evaluationOf(const Strategy &strategy, Placement placement) {
     options.layouts = SplitLayouts::Built;
     options.recomputeCollectives = false;
   }
+  // The program's trainer overlaps the data axis only when its step makes
+  // no collectives of its own.
+  if (placement == Placement::Partitioner)
+    options.overlapDataParallel = strategy.tp * strategy.sp * strategy.pp == 1;
   return options;
 }
 

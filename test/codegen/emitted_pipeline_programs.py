@@ -211,10 +211,12 @@ check(run.returncode == 0, f"--trace failed: {run.stderr[-1500:]}")
 if run.returncode == 0:
     for rank in range(2):
         trace = json.load(open(f"{WORK}/trace.rank-{rank:05d}.json"))
-        calls = [e["name"] for e in trace["traceEvents"] if e["cat"] == "compute"]
+        calls = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "compute"]
         check(sorted(calls) == sorted(f"{kind}{m}.{chunk}" for kind in "FB" for m in range(2) for chunk in range(2)),
               f"--trace: rank {rank} traced the calls {calls}")
         check(0 <= trace["otherData"]["idle_fraction"] < 1, f"--trace: rank {rank}'s idle share {trace['otherData']}")
+        sends = [e for e in trace["traceEvents"] if e["name"] == "send_recv pp" and e["tid"] in (1, 2)]
+        check(len(sends) > 0, f"--trace: rank {rank} traced no pipeline sends on its communication streams")
     logged = [json.loads(line)["pipeline"] for line in open(f"{WORK}/trace.log")]
     check(len(logged) == 2 and all(0 <= p["idle_fraction"] < 1 for p in logged), f"--trace: the log says {logged}")
     print(f"--trace: 2 ranks x 8 calls traced; idle share of rank 0 {logged[-1]['idle_fraction']:.3f}")
@@ -234,15 +236,31 @@ if built.returncode == 0 and planned.returncode == 0:
     feed = batch_data("gpt2", 4)[0]
     run = train(program, "--feed", feed, "--steps", "2", "--trace", f"{WORK}/dp-trace", ranks=2)
     check(run.returncode == 0, f"--trace without a pipeline failed: {run.stderr[-1500:]}")
-    predicted = [e["name"] for e in json.load(open(plan_trace))["traceEvents"] if e.get("ph") == "X"]
+    predicted_events = [e for e in json.load(open(plan_trace))["traceEvents"] if e.get("ph") == "X"]
+    predicted = [e["name"] for e in predicted_events if e["tid"] == 0]
     calls = ["F0+B0", "F1+B1"]
     check([n for n in predicted if "+" in n] == calls, f"the predicted trace's calls are {predicted}")
+    # The communication streams (tids 1 and 2): one measured span per call,
+    # as many per collective and axis as the plan's events count.
+    planned_calls = {}
+    for e in predicted_events:
+        if e["tid"] > 0:
+            planned_calls[e["name"]] = planned_calls.get(e["name"], 0) + e["args"]["calls"]
     tails = {"data-parallel reduction (exposed)", "optimizer"}
     for rank in range(2) if run.returncode == 0 else []:
-        names = [e["name"] for e in json.load(open(f"{WORK}/dp-trace.rank-{rank:05d}.json"))["traceEvents"]]
+        events = [e for e in json.load(open(f"{WORK}/dp-trace.rank-{rank:05d}.json"))["traceEvents"]
+                  if e.get("ph") == "X"]
+        names = [e["name"] for e in events if e["tid"] == 0]
         check([n for n in names if "+" in n] == calls and set(names) - set(calls) == tails,
               f"--trace without a pipeline: rank {rank} traced {names}")
-    print(f"--trace without a pipeline: predicted {predicted}, measured the same calls and {sorted(tails)}")
+        measured_calls = {}
+        for e in events:
+            if e["tid"] > 0:
+                measured_calls[e["name"]] = measured_calls.get(e["name"], 0) + 1
+        check(measured_calls == planned_calls and "all_reduce dp" in measured_calls,
+              f"--trace: rank {rank}'s collectives {measured_calls}, the plan's {planned_calls}")
+    print(f"--trace without a pipeline: predicted {predicted}, measured the same calls and {sorted(tails)}; "
+          f"collectives per name {planned_calls} in both")
 
 # Checkpoints: a pipeline saves at step 5 and resumes to step 10 bit for
 # bit; the one-rank program resumes the pipeline's checkpoint, and the

@@ -1,6 +1,7 @@
 //===- Communicator.cpp - checks, staging and counters for every backend --===//
 
 #include "colossal/runtime/comm/Communicator.h"
+#include "colossal/runtime/comm/CommTimeline.h"
 
 #include "colossal/runtime/Error.h"
 
@@ -35,9 +36,12 @@ std::string Communicator::describe(const char *collective) const {
   return std::string(collective) + " on axis " + axis_ + " (ranks " + ranks + ")";
 }
 
-void Communicator::record(CollectiveKind kind, int64_t bytes) {
-  if (counters_)
-    counters_->record(kind, axis_, bytes);
+void Communicator::record(CollectiveKind kind, int64_t bytes, std::chrono::steady_clock::time_point start) {
+  if (!counters_)
+    return;
+  counters_->record(kind, axis_, bytes);
+  if (CommTimeline *timeline = counters_->timeline(); timeline && timeline->recording())
+    timeline->add(kind, axis_, bytes, start, std::chrono::steady_clock::now());
 }
 
 void *Communicator::allocateStaging(int64_t bytes) {
@@ -118,14 +122,16 @@ void requireSameType(const Buffer &a, const Buffer &b, const std::string &what) 
 } // namespace
 
 void Communicator::allReduce(Buffer buffer, ReduceOp op) {
+  auto start = std::chrono::steady_clock::now();
   std::string what = describe("all_reduce");
   Staged data(*this, buffer, true, true, what.c_str());
   doAllReduce(data.data(), buffer.dtype, buffer.count, op);
   data.finish();
-  record(CollectiveKind::AllReduce, buffer.bytes());
+  record(CollectiveKind::AllReduce, buffer.bytes(), start);
 }
 
 void Communicator::allGather(Buffer send, Buffer recv) {
+  auto start = std::chrono::steady_clock::now();
   std::string what = describe("all_gather");
   requireSameType(send, recv, what);
   if (recv.count != send.count * size())
@@ -135,10 +141,11 @@ void Communicator::allGather(Buffer send, Buffer recv) {
   Staged out(*this, recv, false, true, what.c_str());
   doAllGather(in.data(), out.data(), send.dtype, send.count);
   out.finish();
-  record(CollectiveKind::AllGather, recv.bytes());
+  record(CollectiveKind::AllGather, recv.bytes(), start);
 }
 
 void Communicator::reduceScatter(Buffer send, Buffer recv, ReduceOp op) {
+  auto start = std::chrono::steady_clock::now();
   std::string what = describe("reduce_scatter");
   requireSameType(send, recv, what);
   if (send.count != recv.count * size())
@@ -148,10 +155,11 @@ void Communicator::reduceScatter(Buffer send, Buffer recv, ReduceOp op) {
   Staged out(*this, recv, false, true, what.c_str());
   doReduceScatter(in.data(), out.data(), send.dtype, recv.count, op);
   out.finish();
-  record(CollectiveKind::ReduceScatter, send.bytes());
+  record(CollectiveKind::ReduceScatter, send.bytes(), start);
 }
 
 void Communicator::allToAll(Buffer send, Buffer recv) {
+  auto start = std::chrono::steady_clock::now();
   std::string what = describe("all_to_all");
   requireSameType(send, recv, what);
   if (send.count != recv.count || send.count % size() != 0)
@@ -161,27 +169,29 @@ void Communicator::allToAll(Buffer send, Buffer recv) {
   Staged out(*this, recv, false, true, what.c_str());
   doAllToAll(in.data(), out.data(), send.dtype, send.count / size());
   out.finish();
-  record(CollectiveKind::AllToAll, send.bytes());
+  record(CollectiveKind::AllToAll, send.bytes(), start);
 }
 
 void Communicator::broadcast(Buffer buffer, int root) {
+  auto start = std::chrono::steady_clock::now();
   std::string what = describe("broadcast");
   if (root < 0 || root >= size())
     fail(what, "root " + std::to_string(root) + " is outside the group of " + std::to_string(size()));
   Staged data(*this, buffer, rank() == root, rank() != root, what.c_str());
   doBroadcast(data.data(), buffer.dtype, buffer.count, root);
   data.finish();
-  record(CollectiveKind::Broadcast, buffer.bytes());
+  record(CollectiveKind::Broadcast, buffer.bytes(), start);
 }
 
 void Communicator::reduce(Buffer buffer, int root, ReduceOp op) {
+  auto start = std::chrono::steady_clock::now();
   std::string what = describe("reduce");
   if (root < 0 || root >= size())
     fail(what, "root " + std::to_string(root) + " is outside the group of " + std::to_string(size()));
   Staged data(*this, buffer, true, rank() == root, what.c_str());
   doReduce(data.data(), buffer.dtype, buffer.count, root, op);
   data.finish();
-  record(CollectiveKind::Reduce, buffer.bytes());
+  record(CollectiveKind::Reduce, buffer.bytes(), start);
 }
 
 PendingSend::~PendingSend() = default;
@@ -200,10 +210,11 @@ void checkPeer(const Communicator &c, const std::string &what, const Buffer &buf
 } // namespace
 
 std::unique_ptr<PendingSend> Communicator::postSend(Buffer buffer, int peer, int tag) {
+  auto start = std::chrono::steady_clock::now();
   std::string what = describe("send");
   checkPeer(*this, what, buffer, peer, tag);
   std::unique_ptr<PendingSend> pending = doPostSend(buffer.data, buffer.dtype, buffer.count, peer, tag);
-  record(CollectiveKind::SendRecv, buffer.bytes());
+  record(CollectiveKind::SendRecv, buffer.bytes(), start);
   return pending;
 }
 
@@ -222,6 +233,7 @@ void Communicator::doReceive(void *, DType, int64_t, int, int) {
 }
 
 void Communicator::sendRecv(const std::vector<PeerTransfer> &transfers) {
+  auto start = std::chrono::steady_clock::now();
   std::string what = describe("send_recv");
   std::vector<std::unique_ptr<Staged>> staged;
   std::vector<PeerTransfer> contiguous;
@@ -240,12 +252,13 @@ void Communicator::sendRecv(const std::vector<PeerTransfer> &transfers) {
   doSendRecv(contiguous);
   for (auto &s : staged)
     s->finish();
-  record(CollectiveKind::SendRecv, sent);
+  record(CollectiveKind::SendRecv, sent, start);
 }
 
 void Communicator::barrier() {
+  auto start = std::chrono::steady_clock::now();
   doBarrier();
-  record(CollectiveKind::Barrier, 0);
+  record(CollectiveKind::Barrier, 0, start);
 }
 
 } // namespace colossal::rt

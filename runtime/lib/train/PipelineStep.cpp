@@ -154,8 +154,10 @@ float runPipelineStep(const PipelineRank &rank, Communicator &pp,
     if (timeline)
       timeline->spans.push_back({std::move(name), start, now(), compute});
   };
-  if (timeline)
+  if (timeline) {
     *timeline = PipelineTimeline();
+    timeline->origin = begin;
+  }
   const TrainingProgram &program = rank.program;
   const PipelineShape &shape = rank.shape;
   int64_t microbatches = shape.microbatches;
@@ -285,7 +287,7 @@ double PipelineTimeline::idleFraction() const {
   return seconds > 0 ? std::max(0.0, 1.0 - busy / seconds) : 0;
 }
 
-std::string PipelineTimeline::chromeTrace(int rank) const {
+std::string PipelineTimeline::chromeTrace(int rank, const CommTimeline *comm) const {
   std::string text = "{\"traceEvents\": [";
   char line[256];
   for (size_t i = 0; i < spans.size(); ++i) {
@@ -296,6 +298,8 @@ std::string PipelineTimeline::chromeTrace(int rank) const {
                   spans[i].start * 1e6, (spans[i].end - spans[i].start) * 1e6);
     text += line;
   }
+  if (comm) // comma-led events: the first without its comma when no span precedes it
+    text += spans.empty() ? comm->chromeEvents(origin, rank).substr(1) : comm->chromeEvents(origin, rank);
   std::snprintf(line, sizeof line,
                 "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"pipeline_rank\": %d, "
                 "\"step_seconds\": %.9f, \"idle_fraction\": %.6f}}\n",

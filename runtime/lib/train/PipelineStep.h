@@ -17,11 +17,13 @@
 #define COLOSSAL_RUNTIME_LIB_TRAIN_PIPELINESTEP_H
 
 #include "colossal/runtime/TrackedAllocator.h"
+#include "colossal/runtime/comm/CommTimeline.h"
 #include "colossal/runtime/comm/Communicator.h"
 #include "colossal/runtime/train/OptimizerStep.h"
 #include "colossal/runtime/train/PipelineSchedule.h"
 #include "colossal/runtime/train/StepInterface.h"
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -65,11 +67,14 @@ struct PipelineTimeline {
   };
   std::vector<Span> spans;
   double seconds = 0;
+  /// When the step began: the spans' and the collectives' times count from it.
+  std::chrono::steady_clock::time_point origin;
   /// The share of the step the rank spent outside its calls (waiting for its
   /// peers: the bubble, and its transfers).
   double idleFraction() const;
-  /// The spans as a Chrome trace (chrome://tracing, Perfetto) of `rank`.
-  std::string chromeTrace(int rank) const;
+  /// The spans as a Chrome trace (chrome://tracing, Perfetto) of `rank`,
+  /// with the collectives `comm` kept (if any) as the communication streams.
+  std::string chromeTrace(int rank, const CommTimeline *comm = nullptr) const;
 };
 
 /// Runs the rank's tasks of one step. `inputs(m)` gives microbatch m's

@@ -274,12 +274,26 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
                                     s.grads);
   ReportedGradients reported(program, s, average, microbatches);
   PipelineTimeline timeline;
+  // The traced step's collectives, each with its span (--trace).
+  CommTimeline commTimeline;
+  if (counters && !o.trace.empty())
+    counters->setTimeline(&commTimeline);
+  // Detached before the timeline goes, however train() ends.
+  struct Detach {
+    CommCounters *counters;
+    ~Detach() {
+      if (counters)
+        counters->setTimeline(nullptr);
+    }
+  } detach{counters};
   for (int64_t step = start + 1; step <= o.settings.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
     MemoryTracker::global().resetPeaks();
     MemoryTracker::planned().resetPeaks();
     if (counters)
       counters->reset();
+    if (counters && !o.trace.empty() && step == o.settings.steps)
+      commTimeline.start();
     if (gathered)
       gathered->prefetcher().resetCounts();
     int64_t toHostBefore = s.offload ? s.offload->bytesToHost() : 0;
@@ -452,11 +466,15 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       std::snprintf(pipeline, sizeof pipeline, "{\"rank\": %d, \"idle_fraction\": %.6f, \"seconds\": %.6f}",
                     groups.pp->rank(), timeline.idleFraction(), timeline.seconds);
       record.extra.push_back({"pipeline", pipeline});
-      if (!o.trace.empty() && step == o.settings.steps)
-        writeTrace(o.trace, groups.world.rank(), timeline.chromeTrace(groups.pp->rank()));
+      if (!o.trace.empty() && step == o.settings.steps) {
+        commTimeline.stop();
+        writeTrace(o.trace, groups.world.rank(), timeline.chromeTrace(groups.pp->rank(), &commTimeline));
+      }
     } else if (!o.trace.empty() && step == o.settings.steps) {
+      commTimeline.stop();
       timeline.seconds = std::chrono::duration<double>(now - stepBegin).count();
-      writeTrace(o.trace, groups.world.rank(), timeline.chromeTrace(0));
+      timeline.origin = stepBegin;
+      writeTrace(o.trace, groups.world.rank(), timeline.chromeTrace(0, &commTimeline));
     }
     if (dp.size() > 1 && !scatterEachMicrobatch)
       record.extra.push_back({"gradient_buckets", "{\"total\": " + std::to_string(average.buckets().size()) +

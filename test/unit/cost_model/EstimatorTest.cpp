@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 using namespace colossal::cost;
 
@@ -192,6 +193,36 @@ TEST(Estimator, JsonHasThePlanSections) {
   EXPECT_LT(e->mfu, 1);
   Json trace = e->chromeTrace();
   EXPECT_FALSE(trace.find("traceEvents")->asArray().empty());
+}
+
+TEST(Estimator, TraceDrawsEveryPredictedCallOnACommunicationStream) {
+  // The trace's communication events (tids 1 and 2) count, per collective
+  // and axis, the calls of the plan's communication section: none dropped,
+  // none drawn twice, whichever axes the plan has.
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  for (const char *text :
+       {"dp=2,tp=4,zero=1", "dp=2,pp=2,microbatches=4", "sp=4,sp_mode=ring,recompute=full",
+        "dp=2,zero=3,microbatches=2", "tp=2,pp=2,microbatches=4,schedule=interleaved,virtual_stages=2"}) {
+    std::string error;
+    std::optional<Strategy> strategy = Strategy::parse(text, error);
+    ASSERT_TRUE(strategy) << error;
+    auto e = estimate(graph, *strategy, cluster, error);
+    ASSERT_TRUE(e) << text << ": " << error;
+    std::map<std::pair<int, std::string>, int64_t> planned, drawn;
+    for (size_t r = 0; r < e->stages.size(); ++r)
+      for (const CommTotal &t : e->stages[r].comm)
+        planned[{int(r), std::string(nameOf(t.collective)) + " " + t.axis}] += t.calls;
+    Json trace = e->chromeTrace();
+    for (const Json &event : trace.find("traceEvents")->asArray()) {
+      const Json *tid = event.find("tid");
+      if (event.find("ph")->asString() != "X" || tid->asNumber() == 0)
+        continue;
+      drawn[{int(event.find("pid")->asNumber()), event.find("name")->asString()}] +=
+          int64_t(event.find("args")->find("calls")->asNumber());
+    }
+    EXPECT_EQ(drawn, planned) << text;
+  }
 }
 
 TEST(Estimator, AllToAllSequenceParallelSwapsSequenceForHeads) {

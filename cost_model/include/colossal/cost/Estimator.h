@@ -75,6 +75,13 @@ struct Estimate {
   MemoryBreakdown memory; // at the rank that needs the most
   std::vector<StageEstimate> stages;
   PipelineResult pipeline;
+  /// Per virtual stage (chunk * pipeline ranks + rank), one microbatch's
+  /// collectives inside its forward call and inside its backward call
+  /// (recomputed ones included): the trace's communication stream.
+  std::vector<std::vector<CommTotal>> stageForwardComm, stageBackwardComm;
+  /// Whether the data axis's collectives run on a second thread beside the
+  /// step (EstimateOptions::overlapDataParallel).
+  bool dataParallelOverlapped = true;
   /// Per virtual stage, for one microbatch: real layers, seconds in layers,
   /// and seconds outside them (embedding, head, loss); forward + backward
   /// with their communication. The stage balancer reads them.
@@ -125,6 +132,13 @@ struct EstimateOptions {
   /// checkpoints instead (passes/memory/RecomputeLayers.h), so the program's
   /// predictions turn this off.
   bool recomputeCollectives = true;
+  /// Whether the data axis's gradient buckets are reduced (and ZeRO-3's
+  /// gathers prefetched) on a second thread while the step computes, as
+  /// PyTorch DDP and Megatron-LM do; the emitted host program does so only
+  /// when its step makes no collectives of its own (no tensor, sequence or
+  /// pipeline axis: one thread talks at a time), so its predictions turn
+  /// this off otherwise.
+  bool overlapDataParallel = true;
 };
 
 /// Evaluates the plan; nullopt with `error` when it cannot run (a split that

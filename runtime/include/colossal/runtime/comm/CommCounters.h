@@ -21,6 +21,8 @@
 
 namespace colossal::rt {
 
+class CommTimeline;
+
 enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv, Barrier };
 /// "all_reduce", "all_gather", ... (the cost model's names).
 const char *nameOf(CollectiveKind kind);
@@ -38,8 +40,13 @@ public:
   void reset();
   /// {"all_reduce": {"dp": {"calls": 3, "bytes": 1024}}, ...} on one line.
   std::string json() const;
+  /// Where the communicators also keep each collective's span (null: not
+  /// kept); the timeline records only between its start() and stop().
+  void setTimeline(CommTimeline *timeline) { timeline_ = timeline; }
+  CommTimeline *timeline() const { return timeline_; }
 
 private:
+  CommTimeline *timeline_ = nullptr;
   mutable std::mutex mutex_;
   std::map<Key, Entry> entries_;
 };

@@ -23,6 +23,7 @@
 #include "colossal/runtime/comm/CommCounters.h"
 #include "colossal/runtime/DType.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -139,7 +140,9 @@ protected:
 
 private:
   class Staged;
-  void record(CollectiveKind kind, int64_t bytes);
+  /// Counts a completed collective, and keeps its span while the counters'
+  /// timeline records.
+  void record(CollectiveKind kind, int64_t bytes, std::chrono::steady_clock::time_point start);
 
   std::string axis_;
   std::vector<int> worldRanks_;
