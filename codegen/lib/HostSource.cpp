@@ -43,8 +43,16 @@ int64_t rangeOfUses(Value input, int64_t tensorRanks) {
       range = std::min(range, rangeOfUses(user->getResult(0), tensorRanks));
       continue;
     }
-    // A table or logits split by vocabulary hold 1 / tensorRanks of it.
-    int64_t slices = user->hasAttr("mesh_axis") ? tensorRanks : 1;
+    // A table or logits split by vocabulary hold 1 / (their axis's ranks)
+    // of it: all of the tensor axis in 1D, one axis of a grid.
+    int64_t slices = 1;
+    if (auto axis = user->getAttrOfType<StringAttr>("mesh_axis")) {
+      slices = tensorRanks;
+      if (auto module = user->getParentOfType<ModuleOp>())
+        for (MeshOp mesh : module.getOps<MeshOp>())
+          if (int64_t size = mesh.sizeOf(axis.getValue()); size > 0)
+            slices = size;
+    }
     if (auto g = dyn_cast<GatherOp>(user); g && g.getIndices() == input) {
       auto data = cast<ShapedType>(g.getData().getType());
       int64_t axis = int64_t(g.getAxis());

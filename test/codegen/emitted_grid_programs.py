@@ -146,6 +146,21 @@ for model, dp, batch, seq_rows, extra in [
         check(loss_error <= 1e-5, f"{tag}: losses differ from PyTorch's by {loss_error:.2e}")
         check(worst_weight <= 1e-5, f"{tag}: final weights differ from one rank's by {worst_weight:.2e} ({where})")
 
+# Without --feed a program draws its own tokens (the same for every plan at
+# one seed) below the vocabulary, which a grid splits over one of its axes,
+# not over all its ranks (drawn up to 4 x the table's rows, the lookups and
+# the loss stopped on ids outside it). Two steps on the grid equal one rank's.
+for model in ("gpt2_4heads", "llama_4heads"):
+    grid, single = f"{WORK}/{model}-grid2x2-dp1", f"{WORK}/{model}-b2"
+    one = train(single, "--steps", "2", "--log", f"{WORK}/{model}-synthetic-1.log")
+    on_grid = train(grid, "--steps", "2", "--log", f"{WORK}/{model}-synthetic-grid.log", ranks=4)
+    check(one.returncode == 0 and on_grid.returncode == 0,
+          f"{model} on synthetic data: {one.stderr[-800:]} {on_grid.stderr[-1500:]}")
+    if one.returncode == 0 and on_grid.returncode == 0:
+        error = worst_relative(losses(f"{WORK}/{model}-synthetic-grid.log"), losses(f"{WORK}/{model}-synthetic-1.log"))
+        check(error <= 1e-5, f"{model} on synthetic data: the 2D grid's losses differ from one rank's by {error:.2e}")
+        print(f"{model} 2x2 grid on its own synthetic tokens: losses within {error:.1e} of one rank's")
+
 # 2.5D tensor parallelism (tp=8,tp_mode=2.5d,tp_depth=2: Tesseract, two
 # layers of a 2 x 2 grid, axes tp_depth, tp_row and tp_col): the rows split
 # over the layers and then each layer's rows, every layer SUMMA on its rows
