@@ -11,6 +11,7 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/Import/OnnxImporter.h"
 #include "colossal/cost/Estimator.h"
+#include "colossal/cost/GraphSearch.h"
 #include "colossal/cost/TensorGrid.h"
 #include "colossal/runtime/Error.h"
 #include "colossal/runtime/io/Safetensors.h"
@@ -235,7 +236,12 @@ FailureOr<cost::Estimate> estimateOf(ModuleOp module, const ProgramSettings &s, 
   options.bucketBytes = double(s.gradientBucketBytes);
   options.shardedNormReductions = optimizer == "lamb" ? 2 : 1;
   options.optimizerMoments = optimizer == "lamb" || optimizer == "adamw" ? 2 : 1;
-  options.overlapDataParallel = planned.tp * planned.sp * planned.pp == 1;
+  // The data axis overlapped as this program's trainer overlaps it.
+  cost::EstimateOptions program =
+      cost::evaluationOf(planned, cost::Placement::Partitioner,
+                         s.target == "cuda" ? cost::ProgramTarget::Cuda : cost::ProgramTarget::Host);
+  options.overlapGradientBuckets = program.overlapGradientBuckets;
+  options.prefetchGathers = program.prefetchGathers;
   std::optional<cost::Estimate> estimate = cost::estimate(*graph, dataAxis, *cluster, error, nullptr, options);
   if (!estimate)
     return module.emitWarning() << "no prediction: the cost model cannot evaluate dp=" << s.ranks << ": " << error;

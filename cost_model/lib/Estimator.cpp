@@ -317,7 +317,8 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
   result.pipeline = pipeline;
   result.stageForwardComm = std::move(totals.forwardComm);
   result.stageBackwardComm = std::move(totals.backwardComm);
-  result.dataParallelOverlapped = options.overlapDataParallel;
+  result.bucketsOverlapped = options.overlapGradientBuckets;
+  result.gathersPrefetched = options.prefetchGathers;
   double worstTail = 0;
   std::vector<StageEstimate> rankEstimates(ranks);
   for (int r = 0; r < ranks; ++r) {
@@ -544,15 +545,15 @@ Json Estimate::chromeTrace() const {
     // when not overlapped), ZeRO-1/2's gathers of the updated shards after
     // the optimizer.
     auto onData = [](Collective c) { return [c](const CommTotal &t) { return t.axis == "dp" && t.collective == c; }; };
-    const int dataThread = dataParallelOverlapped ? 2 : 1;
+    const int dataThread = bucketsOverlapped ? 2 : 1;
     if (strategy.zero == 3)
-      commEvents(events, st.comm, r, dataThread, 0.0, onData(Collective::AllGather));
+      commEvents(events, st.comm, r, gathersPrefetched ? 2 : 1, 0.0, onData(Collective::AllGather));
     double reductions = 0;
     for (const CommTotal &t : st.comm)
       if (t.axis == "dp" && t.collective != Collective::AllGather)
         reductions += t.seconds;
     commEvents(events, st.comm, r, dataThread,
-               dataParallelOverlapped ? std::max(0.0, reduced - reductions) : pipeline.makespan,
+               bucketsOverlapped ? std::max(0.0, reduced - reductions) : pipeline.makespan,
                [](const CommTotal &t) { return t.axis == "dp" && t.collective != Collective::AllGather; });
     if (strategy.zero != 3)
       commEvents(events, st.comm, r, dataThread, at, onData(Collective::AllGather));

@@ -107,16 +107,17 @@ std::vector<ModelAxis> modelAxesToSplit(const SearchOptions &options, const Clus
   return axes;
 }
 
-EstimateOptions evaluationOf(const Strategy &strategy, Placement placement) {
+EstimateOptions evaluationOf(const Strategy &strategy, Placement placement, ProgramTarget target) {
   EstimateOptions options;
   if (placement == Placement::Partitioner && strategy.tp * strategy.sp > 1 && strategy.tpMode == TensorMode::OneD) {
     options.layouts = SplitLayouts::Built;
     options.recomputeCollectives = false;
   }
-  // The program's trainer overlaps the data axis only when its step makes
-  // no collectives of its own.
-  if (placement == Placement::Partitioner)
-    options.overlapDataParallel = strategy.tp * strategy.sp * strategy.pp == 1;
+  if (placement == Placement::Partitioner) {
+    bool stepMakesNone = strategy.tp * strategy.sp * strategy.pp == 1;
+    options.overlapGradientBuckets = stepMakesNone && target == ProgramTarget::Host;
+    options.prefetchGathers = stepMakesNone;
+  }
   return options;
 }
 
@@ -269,7 +270,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
             continue;
           }
           for (auto [placed, placement] : placements) {
-            EstimateOptions options = evaluationOf(s, placement);
+            EstimateOptions options = evaluationOf(s, placement, o.target);
             options.recordPipelineTasks = false;
             std::vector<std::pair<Schedule, int>> schedules{{Schedule::OneFOneB, 1}};
             if (pp > 1 && layers % (2 * pp) == 0 && m % pp == 0)

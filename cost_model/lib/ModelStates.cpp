@@ -142,7 +142,7 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
   for (int c = 0; c < chunks; ++c)
     layers += double(split[size_t(c * ranks + r)]);
   layers = std::max(1.0, layers);
-  double overlappable = options.overlapDataParallel ? (re.backward / chunks) * (layers - 1) / layers : 0.0;
+  double overlappable = options.overlapGradientBuckets ? (re.backward / chunks) * (layers - 1) / layers : 0.0;
   std::vector<CommEvent> dpEvents;
   double dpExposed = 0, dpTotal = 0;
   if (dp >= 0 && dpSize > 1) {
@@ -182,7 +182,7 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
       double t = gathers(gatheredForward[r], p.gatheredForwardTensors[r]) +
                  gathers(gatheredBackward[r], p.gatheredBackwardTensors[r]);
       double hidden =
-          options.overlapDataParallel ? m * (re.computeForward + re.computeBackward) * (layers - 1) / layers : 0.0;
+          options.prefetchGathers ? m * (re.computeForward + re.computeBackward) * (layers - 1) / layers : 0.0;
       dpExposed += std::max(0.0, t - hidden);
     } else if (strategy.zero >= 1) {
       // Each rank updated its shard of the trainable weights: gather them.

@@ -215,6 +215,7 @@ std::optional<Request> parseCommandLine(int argc, char **argv) {
   // A host program runs on host processes: plan for this machine, unless
   // only a plan is asked for without naming the target (plans are for GPUs).
   bool hostProgram = target == "cpu" && (phase != Emit::Plan || target.getNumOccurrences());
+  r.hostProgram = hostProgram;
   if (!clusterName.getNumOccurrences() && hostProgram)
     r.cluster = "host";
   r.gpus = gpus, r.gpusGiven = gpus.getNumOccurrences() > 0;

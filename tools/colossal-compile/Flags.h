@@ -26,6 +26,9 @@ struct Request {
   bool toDirectory = false;
   std::string inputPath, outputPath;
   std::string target, precision, optimizer, schedule;
+  /// A host program (--target cpu, or a plan for one): planned for this
+  /// machine and priced as the host program.
+  bool hostProgram = true;
   std::string strategy, planFile, cluster;
   /// --emit=plan --trace: the predicted step as Chrome-trace JSON.
   std::string traceFile;

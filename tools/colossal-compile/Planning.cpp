@@ -328,8 +328,9 @@ bool writeOutput(const std::string &path, const std::string &text) {
 /// program's --trace gives the measured ones (F0, B0, ...).
 /// `sharding` is what the plan was evaluated with (null: the strategy's).
 bool writePredictedTrace(const std::string &path, const cost::Graph &graph, const cost::SearchCandidate &plan,
-                         const cost::GraphSharding *sharding, const cost::Cluster &cluster, std::string &error) {
-  cost::EstimateOptions options = cost::evaluationOf(plan.strategy, plan.placement);
+                         const cost::GraphSharding *sharding, const cost::Cluster &cluster, cost::ProgramTarget target,
+                         std::string &error) {
+  cost::EstimateOptions options = cost::evaluationOf(plan.strategy, plan.placement, target);
   options.recordPipelineTasks = true;
   std::optional<cost::Estimate> e = cost::estimate(graph, plan.strategy, cluster, error, sharding, options);
   if (!e)
@@ -574,7 +575,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
         hasSplits |= !axes.empty();
     if (!hasSplits)
       plan.sharding.clear();
-    cost::EstimateOptions evaluation = cost::evaluationOf(*strategy, plan.placement);
+    cost::EstimateOptions evaluation = cost::evaluationOf(*strategy, plan.placement, request.target);
     std::optional<cost::Estimate> e = cost::estimate(*graph, *strategy, *cluster, error,
                                                      plan.sharding.empty() ? nullptr : &plan.sharding, evaluation);
     if (!e)
@@ -591,8 +592,9 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
                                                     : b * strategy->microbatches * strategy->dp;
     if (!writeOutput(request.outputPath, planJson(model, request.precision, globalBatch, nullptr, plan, *graph).dump()))
       return fail("cannot write " + request.outputPath);
-    if (!request.tracePath.empty() && !writePredictedTrace(request.tracePath, *graph, plan,
-                                                           evaluatedWith ? &*evaluatedWith : nullptr, *cluster, error))
+    if (!request.tracePath.empty() &&
+        !writePredictedTrace(request.tracePath, *graph, plan, evaluatedWith ? &*evaluatedWith : nullptr, *cluster,
+                             request.target, error))
       return fail("--trace: " + error);
     return plan.estimate.fits() ? 0 : 3;
   }
@@ -600,6 +602,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   cost::SearchOptions options;
   options.devices = int(request.gpus);
   options.globalBatch = request.globalBatch;
+  options.target = request.target;
   if (!request.strategy.empty()) {
     std::optional<cost::Strategy> fixed = cost::Strategy::parse(request.strategy, error, &options.fixedKeys);
     if (!fixed)
@@ -694,6 +697,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
       restricted.devices = options.devices;
       restricted.globalBatch = options.globalBatch;
       restricted.keep = 1;
+      restricted.target = options.target;
       restricted.progress = nullptr;
       restricted.admit = [](const cost::Strategy &s) {
         return partitionerLacks(s, cost::Placement::Partitioner).empty();
@@ -723,8 +727,9 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
                            {"why_slower", cost::explainLoss(*buildable, winner)}};
   if (!writeOutput(request.outputPath, json.dump()))
     return fail("cannot write " + request.outputPath);
-  if (!request.tracePath.empty() && !writePredictedTrace(request.tracePath, graph, winner,
-                                                         evaluatedWith ? &*evaluatedWith : nullptr, *cluster, error))
+  if (!request.tracePath.empty() &&
+      !writePredictedTrace(request.tracePath, graph, winner, evaluatedWith ? &*evaluatedWith : nullptr, *cluster,
+                           request.target, error))
     return fail("--trace: " + error);
   return 0;
 }

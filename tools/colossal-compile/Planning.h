@@ -43,6 +43,9 @@ struct PlanRequest {
   /// Parts of the strategy the user fixed ("dp=8,zero=1").
   std::string strategy;
   std::string cluster = "dgx-a100";
+  /// The program the plans are priced as (how its trainer meets the data
+  /// axis, cost::ProgramTarget).
+  cost::ProgramTarget target = cost::ProgramTarget::Host;
   /// "fp32", "bf16" or "fp16": the type activations and weights take in
   /// the planned program (mixed precision keeps fp32 master weights in the
   /// optimizer state, which the cost model counts).

@@ -1,6 +1,7 @@
 //===- EstimatorTest.cpp - whole-plan predictions -------------------------===//
 
 #include "colossal/cost/Estimator.h"
+#include "colossal/cost/GraphSearch.h"
 #include "colossal/cost/TransformerBuilder.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +60,50 @@ TEST(Estimator, DataParallelReducesEveryGradientOnceInBuckets) {
   EXPECT_EQ(whole->calls, 2);
   EXPECT_DOUBLE_EQ(whole->bytes, bytes + 4);
   EXPECT_LT(whole->seconds, ar->seconds);
+}
+
+// Buckets reduced while the backward pass runs hide all but the last; a
+// trainer that reduces them after the step (the CUDA program's, or the host
+// program's beside a tensor axis) exposes every one, and ZeRO-3's gathers
+// are hidden only when prefetched.
+TEST(Estimator, OverlapOfTheDataAxisIsTheTrainers) {
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  Strategy strategy;
+  strategy.dp = 8;
+  std::string error;
+  EstimateOptions after;
+  after.overlapGradientBuckets = false;
+  auto overlapped = estimate(graph, strategy, cluster, error);
+  auto exposed = estimate(graph, strategy, cluster, error, nullptr, after);
+  ASSERT_TRUE(overlapped && exposed) << error;
+  const StageEstimate &o = overlapped->stages[0], &x = exposed->stages[0];
+  EXPECT_DOUBLE_EQ(x.dataParallelSeconds, o.dataParallelSeconds);
+  EXPECT_DOUBLE_EQ(x.dataParallelExposed, x.dataParallelSeconds);
+  EXPECT_LT(o.dataParallelExposed, 0.5 * o.dataParallelSeconds);
+  EXPECT_NEAR(exposed->stepTime - overlapped->stepTime, x.dataParallelExposed - o.dataParallelExposed,
+              1e-12 * exposed->stepTime);
+
+  strategy.zero = 3;
+  EstimateOptions inline_;
+  inline_.prefetchGathers = false;
+  auto prefetched = estimate(graph, strategy, cluster, error);
+  auto gathered = estimate(graph, strategy, cluster, error, nullptr, inline_);
+  ASSERT_TRUE(prefetched && gathered) << error;
+  EXPECT_GT(gathered->stages[0].dataParallelExposed, prefetched->stages[0].dataParallelExposed);
+
+  // The emitted programs: the host one overlaps only a step without
+  // collectives of its own, the CUDA one never reduces buckets early.
+  Strategy dataOnly;
+  dataOnly.dp = 2;
+  Strategy withTensor = dataOnly;
+  withTensor.tp = 2;
+  EXPECT_TRUE(evaluationOf(dataOnly, Placement::Partitioner, ProgramTarget::Host).overlapGradientBuckets);
+  EXPECT_FALSE(evaluationOf(withTensor, Placement::Partitioner, ProgramTarget::Host).overlapGradientBuckets);
+  EXPECT_FALSE(evaluationOf(withTensor, Placement::Partitioner, ProgramTarget::Host).prefetchGathers);
+  EXPECT_FALSE(evaluationOf(dataOnly, Placement::Partitioner, ProgramTarget::Cuda).overlapGradientBuckets);
+  EXPECT_TRUE(evaluationOf(dataOnly, Placement::Partitioner, ProgramTarget::Cuda).prefetchGathers);
+  EXPECT_TRUE(evaluationOf(withTensor, Placement::Solver, ProgramTarget::Cuda).overlapGradientBuckets);
 }
 
 TEST(Estimator, TensorParallelAllReducesTwicePerLayerEachWay) {

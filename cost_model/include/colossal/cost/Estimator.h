@@ -79,9 +79,9 @@ struct Estimate {
   /// collectives inside its forward call and inside its backward call
   /// (recomputed ones included): the trace's communication stream.
   std::vector<std::vector<CommTotal>> stageForwardComm, stageBackwardComm;
-  /// Whether the data axis's collectives run on a second thread beside the
-  /// step (EstimateOptions::overlapDataParallel).
-  bool dataParallelOverlapped = true;
+  /// Whether the gradient buckets' reductions and ZeRO-3's gathers run on
+  /// a second thread beside the step (EstimateOptions).
+  bool bucketsOverlapped = true, gathersPrefetched = true;
   /// Per virtual stage, for one microbatch: real layers, seconds in layers,
   /// and seconds outside them (embedding, head, loss); forward + backward
   /// with their communication. The stage balancer reads them.
@@ -132,13 +132,13 @@ struct EstimateOptions {
   /// checkpoints instead (passes/memory/RecomputeLayers.h), so the program's
   /// predictions turn this off.
   bool recomputeCollectives = true;
-  /// Whether the data axis's gradient buckets are reduced (and ZeRO-3's
-  /// gathers prefetched) on a second thread while the step computes, as
-  /// PyTorch DDP and Megatron-LM do; the emitted host program does so only
-  /// when its step makes no collectives of its own (no tensor, sequence or
-  /// pipeline axis: one thread talks at a time), so its predictions turn
-  /// this off otherwise.
-  bool overlapDataParallel = true;
+  /// Whether the data axis's gradient buckets are reduced on a second
+  /// thread while the backward pass runs (all but the last), as PyTorch DDP
+  /// and Megatron-LM do; and whether ZeRO-3's gathers are prefetched there.
+  /// The emitted programs do either only where their trainer does
+  /// (evaluationOf).
+  bool overlapGradientBuckets = true;
+  bool prefetchGathers = true;
 };
 
 /// Evaluates the plan; nullopt with `error` when it cannot run (a split that

@@ -44,6 +44,14 @@
 
 namespace colossal::cost {
 
+/// Which emitted program a plan the partitioner builds is priced as: the
+/// host step hands each gradient to the trainer as its backward pass makes
+/// it, so the trainer reduces buckets (and prefetches ZeRO-3's gathers) on
+/// a second thread meanwhile, unless the step makes collectives of its own
+/// (a tensor, sequence, grid or pipeline axis: one thread talks at a time);
+/// the CUDA step hands them over at its end (gathers still prefetched).
+enum class ProgramTarget { Host, Cuda };
+
 /// How a plan's tensor axis is placed on the ops.
 enum class Placement {
   /// The sharding solver's choice (ShardingSolver.h), or the strategy's
@@ -79,6 +87,8 @@ struct SearchOptions {
   /// them that fits is kept apart (SearchResult::bestBuildable), and
   /// pruning spares the candidates that could still beat it.
   std::function<bool(const Strategy &, Placement)> buildable;
+  /// The program the partitioner's plans are priced as.
+  ProgramTarget target = ProgramTarget::Host;
 };
 
 
