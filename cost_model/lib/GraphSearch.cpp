@@ -113,11 +113,11 @@ EstimateOptions evaluationOf(const Strategy &strategy, Placement placement, Prog
     options.layouts = SplitLayouts::Built;
     options.recomputeCollectives = false;
   }
-  if (placement == Placement::Partitioner) {
-    bool stepMakesNone = strategy.tp * strategy.sp * strategy.pp == 1;
-    options.overlapGradientBuckets = stepMakesNone && target == ProgramTarget::Host;
-    options.prefetchGathers = stepMakesNone;
-  }
+  // Every plan of a model file is one the emitted program would run (the
+  // solver's placements too, were they built): its trainer sets the overlap.
+  bool stepMakesNone = strategy.tp * strategy.sp * strategy.pp == 1;
+  options.overlapGradientBuckets = stepMakesNone && target == ProgramTarget::Host;
+  options.prefetchGathers = stepMakesNone;
   return options;
 }
 

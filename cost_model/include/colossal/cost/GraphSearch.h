@@ -117,8 +117,8 @@ std::vector<size_t> factorStructure(const Graph &graph);
 /// the model axes (1D tensor, sequence or both; tp x sp ranks) as
 /// it is built (its grouped and padded layouts, and recomputation that
 /// keeps the collectives' results); anything else, grids included, as the
-/// estimator's defaults; the partitioner's plans overlap the data axis as
-/// `target`'s trainer does.
+/// estimator's defaults; every plan overlaps the data axis as `target`'s
+/// trainer does.
 EstimateOptions evaluationOf(const Strategy &strategy, Placement placement, ProgramTarget target = ProgramTarget::Host);
 
 SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &cluster,

@@ -44,7 +44,7 @@
 
 namespace colossal::cost {
 
-/// Which emitted program a plan the partitioner builds is priced as: the
+/// Which emitted program a model file's plans are priced as: the
 /// host step hands each gradient to the trainer as its backward pass makes
 /// it, so the trainer reduces buckets (and prefetches ZeRO-3's gathers) on
 /// a second thread meanwhile, unless the step makes collectives of its own
