@@ -95,8 +95,11 @@ struct OpTotals {
 /// send them: a value one stage makes and another reads goes there once per
 /// microbatch (however many of that stage's ops read it), and a floating-
 /// point one's gradient comes back (`gradientReceived` per sending stage).
+/// Each microbatch's are also the sending stage's forward or backward
+/// call's (`forwardComm`, `backwardComm`: the trace draws them there).
 void pipelineTransfers(const EstimateContext &ctx, std::vector<std::vector<CommTotal>> &rankComm,
-                       std::vector<double> &gradientReceived) {
+                       std::vector<std::vector<CommTotal>> &forwardComm,
+                       std::vector<std::vector<CommTotal>> &backwardComm, std::vector<double> &gradientReceived) {
   gradientReceived.assign(size_t(ctx.stages), 0.0);
   if (ctx.pp < 0 || ctx.mesh.axes[size_t(ctx.pp)].size <= 1)
     return;
@@ -115,8 +118,10 @@ void pipelineTransfers(const EstimateContext &ctx, std::vector<std::vector<CommT
       CommEvent transfer{Collective::SendRecv, ctx.pp,
                          localElements(op, ctx.sharding[o], ctx.mesh, use.dims) * bytesOf(value.dtype), 0};
       addComm(rankComm[size_t(from % ctx.ranks)], ctx.mesh, transfer, ctx.m);
+      addComm(forwardComm[size_t(from)], ctx.mesh, transfer, 1);
       if (value.dtype != DType::I64 && value.dtype != DType::I32 && value.dtype != DType::I8) {
         addComm(rankComm[size_t(to % ctx.ranks)], ctx.mesh, transfer, ctx.m);
+        addComm(backwardComm[size_t(to)], ctx.mesh, transfer, 1);
         gradientReceived[size_t(from)] += transfer.bytes;
       }
     }
@@ -231,7 +236,7 @@ OpTotals costOps(const EstimateContext &ctx, const LayerMemory &layers, const Op
                 mesh, e, copies);
       }
   }
-  pipelineTransfers(ctx, rankComm, totals.working.gradientReceived);
+  pipelineTransfers(ctx, rankComm, totals.forwardComm, totals.backwardComm, totals.working.gradientReceived);
   return totals;
 }
 
@@ -498,8 +503,9 @@ Json threadName(int pid, int tid, const std::string &name) {
 // the call's start), and the communication thread (tid 2: the data axis's
 // gradient reduction, overlapped with the backward pass up to its exposed
 // tail, and ZeRO's gathers; on tid 1 where the data axis is not
-// overlapped). Point-to-point transfers show as the calls'
-// spacing (the program draws its waits for them on tid 0).
+// overlapped). A pipeline's sends are drawn at the end of the call that
+// makes them, without a duration: the schedule's spacing holds their time
+// (the program draws its waits for them on tid 0).
 Json Estimate::chromeTrace() const {
   Json::Array events;
   const int ranks = int(stages.size());
@@ -510,6 +516,7 @@ Json Estimate::chromeTrace() const {
     return stage < perStage.size() ? perStage[stage] : none;
   };
   auto insideCalls = [](const CommTotal &t) { return t.axis != "dp" && t.axis != "pp"; };
+  auto sentAfter = [](const CommTotal &t) { return t.axis == "pp"; };
   // Without a pipeline a microbatch's forward and backward are one call of
   // the program's step: one event, "F0+B0", as the program's trace has it.
   bool oneCall = stages.size() == 1 && strategy.virtualStages == 1 && pipeline.tasks.size() % 2 == 0;
@@ -525,8 +532,11 @@ Json Estimate::chromeTrace() const {
     events.push_back(spanEvent(std::string(t.forward ? "F" : "B") + std::to_string(t.microbatch) +
                                    (t.chunk ? "." + std::to_string(t.chunk) : ""),
                                t.forward ? "forward" : "backward", t.rank, 0, t.start, t.end - t.start));
-  for (const PipelineTask &t : pipeline.tasks)
-    commEvents(events, stageComm(t.forward ? stageForwardComm : stageBackwardComm, t), t.rank, 1, t.start, insideCalls);
+  for (const PipelineTask &t : pipeline.tasks) {
+    const std::vector<CommTotal> &comm = stageComm(t.forward ? stageForwardComm : stageBackwardComm, t);
+    commEvents(events, comm, t.rank, 1, t.start, insideCalls);
+    commEvents(events, comm, t.rank, 1, t.end, sentAfter);
+  }
   for (int r = 0; r < ranks; ++r) {
     const StageEstimate &st = stages[size_t(r)];
     double at = pipeline.makespan;
@@ -558,7 +568,7 @@ Json Estimate::chromeTrace() const {
     if (strategy.zero != 3)
       commEvents(events, st.comm, r, dataThread, at, onData(Collective::AllGather));
     // The rest of the rank's collectives (norms completed over the model
-    // axes, the pipeline's loss, shared gradients and sends), after the
+    // axes, the pipeline's sums of the loss and shared gradients), after the
     // exposed reduction: so the trace's calls per name are the plan's.
     std::vector<CommTotal> rest;
     for (const CommTotal &t : st.comm)
@@ -568,7 +578,7 @@ Json Estimate::chromeTrace() const {
       if (t.rank == r)
         for (const CommTotal &drawn : stageComm(t.forward ? stageForwardComm : stageBackwardComm, t))
           for (CommTotal &left : rest)
-            if (insideCalls(drawn) && left.collective == drawn.collective && left.axis == drawn.axis) {
+            if (drawn.axis != "dp" && left.collective == drawn.collective && left.axis == drawn.axis) {
               left.calls -= drawn.calls;
               left.seconds -= drawn.seconds;
               left.bytes -= drawn.bytes;
