@@ -567,24 +567,9 @@ Json Estimate::chromeTrace() const {
                [](const CommTotal &t) { return t.axis == "dp" && t.collective != Collective::AllGather; });
     if (strategy.zero != 3)
       commEvents(events, st.comm, r, dataThread, at, onData(Collective::AllGather));
-    // The rest of the rank's collectives (norms completed over the model
-    // axes, the pipeline's sums of the loss and shared gradients), after the
-    // exposed reduction: so the trace's calls per name are the plan's.
-    std::vector<CommTotal> rest;
-    for (const CommTotal &t : st.comm)
-      if (t.axis != "dp")
-        rest.push_back(t);
-    for (const PipelineTask &t : pipeline.tasks)
-      if (t.rank == r)
-        for (const CommTotal &drawn : stageComm(t.forward ? stageForwardComm : stageBackwardComm, t))
-          for (CommTotal &left : rest)
-            if (drawn.axis != "dp" && left.collective == drawn.collective && left.axis == drawn.axis) {
-              left.calls -= drawn.calls;
-              left.seconds -= drawn.seconds;
-              left.bytes -= drawn.bytes;
-            }
-    rest.erase(std::remove_if(rest.begin(), rest.end(), [](const CommTotal &t) { return t.calls <= 0; }), rest.end());
-    commEvents(events, rest, r, 1, reduced, [](const CommTotal &) { return true; });
+    // Off the data axis after the calls: norms completed over the model
+    // axes, the pipeline's sums of the loss and shared gradients.
+    commEvents(events, st.afterCalls, r, 1, reduced, [](const CommTotal &) { return true; });
     events.push_back(Json::Object{{"name", "process_name"},
                                   {"ph", "M"},
                                   {"pid", r},

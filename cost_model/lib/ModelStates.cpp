@@ -207,6 +207,7 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
     CommEvent e{Collective::AllReduce, tensorAxis, bytes,
                 collectiveTime(Collective::AllReduce, bytes, mesh.axes[tensorAxis], cluster)};
     addComm(comm, mesh, e, options.shardedNormReductions);
+    addComm(re.afterCalls, mesh, e, options.shardedNormReductions);
     tensorNormSeconds = e.seconds * options.shardedNormReductions;
   }
   // A pipeline's ranks each hold part of the model: per step they sum the
@@ -218,6 +219,7 @@ double dataParallelStep(const EstimateContext &ctx, int r, const RankParameters 
       CommEvent e{Collective::AllReduce, pp, bytes,
                   collectiveTime(Collective::AllReduce, bytes, mesh.axes[size_t(pp)], cluster)};
       addComm(comm, mesh, e, 1);
+      addComm(re.afterCalls, mesh, e, 1);
       dpExposed += e.seconds;
     };
     event(4);

@@ -243,7 +243,10 @@ TEST(Estimator, JsonHasThePlanSections) {
 TEST(Estimator, TraceDrawsEveryPredictedCallOnACommunicationStream) {
   // The trace's communication events (tids 1 and 2) count, per collective
   // and axis, the calls of the plan's communication section: none dropped,
-  // none drawn twice, whichever axes the plan has.
+  // none drawn twice, whichever axes the plan has. Off the data axis the
+  // trace draws each call's collectives (kept per stage and microbatch) and
+  // those after the calls, accumulated apart from the section's totals;
+  // the data axis it takes from the section itself.
   Graph graph = smallGpt();
   Cluster cluster = *Cluster::preset("dgx-a100");
   for (const char *text :

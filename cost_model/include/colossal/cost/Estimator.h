@@ -55,6 +55,9 @@ struct StageEstimate {
   int64_t parameters = 0; // local parameter elements
   MemoryBreakdown memory;
   std::vector<CommTotal> comm;
+  /// Of `comm`, the collectives after the step's calls off the data axis:
+  /// norms completed over the model axes, the pipeline's sums.
+  std::vector<CommTotal> afterCalls;
 };
 
 struct Estimate {
