@@ -292,7 +292,9 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
     MemoryTracker::planned().resetPeaks();
     if (counters)
       counters->reset();
-    if (counters && !o.trace.empty() && step == o.settings.steps)
+    // --trace writes the last step.
+    const bool traced = !o.trace.empty() && step == o.settings.steps;
+    if (counters && traced)
       commTimeline.start();
     if (gathered)
       gathered->prefetcher().resetCounts();
@@ -466,11 +468,11 @@ void train(const TrainingProgram &program, Prepared &p, const RankGroups &groups
       std::snprintf(pipeline, sizeof pipeline, "{\"rank\": %d, \"idle_fraction\": %.6f, \"seconds\": %.6f}",
                     groups.pp->rank(), timeline.idleFraction(), timeline.seconds);
       record.extra.push_back({"pipeline", pipeline});
-      if (!o.trace.empty() && step == o.settings.steps) {
+      if (traced) {
         commTimeline.stop();
         writeTrace(o.trace, groups.world.rank(), timeline.chromeTrace(groups.pp->rank(), &commTimeline));
       }
-    } else if (!o.trace.empty() && step == o.settings.steps) {
+    } else if (traced) {
       commTimeline.stop();
       timeline.seconds = std::chrono::duration<double>(now - stepBegin).count();
       timeline.origin = stepBegin;
