@@ -41,6 +41,51 @@ double leastLayerTrainable(const Graph &graph) {
   return layers.empty() ? 0 : double(*std::min_element(layers.begin(), layers.end()));
 }
 
+/// Whether the sharding solver places `axis`'s ranks: the tensor axis
+/// alone, or with an all-to-all sequence axis whose tokens the
+/// partitioner's split shows. Megatron's and the ring's sequence
+/// parallelism are algorithms the solver's objective lacks; grids are
+/// priced by their own.
+bool solvable(const ModelAxis &axis, const ModelAxisSplit *split) {
+  if (axis.onGrid())
+    return false;
+  return axis.mode == SequenceMode::None || (axis.mode == SequenceMode::AllToAll && split && split->sharding);
+}
+
+/// The solver's joint placement of the model axes on `graph`: the tensor
+/// axis on any factor, the sequence axis where the partitioner's split puts
+/// it (the tokens, and the heads inside attention) or nowhere. Nullopt
+/// where the solver refuses, its reason in `why` when given.
+std::optional<GraphSharding> solveModelAxes(const Graph &graph, const Mesh &mesh, const ModelAxisSplit *split,
+                                            const Cluster &cluster, std::string *why, const std::string &plan) {
+  GraphSharding sharding;
+  for (const Op &op : graph.ops)
+    sharding.emplace_back(op.factors.size());
+  std::vector<AxisToPlace> axes;
+  int tp = mesh.axisIndex("tp"), sp = mesh.axisIndex("sp");
+  if (tp >= 0 && mesh.axes[size_t(tp)].size > 1)
+    axes.push_back({tp, {}});
+  if (sp >= 0 && mesh.axes[size_t(sp)].size > 1 && split && split->sharding) {
+    const GraphSharding &tokens = *split->sharding;
+    axes.push_back({sp, [&tokens, sp](size_t o, int f) {
+                      if (o >= tokens.size() || size_t(f) >= tokens[o].size())
+                        return false;
+                      const std::vector<int> &on = tokens[o][size_t(f)];
+                      return std::find(on.begin(), on.end(), sp) != on.end();
+                    }});
+  }
+  if (axes.empty())
+    return sharding;
+  std::string error;
+  std::optional<ShardingSolution> solution = solveSharding(graph, sharding, mesh, axes, cluster, error);
+  if (!solution) {
+    if (why)
+      *why = plan + ": " + error;
+    return std::nullopt;
+  }
+  return std::move(solution->sharding);
+}
+
 } // namespace
 
 namespace {
@@ -163,9 +208,9 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
     return int(result.best.size()) < o.keep ? std::numeric_limits<double>::infinity()
                                             : result.best.back().estimate.stepTime;
   };
-  // The tensor axis's placement depends on the graph (the microbatch) and
-  // the axis alone: solved once per pair.
-  std::map<std::pair<int64_t, int>, std::optional<GraphSharding>> solved;
+  // The model axes' placement depends on the graph (the microbatch) and
+  // the axes alone: solved once per pair.
+  std::map<std::pair<int64_t, ModelAxis>, std::optional<GraphSharding>> solved;
   bool layersMissing = false;
   // Per microbatch size, tensor or sequence split, placement and
   // recomputation: what the evaluated plans measured per layer, which
@@ -228,41 +273,29 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
           if (!admitsModelAxis(o, axis))
             continue;
           Mesh mesh = buildMesh(s, cluster);
-          auto key = std::make_pair(b, tp);
-          if (mode == SequenceMode::None && !axis.onGrid() && !solved.count(key)) {
-            GraphSharding sharding;
-            for (const Op &op : graph->ops)
-              sharding.emplace_back(op.factors.size());
-            std::optional<GraphSharding> &entry = solved[key];
-            entry = sharding;
-            if (tp > 1) {
-              std::string error;
-              std::optional<ShardingSolution> solution =
-                  solveAxisSharding(*graph, sharding, mesh, mesh.axisIndex("tp"), cluster, error);
-              if (solution) {
-                entry = std::move(solution->sharding);
-              } else {
-                entry.reset();
-                if (firstInvalid.empty())
-                  firstInvalid = s.str() + ": " + error;
-              }
-            }
-          }
+          auto key = std::make_pair(b, axis);
+          const ModelAxisSplit *split = nullptr;
+          if (auto found = splits.find(axis); found != splits.end())
+            split = &found->second;
+          if (!solved.count(key) && solvable(axis, split))
+            solved[key] =
+                solveModelAxes(*graph, mesh, split, cluster, firstInvalid.empty() ? &firstInvalid : nullptr, s.str());
           // The placements to evaluate: the solver's, and the partitioner's
           // split where it can make one.
           std::vector<std::pair<const GraphSharding *, Placement>> placements;
+          auto solution = solved.find(key);
           if (tp == 1) {
-            placements.push_back({&*solved[key], Placement::Partitioner});
+            placements.push_back({&*solution->second, Placement::Partitioner});
           } else {
-            if (mode == SequenceMode::None && !axis.onGrid() && solved[key] && !o.partitionerPlacementOnly)
-              placements.push_back({&*solved[key], Placement::Solver});
-            if (auto split = splits.find(axis); split != splits.end()) {
-              if (!split->second.sharding && firstInvalid.empty())
-                firstInvalid = s.str() + ": " + split->second.error;
+            if (solution != solved.end() && solution->second && !o.partitionerPlacementOnly)
+              placements.push_back({&*solution->second, Placement::Solver});
+            if (split) {
+              if (!split->sharding && firstInvalid.empty())
+                firstInvalid = s.str() + ": " + split->error;
               // A grid the partitioner builds is priced by the estimator's
               // grid algorithms (no explicit sharding).
-              if (split->second.sharding)
-                placements.push_back({axis.onGrid() ? nullptr : &*split->second.sharding, Placement::Partitioner});
+              if (split->sharding)
+                placements.push_back({axis.onGrid() ? nullptr : &*split->sharding, Placement::Partitioner});
             }
           }
           if (placements.empty()) {

@@ -75,18 +75,7 @@ OpCoster::OpCoster(const EstimateContext &ctx) : ctx(ctx) {
       }
     }
 
-  // Which values carry a gradient: trainable parameters and what is
-  // computed from them (not the data, masks made from it, or integers).
-  needsGradient.assign(graph.values.size(), 0);
-  for (size_t v = 0; v < graph.values.size(); ++v)
-    needsGradient[v] = graph.values[v].isParameter && !graph.values[v].frozen;
-  for (const Op &op : graph.ops)
-    for (const TensorUse &in : op.inputs)
-      if (needsGradient[size_t(in.value)])
-        for (const TensorUse &out : op.outputs)
-          needsGradient[size_t(out.value)] = graph.values[size_t(out.value)].dtype != DType::I64 &&
-                                             graph.values[size_t(out.value)].dtype != DType::I32 &&
-                                             graph.values[size_t(out.value)].dtype != DType::I8;
+  needsGradient = valuesNeedingGradient(graph);
   // Ops reading one value in the same layout share its resharding: forward
   // it is resharded once and each reads the result; backward their
   // gradients, laid out alike, are summed locally and resharded once (the
@@ -369,13 +358,9 @@ void OpCoster::axisCollectives(size_t o, Work &work) const {
     events.push_back({c, sp, bytes, std::max(0.0, t - hidden)});
     seconds += std::max(0.0, t - hidden);
   };
-  // A loss over rows the sequence axis splits (each rank its tokens;
-  // runtime SequenceParallel.h): the rows' losses and counted labels are
-  // summed over the axis (two floats), and backward the count again (a
-  // mean's divisor).
-  if (op.kind == OpKind::Loss && sequenceAxis && splitOver(sp, false)) {
-    addEvent(Collective::AllReduce, 8, forwardEvents, fwdComm);
-    addEvent(Collective::AllReduce, 4, backwardEvents, bwdComm);
+  if (sumsLossOverSequence(op, s, mesh, sp)) {
+    addEvent(Collective::AllReduce, kLossSumForwardBytes, forwardEvents, fwdComm);
+    addEvent(Collective::AllReduce, kLossSumBackwardBytes, backwardEvents, bwdComm);
   }
   // The ring's forward steps are the op's own work: recomputation runs
   // them again even when it keeps the collectives' results.

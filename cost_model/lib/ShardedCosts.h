@@ -111,6 +111,38 @@ inline TensorSpec gradientSpecOf(const Op &op, const OpSharding &s, const Mesh &
   return spec;
 }
 
+/// Which values carry a gradient: trainable parameters and what is
+/// computed from them (not the data, masks made from it, or integers).
+inline std::vector<char> valuesNeedingGradient(const Graph &graph) {
+  std::vector<char> needs(graph.values.size(), 0);
+  for (size_t v = 0; v < graph.values.size(); ++v)
+    needs[v] = graph.values[v].isParameter && !graph.values[v].frozen;
+  auto integer = [&](int v) {
+    DType t = graph.values[size_t(v)].dtype;
+    return t == DType::I64 || t == DType::I32 || t == DType::I8;
+  };
+  for (const Op &op : graph.ops)
+    for (const TensorUse &in : op.inputs)
+      if (needs[size_t(in.value)])
+        for (const TensorUse &out : op.outputs)
+          needs[size_t(out.value)] = !integer(out.value);
+  return needs;
+}
+
+/// A loss whose rows the sequence axis `sp` splits (each rank its tokens;
+/// runtime SequenceParallel.h) sums over the axis, forward, the rows'
+/// losses and counted labels (two floats), and backward the count again (a
+/// mean's divisor).
+constexpr double kLossSumForwardBytes = 8, kLossSumBackwardBytes = 4;
+inline bool sumsLossOverSequence(const Op &op, const OpSharding &s, const Mesh &mesh, int sp) {
+  if (op.kind != OpKind::Loss || sp < 0 || mesh.axes[size_t(sp)].size <= 1)
+    return false;
+  for (size_t f = 0; f < op.factors.size(); ++f)
+    if (op.factors[f].kind != FactorKind::Whole && std::find(s[f].begin(), s[f].end(), sp) != s[f].end())
+      return true;
+  return false;
+}
+
 inline double roofline(double flops, double bytes, double rate, double bandwidth) {
   return std::max(rate > 0 ? flops / rate : 0.0, bandwidth > 0 ? bytes / bandwidth : 0.0);
 }

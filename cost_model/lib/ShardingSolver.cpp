@@ -1,4 +1,4 @@
-//===- ShardingSolver.cpp - the best per-op sharding over one mesh axis ---===//
+//===- ShardingSolver.cpp - the best per-op sharding over mesh axes ------===//
 
 #include "colossal/cost/ShardingSolver.h"
 #include "KernelTime.h"
@@ -10,7 +10,8 @@ namespace colossal::cost {
 namespace {
 
 /// Forward and backward compute of one op on one rank (the estimator's
-/// kernel times, no recomputation).
+/// kernel times, no recomputation), with the sums of a loss whose tokens
+/// the sequence axis splits.
 double computeSeconds(const Graph &graph, const Op &op, const OpSharding &s, const Mesh &mesh, const Cluster &cluster) {
   double bytes = 0;
   for (const TensorUse &use : op.inputs)
@@ -18,55 +19,79 @@ double computeSeconds(const Graph &graph, const Op &op, const OpSharding &s, con
   for (const TensorUse &use : op.outputs)
     bytes += localElements(op, s, mesh, use.dims) * bytesOf(graph.values[use.value].dtype);
   KernelSeconds t = kernelSeconds(graph, op, s, mesh, cluster, bytes, 1.0);
-  return t.forward + t.backward;
+  double sums = 0;
+  int sp = mesh.axisIndex("sp");
+  if (sumsLossOverSequence(op, s, mesh, sp))
+    sums = collectiveTime(Collective::AllReduce, kLossSumForwardBytes, mesh.axes[size_t(sp)], cluster) +
+           collectiveTime(Collective::AllReduce, kLossSumBackwardBytes, mesh.axes[size_t(sp)], cluster);
+  return t.forward + t.backward + sums;
 }
 
-/// Resharding an activation from its producer's layout to the one `op`
-/// reads it in, and its gradient back.
-double activationSeconds(const Graph &graph, const Op &op, const OpSharding &s, const TensorUse &use,
-                         const Op &producer, const OpSharding &ps, const Mesh &mesh,
-                         const Cluster &cluster) {
-  const TensorUse *produced = nullptr;
-  for (const TensorUse &out : producer.outputs)
-    if (out.value == use.value)
-      produced = &out;
-  double full = fullElements(op, use.dims) * bytesOf(graph.values[use.value].dtype);
-  std::vector<CommEvent> scratch;
-  TensorSpec have = specOf(producer, ps, mesh, *produced, true);
-  double seconds = reshard(have, specOf(op, s, mesh, use, false), full, mesh, cluster, scratch);
-  have.partial.clear();
-  return seconds + reshard(gradientSpecOf(op, s, mesh, use), have, full, mesh, cluster, scratch);
-}
+/// Who an op's input depends on: what the input's resharding costs
+/// depends on that op's choice.
+struct InputSource {
+  /// The producer of an activation, the owner (first reader) of a
+  /// trainable parameter, -1 for the step's data and frozen parameters.
+  int op = -1;
+  /// The producer's output, or the owner's input, holding the value.
+  const TensorUse *use = nullptr;
+  bool parameter = false;
+  /// Whether a gradient flows back through it.
+  bool gradient = false;
+};
 
-/// Reducing a parameter's gradient from `op`'s layout to its storage layout
-/// (the layout its first consumer, `owner`, reads it in).
-double parameterSeconds(const Graph &graph, const Op &op, const OpSharding &s, const TensorUse &use,
-                        const Op &owner, const OpSharding &os, const TensorUse &ownerUse,
-                        const Mesh &mesh, const Cluster &cluster) {
-  double full = fullElements(op, use.dims) * bytesOf(graph.values[use.value].dtype);
-  std::vector<CommEvent> scratch;
-  return reshard(gradientSpecOf(op, s, mesh, use), specOf(owner, os, mesh, ownerUse, false), full, mesh,
-                 cluster, scratch);
-}
-
-/// Each parameter's first consumer: op and input index.
-std::vector<std::pair<int, int>> parameterOwners(const Graph &graph) {
+/// The sources of every input of every op.
+std::vector<std::vector<InputSource>> inputSources(const Graph &graph) {
+  std::vector<char> needs = valuesNeedingGradient(graph);
   std::vector<std::pair<int, int>> owner(graph.values.size(), {-1, -1});
+  std::vector<std::vector<InputSource>> sources(graph.ops.size());
   for (size_t o = 0; o < graph.ops.size(); ++o)
     for (size_t i = 0; i < graph.ops[o].inputs.size(); ++i) {
       int v = graph.ops[o].inputs[i].value;
-      if (graph.values[v].isParameter && owner[v].first < 0)
-        owner[v] = {int(o), int(i)};
+      const Value &value = graph.values[size_t(v)];
+      InputSource source;
+      source.parameter = value.isParameter;
+      source.gradient = needs[size_t(v)];
+      if (value.isParameter && owner[size_t(v)].first < 0)
+        owner[size_t(v)] = {int(o), int(i)};
+      if (value.isParameter && source.gradient) {
+        auto [p, j] = owner[size_t(v)];
+        source.op = p;
+        source.use = &graph.ops[size_t(p)].inputs[size_t(j)];
+      } else if (value.producer >= 0) {
+        source.op = value.producer;
+        for (const TensorUse &out : graph.ops[size_t(value.producer)].outputs)
+          if (out.value == v)
+            source.use = &out;
+      }
+      sources[o].push_back(source);
     }
-  return owner;
+  return sources;
 }
 
-/// One term of an op's cost that depends on another op's choice.
-struct Dependency {
-  int op;    // the producer or the parameter's owner
-  int input; // which input of the dependent op
-  bool parameter;
-};
+/// Resharding input `use` of `op` under `s`, forward (an activation from
+/// its producer's layout to the one `op` reads it in) and backward (its
+/// gradient to the producer's layout, or a parameter's to its storage
+/// layout, the one its owner reads it in), as the estimator charges them.
+std::pair<double, double> inputSeconds(const Graph &graph, const Op &op, const OpSharding &s, const TensorUse &use,
+                                       const InputSource &source, const Op &other, const OpSharding &os,
+                                       const Mesh &mesh, const Cluster &cluster) {
+  double full = fullElements(op, use.dims) * bytesOf(graph.values[use.value].dtype);
+  std::vector<CommEvent> scratch;
+  if (source.parameter) {
+    double backward = source.gradient
+                          ? reshard(gradientSpecOf(op, s, mesh, use), specOf(other, os, mesh, *source.use, false), full,
+                                    mesh, cluster, scratch)
+                          : 0.0;
+    return {0.0, backward};
+  }
+  TensorSpec have = specOf(other, os, mesh, *source.use, true);
+  double forward = reshard(have, specOf(op, s, mesh, use, false), full, mesh, cluster, scratch);
+  have.partial.clear();
+  double backward =
+      source.gradient ? reshard(gradientSpecOf(op, s, mesh, use), have, full, mesh, cluster, scratch) : 0.0;
+  return {forward, backward};
+}
 
 } // namespace
 
@@ -100,79 +125,96 @@ std::vector<int> splittableFactors(const Op &op, const OpSharding &base, const M
 
 double shardingSeconds(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
                        const Cluster &cluster) {
-  std::vector<std::pair<int, int>> owner = parameterOwners(graph);
+  std::vector<std::vector<InputSource>> sources = inputSources(graph);
   double total = 0;
   for (size_t o = 0; o < graph.ops.size(); ++o) {
     const Op &op = graph.ops[o];
     double seconds = computeSeconds(graph, op, sharding[o], mesh, cluster);
-    for (const TensorUse &use : op.inputs) {
-      const Value &value = graph.values[use.value];
-      if (value.isParameter) {
-        auto [p, i] = owner[use.value];
-        seconds += parameterSeconds(graph, op, sharding[o], use, graph.ops[p], sharding[p],
-                                    graph.ops[p].inputs[i], mesh, cluster);
-      } else if (value.producer >= 0) {
-        seconds += activationSeconds(graph, op, sharding[o], use, graph.ops[value.producer],
-                                     sharding[value.producer], mesh, cluster);
-      }
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const InputSource &source = sources[o][i];
+      if (source.op < 0)
+        continue;
+      auto [forward, backward] = inputSeconds(graph, op, sharding[o], op.inputs[i], source,
+                                              graph.ops[size_t(source.op)], sharding[size_t(source.op)], mesh, cluster);
+      seconds += forward + backward;
     }
     total += seconds * double(graph.repeatOf(op.layer));
   }
   return total;
 }
 
+std::vector<OpSharding> candidateShardings(const Graph &graph, size_t op, const OpSharding &base, const Mesh &mesh,
+                                           const std::vector<AxisToPlace> &axes) {
+  std::vector<OpSharding> out{base};
+  for (const AxisToPlace &place : axes) {
+    std::vector<OpSharding> extended;
+    for (const OpSharding &s : out) {
+      extended.push_back(s);
+      for (int f : splittableFactors(graph.ops[op], s, mesh, place.axis))
+        if (!place.admits || place.admits(op, f)) {
+          extended.push_back(s);
+          extended.back()[size_t(f)].push_back(place.axis);
+        }
+    }
+    out = std::move(extended);
+  }
+  return out;
+}
+
 std::optional<ShardingSolution> solveAxisSharding(const Graph &graph, const GraphSharding &base,
                                                   const Mesh &mesh, int axis,
                                                   const Cluster &cluster, std::string &error,
                                                   int64_t maxStates) {
+  return solveSharding(graph, base, mesh, {{axis, {}}}, cluster, error, maxStates);
+}
+
+std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSharding &base, const Mesh &mesh,
+                                              const std::vector<AxisToPlace> &axes, const Cluster &cluster,
+                                              std::string &error, int64_t maxStates) {
   const size_t n = graph.ops.size();
   GraphSharding start = base;
   if (start.empty())
     for (const Op &op : graph.ops)
       start.emplace_back(op.factors.size());
-  if (start.size() != n || axis < 0 || axis >= int(mesh.axes.size())) {
-    error = "the base sharding or the axis does not match the graph and mesh";
+  bool axesValid = !axes.empty();
+  for (const AxisToPlace &place : axes)
+    axesValid &= place.axis >= 0 && place.axis < int(mesh.axes.size());
+  if (start.size() != n || !axesValid) {
+    error = "the base sharding or the axes do not match the graph and mesh";
     return std::nullopt;
   }
-  // Choice k of op o: -1 leaves the axis unused, otherwise the factor it splits.
-  std::vector<std::vector<int>> choices(n);
+  // Choice k of op o: the k-th of its candidate shardings.
+  std::vector<std::vector<OpSharding>> choices(n);
   for (size_t o = 0; o < n; ++o) {
-    choices[o] = {-1};
-    for (int f : splittableFactors(graph.ops[o], start[o], mesh, axis))
-      choices[o].push_back(f);
+    choices[o] = candidateShardings(graph, o, start[o], mesh, axes);
+    if (choices[o].size() > size_t(std::numeric_limits<int16_t>::max())) {
+      error = "op " + std::to_string(o) + " (" + graph.ops[o].name + ") has " + std::to_string(choices[o].size()) +
+              " candidate shardings, more than the solver holds";
+      return std::nullopt;
+    }
   }
-  auto shardingWith = [&](size_t o, int k) {
-    OpSharding s = start[o];
-    if (choices[o][k] >= 0)
-      s[choices[o][k]].push_back(axis);
-    return s;
-  };
 
-  std::vector<std::pair<int, int>> owner = parameterOwners(graph);
-  std::vector<std::vector<Dependency>> deps(n);
+  std::vector<std::vector<InputSource>> sources = inputSources(graph);
+  // An op's cost depends on its sources' choices: each stays in the
+  // frontier until its last dependent.
   std::vector<int> lastUse(n, -1);
-  std::vector<double> unaryBase(n, 0);
   for (size_t o = 0; o < n; ++o)
-    for (size_t i = 0; i < graph.ops[o].inputs.size(); ++i) {
-      const Value &value = graph.values[graph.ops[o].inputs[i].value];
-      int on = value.isParameter ? owner[graph.ops[o].inputs[i].value].first : value.producer;
-      if (on < 0)
-        continue;
-      if (on > int(o) || (on == int(o) && !value.isParameter)) {
+    for (const InputSource &source : sources[o]) {
+      if (source.op > int(o) || (source.op == int(o) && !source.parameter)) {
         error = "op " + std::to_string(o) + " (" + graph.ops[o].name + ") reads a value produced later: "
                 "the ops are not in topological order";
         return std::nullopt;
       }
-      deps[o].push_back({on, int(i), value.isParameter});
-      if (on != int(o))
-        lastUse[size_t(on)] = std::max(lastUse[size_t(on)], int(o));
+      if (source.op >= 0 && source.op != int(o))
+        lastUse[size_t(source.op)] = std::max(lastUse[size_t(source.op)], int(o));
     }
 
   // The frontier before op o: ops before o that an op from o on depends on.
   std::vector<int> frontier;
+  std::vector<int> slotOf(n, -1);
   std::vector<double> cost{0.0};
   // back[o][state after o] = (state before o, choice of o).
-  std::vector<std::vector<std::pair<int64_t, int8_t>>> back(n);
+  std::vector<std::vector<std::pair<int64_t, int16_t>>> back(n);
   ShardingSolution solution;
   solution.widestFrontier = 1;
   std::vector<int> decoded;
@@ -180,39 +222,31 @@ std::optional<ShardingSolution> solveAxisSharding(const Graph &graph, const Grap
     const Op &op = graph.ops[o];
     double repeat = double(graph.repeatOf(op.layer));
     const int k = int(choices[o].size());
-    // Costs of op o: its own part per choice, and one table per dependency
-    // indexed by (own choice, the other op's choice).
     std::vector<double> unary(static_cast<size_t>(k));
-    std::vector<std::vector<double>> pairTables(deps[o].size());
-    std::vector<OpSharding> mine(static_cast<size_t>(k));
-    for (int c = 0; c < k; ++c) {
-      mine[size_t(c)] = shardingWith(o, c);
-      unary[size_t(c)] = computeSeconds(graph, op, mine[size_t(c)], mesh, cluster) * repeat;
-    }
-    for (size_t d = 0; d < deps[o].size(); ++d) {
-      const Dependency &dep = deps[o][d];
-      const TensorUse &use = op.inputs[size_t(dep.input)];
-      if (dep.op == int(o)) { // a parameter this op owns: its own layout
-        int i = owner[use.value].second;
-        for (int c = 0; c < k; ++c)
-          unary[size_t(c)] += parameterSeconds(graph, op, mine[size_t(c)], use, op, mine[size_t(c)],
-                                               op.inputs[size_t(i)], mesh, cluster) *
-                              repeat;
+    for (int c = 0; c < k; ++c)
+      unary[size_t(c)] = computeSeconds(graph, op, choices[o][size_t(c)], mesh, cluster) * repeat;
+    // Per input: its resharding forward and backward, indexed by (own
+    // choice, source's choice), the source's own choice where it is this op.
+    struct Term {
+      int source, width;
+      std::vector<double> seconds;
+    };
+    std::vector<Term> terms;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const InputSource &source = sources[o][i];
+      if (source.op < 0)
         continue;
-      }
-      const Op &other = graph.ops[size_t(dep.op)];
-      int kp = int(choices[size_t(dep.op)].size());
-      std::vector<double> &table = pairTables[d];
-      table.resize(size_t(k * kp));
-      for (int cp = 0; cp < kp; ++cp) {
-        OpSharding theirs = shardingWith(size_t(dep.op), cp);
-        for (int c = 0; c < k; ++c)
-          table[size_t(c * kp + cp)] =
-              repeat * (dep.parameter
-                            ? parameterSeconds(graph, op, mine[size_t(c)], use, other, theirs,
-                                               other.inputs[size_t(owner[use.value].second)], mesh, cluster)
-                            : activationSeconds(graph, op, mine[size_t(c)], use, other, theirs, mesh, cluster));
-      }
+      Term term{source.op, source.op == int(o) ? 1 : int(choices[size_t(source.op)].size()), {}};
+      term.seconds.resize(size_t(k * term.width));
+      for (int cp = 0; cp < term.width; ++cp)
+        for (int c = 0; c < k; ++c) {
+          const OpSharding &theirs =
+              source.op == int(o) ? choices[o][size_t(c)] : choices[size_t(source.op)][size_t(cp)];
+          auto [forward, backward] = inputSeconds(graph, op, choices[o][size_t(c)], op.inputs[i], source,
+                                                  graph.ops[size_t(source.op)], theirs, mesh, cluster);
+          term.seconds[size_t(c * term.width + cp)] = (forward + backward) * repeat;
+        }
+      terms.push_back(std::move(term));
     }
 
     // The frontier after op o.
@@ -235,21 +269,18 @@ std::optional<ShardingSolution> solveAxisSharding(const Graph &graph, const Grap
       nextStates *= width;
     }
     solution.widestFrontier = std::max(solution.widestFrontier, int64_t(cost.size()));
-    // Where each dependency and each kept op sits in the current frontier.
-    std::vector<int> depSlot(deps[o].size(), -1), keptSlot(next.size(), -1);
-    for (size_t j = 0; j < frontier.size(); ++j) {
-      for (size_t d = 0; d < deps[o].size(); ++d)
-        if (deps[o][d].op == frontier[j])
-          depSlot[d] = int(j);
-      for (size_t m = 0; m < next.size(); ++m)
-        if (next[m] == frontier[j])
-          keptSlot[m] = int(j);
-    }
+    for (size_t j = 0; j < frontier.size(); ++j)
+      slotOf[size_t(frontier[j])] = int(j);
+    std::vector<int> keptSlot(next.size(), -1);
+    for (size_t m = 0; m < next.size(); ++m)
+      if (next[m] != int(o))
+        keptSlot[m] = slotOf[size_t(next[m])];
     int ownSlot = !next.empty() && next.back() == int(o) ? int(next.size()) - 1 : -1;
 
     std::vector<double> nextCost(size_t(nextStates), std::numeric_limits<double>::infinity());
     back[o].assign(size_t(nextStates), {-1, -1});
     decoded.assign(frontier.size(), 0);
+    auto choiceOf = [&](int p, int c) { return p == int(o) ? c : decoded[size_t(slotOf[size_t(p)])]; };
     for (int64_t state = 0; state < int64_t(cost.size()); ++state) {
       if (cost[size_t(state)] == std::numeric_limits<double>::infinity())
         continue;
@@ -265,18 +296,17 @@ std::optional<ShardingSolution> solveAxisSharding(const Graph &graph, const Grap
           kept += decoded[size_t(keptSlot[m])] * nextStride[m];
       for (int c = 0; c < k; ++c) {
         double total = cost[size_t(state)] + unary[size_t(c)];
-        for (size_t d = 0; d < deps[o].size(); ++d)
-          if (depSlot[d] >= 0) {
-            int kp = int(choices[size_t(deps[o][d].op)].size());
-            total += pairTables[d][size_t(c * kp + decoded[size_t(depSlot[d])])];
-          }
+        for (const Term &term : terms)
+          total += term.seconds[size_t(c * term.width + (term.source == int(o) ? 0 : choiceOf(term.source, c)))];
         int64_t target = kept + (ownSlot >= 0 ? c * nextStride[size_t(ownSlot)] : 0);
         if (total < nextCost[size_t(target)]) {
           nextCost[size_t(target)] = total;
-          back[o][size_t(target)] = {state, int8_t(c)};
+          back[o][size_t(target)] = {state, int16_t(c)};
         }
       }
     }
+    for (int p : frontier)
+      slotOf[size_t(p)] = -1;
     frontier = std::move(next);
     cost = std::move(nextCost);
   }
@@ -286,8 +316,7 @@ std::optional<ShardingSolution> solveAxisSharding(const Graph &graph, const Grap
   int64_t state = 0;
   for (size_t o = n; o-- > 0;) {
     auto [previous, c] = back[o][size_t(state)];
-    if (choices[o][size_t(c)] >= 0)
-      solution.sharding[o][size_t(choices[o][size_t(c)])].push_back(axis);
+    solution.sharding[o] = choices[o][size_t(c)];
     state = previous;
   }
   solution.seconds = cost.empty() ? 0 : cost[0];

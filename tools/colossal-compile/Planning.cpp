@@ -301,8 +301,9 @@ std::string partitionerLacks(const cost::Strategy &s, cost::Placement placement)
   if (s.spMode == cost::SequenceMode::Megatron)
     add(s.sp > 1 || s.tp == 1 || !builtSplit, "Megatron's sequence parallelism off the partitioner's tensor split");
   else if (ownAxis)
-    add(s.sp == 1 || placement != cost::Placement::Partitioner,
-        "sp=" + std::to_string(s.sp) + ",sp_mode=" + cost::nameOf(s.spMode));
+    add(s.sp == 1 || placement != cost::Placement::Partitioner, "sp=" + std::to_string(s.sp) +
+                                                                    ",sp_mode=" + cost::nameOf(s.spMode) +
+                                                                    (s.sp > 1 ? " placed by the sharding solver" : ""));
   else
     add(s.sp > 1 || s.spMode != cost::SequenceMode::None, "sequence parallelism");
   add(s.zero > 3, "zero=" + std::to_string(s.zero));

@@ -186,7 +186,7 @@ TEST(GraphSearch, GridsJoinThePrunedSearchWithTheSameAnswers) {
   EXPECT_EQ(grids, (std::set<std::string>{"2d", "2.5d", "3d"}));
 }
 
-TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
+TEST(GraphSearch, SequenceAxesSplitWhatThePartitionerSplits) {
   Cluster cluster = *Cluster::preset("dgx-a100");
   SearchOptions options;
   options.devices = 8;
@@ -197,20 +197,42 @@ TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
   SearchResult none = searchGraphPlans(importedGpt(2), cluster, options);
   EXPECT_TRUE(none.best.empty());
   // With them, the model axes to split are the sequence axes the fixed
-  // parts allow; the search evaluates plans with the splits it is given.
+  // parts allow; the search evaluates plans with the splits it is given,
+  // and the solver's placements split with the sequence axis only what
+  // they split (here the tokens outside attention).
   std::vector<ModelAxis> asked = modelAxesToSplit(options, cluster);
-  auto replicated = [](const Graph &graph, ModelAxis) -> std::optional<ModelAxisSplit> {
-    return replicatedSplit(graph);
+  auto tokens = [&](const Graph &graph, ModelAxis axis) -> std::optional<ModelAxisSplit> {
+    Strategy s;
+    axis.applyTo(s);
+    int sp = buildMesh(s, cluster).axisIndex("sp");
+    ModelAxisSplit split = replicatedSplit(graph);
+    for (size_t o = 0; o < graph.ops.size(); ++o)
+      for (size_t f = 0; f < graph.ops[o].factors.size(); ++f)
+        if (graph.ops[o].factors[f].name == "seq" && !graph.ops[o].attentionCore)
+          (*split.sharding)[o][f].push_back(sp);
+    return split;
   };
-  SearchResult result = searchGraphPlans(importedGpt(2, true, replicated, asked), cluster, options);
+  options.keep = 40;
+  SearchResult result = searchGraphPlans(importedGpt(2, true, tokens, asked), cluster, options);
   ASSERT_FALSE(result.best.empty()) << result.infeasible;
+  std::set<Placement> placements;
   for (const SearchCandidate &c : result.best) {
     EXPECT_EQ(c.strategy.spMode, SequenceMode::AllToAll);
     EXPECT_GT(c.strategy.sp, 1);
     EXPECT_EQ(c.strategy.tp, 1);
-    EXPECT_EQ(c.placement, Placement::Partitioner);
     EXPECT_FALSE(c.sharding.empty());
+    placements.insert(c.placement);
+    const Graph graph = importedGpt(2)(c.microbatchSize, error)->graph;
+    int sp = c.estimate.mesh.axisIndex("sp");
+    ASSERT_EQ(c.sharding.size(), graph.ops.size());
+    for (size_t o = 0; o < graph.ops.size(); ++o)
+      for (size_t f = 0; f < graph.ops[o].factors.size(); ++f)
+        if (std::count(c.sharding[o][f].begin(), c.sharding[o][f].end(), sp))
+          EXPECT_TRUE(graph.ops[o].factors[f].name == "seq" && !graph.ops[o].attentionCore)
+              << graph.ops[o].name << " " << graph.ops[o].factors[f].name;
   }
+  EXPECT_TRUE(placements.count(Placement::Solver));
+  EXPECT_TRUE(placements.count(Placement::Partitioner));
   ASSERT_FALSE(asked.empty());
   for (const ModelAxis &axis : asked) {
     EXPECT_EQ(axis.mode, SequenceMode::AllToAll) << axis.str();
