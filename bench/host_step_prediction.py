@@ -106,7 +106,9 @@ for name, changes in PLANS:
     common = [model, "--target", "cpu", "--cluster", cluster, "--gpus", str(ranks), "--batch", str(a.batch), "--seq",
               str(a.seq), "--strategy", strategy, "--quiet"]
     plan_file = f"{work}/plan.json"
-    planned = subprocess.run([compiler] + common + ["--emit=plan", "-o", plan_file], capture_output=True, text=True)
+    # The plan the partitioner builds, so the prediction is the built program's.
+    planned = subprocess.run([compiler] + common + ["--emit=plan", "--buildable-only", "-o", plan_file],
+                             capture_output=True, text=True)
     if planned.returncode not in (0, 3):
         sys.exit(f"planning {strategy} failed:\n{planned.stderr[-3000:]}")
     program = f"{work}/program-{len(plans)}"

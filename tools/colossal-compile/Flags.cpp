@@ -131,6 +131,11 @@ cl::opt<std::string> clusterName("cluster",
                                           "JSON file (colossal-bench writes one). Default: host when building a "
                                           "host program (-o DIR, --target cpu), else dgx-a100"),
                                  cl::value_desc("NAME|FILE"), cl::init("dgx-a100"), cl::cat(category));
+cl::opt<bool> buildableOnly("buildable-only",
+                            cl::desc("With --emit=plan: search only the plans the partitioner builds today, "
+                                     "placed as it splits the model (what -o DIR would build), so the "
+                                     "prediction is the built program's"),
+                            cl::cat(category));
 cl::opt<bool> summaryOnly("summary-only", cl::desc("Print the model summary only, to stdout"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print the model summary"), cl::cat(category));
 cl::opt<bool> timePhases("time-phases",
@@ -212,6 +217,11 @@ std::optional<Request> parseCommandLine(int argc, char **argv) {
   r.inputPath = inputPath, r.outputPath = outputPath;
   r.target = target, r.precision = precision, r.optimizer = optimizer, r.schedule = schedule;
   r.strategy = strategyText, r.planFile = planFile, r.cluster = clusterName, r.traceFile = traceFile;
+  if (buildableOnly && phase != Emit::Plan) {
+    printError("--buildable-only goes with --emit=plan (-o DIR builds only such plans anyway)");
+    return std::nullopt;
+  }
+  r.buildableOnly = buildableOnly;
   // A host program runs on host processes: plan for this machine, unless
   // only a plan is asked for without naming the target (plans are for GPUs).
   bool hostProgram = target == "cpu" && (phase != Emit::Plan || target.getNumOccurrences());

@@ -32,6 +32,8 @@ struct Request {
   std::string strategy, planFile, cluster;
   /// --emit=plan --trace: the predicted step as Chrome-trace JSON.
   std::string traceFile;
+  /// --emit=plan --buildable-only: plans the partitioner builds, only.
+  bool buildableOnly = false;
   int64_t gpus = 1;
   bool gpusGiven = false;
   int64_t microbatches = 1;

@@ -613,7 +613,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   options.buildable = [](const cost::Strategy &s, cost::Placement placement) {
     return partitionerLacks(s, placement).empty();
   };
-  if (request.chosen) {
+  if (request.chosen || request.buildableOnly) {
     options.admit = [](const cost::Strategy &s) { return partitionerLacks(s, cost::Placement::Partitioner).empty(); };
     options.partitionerPlacementOnly = true;
   }

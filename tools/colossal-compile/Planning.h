@@ -58,6 +58,9 @@ struct PlanRequest {
   /// instead of a plan file and report, put the best one here (with one
   /// line saying what was chosen).
   std::optional<cost::Strategy> *chosen = nullptr;
+  /// Search only the plans the partitioner can run, placed as it splits the
+  /// model (`chosen` implies it).
+  bool buildableOnly = false;
   /// --time-phases: reading the file, the search, and inside it the imports
   /// and the partitioner's splits, nested under this scope (none: untimed).
   mlir::TimingScope *timing = nullptr;

@@ -200,6 +200,7 @@ int main(int argc, char **argv) {
   planning.gpus = r.gpus, planning.globalBatch = r.batch.value_or(0);
   planning.quiet = r.quiet, planning.precision = r.precision, planning.tracePath = r.traceFile;
   planning.timing = &timing;
+  planning.buildableOnly = r.buildableOnly;
   planning.target = r.hostProgram ? cost::ProgramTarget::Host : cost::ProgramTarget::Cuda;
   if (r.emit == Emit::Plan)
     return runPlanning(context, planning);
