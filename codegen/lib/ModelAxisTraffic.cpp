@@ -204,11 +204,15 @@ Json gridManifestOf(ModuleOp module, const ProgramSettings &s, int64_t side) {
   Json::Array tables, tied;
   if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
     forward.walk([&](train::GatherOp lookup) {
-      auto read = lookup.getData().getDefiningOp<train::ParamOp>();
+      // (On 2.5D's layers a tied table is read as copies over tp_depth.)
+      Value table = lookup.getData();
+      if (auto copies = table.getDefiningOp<dist::ReshardOp>())
+        table = copies.getInput();
+      auto read = table.getDefiningOp<train::ParamOp>();
       if (!read || !lookup.getMeshAxis())
         return;
       tables.push_back(Json(read.getName().str()));
-      if (llvm::any_of(read->getUsers(), [](Operation *user) { return isa<train::TransposeOp>(user); }))
+      if (llvm::any_of(lookup.getData().getUsers(), [](Operation *user) { return isa<train::TransposeOp>(user); }))
         tied.push_back(Json(read.getName().str()));
     });
   Json::Object grid{{"mode", cube        ? "3d"

@@ -22,16 +22,17 @@
 // Split parameters record their layout as a `dist.sharding` attribute (the
 // model file keeps the whole tensor; each rank loads its block). Any other
 // op reading a block (a fused QKV projection's split, a table tied to the
-// output layer on 2.5D's layers or the cube) computes on the whole value,
+// output layer on the cube) computes on the whole value,
 // its blocks gathered over both axes, and a whole value entering the grid
 // is sliced: the step stays exact, and the report names what ran whole. An
 // embedding table read once is split by vocabulary rows over the grid's
 // rows and by features over its columns (Colossal-AI's vocabulary-parallel
 // 2D/2.5D/3D embeddings): each rank looks the token ids up in its rows and
 // the partial sums are reduce-scattered into the rank's block. On the 2D
-// grid a table tied to the output layer is split as that layer's SUMMA
-// weight (vocabulary over tp_col, features over tp_row), and its lookup's
-// partial sums are moved into the block.
+// grid and 2.5D's layers a table tied to the output layer is split as that
+// layer's SUMMA weight (vocabulary over tp_col, features over tp_row; on
+// the layers read as copies over tp_depth, each layer looking up its own
+// rows' ids), and its lookup's partial sums are moved into the block.
 //
 // 2.5D (Wang et al. 2021, "Tesseract"; Colossal-AI's 2.5D layers): d layers
 // of a q x q grid, mesh axis "tp_depth" the layer. The rows are split over

@@ -17,8 +17,12 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
       linear.getBias() ? traceToParameter(linear.getBias(), 0) : std::optional<SplitOperand>();
   // The output layer of a table its lookup split (splitLookup): the
   // weight, the table's transposed view, is its block already.
+  // (On 2.5D's layers the view reads the block as copies over tp_depth.)
   auto view = linear.getWeight().getDefiningOp<TransposeOp>();
-  auto table = view ? view.getInput().getDefiningOp<ParamOp>() : nullptr;
+  Value viewed = view ? view.getInput() : Value();
+  if (auto copies = viewed ? viewed.getDefiningOp<ReshardOp>() : nullptr)
+    viewed = copies.getInput();
+  auto table = viewed ? viewed.getDefiningOp<ParamOp>() : nullptr;
   bool tied = !w && table && tiedTables_.contains(table.getName()) && !linear.getBias();
   // A weight read elsewhere too (a tied embedding not split) stays whole.
   if (!tied && (!w || !soleRead(*w) || (linear.getBias() && (!bias || !bias->views.empty() || !soleRead(*bias)))))
@@ -268,19 +272,20 @@ TransposeOp tiedOutputView(GatherOp lookup) {
 /// its columns of the whole result as a partial sum over the rows' axis;
 /// a resharding moves the sum into the rank's block (a reduce-scatter; on
 /// 2.5D's layers the depth's rows sliced first, on the cube the tp_w part
-/// of the features moved into the rows by an all-to-all). On the 2D grid a
-/// table tied to the output layer is split as that layer's SUMMA weight
-/// (vocabulary over tp_col, features over tp_row) and its lookup's sum
-/// reaches the block by an all-to-all and a reduce-scatter. The backward
+/// of the features moved into the rows by an all-to-all). On the 2D grid
+/// and 2.5D's layers a table tied to the output layer is split as that
+/// layer's SUMMA weight (vocabulary over tp_col, features over tp_row) and
+/// its lookup's sum reaches the block by an all-to-all and a
+/// reduce-scatter; on the layers the lookup takes its layer's rows' ids. The backward
 /// pass is the duals: the block's gradient gathered whole over the rows,
 /// scattered into the rank's vocabulary rows.
 bool GridSplitter::splitLookup(GatherOp lookup) {
   RankedTensorType result = typeOf(lookup.getResult()), table = typeOf(lookup.getData());
   std::optional<SplitOperand> t = traceToParameter(lookup.getData(), 0);
-  // A table tied to the output layer (on a 2D grid): split as that layer's
-  // SUMMA weight is, its vocabulary (the product's columns) over tp_col and
-  // its features (the rows) over tp_row.
-  TransposeOp tied = !t && !grid_.cube && grid_.depth == 1 ? tiedOutputView(lookup) : nullptr;
+  // A table tied to the output layer (on a 2D grid or 2.5D's layers):
+  // split as that layer's SUMMA weight is, its vocabulary (the product's
+  // columns) over tp_col and its features (the rows) over tp_row.
+  TransposeOp tied = !t && !grid_.cube ? tiedOutputView(lookup) : nullptr;
   if (tied)
     t = SplitOperand{lookup.getData().getDefiningOp<ParamOp>(), 0, {tied}, 1, 0};
   int64_t axis = int64_t(lookup.getAxis());
@@ -304,18 +309,43 @@ bool GridSplitter::splitLookup(GatherOp lookup) {
   int64_t vocabulary = table.getDimSize(0), features = table.getDimSize(1), rows = result.getDimSize(0);
   if (vocabulary % q_ != 0 || features % featureParts != 0 || rows % grid_.rowParts() != 0)
     return false;
-  splitOnGrid(*t, {{0, {vocabularyAxis}}, {1, featureAxes}});
+  // On 2.5D's layers every layer reads the tied block as the output
+  // layer's SUMMA weight, as copies over tp_depth whose gradients (each
+  // layer's rows') are summed; so each layer looks up its own rows' ids
+  // only, and the sum over the depth totals the lookup's gradient too.
+  bool layerRows = tied && grid_.depth > 1;
+  std::optional<Layout> readAs;
+  if (layerRows) {
+    readAs = wholeLayout(2);
+    readAs->dims[0] = {vocabularyAxis};
+    readAs->dims[1] = {kGridRowAxis};
+    readAs->copies.push_back(kGridDepthAxis);
+  }
+  splitOnGrid(*t, {{0, {vocabularyAxis}}, {1, featureAxes}}, readAs);
   if (tied)
     tiedTables_.insert(t->read.getName());
   int64_t rank = result.getRank();
+  OpBuilder b(lookup);
+  if (layerRows) {
+    Value ids = lookup.getIndices();
+    RankedTensorType idsType = typeOf(ids);
+    SmallVector<int64_t> idsShape(idsType.getShape());
+    idsShape.front() /= grid_.depth;
+    Value mine = reshard(b, lookup.getLoc(), ids, RankedTensorType::get(idsShape, idsType.getElementType()),
+                         wholeLayout(idsType.getRank()), splitLayout(idsType.getRank(), 0, kGridDepthAxis));
+    lookup.getIndicesMutable().assign(mine);
+  }
   SmallVector<int64_t> shape(result.getShape());
   shape.back() /= featureParts;
+  if (layerRows)
+    shape.front() /= grid_.depth;
   lookup.getResult().setType(RankedTensorType::get(shape, result.getElementType()));
   lookup.setMeshAxisAttr(StringAttr::get(module_.getContext(), vocabularyAxis));
-  OpBuilder b(lookup);
   b.setInsertionPointAfter(lookup);
   Layout partial = wholeLayout(rank);
   partial.dims.back().assign(featureAxes.begin(), featureAxes.end());
+  if (layerRows)
+    partial.dims.front() = {kGridDepthAxis};
   partial.sums = {vocabularyAxis};
   GridDims block = blockDims(rank);
   Value y = reshard(b, lookup.getLoc(), lookup.getResult(), localType(result, block, grid_), partial,

@@ -35,8 +35,9 @@ SEQ = 8
 # completed over tp_col), attention by heads (LLaMA: rotary tables read as
 # copies), the loss vocabulary-parallel over tp_col, LLaMA's embedding
 # split by vocabulary over tp_row and by features over tp_col; what the grid
-# does not split yet (GPT-2's fused QKV split, its embedding tied to the
-# output layer) computes whole from gathered blocks. On the MLP, GPT-2 and
+# does not split yet (GPT-2's fused QKV split) computes whole from gathered
+# blocks; GPT-2's embedding, tied to the output layer, is split as that
+# layer's SUMMA weight. On the MLP, GPT-2 and
 # LLaMA fixtures, and with 2 data-parallel ranks x the grid on 8, the runs
 # train like PyTorch and one
 # rank (first-step gradients, losses, final weights), every collective on
@@ -61,12 +62,12 @@ def linear_weights(manifest):
 def check_lookup_tables(manifest, model, tag):
     """LLaMA's untied embedding is split by vocabulary over the grid (a
     block of 1/q^2 of the table, 1/q^3 on the cube); GPT-2's, tied to the
-    output layer, on the 2D grid as that layer's SUMMA weight, and stays
-    whole on 2.5D's layers and the cube."""
+    output layer, on the 2D grid and 2.5D's layers as that layer's SUMMA
+    weight, and stays whole on the cube."""
     grid = manifest["tensor_grid"]
     tables, tied = grid.get("lookup_tables"), grid.get("tied_lookup_tables")
     want = (["embed_tokens.weight"], []) if model.startswith("llama") else (
-        (["wte.weight"], ["wte.weight"]) if model.startswith("gpt2") and grid["mode"] == "2d" else ([], []))
+        (["wte.weight"], ["wte.weight"]) if model.startswith("gpt2") and grid["mode"] in ("2d", "2.5d") else ([], []))
     check((tables, tied) == want, f"{tag}: tables split by vocabulary {tables}, tied {tied}; wanted {want}")
 
 
