@@ -331,6 +331,11 @@ LogicalResult emitHostSource(ModuleOp module, const ProgramSettings &settings, l
         os << "}";
       }
       os << "};\n";
+      if (std::optional<ArrayRef<int64_t>> groups = p.getBlockGroups())
+        for (auto [d, count] : llvm::enumerate(*groups))
+          if (count > 1)
+            os << "  p.parameters.back().gridGroupDim = " << d << ", p.parameters.back().gridGroups = " << count
+               << ";\n";
     }
   }
   // train.optimizer_update lowers to the runtime's fused optimizer: these are

@@ -391,6 +391,8 @@ Json manifestOf(ModuleOp module, const PackageOptions &options, const StepMemory
         dims.push_back(Json(names));
       }
       parameter["grid_split"] = Json(dims);
+      if (std::optional<ArrayRef<int64_t>> groups = p.getBlockGroups())
+        parameter["grid_groups"] = shapeJson(*groups);
     }
     parameters.push_back(Json(parameter));
   }

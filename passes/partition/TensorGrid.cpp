@@ -109,7 +109,8 @@ Value GridSplitter::broadcastInto(OpBuilder &b, Location loc, Value operand, Ran
   return reshard(b, loc, operand, RankedTensorType::get(shape, type.getElementType()), from, to);
 }
 
-void GridSplitter::splitOnGrid(SplitOperand operand, BlockAxes dims, std::optional<Layout> readAs) {
+void GridSplitter::splitOnGrid(SplitOperand operand, BlockAxes dims, std::optional<Layout> readAs, int64_t groupDim,
+                               int64_t groups) {
   auto parameter = module_.lookupSymbol<ParameterOp>(operand.read.getName());
   RankedTensorType type = parameter.getTensorType();
   Layout layout = wholeLayout(type.getRank());
@@ -121,6 +122,11 @@ void GridSplitter::splitOnGrid(SplitOperand operand, BlockAxes dims, std::option
       layout.dims[size_t(dim)].push_back(axis);
     }
   parameter.setBlockSplits(blocks);
+  if (groups > 1) {
+    SmallVector<int64_t> counts(type.getRank(), 1);
+    counts[size_t(groupDim)] = groups;
+    parameter.setBlockGroups(counts);
+  }
   auto sliced = RankedTensorType::get(shape, type.getElementType());
   parameter.setTypeAttr(TypeAttr::get(sliced));
   parameter->setAttr("dist.sharding", ShardingAttr::get(module_.getContext(), layout));
@@ -142,6 +148,25 @@ void GridSplitter::splitOnGrid(SplitOperand operand, BlockAxes dims, std::option
 }
 
 bool GridSplitter::splitInPlace(OpBuilder &b, Operation *op) {
+  // A fused projection's output split into its groups along the columns:
+  // each part of the rank's block is the rank's block of that part.
+  if (auto split = dyn_cast<SplitOp>(op)) {
+    auto groups = grouped_.find(split.getInput());
+    std::optional<GridDims> d = dimsOf(split.getInput());
+    int64_t rank = typeOf(split.getInput()).getRank();
+    int64_t axis = split.getAxis() < 0 ? split.getAxis() + rank : split.getAxis();
+    if (groups == grouped_.end() || !d || axis != d->col || int64_t(split.getNumResults()) != groups->second)
+      return false;
+    SmallVector<int64_t> sizes;
+    for (int64_t size : split.getSizes())
+      sizes.push_back(size / q_);
+    split.setSizes(sizes);
+    for (Value part : split.getResults()) {
+      part.setType(localType(typeOf(part), *d, grid_));
+      mark(part, *d);
+    }
+    return true;
+  }
   if (op->getNumResults() != 1)
     return false;
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
@@ -203,7 +228,12 @@ bool GridSplitter::splitInPlace(OpBuilder &b, Operation *op) {
       return std::nullopt;
     };
     std::optional<int64_t> row = carried(d->row, grid_.rowParts()), col = carried(d->col, q_);
-    return row && col && *row != *col && finish({*row, *col, d->variant});
+    if (!row || !col || *row == *col)
+      return false;
+    // (fusedGroupsOf admits only reshapes keeping the grouped columns last.)
+    if (auto groups = grouped_.find(reshape.getInput()); groups != grouped_.end())
+      grouped_[reshape.getResult()] = groups->second;
+    return finish({*row, *col, d->variant});
   }
   if (auto transpose = dyn_cast<TransposeOp>(op)) {
     std::optional<GridDims> d = dimsOf(transpose.getInput());
@@ -307,7 +337,14 @@ LogicalResult GridSplitter::run(TensorGridSummary &summary) {
     if (splitInPlace(b, op))
       continue;
     // Anything else computes on whole values: blocks it reads are gathered.
+    // (A block of grouped columns is not the whole value's block: gathering
+    // it would misplace them, so fusedGroupsOf admits only ops that split
+    // it above.)
     bool gathered = false;
+    for (OpOperand &operand : op->getOpOperands())
+      if (grouped_.count(operand.get()))
+        return op->emitError() << "a block of grouped columns (a fused projection's) reaches an op the grid does "
+                                  "not split by groups";
     for (OpOperand &operand : op->getOpOperands())
       if (dimsOf(operand.get())) {
         operand.set(whole(b, op->getLoc(), operand.get()));

@@ -21,10 +21,14 @@
 //
 // Split parameters record their layout as a `dist.sharding` attribute (the
 // model file keeps the whole tensor; each rank loads its block). Any other
-// op reading a block (a fused QKV projection's split, a table tied to the
-// output layer on the cube) computes on the whole value,
+// op reading a block (a table tied to the output layer on the cube)
+// computes on the whole value,
 // its blocks gathered over both axes, and a whole value entering the grid
-// is sliced: the step stays exact, and the report names what ran whole. An
+// is sliced: the step stays exact, and the report names what ran whole. A
+// fused projection whose output is split into equal parts (query, key and
+// value) has its output features in groups, each split over the columns
+// (the parameter's `block_groups`), so each part of the rank's block is
+// its block of that part. An
 // embedding table read once is split by vocabulary rows over the grid's
 // rows and by features over its columns (Colossal-AI's vocabulary-parallel
 // 2D/2.5D/3D embeddings): each rank looks the token ids up in its rows and

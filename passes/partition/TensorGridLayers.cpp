@@ -35,13 +35,18 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
     return linear.emitError() << "tensor parallelism on " << describe() << " splits this linear layer's " << rows
                               << " rows in " << grid_.rowParts() << " and its " << k << " input and " << n
                               << " output features in " << q_ << ", which must divide (at " << linear.getLoc() << ")";
+  // A fused projection's columns in groups (its query, key and value each
+  // split over the columns), so that splitting its output gives blocks.
+  int64_t groups = tied ? 1 : fusedGroupsOf(linear);
+  if (n % (q_ * groups) != 0)
+    groups = 1;
   if (grid_.cube) {
     if (k % (q_ * q_) != 0)
       return linear.emitError() << "tensor parallelism on " << describe() << " splits this linear layer's " << k
                                 << " input features in " << q_ * q_ << ", which must divide (at " << linear.getLoc()
                                 << ")";
     split = true;
-    return splitCubeLinear(linear, *w, bias);
+    return splitCubeLinear(linear, *w, bias, groups);
   }
   OpBuilder b(linear);
   FailureOr<Value> x = block(b, linear, linear.getInput());
@@ -59,7 +64,7 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
       readAs->dims[size_t(nDim)].push_back(kGridColumnAxis);
       readAs->copies.push_back(kGridDepthAxis);
     }
-    splitOnGrid(*w, {{kDim, {kGridRowAxis}}, {nDim, {kGridColumnAxis}}}, readAs);
+    splitOnGrid(*w, {{kDim, {kGridRowAxis}}, {nDim, {kGridColumnAxis}}}, readAs, nDim, groups);
   }
   RankedTensorType resultType =
       localType(typeOf(linear.getResult()), blockDims(typeOf(linear.getResult()).getRank()), grid_);
@@ -67,10 +72,12 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
                                  b.getStringAttr(kGridColumnAxis), b.getStringAttr(kGridRowAxis), UnitAttr());
   if (bias) {
     // (A bias read once, of n elements, which q divides: checked above.)
-    Value columns = columnsOf(b, linear.getLoc(), linear.getBias());
+    Value columns = columnsOf(b, linear.getLoc(), linear.getBias(), 0, groups);
     y = AddOp::create(b, linear.getLoc(), resultType, y, columns);
   }
   mark(y, blockDims(resultType.getRank()));
+  if (groups > 1)
+    grouped_[y] = groups;
   linear.getResult().replaceAllUsesWith(y);
   linear.erase();
   ++summary_->linears;
@@ -78,7 +85,31 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   return success();
 }
 
-LogicalResult GridSplitter::splitCubeLinear(LinearOp linear, SplitOperand w, std::optional<SplitOperand> bias) {
+int64_t GridSplitter::fusedGroupsOf(LinearOp linear) const {
+  Value v = linear.getResult();
+  int64_t features = typeOf(v).getShape().back();
+  while (v.hasOneUse()) {
+    Operation *user = *v.getUsers().begin();
+    if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+      if (typeOf(reshape.getResult()).getShape().back() != features)
+        return 1;
+      v = reshape.getResult();
+      continue;
+    }
+    auto split = dyn_cast<SplitOp>(user);
+    if (!split)
+      return 1;
+    int64_t rank = typeOf(v).getRank(), axis = split.getAxis() < 0 ? split.getAxis() + rank : split.getAxis();
+    ArrayRef<int64_t> sizes = split.getSizes();
+    if (axis != rank - 1 || sizes.size() < 2 || llvm::any_of(sizes, [&](int64_t s) { return s != sizes.front(); }))
+      return 1;
+    return int64_t(sizes.size());
+  }
+  return 1;
+}
+
+LogicalResult GridSplitter::splitCubeLinear(LinearOp linear, SplitOperand w, std::optional<SplitOperand> bias,
+                                            int64_t groups) {
   OpBuilder b(linear);
   Location loc = linear.getLoc();
   Value input = linear.getInput();
@@ -112,7 +143,7 @@ LogicalResult GridSplitter::splitCubeLinear(LinearOp linear, SplitOperand w, std
   readAs.dims[size_t(kDim)] = {summed};
   readAs.dims[size_t(nDim)] = {gathered};
   readAs.copies.push_back(kCubeWeightAxis);
-  splitOnGrid(w, {{kDim, {summed, kCubeWeightAxis}}, {nDim, {gathered}}}, readAs);
+  splitOnGrid(w, {{kDim, {summed, kCubeWeightAxis}}, {nDim, {gathered}}}, readAs, nDim, groups);
   RankedTensorType rowsType = typeOf(rows);
   SmallVector<int64_t> partShape(rowsType.getShape());
   partShape.back() = typeOf(linear.getWeight()).getDimSize(1);
@@ -127,22 +158,25 @@ LogicalResult GridSplitter::splitCubeLinear(LinearOp linear, SplitOperand w, std
   GridDims out = blockDims(rank, next);
   RankedTensorType resultType = localType(typeOf(linear.getResult()), out, grid_);
   Value y = reshard(b, loc, part, resultType, partial, gridLayout(rank, out, grid_));
+  // (The features stay over `gathered`: grouped columns stay grouped.)
   if (bias)
-    y = AddOp::create(b, loc, resultType, y, columnsOf(b, loc, linear.getBias(), next));
+    y = AddOp::create(b, loc, resultType, y, columnsOf(b, loc, linear.getBias(), next, groups));
   mark(y, out);
+  if (groups > 1)
+    grouped_[y] = groups;
   linear.getResult().replaceAllUsesWith(y);
   linear.erase();
   ++summary_->linears;
   return success();
 }
 
-Value GridSplitter::columnsOf(OpBuilder &b, Location loc, Value vector, int variant) {
+Value GridSplitter::columnsOf(OpBuilder &b, Location loc, Value vector, int variant, int64_t groups) {
   std::optional<SplitOperand> p = traceToParameter(vector, 0);
   if (!p || !p->views.empty() || !soleRead(*p) || typeOf(vector).getRank() != 1 ||
-      typeOf(vector).getDimSize(0) % q_ != 0)
+      typeOf(vector).getDimSize(0) % (q_ * groups) != 0)
     return Value();
   std::string column = grid_.columnAxis(variant).str();
-  splitOnGrid(*p, {{0, {column}}});
+  splitOnGrid(*p, {{0, {column}}}, std::nullopt, 0, groups);
   Layout columns = wholeLayout(1);
   columns.dims[0].push_back(column);
   if (grid_.cube) {

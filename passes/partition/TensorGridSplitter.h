@@ -151,8 +151,11 @@ private:
   /// when given: 2.5D's layers read the same block as copies over
   /// tp_depth (their gradients, each layer's rows', are summed); 3D
   /// gathers the block over tp_w (its gradient reduce-scattered back).
+  /// With `groups` > 1, dimension `groupDim` is that many equal groups,
+  /// each cut into the blocks (a fused projection's query, key and value).
   using BlockAxes = ArrayRef<std::pair<int64_t, SmallVector<std::string, 2>>>;
-  void splitOnGrid(SplitOperand operand, BlockAxes dims, std::optional<Layout> readAs = std::nullopt);
+  void splitOnGrid(SplitOperand operand, BlockAxes dims, std::optional<Layout> readAs = std::nullopt,
+                   int64_t groupDim = -1, int64_t groups = 1);
   /// "a q x q grid" or "d layers of q x q grids", for errors.
   std::string describe() const {
     std::string side = std::to_string(q_) + " x " + std::to_string(q_);
@@ -171,14 +174,22 @@ private:
   /// views, attention by heads): true when `op` was split.
   bool splitInPlace(OpBuilder &b, Operation *op);
   /// A per-feature parameter ([h]: a bias, a norm's scale) as the rank's
-  /// columns, read as copies over the grid's rows; null when it is not a
-  /// parameter read once.
-  Value columnsOf(OpBuilder &b, Location loc, Value vector, int variant = 0);
+  /// columns (of each of `groups` equal groups), read as copies over the
+  /// grid's rows; null when it is not a parameter read once.
+  Value columnsOf(OpBuilder &b, Location loc, Value vector, int variant = 0, int64_t groups = 1);
+  /// How many equal groups a linear layer's output features make when its
+  /// result only reaches one split of its features into that many equal
+  /// parts (a fused query-key-value projection, possibly through reshapes
+  /// that keep its features), so that its blocks can hold each part's
+  /// columns; 1 otherwise.
+  int64_t fusedGroupsOf(LinearOp linear) const;
   /// 3D: y = x W + b on the cube (Bian et al. 2021), for an input of
   /// variant v: x gathered over its row axis that is not tp_w, the weight
   /// block gathered over tp_w, the local product's partial sums
   /// reduce-scattered over x's column axis into the rows: variant 1 - v.
-  LogicalResult splitCubeLinear(LinearOp linear, SplitOperand w, std::optional<SplitOperand> bias);
+  /// With `groups` > 1 its output features are that many groups
+  /// (fusedGroupsOf).
+  LogicalResult splitCubeLinear(LinearOp linear, SplitOperand w, std::optional<SplitOperand> bias, int64_t groups = 1);
 
   ModuleOp module_;
   func::FuncOp forward_;
@@ -190,6 +201,9 @@ private:
   FlatSymbolRefAttr mesh_;
   /// Values held split, and how.
   DenseMap<Value, GridDims> split_;
+  /// Blocks whose columns are equal groups, each split over the columns
+  /// (fusedGroupsOf): only reshapes keeping them and their split read them.
+  DenseMap<Value, int64_t> grouped_;
   /// Whole values already sliced (by value and split), and split values
   /// already gathered.
   DenseMap<std::pair<Value, int64_t>, Value> sliced_;

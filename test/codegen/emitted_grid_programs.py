@@ -35,9 +35,10 @@ SEQ = 8
 # completed over tp_col), attention by heads (LLaMA: rotary tables read as
 # copies), the loss vocabulary-parallel over tp_col, LLaMA's embedding
 # split by vocabulary over tp_row and by features over tp_col; what the grid
-# does not split yet (GPT-2's fused QKV split) computes whole from gathered
-# blocks; GPT-2's embedding, tied to the output layer, is split as that
-# layer's SUMMA weight. On the MLP, GPT-2 and
+# does not split computes whole from gathered blocks (on the 2D grid,
+# nothing); GPT-2's fused QKV projection has its columns in three groups,
+# each split over tp_col, and its embedding, tied to the output layer, is
+# split as that layer's SUMMA weight. On the MLP, GPT-2 and
 # LLaMA fixtures, and with 2 data-parallel ranks x the grid on 8, the runs
 # train like PyTorch and one
 # rank (first-step gradients, losses, final weights), every collective on

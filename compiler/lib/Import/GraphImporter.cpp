@@ -326,7 +326,7 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
         isTrainable ? moduleBuilder.getUnitAttr() : UnitAttr(), moduleBuilder.getStringAttr(data),
         /*split_dim=*/IntegerAttr(), /*splits=*/moduleBuilder.getI64IntegerAttr(1),
         /*split_groups=*/moduleBuilder.getI64IntegerAttr(1), /*padding=*/moduleBuilder.getI64IntegerAttr(0),
-        /*block_splits=*/DenseI64ArrayAttr());
+        /*block_splits=*/DenseI64ArrayAttr(), /*block_groups=*/DenseI64ArrayAttr());
     values[init.name()].parameterType = type;
   }
 
@@ -368,7 +368,7 @@ LogicalResult GraphImporter::declareInputsAndParameters(ModuleOp module,
                                  /*splits=*/moduleBuilder.getI64IntegerAttr(1),
                                  /*split_groups=*/moduleBuilder.getI64IntegerAttr(1),
                                  /*padding=*/moduleBuilder.getI64IntegerAttr(0),
-                                 /*block_splits=*/DenseI64ArrayAttr());
+                                 /*block_splits=*/DenseI64ArrayAttr(), /*block_groups=*/DenseI64ArrayAttr());
       values[input.name()].parameterType = *type;
       continue;
     }

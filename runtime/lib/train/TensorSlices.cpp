@@ -40,6 +40,11 @@ SliceOf gridBlockOf(const ProgramParameter &p, int64_t tensorRank, int64_t tenso
       t /= q;
     return t % q;
   };
+  bool grouped = p.gridGroups > 1;
+  if (grouped && (p.gridGroupDim < 0 || size_t(p.gridGroupDim) >= p.shape.size() ||
+                  p.shape[size_t(p.gridGroupDim)] % p.gridGroups != 0))
+    fail(p.name, "a block in " + std::to_string(p.gridGroups) + " groups along dimension " +
+                     std::to_string(p.gridGroupDim) + " of " + host::describe(p.shape));
   SliceOf slice{p.shape, host::Shape(p.shape.size(), 0)};
   for (size_t d = 0; d < p.shape.size(); ++d) {
     int64_t index = 0, parts = 1;
@@ -48,8 +53,12 @@ SliceOf gridBlockOf(const ProgramParameter &p, int64_t tensorRank, int64_t tenso
       parts *= q;
     }
     slice.whole[d] *= parts;
-    slice.offsets[d] = index * p.shape[d];
+    // (Grouped: the block's part of each group starts at this offset
+    // within its group.)
+    slice.offsets[d] = index * (grouped && int64_t(d) == p.gridGroupDim ? p.shape[d] / p.gridGroups : p.shape[d]);
   }
+  if (grouped)
+    slice.groups = p.gridGroups, slice.dim = p.gridGroupDim;
   return slice;
 }
 

@@ -64,6 +64,38 @@ TEST(TensorSlicesTest, BlocksOfOneAxisAndOfTwoAxesOnOneDimension) {
   }
 }
 
+// A fused projection's weight [3n, k] whose rows are three groups (query,
+// key, value), each cut over tp_col: rank (i, j) holds rows j of every
+// group, side by side, and columns i; every element in one block.
+TEST(TensorSlicesTest, GroupedGridBlocksHoldEachGroupsBlock) {
+  const int64_t q = 2, n = 4, k = 6;
+  ProgramParameter p;
+  p.name = "qkv";
+  p.shape = {3 * n / q, k / q};
+  p.gridSplit = {{"tp_col"}, {"tp_row"}};
+  p.gridGroupDim = 0, p.gridGroups = 3;
+  std::vector<float> model(size_t(3 * n * k));
+  std::iota(model.begin(), model.end(), 0.0f);
+  std::vector<int> covered(model.size(), 0);
+  for (int64_t t = 0; t < q * q; ++t) {
+    SliceOf slice = sliceOf(p, t, q * q);
+    ASSERT_EQ(slice.whole, (host::Shape{3 * n, k}));
+    std::vector<float> block(size_t(p.shape[0] * p.shape[1]));
+    cutSlice(model.data(), slice, p.shape, block.data());
+    int64_t i = t / q, j = t % q, part = n / q;
+    for (int64_t r = 0; r < p.shape[0]; ++r)
+      for (int64_t c = 0; c < p.shape[1]; ++c) {
+        int64_t row = (r / part) * n + j * part + r % part, column = i * p.shape[1] + c;
+        EXPECT_EQ(block[size_t(r * p.shape[1] + c)], float(row * k + column)) << "rank " << t;
+        ++covered[size_t(row * k + column)];
+      }
+  }
+  for (int c : covered)
+    EXPECT_EQ(c, 1);
+  p.gridGroups = 5;
+  EXPECT_THROW(sliceOf(p, 0, q * q), Error);
+}
+
 // On a q x q x q cube (tensor rank t = in q^2 + w q + out), a weight
 // [k, n] cut with k over (tp_out, tp_w) and n over tp_in: every element
 // lands in exactly one rank's block, at the index the layout names.

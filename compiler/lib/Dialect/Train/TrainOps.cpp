@@ -111,6 +111,17 @@ LogicalResult ParameterOp::verify() {
     if (getSplitDim())
       return emitOpError() << "is cut both into blocks and along split_dim";
   }
+  if (std::optional<ArrayRef<int64_t>> groups = getBlockGroups()) {
+    ArrayRef<int64_t> shape = cast<ShapedType>(getType()).getShape();
+    if (!getBlockSplits() || int64_t(groups->size()) != rank ||
+        llvm::count_if(*groups, [](int64_t g) { return g != 1; }) > 1)
+      return emitOpError() << "block_groups needs block_splits and one count per dimension of " << getType()
+                           << ", at most one of them above 1";
+    for (size_t d = 0; d < groups->size(); ++d)
+      if ((*groups)[d] < 1 || shape[d] % (*groups)[d] != 0)
+        return emitOpError() << "block_groups " << (*groups)[d] << " do not divide the block's " << shape[d]
+                             << " elements along dimension " << d;
+  }
   return success();
 }
 

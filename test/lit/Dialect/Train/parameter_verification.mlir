@@ -36,3 +36,17 @@ module {
   // expected-error @+1 {{'train.parameter' op is cut both into blocks and along split_dim}}
   train.parameter @w : tensor<4x8xf32> {block_splits = array<i64: 2, 2>, split_dim = 0 : i64, splits = 2 : i64}
 }
+
+// -----
+
+module {
+  // expected-error @+1 {{'train.parameter' op block_groups needs block_splits and one count per dimension of 'tensor<6x8xf32>', at most one of them above 1}}
+  train.parameter @w : tensor<6x8xf32> {block_groups = array<i64: 3, 1>}
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'train.parameter' op block_groups 4 do not divide the block's 6 elements along dimension 0}}
+  train.parameter @w : tensor<6x8xf32> {block_splits = array<i64: 2, 2>, block_groups = array<i64: 4, 1>}
+}

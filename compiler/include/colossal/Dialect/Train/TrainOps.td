@@ -56,7 +56,10 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
     On a tensor grid (2D tensor parallelism), `block_splits` says into how
     many blocks each dimension of the model's tensor is cut, and the type
     is one rank's block; which grid axes cut it is the `dist.sharding`
-    attribute beside it.
+    attribute beside it. With `block_groups` (one count per dimension, at
+    most one above 1: a fused query-key-value projection's output features)
+    that dimension is G equal groups, each cut into the blocks: a rank's
+    block holds its block of every group, side by side.
 
     Example:
 
@@ -73,7 +76,8 @@ def Train_ParameterOp : Train_Op<"parameter", [Symbol, HasParent<"::mlir::Module
                        OptionalAttr<I64Attr>:$split_dim, DefaultValuedAttr<I64Attr, "1">:$splits,
                        DefaultValuedAttr<I64Attr, "1">:$split_groups,
                        DefaultValuedAttr<I64Attr, "0">:$padding,
-                       OptionalAttr<DenseI64ArrayAttr>:$block_splits);
+                       OptionalAttr<DenseI64ArrayAttr>:$block_splits,
+                       OptionalAttr<DenseI64ArrayAttr>:$block_groups);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -67,6 +67,10 @@ struct ProgramParameter {
   /// first ("tp_row": the rank's row, "tp_col": its column); `shape` is the
   /// block. Empty: not on a grid.
   std::vector<std::vector<std::string>> gridSplit;
+  /// A grid block whose dimension `gridGroupDim` is `gridGroups` equal
+  /// groups, each cut into the blocks (a fused QKV projection's output
+  /// features): the block holds its block of every group, side by side.
+  int64_t gridGroupDim = -1, gridGroups = 1;
 };
 
 /// Dynamic loss scaling for fp16 gradients (the rules of PyTorch's
