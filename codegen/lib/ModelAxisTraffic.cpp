@@ -212,7 +212,13 @@ Json gridManifestOf(ModuleOp module, const ProgramSettings &s, int64_t side) {
       if (!read || !lookup.getMeshAxis())
         return;
       tables.push_back(Json(read.getName().str()));
-      if (llvm::any_of(lookup.getData().getUsers(), [](Operation *user) { return isa<train::TransposeOp>(user); }))
+      // (On the cube the output layer reads it gathered over tp_w first.)
+      auto viewed = [](Operation *user) {
+        if (auto gathered = dyn_cast<dist::ReshardOp>(user))
+          return llvm::any_of(gathered->getUsers(), [](Operation *u) { return isa<train::TransposeOp>(u); });
+        return isa<train::TransposeOp>(user);
+      };
+      if (llvm::any_of(lookup.getData().getUsers(), viewed))
         tied.push_back(Json(read.getName().str()));
     });
   Json::Object grid{{"mode", cube        ? "3d"

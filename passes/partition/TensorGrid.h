@@ -21,8 +21,7 @@
 //
 // Split parameters record their layout as a `dist.sharding` attribute (the
 // model file keeps the whole tensor; each rank loads its block). Any other
-// op reading a block (a table tied to the output layer on the cube)
-// computes on the whole value,
+// op reading a block (a dropout that drops) computes on the whole value,
 // its blocks gathered over both axes, and a whole value entering the grid
 // is sliced: the step stays exact, and the report names what ran whole. A
 // fused projection whose output is split into equal parts (query, key and
@@ -36,7 +35,9 @@
 // grid and 2.5D's layers a table tied to the output layer is split as that
 // layer's SUMMA weight (vocabulary over tp_col, features over tp_row; on
 // the layers read as copies over tp_depth, each layer looking up its own
-// rows' ids), and its lookup's partial sums are moved into the block.
+// rows' ids), and its lookup's partial sums are moved into the block; on
+// the cube it is split as an untied table, which is the output layer's
+// weight block for an input of variant 0, read gathered over tp_w.
 //
 // 2.5D (Wang et al. 2021, "Tesseract"; Colossal-AI's 2.5D layers): d layers
 // of a q x q grid, mesh axis "tp_depth" the layer. The rows are split over

@@ -28,8 +28,10 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
   if (!tied && (!w || !soleRead(*w) || (linear.getBias() && (!bias || !bias->views.empty() || !soleRead(*bias)))))
     return success();
   // (An input already in blocks holds 1/q of the rows; a tied table's
-  // block 1/q of its features and its vocabulary.)
-  int64_t k = weight.getDimSize(0) * (tied ? q_ : 1), n = weight.getDimSize(1) * (tied ? q_ : 1);
+  // block 1/q of its features and its vocabulary, on the cube 1/q^2 of its
+  // features.)
+  int64_t k = weight.getDimSize(0) * (tied ? (grid_.cube ? q_ * q_ : q_) : 1),
+          n = weight.getDimSize(1) * (tied ? q_ : 1);
   int64_t rows = input.getRank() < 2 ? 0 : wholeTypeOf(linear.getInput()).getShape().front();
   if (input.getRank() < 2 || rows % grid_.rowParts() != 0 || k % q_ != 0 || n % q_ != 0)
     return linear.emitError() << "tensor parallelism on " << describe() << " splits this linear layer's " << rows
@@ -46,7 +48,7 @@ LogicalResult GridSplitter::splitLinear(LinearOp linear, bool &split) {
                                 << " input features in " << q_ * q_ << ", which must divide (at " << linear.getLoc()
                                 << ")";
     split = true;
-    return splitCubeLinear(linear, *w, bias, groups);
+    return splitCubeLinear(linear, w, bias, groups, tied ? view : nullptr);
   }
   OpBuilder b(linear);
   FailureOr<Value> x = block(b, linear, linear.getInput());
@@ -108,13 +110,16 @@ int64_t GridSplitter::fusedGroupsOf(LinearOp linear) const {
   return 1;
 }
 
-LogicalResult GridSplitter::splitCubeLinear(LinearOp linear, SplitOperand w, std::optional<SplitOperand> bias,
-                                            int64_t groups) {
+LogicalResult GridSplitter::splitCubeLinear(LinearOp linear, std::optional<SplitOperand> w,
+                                            std::optional<SplitOperand> bias, int64_t groups, TransposeOp tiedView) {
   OpBuilder b(linear);
   Location loc = linear.getLoc();
   Value input = linear.getInput();
   int64_t rank = wholeTypeOf(input).getRank();
-  int variant = isBlock(input) ? dimsOf(input)->variant : 0;
+  // (A tied table is split as its lookup splits it, for an input of
+  // variant 0: the vocabulary over tp_in, the features over tp_out and
+  // tp_w.)
+  int variant = isBlock(input) && !tiedView ? dimsOf(input)->variant : 0;
   FailureOr<Value> x = into(b, linear, input, blockDims(rank, variant));
   if (failed(x))
     return failure();
@@ -138,12 +143,28 @@ LogicalResult GridSplitter::splitCubeLinear(LinearOp linear, SplitOperand w, std
   }
   // The weight [k, n]: k over (summed, tp_w), n over `gathered`; read
   // gathered over tp_w, a [k/q, n/q] block.
-  int64_t kDim = w.parameterDim, nDim = 1 - kDim;
-  Layout readAs = wholeLayout(2);
-  readAs.dims[size_t(kDim)] = {summed};
-  readAs.dims[size_t(nDim)] = {gathered};
-  readAs.copies.push_back(kCubeWeightAxis);
-  splitOnGrid(w, {{kDim, {summed, kCubeWeightAxis}}, {nDim, {gathered}}}, readAs, nDim, groups);
+  if (tiedView) {
+    // The table [V, h]'s block, gathered over tp_w for the product alone
+    // (the lookup reads the block itself).
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(tiedView);
+    Value block = tiedView.getInput();
+    RankedTensorType blockType = typeOf(block);
+    Layout from = wholeLayout(2), to = wholeLayout(2);
+    from.dims = {{gathered}, {summed, kCubeWeightAxis}};
+    to.dims = {{gathered}, {summed}};
+    to.copies.push_back(kCubeWeightAxis);
+    Value seen = reshard(b, loc, block, withDim(blockType, 1, blockType.getDimSize(1) * q_), from, to);
+    tiedView.getInputMutable().assign(seen);
+    retypeTranspose(tiedView);
+  } else {
+    int64_t kDim = w->parameterDim, nDim = 1 - kDim;
+    Layout readAs = wholeLayout(2);
+    readAs.dims[size_t(kDim)] = {summed};
+    readAs.dims[size_t(nDim)] = {gathered};
+    readAs.copies.push_back(kCubeWeightAxis);
+    splitOnGrid(*w, {{kDim, {summed, kCubeWeightAxis}}, {nDim, {gathered}}}, readAs, nDim, groups);
+  }
   RankedTensorType rowsType = typeOf(rows);
   SmallVector<int64_t> partShape(rowsType.getShape());
   partShape.back() = typeOf(linear.getWeight()).getDimSize(1);
@@ -316,10 +337,12 @@ TransposeOp tiedOutputView(GatherOp lookup) {
 bool GridSplitter::splitLookup(GatherOp lookup) {
   RankedTensorType result = typeOf(lookup.getResult()), table = typeOf(lookup.getData());
   std::optional<SplitOperand> t = traceToParameter(lookup.getData(), 0);
-  // A table tied to the output layer (on a 2D grid or 2.5D's layers):
-  // split as that layer's SUMMA weight is, its vocabulary (the product's
-  // columns) over tp_col and its features (the rows) over tp_row.
-  TransposeOp tied = !t && !grid_.cube ? tiedOutputView(lookup) : nullptr;
+  // A table tied to the output layer: on a 2D grid or 2.5D's layers split
+  // as that layer's SUMMA weight is, its vocabulary (the product's columns)
+  // over tp_col and its features (the rows) over tp_row; on the cube as an
+  // untied table is, which is the layout the output layer's weight takes
+  // for an input of variant 0 (splitCubeLinear).
+  TransposeOp tied = !t ? tiedOutputView(lookup) : nullptr;
   if (tied)
     t = SplitOperand{lookup.getData().getDefiningOp<ParamOp>(), 0, {tied}, 1, 0};
   int64_t axis = int64_t(lookup.getAxis());
@@ -332,8 +355,9 @@ bool GridSplitter::splitLookup(GatherOp lookup) {
   // The vocabulary over the rows' axis that is not shared by every layer
   // (2.5D) or tp_w (3D); the features over the columns' (on the cube, and
   // then over tp_w: a 1/q^3 block, moved into the rows by the resharding).
-  std::string vocabularyAxis = tied ? kGridColumnAxis : grid_.rowAxes().back();
-  SmallVector<std::string, 2> featureAxes = {tied ? kGridRowAxis : grid_.columnAxis().str()};
+  bool summaWeight = tied && !grid_.cube;
+  std::string vocabularyAxis = summaWeight ? kGridColumnAxis : grid_.rowAxes().back();
+  SmallVector<std::string, 2> featureAxes = {summaWeight ? kGridRowAxis : grid_.columnAxis().str()};
   if (grid_.cube)
     featureAxes.push_back(kCubeWeightAxis);
   int64_t featureParts = grid_.cube ? q_ * q_ : q_;

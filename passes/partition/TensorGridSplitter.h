@@ -188,8 +188,10 @@ private:
   /// block gathered over tp_w, the local product's partial sums
   /// reduce-scattered over x's column axis into the rows: variant 1 - v.
   /// With `groups` > 1 its output features are that many groups
-  /// (fusedGroupsOf).
-  LogicalResult splitCubeLinear(LinearOp linear, SplitOperand w, std::optional<SplitOperand> bias, int64_t groups = 1);
+  /// (fusedGroupsOf). With `tiedView`, the weight is that transposed view
+  /// of a table its lookup split (splitLookup) instead of `w`.
+  LogicalResult splitCubeLinear(LinearOp linear, std::optional<SplitOperand> w, std::optional<SplitOperand> bias,
+                                int64_t groups = 1, TransposeOp tiedView = nullptr);
 
   ModuleOp module_;
   func::FuncOp forward_;

@@ -63,12 +63,13 @@ def linear_weights(manifest):
 def check_lookup_tables(manifest, model, tag):
     """LLaMA's untied embedding is split by vocabulary over the grid (a
     block of 1/q^2 of the table, 1/q^3 on the cube); GPT-2's, tied to the
-    output layer, on the 2D grid and 2.5D's layers as that layer's SUMMA
-    weight, and stays whole on the cube."""
+    output layer, too: on the 2D grid and 2.5D's layers as that layer's
+    SUMMA weight, on the cube as an untied table (the layout the output
+    layer's weight takes, gathered over tp_w)."""
     grid = manifest["tensor_grid"]
     tables, tied = grid.get("lookup_tables"), grid.get("tied_lookup_tables")
     want = (["embed_tokens.weight"], []) if model.startswith("llama") else (
-        (["wte.weight"], ["wte.weight"]) if model.startswith("gpt2") and grid["mode"] in ("2d", "2.5d") else ([], []))
+        (["wte.weight"], ["wte.weight"]) if model.startswith("gpt2") else ([], []))
     check((tables, tied) == want, f"{tag}: tables split by vocabulary {tables}, tied {tied}; wanted {want}")
 
 
