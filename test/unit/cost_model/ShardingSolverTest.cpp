@@ -159,6 +159,19 @@ std::optional<double> exhaustiveMinimum(const Graph &graph, const Mesh &mesh, co
   }
 }
 
+/// The builder's transformer of `family`: `layers` layers of width
+/// `hidden`, 16 heads, 1024 tokens (2048 with `longer`), vocabulary 32768.
+Graph transformerLayers(TransformerFamily family, int64_t layers, int64_t hidden, bool longer = false) {
+  TransformerShape shape;
+  shape.family = family;
+  shape.layers = layers;
+  shape.hidden = hidden;
+  shape.heads = 16;
+  shape.seq = longer ? 2048 : 1024;
+  shape.vocab = 32768;
+  return buildTransformer(shape);
+}
+
 Mesh tensorSequenceMesh(int tp, int sp, const Cluster &cluster) {
   Strategy s;
   s.tp = tp;
@@ -207,14 +220,7 @@ TEST(ShardingSolver, TwoAxesTogetherBeatOneAfterTheOther) {
   int tp = mesh.axisIndex("tp"), sp = mesh.axisIndex("sp");
   int strictly = 0;
   for (TransformerFamily family : {TransformerFamily::GPT, TransformerFamily::BERT, TransformerFamily::LLaMA}) {
-    TransformerShape shape;
-    shape.family = family;
-    shape.layers = 1;
-    shape.hidden = 1024;
-    shape.heads = 16;
-    shape.seq = 2048;
-    shape.vocab = 32768;
-    Graph graph = buildTransformer(shape);
+    Graph graph = transformerLayers(family, 1, 1024, true);
     std::string error;
     auto first = solveAxisSharding(graph, {}, mesh, tp, cluster, error);
     ASSERT_TRUE(first) << error;
@@ -279,14 +285,7 @@ TEST(ShardingSolver, ObjectiveIsTheEstimatorsOnTransformers) {
   Cluster cluster = *Cluster::preset("dgx-a100");
   for (TransformerFamily family : {TransformerFamily::GPT, TransformerFamily::BERT, TransformerFamily::LLaMA})
     for (int sp : {1, 2}) {
-      TransformerShape shape;
-      shape.family = family;
-      shape.layers = 2;
-      shape.hidden = 1024;
-      shape.heads = 16;
-      shape.seq = 1024;
-      shape.vocab = 32768;
-      Graph graph = buildTransformer(shape);
+      Graph graph = transformerLayers(family, 2, 1024);
       Strategy strategy;
       strategy.tp = 4 / sp;
       strategy.sp = sp;
@@ -330,14 +329,7 @@ TEST(ShardingSolver, ObjectiveIsTheEstimatorsOnTransformers) {
 TEST(ShardingSolver, NoWorseThanMegatronOnATransformer) {
   Cluster cluster = *Cluster::preset("dgx-a100");
   for (TransformerFamily family : {TransformerFamily::GPT, TransformerFamily::BERT, TransformerFamily::LLaMA}) {
-    TransformerShape shape;
-    shape.family = family;
-    shape.layers = 2;
-    shape.hidden = 2048;
-    shape.heads = 16;
-    shape.seq = 1024;
-    shape.vocab = 32768;
-    Graph graph = buildTransformer(shape);
+    Graph graph = transformerLayers(family, 2, 2048);
     // The loss's vocabulary is whole to the solver (vocabulary-parallel
     // cross-entropy is a special algorithm), so compare without it.
     Strategy strategy;
