@@ -104,34 +104,6 @@ Mesh tensorMesh(int tp, const Cluster &cluster) {
   return buildMesh(s, cluster);
 }
 
-/// The cheapest of every assignment of the axis to each op's candidates.
-double exhaustiveMinimum(const Graph &graph, const Mesh &mesh, int axis, const Cluster &cluster) {
-  GraphSharding sharding;
-  std::vector<std::vector<int>> choices;
-  for (const Op &op : graph.ops) {
-    sharding.emplace_back(op.factors.size());
-    choices.push_back({-1});
-    for (int f : splittableFactors(op, sharding.back(), mesh, axis))
-      choices.back().push_back(f);
-  }
-  double best = std::numeric_limits<double>::infinity();
-  std::vector<size_t> at(graph.ops.size(), 0);
-  while (true) {
-    for (size_t o = 0; o < graph.ops.size(); ++o) {
-      for (auto &axes : sharding[o])
-        axes.clear();
-      if (choices[o][at[o]] >= 0)
-        sharding[o][size_t(choices[o][at[o]])].push_back(axis);
-    }
-    best = std::min(best, shardingSeconds(graph, sharding, mesh, cluster));
-    size_t o = 0;
-    while (o < at.size() && ++at[o] == choices[o].size())
-      at[o++] = 0;
-    if (o == at.size())
-      return best;
-  }
-}
-
 /// The cheapest of every combination of the ops' candidate shardings over
 /// several axes; nullopt where there are more than `limit` combinations.
 std::optional<double> exhaustiveMinimum(const Graph &graph, const Mesh &mesh, const std::vector<AxisToPlace> &axes,
@@ -157,6 +129,11 @@ std::optional<double> exhaustiveMinimum(const Graph &graph, const Mesh &mesh, co
     if (o == at.size())
       return best;
   }
+}
+
+/// The cheapest of every assignment of one axis to each op's candidates.
+double exhaustiveMinimum(const Graph &graph, const Mesh &mesh, int axis, const Cluster &cluster) {
+  return *exhaustiveMinimum(graph, mesh, {{axis, {}}}, cluster, std::numeric_limits<double>::infinity());
 }
 
 /// The builder's transformer of `family`: `layers` layers of width
