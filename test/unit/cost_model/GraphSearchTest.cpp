@@ -186,7 +186,7 @@ TEST(GraphSearch, GridsJoinThePrunedSearchWithTheSameAnswers) {
   EXPECT_EQ(grids, (std::set<std::string>{"2d", "2.5d", "3d"}));
 }
 
-TEST(GraphSearch, SequenceAxesSplitWhatThePartitionerSplits) {
+TEST(GraphSearch, SequenceAxesArePlacedByThePartitioner) {
   Cluster cluster = *Cluster::preset("dgx-a100");
   SearchOptions options;
   options.devices = 8;
@@ -197,9 +197,8 @@ TEST(GraphSearch, SequenceAxesSplitWhatThePartitionerSplits) {
   SearchResult none = searchGraphPlans(importedGpt(2), cluster, options);
   EXPECT_TRUE(none.best.empty());
   // With them, the model axes to split are the sequence axes the fixed
-  // parts allow; the search evaluates plans with the splits it is given,
-  // and the solver's placements split with the sequence axis only what
-  // they split (here the tokens outside attention).
+  // parts allow; the search evaluates plans with the splits it is given
+  // (here the tokens outside attention).
   std::vector<ModelAxis> asked = modelAxesToSplit(options, cluster);
   auto tokens = [&](const Graph &graph, ModelAxis axis) -> std::optional<ModelAxisSplit> {
     Strategy s;
@@ -212,32 +211,50 @@ TEST(GraphSearch, SequenceAxesSplitWhatThePartitionerSplits) {
           (*split.sharding)[o][f].push_back(sp);
     return split;
   };
-  options.keep = 40;
   SearchResult result = searchGraphPlans(importedGpt(2, true, tokens, asked), cluster, options);
   ASSERT_FALSE(result.best.empty()) << result.infeasible;
-  std::set<Placement> placements;
   for (const SearchCandidate &c : result.best) {
     EXPECT_EQ(c.strategy.spMode, SequenceMode::AllToAll);
     EXPECT_GT(c.strategy.sp, 1);
     EXPECT_EQ(c.strategy.tp, 1);
+    EXPECT_EQ(c.placement, Placement::Partitioner);
     EXPECT_FALSE(c.sharding.empty());
-    placements.insert(c.placement);
-    const Graph graph = importedGpt(2)(c.microbatchSize, error)->graph;
-    int sp = c.estimate.mesh.axisIndex("sp");
-    ASSERT_EQ(c.sharding.size(), graph.ops.size());
-    for (size_t o = 0; o < graph.ops.size(); ++o)
-      for (size_t f = 0; f < graph.ops[o].factors.size(); ++f)
-        if (std::count(c.sharding[o][f].begin(), c.sharding[o][f].end(), sp))
-          EXPECT_TRUE(graph.ops[o].factors[f].name == "seq" && !graph.ops[o].attentionCore)
-              << graph.ops[o].name << " " << graph.ops[o].factors[f].name;
   }
-  EXPECT_TRUE(placements.count(Placement::Solver));
-  EXPECT_TRUE(placements.count(Placement::Partitioner));
   ASSERT_FALSE(asked.empty());
   for (const ModelAxis &axis : asked) {
     EXPECT_EQ(axis.mode, SequenceMode::AllToAll) << axis.str();
     EXPECT_EQ(axis.tensor, 1) << axis.str();
   }
+
+  // Beside a tensor axis, the solver places the tensor axis on top of the
+  // partitioner's sequence split: its plans split with the sequence axis
+  // exactly what the split does, and the tensor axis where it chooses.
+  options.fixed = *Strategy::parse("tp=2,sp=2,sp_mode=all-to-all", error, &options.fixedKeys);
+  options.keep = 40;
+  asked = modelAxesToSplit(options, cluster);
+  result = searchGraphPlans(importedGpt(2, true, tokens, asked), cluster, options);
+  ASSERT_FALSE(result.best.empty()) << result.infeasible;
+  std::set<Placement> placements;
+  for (const SearchCandidate &c : result.best) {
+    placements.insert(c.placement);
+    if (c.placement != Placement::Solver)
+      continue;
+    const Graph graph = importedGpt(2)(c.microbatchSize, error)->graph;
+    int sp = c.estimate.mesh.axisIndex("sp"), tp = c.estimate.mesh.axisIndex("tp");
+    ASSERT_EQ(c.sharding.size(), graph.ops.size());
+    int tensorSplits = 0;
+    for (size_t o = 0; o < graph.ops.size(); ++o)
+      for (size_t f = 0; f < graph.ops[o].factors.size(); ++f) {
+        const std::vector<int> &on = c.sharding[o][f];
+        bool want = graph.ops[o].factors[f].name == "seq" && !graph.ops[o].attentionCore;
+        EXPECT_EQ(std::count(on.begin(), on.end(), sp), want ? 1 : 0)
+            << graph.ops[o].name << " " << graph.ops[o].factors[f].name;
+        tensorSplits += int(std::count(on.begin(), on.end(), tp));
+      }
+    EXPECT_GT(tensorSplits, 0);
+  }
+  // (The split given splits no tensor factor, so the solver's plans lead.)
+  EXPECT_TRUE(placements.count(Placement::Solver));
 }
 
 TEST(GraphSearch, ModelAxesAreEveryTensorBySequenceSplit) {
