@@ -70,27 +70,24 @@ std::vector<std::vector<InputSource>> inputSources(const Graph &graph) {
 }
 
 /// Resharding input `use` of `op` under `s`, forward (an activation from
-/// its producer's layout to the one `op` reads it in) and backward (its
+/// its producer's layout to the one `op` reads it in) plus backward (its
 /// gradient to the producer's layout, or a parameter's to its storage
 /// layout, the one its owner reads it in), as the estimator charges them.
-std::pair<double, double> inputSeconds(const Graph &graph, const Op &op, const OpSharding &s, const TensorUse &use,
-                                       const InputSource &source, const Op &other, const OpSharding &os,
-                                       const Mesh &mesh, const Cluster &cluster) {
+double inputSeconds(const Graph &graph, const Op &op, const OpSharding &s, const TensorUse &use,
+                    const InputSource &source, const Op &other, const OpSharding &os, const Mesh &mesh,
+                    const Cluster &cluster) {
   double full = fullElements(op, use.dims) * bytesOf(graph.values[use.value].dtype);
   std::vector<CommEvent> scratch;
-  if (source.parameter) {
-    double backward = source.gradient
-                          ? reshard(gradientSpecOf(op, s, mesh, use), specOf(other, os, mesh, *source.use, false), full,
-                                    mesh, cluster, scratch)
-                          : 0.0;
-    return {0.0, backward};
-  }
+  if (source.parameter)
+    return source.gradient ? reshard(gradientSpecOf(op, s, mesh, use), specOf(other, os, mesh, *source.use, false),
+                                     full, mesh, cluster, scratch)
+                           : 0.0;
   TensorSpec have = specOf(other, os, mesh, *source.use, true);
   double forward = reshard(have, specOf(op, s, mesh, use, false), full, mesh, cluster, scratch);
   have.partial.clear();
   double backward =
       source.gradient ? reshard(gradientSpecOf(op, s, mesh, use), have, full, mesh, cluster, scratch) : 0.0;
-  return {forward, backward};
+  return forward + backward;
 }
 
 } // namespace
@@ -123,8 +120,7 @@ std::vector<int> splittableFactors(const Op &op, const OpSharding &base, const M
   return out;
 }
 
-double shardingSeconds(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh,
-                       const Cluster &cluster) {
+double shardingSeconds(const Graph &graph, const GraphSharding &sharding, const Mesh &mesh, const Cluster &cluster) {
   std::vector<std::vector<InputSource>> sources = inputSources(graph);
   double total = 0;
   for (size_t o = 0; o < graph.ops.size(); ++o) {
@@ -134,9 +130,8 @@ double shardingSeconds(const Graph &graph, const GraphSharding &sharding, const 
       const InputSource &source = sources[o][i];
       if (source.op < 0)
         continue;
-      auto [forward, backward] = inputSeconds(graph, op, sharding[o], op.inputs[i], source,
-                                              graph.ops[size_t(source.op)], sharding[size_t(source.op)], mesh, cluster);
-      seconds += forward + backward;
+      seconds += inputSeconds(graph, op, sharding[o], op.inputs[i], source, graph.ops[size_t(source.op)],
+                              sharding[size_t(source.op)], mesh, cluster);
     }
     total += seconds * double(graph.repeatOf(op.layer));
   }
@@ -161,9 +156,8 @@ std::vector<OpSharding> candidateShardings(const Graph &graph, size_t op, const 
   return out;
 }
 
-std::optional<ShardingSolution> solveAxisSharding(const Graph &graph, const GraphSharding &base,
-                                                  const Mesh &mesh, int axis,
-                                                  const Cluster &cluster, std::string &error,
+std::optional<ShardingSolution> solveAxisSharding(const Graph &graph, const GraphSharding &base, const Mesh &mesh,
+                                                  int axis, const Cluster &cluster, std::string &error,
                                                   int64_t maxStates) {
   return solveSharding(graph, base, mesh, {{axis, {}}}, cluster, error, maxStates);
 }
@@ -201,7 +195,8 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
   for (size_t o = 0; o < n; ++o)
     for (const InputSource &source : sources[o]) {
       if (source.op > int(o) || (source.op == int(o) && !source.parameter)) {
-        error = "op " + std::to_string(o) + " (" + graph.ops[o].name + ") reads a value produced later: "
+        error = "op " + std::to_string(o) + " (" + graph.ops[o].name +
+                ") reads a value produced later: "
                 "the ops are not in topological order";
         return std::nullopt;
       }
@@ -225,8 +220,8 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
     std::vector<double> unary(static_cast<size_t>(k));
     for (int c = 0; c < k; ++c)
       unary[size_t(c)] = computeSeconds(graph, op, choices[o][size_t(c)], mesh, cluster) * repeat;
-    // Per input: its resharding forward and backward, indexed by (own
-    // choice, source's choice), the source's own choice where it is this op.
+    // Per input: its resharding, indexed by (own choice, source's choice),
+    // the source's own choice where it is this op.
     struct Term {
       int source, width;
       std::vector<double> seconds;
@@ -242,9 +237,10 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
         for (int c = 0; c < k; ++c) {
           const OpSharding &theirs =
               source.op == int(o) ? choices[o][size_t(c)] : choices[size_t(source.op)][size_t(cp)];
-          auto [forward, backward] = inputSeconds(graph, op, choices[o][size_t(c)], op.inputs[i], source,
-                                                  graph.ops[size_t(source.op)], theirs, mesh, cluster);
-          term.seconds[size_t(c * term.width + cp)] = (forward + backward) * repeat;
+          term.seconds[size_t(c * term.width + cp)] =
+              inputSeconds(graph, op, choices[o][size_t(c)], op.inputs[i], source, graph.ops[size_t(source.op)], theirs,
+                           mesh, cluster) *
+              repeat;
         }
       terms.push_back(std::move(term));
     }
@@ -280,7 +276,6 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
     std::vector<double> nextCost(size_t(nextStates), std::numeric_limits<double>::infinity());
     back[o].assign(size_t(nextStates), {-1, -1});
     decoded.assign(frontier.size(), 0);
-    auto choiceOf = [&](int p, int c) { return p == int(o) ? c : decoded[size_t(slotOf[size_t(p)])]; };
     for (int64_t state = 0; state < int64_t(cost.size()); ++state) {
       if (cost[size_t(state)] == std::numeric_limits<double>::infinity())
         continue;
@@ -297,7 +292,8 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
       for (int c = 0; c < k; ++c) {
         double total = cost[size_t(state)] + unary[size_t(c)];
         for (const Term &term : terms)
-          total += term.seconds[size_t(c * term.width + (term.source == int(o) ? 0 : choiceOf(term.source, c)))];
+          total += term.seconds[size_t(c * term.width +
+                                       (term.source == int(o) ? 0 : decoded[size_t(slotOf[size_t(term.source)])]))];
         int64_t target = kept + (ownSlot >= 0 ? c * nextStride[size_t(ownSlot)] : 0);
         if (total < nextCost[size_t(target)]) {
           nextCost[size_t(target)] = total;
