@@ -26,12 +26,15 @@
 #include "colossal/runtime/comm/NcclCommunicator.h"
 #endif
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <numeric>
 #include <string>
+#include <thread>
+#include <time.h>
 #include <vector>
 
 using namespace colossal::rt;
@@ -440,6 +443,32 @@ void runSuite(Suite &suite, Communicator &comm, CommCounters &counters, bool all
   });
 }
 
+/// The idle barrier (MPI only): rank 0 arrives 200 ms late; the others wait
+/// for it, and asleep: their thread's CPU time is a small part of the wait
+/// (a polling barrier's is most of it, a core's worth while one is free).
+void runIdleBarrier(Suite &suite, Communicator &comm) {
+  suite.run("idle barrier on " + comm.axis(), [&]() -> std::string {
+    auto cpuSeconds = [] {
+      timespec t{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+    };
+    comm.barrier();
+    auto start = std::chrono::steady_clock::now();
+    double cpuBefore = cpuSeconds();
+    if (comm.rank() == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    comm.idleBarrier();
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double cpu = cpuSeconds() - cpuBefore;
+    if (waited < 0.19)
+      return "returned after " + std::to_string(waited) + " s, before rank 0 arrived";
+    if (comm.rank() != 0 && cpu > 0.1 * waited)
+      return "used " + std::to_string(cpu) + " s of CPU time in a wait of " + std::to_string(waited) + " s";
+    return "";
+  });
+}
+
 /// The trainer's bucketed gradient average (host buffers: MPI only): every
 /// tensor ends as the ranks' mean, with one all-reduce per bucket moving the
 /// tensors' bytes and nothing more.
@@ -528,6 +557,7 @@ int main(int argc, char **argv) {
           runSuite(suite, groups->axis(int(a)), counters, a == 0);
         if (backend == "mpi") {
           runGradientBuckets(suite, *worldComm, counters);
+          runIdleBarrier(suite, *worldComm);
           for (size_t a = 0; a < mesh.axes().size(); ++a)
             runGradientBuckets(suite, groups->axis(int(a)), counters);
         }

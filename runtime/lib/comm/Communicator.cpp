@@ -261,4 +261,10 @@ void Communicator::barrier() {
   record(CollectiveKind::Barrier, 0, start);
 }
 
+void Communicator::idleBarrier() {
+  auto start = std::chrono::steady_clock::now();
+  doIdleBarrier();
+  record(CollectiveKind::Barrier, 0, start);
+}
+
 } // namespace colossal::rt

@@ -106,6 +106,11 @@ public:
   /// it under the timeout.
   void receive(Buffer buffer, int peer, int tag);
   void barrier();
+  /// A barrier whose early ranks sleep between checks instead of polling:
+  /// on a host whose cores share a clock, caches or a physical core, a
+  /// polling rank slows the one it waits for, so a rank measured alone
+  /// needs the others truly idle. Counted as a barrier.
+  void idleBarrier();
 
   /// Seconds a collective may take before it is declared hung (default from
   /// COLOSSAL_COLLECTIVE_TIMEOUT, else 300).
@@ -129,6 +134,8 @@ protected:
   virtual std::unique_ptr<PendingSend> doPostSend(const void *data, DType dtype, int64_t count, int peer, int tag);
   virtual void doReceive(void *data, DType dtype, int64_t count, int peer, int tag);
   virtual void doBarrier() = 0;
+  /// Backends that cannot wait without polling keep the plain barrier.
+  virtual void doIdleBarrier() { doBarrier(); }
 
   // Staging for strided buffers; backends with device memory override.
   virtual void *allocateStaging(int64_t bytes);

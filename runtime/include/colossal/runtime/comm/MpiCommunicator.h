@@ -73,11 +73,14 @@ protected:
   std::unique_ptr<PendingSend> doPostSend(const void *data, DType dtype, int64_t count, int peer, int tag) override;
   void doReceive(void *data, DType dtype, int64_t count, int peer, int tag) override;
   void doBarrier() override;
+  void doIdleBarrier() override;
 
 private:
   class MpiPendingSend;
   MpiCommunicator(void *comm, std::string axis, std::vector<int> worldRanks, CommCounters *counters);
-  void wait(void *requests, int count, const char *collective);
+  /// Tests the requests until they complete, yielding the core between
+  /// tests, or sleeping `sleepSeconds` when it is positive.
+  void wait(void *requests, int count, const char *collective, double sleepSeconds = 0);
 
   void *comm_;
   int rank_ = 0;
