@@ -99,19 +99,23 @@ KernelSeconds kernelSeconds(const Graph &graph, const Op &op, const OpSharding &
                                                        : rates.attentionBackward;
     // The key length: the factor the keys index and neither the queries
     // nor the result do.
-    double keys = 0;
+    double keys = 0, keyBlocks = 1;
     if (op.inputs.size() >= 2 && !op.outputs.empty())
       for (size_t f = 0; f < op.factors.size(); ++f)
-        if (indexes(op.inputs[1], int(f)) && !indexes(op.inputs[0], int(f)) && !indexes(op.outputs[0], int(f)))
-          keys = double(op.factors[f].size) / double(ways(s, mesh, int(f)));
+        if (indexes(op.inputs[1], int(f)) && !indexes(op.inputs[0], int(f)) && !indexes(op.outputs[0], int(f))) {
+          keyBlocks = double(ways(s, mesh, int(f)));
+          keys = double(op.factors[f].size) / keyBlocks;
+        }
     if (keys <= 0)
       keys = forward.back().size;
-    // A causal ring is unbalanced: the last rank's queries see every block
-    // before its own, P - 1/2 of the P blocks a rank's share would hold,
-    // and the step waits for it.
+    // A ring rank's queries meet every rank's block of keys in turn, not
+    // only the block it holds; a causal ring is unbalanced: the last rank's
+    // queries see every block before its own, P - 1/2 of the P blocks, and
+    // the step waits for it.
+    double blocks = ring ? keyBlocks : 1.0;
     double busiest = ring && op.causal ? (ringRanks - 0.5) / ringRanks : 1.0;
-    t.forward = busiest * forwardFlops / (peak * interpolate(forward, keys));
-    t.backward = backwardFlops > 0 ? busiest * backwardFlops / (peak * interpolate(backward, keys)) : 0;
+    t.forward = blocks * busiest * forwardFlops / (peak * interpolate(forward, keys));
+    t.backward = backwardFlops > 0 ? blocks * busiest * backwardFlops / (peak * interpolate(backward, keys)) : 0;
   } else if (gemm && !rates.gemm.empty() && (shape = gemmShapeOf(op, s, mesh, rowShare, forwardFlops))) {
     auto seconds = [&](double m, double n, double k) {
       return shape->batch * 2 * m * n * k / (peak * rates.gemmEfficiency(m, n, k));
