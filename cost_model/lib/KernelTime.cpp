@@ -41,6 +41,17 @@ std::optional<GemmShape> gemmShapeOf(const Op &op, const OpSharding &s, const Me
   return g;
 }
 
+/// The factor an attention's keys index and neither its queries nor its
+/// result do (the key length), or -1.
+int keyFactorOf(const Op &op) {
+  if (op.inputs.size() < 2 || op.outputs.empty())
+    return -1;
+  for (size_t f = 0; f < op.factors.size(); ++f)
+    if (indexes(op.inputs[1], int(f)) && !indexes(op.inputs[0], int(f)) && !indexes(op.outputs[0], int(f)))
+      return int(f);
+  return -1;
+}
+
 } // namespace
 
 KernelKind kernelKindOf(const Op &op) {
@@ -62,6 +73,13 @@ KernelSeconds kernelSeconds(const Graph &graph, const Op &op, const OpSharding &
                             const Cluster &cluster, double bytes, double rowShare, int ringRanks) {
   DType dtype = op.outputs.empty() ? DType::BF16 : graph.values[op.outputs[0].value].dtype;
   double fraction = localFraction(op, s, mesh) / rowShare;
+  // A ring rank's queries meet every rank's block of keys in turn, not only
+  // the block it holds: where the keys' factor is split over the ring, the
+  // rank's work is all the blocks.
+  bool ringing = ringRanks > 1 && op.attentionCore;
+  int keyFactor = op.attentionCore ? keyFactorOf(op) : -1;
+  if (ringing && keyFactor >= 0)
+    fraction *= double(ways(s, mesh, keyFactor));
   double forwardFlops = op.forwardFlops * fraction, backwardFlops = op.backwardFlops * fraction;
   const KernelRates &rates = cluster.kernels;
   bool gemm = op.kind == OpKind::MatMul;
@@ -83,8 +101,10 @@ KernelSeconds kernelSeconds(const Graph &graph, const Op &op, const OpSharding &
                                          cluster.gpusPerNode);
   double peak = cluster.peak(dtype);
   std::optional<GemmShape> shape;
-  bool ring = ringRanks > 1 && !rates.ringAttentionForward.empty();
-  bool causal = !ring && op.causal && !rates.causalAttentionForward.empty();
+  bool ring = ringing && !rates.ringAttentionForward.empty();
+  // A ring computes its blocks whole (the plain curve where it has none of
+  // its own) and skips only those the causal mask hides: the imbalance below.
+  bool causal = !ringing && op.causal && !rates.causalAttentionForward.empty();
   bool fusedAttention = op.attentionCore && (ring || causal || !rates.attentionForward.empty());
   if (fusedAttention && !gemm) {
     // The fused kernel's softmax and dropout: its time, priced on the score
@@ -97,25 +117,14 @@ KernelSeconds kernelSeconds(const Graph &graph, const Op &op, const OpSharding &
     const std::vector<CurvePoint> &backward = ring     ? rates.ringAttentionBackward
                                               : causal ? rates.causalAttentionBackward
                                                        : rates.attentionBackward;
-    // The key length: the factor the keys index and neither the queries
-    // nor the result do.
-    double keys = 0, keyBlocks = 1;
-    if (op.inputs.size() >= 2 && !op.outputs.empty())
-      for (size_t f = 0; f < op.factors.size(); ++f)
-        if (indexes(op.inputs[1], int(f)) && !indexes(op.inputs[0], int(f)) && !indexes(op.outputs[0], int(f))) {
-          keyBlocks = double(ways(s, mesh, int(f)));
-          keys = double(op.factors[f].size) / keyBlocks;
-        }
-    if (keys <= 0)
-      keys = forward.back().size;
-    // A ring rank's queries meet every rank's block of keys in turn, not
-    // only the block it holds; a causal ring is unbalanced: the last rank's
-    // queries see every block before its own, P - 1/2 of the P blocks, and
-    // the step waits for it.
-    double blocks = ring ? keyBlocks : 1.0;
-    double busiest = ring && op.causal ? (ringRanks - 0.5) / ringRanks : 1.0;
-    t.forward = blocks * busiest * forwardFlops / (peak * interpolate(forward, keys));
-    t.backward = backwardFlops > 0 ? blocks * busiest * backwardFlops / (peak * interpolate(backward, keys)) : 0;
+    // The curves are by the length of a block of keys.
+    double keys = keyFactor >= 0 ? double(op.factors[size_t(keyFactor)].size) / double(ways(s, mesh, keyFactor))
+                                 : forward.back().size;
+    // A causal ring is unbalanced: the last rank's queries see every block
+    // before its own, P - 1/2 of the P blocks, and the step waits for it.
+    double busiest = ringing && op.causal ? (ringRanks - 0.5) / ringRanks : 1.0;
+    t.forward = busiest * forwardFlops / (peak * interpolate(forward, keys));
+    t.backward = backwardFlops > 0 ? busiest * backwardFlops / (peak * interpolate(backward, keys)) : 0;
   } else if (gemm && !rates.gemm.empty() && (shape = gemmShapeOf(op, s, mesh, rowShare, forwardFlops))) {
     auto seconds = [&](double m, double n, double k) {
       return shape->batch * 2 * m * n * k / (peak * rates.gemmEfficiency(m, n, k));
