@@ -273,3 +273,57 @@ TEST(KernelRates, AFusedAttentionKernelCoversItsSoftmaxAndDropout) {
   ASSERT_TRUE(materialized) << error;
   EXPECT_GT(materialized->stages[0].computeForward, 1.0);
 }
+
+// Ring attention on P ranks: each rank's queries meet every rank's block of
+// keys, so its kernel time is the attention of S/P queries against all S
+// keys whether the graph splits the keys' factor over the ring (as a model
+// file's graph does: each rank holds its block) or keeps it whole; a causal
+// ring waits for its last rank, which sees P - 1/2 of the P blocks. Worked
+// out from the flat curve, not read back from the estimator.
+TEST(KernelRates, ARingRanksAttentionMeetsEveryBlockOfKeys) {
+  const int64_t batch = 2, seq = 256, width = 64, ranks = 4;
+  const double peak = 1e11, forwardEfficiency = 0.04, backwardEfficiency = 0.02;
+  for (bool causal : {false, true}) {
+    Graph g;
+    Op op;
+    op.name = "attention";
+    op.kind = OpKind::MatMul;
+    op.attentionCore = true;
+    op.causal = causal;
+    op.factors = {{"batch", batch, FactorKind::Parallel},
+                  {"seq", seq, FactorKind::Parallel},
+                  {"kv_seq", seq, FactorKind::Reduction},
+                  {"width", width, FactorKind::Parallel}};
+    op.inputs = {{g.addValue("q", DType::F32), {{0}, {1}, {3}}},
+                 {g.addValue("k", DType::F32), {{0}, {2}, {3}}},
+                 {g.addValue("v", DType::F32), {{0}, {2}, {3}}}};
+    int out = g.addValue("out", DType::F32);
+    g.values[size_t(out)].producer = 0;
+    op.outputs = {{out, {{0}, {1}, {3}}}};
+    op.forwardFlops = 4.0 * double(batch * seq * seq * width);
+    op.backwardFlops = 2 * op.forwardFlops;
+    g.ops.push_back(op);
+
+    Cluster c = measuredDevice();
+    c.gpusPerNode = int(ranks);
+    c.kernels.ringAttentionForward = {{16, forwardEfficiency}, {1024, forwardEfficiency}};
+    c.kernels.ringAttentionBackward = {{16, backwardEfficiency}, {1024, backwardEfficiency}};
+    Strategy ring;
+    ring.sp = int(ranks);
+    ring.spMode = SequenceMode::Ring;
+    int sp = buildMesh(ring, c).axisIndex("sp");
+    ASSERT_GE(sp, 0);
+    double busiest = causal ? (double(ranks) - 0.5) / double(ranks) : 1.0;
+    double forward = busiest * op.forwardFlops / double(ranks) / (peak * forwardEfficiency);
+    double backward = busiest * op.backwardFlops / double(ranks) / (peak * backwardEfficiency);
+    for (bool keysSplit : {true, false}) {
+      GraphSharding sharding = {{{}, {sp}, keysSplit ? std::vector<int>{sp} : std::vector<int>{}, {}}};
+      std::string error;
+      auto e = estimate(g, ring, c, error, &sharding);
+      ASSERT_TRUE(e) << error;
+      SCOPED_TRACE(std::string(causal ? "causal" : "full") + (keysSplit ? ", keys split" : ", keys whole"));
+      EXPECT_NEAR(e->stages[0].computeForward, forward, 1e-9 * forward);
+      EXPECT_NEAR(e->stages[0].computeBackward, backward, 1e-9 * backward);
+    }
+  }
+}
