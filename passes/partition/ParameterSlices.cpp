@@ -74,13 +74,13 @@ void retypeTranspose(TransposeOp transpose) {
   transpose.getResult().setType(RankedTensorType::get(shape, input.getElementType()));
 }
 
-void splitParameter(ModuleOp module, const SplitOperand &operand, int64_t ranks) {
+void splitParameter(SymbolTable &parameters, const SplitOperand &operand, int64_t ranks) {
   ParamOp read = operand.read;
-  auto parameter = module.lookupSymbol<ParameterOp>(read.getName());
+  auto parameter = parameters.lookup<ParameterOp>(read.getName());
   RankedTensorType sliced =
       withDim(parameter.getTensorType(), operand.parameterDim,
               (parameter.getTensorType().getDimSize(operand.parameterDim) + operand.padding) / ranks);
-  Builder b(module.getContext());
+  Builder b(parameter.getContext());
   parameter.setTypeAttr(TypeAttr::get(sliced));
   parameter.setSplitDimAttr(b.getI64IntegerAttr(operand.parameterDim));
   parameter.setSplitsAttr(b.getI64IntegerAttr(ranks));

@@ -12,6 +12,7 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
@@ -50,7 +51,7 @@ std::optional<SplitOperand> traceToParameter(mlir::Value value, int64_t dim);
 /// dimension `operand.parameterDim` (recording `split_dim`, `splits` and,
 /// for a grouped split, `split_groups`), with the read and the transposes
 /// after it retyped to match.
-void splitParameter(mlir::ModuleOp module, const SplitOperand &operand, int64_t ranks);
+void splitParameter(mlir::SymbolTable &parameters, const SplitOperand &operand, int64_t ranks);
 
 /// Which dimensions of `from` make up each dimension of `to` in a reshape
 /// (row-major grouping), as [first, last) of `from` for each of `to`;

@@ -111,7 +111,7 @@ Value GridSplitter::broadcastInto(OpBuilder &b, Location loc, Value operand, Ran
 
 void GridSplitter::splitOnGrid(SplitOperand operand, BlockAxes dims, std::optional<Layout> readAs, int64_t groupDim,
                                int64_t groups) {
-  auto parameter = module_.lookupSymbol<ParameterOp>(operand.read.getName());
+  auto parameter = parameters_.lookup<ParameterOp>(operand.read.getName());
   RankedTensorType type = parameter.getTensorType();
   Layout layout = wholeLayout(type.getRank());
   SmallVector<int64_t> shape(type.getShape()), blocks(type.getRank(), 1);

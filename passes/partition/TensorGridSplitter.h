@@ -98,7 +98,7 @@ inline RankedTensorType localType(RankedTensorType type, GridDims d, const GridS
 class GridSplitter {
 public:
   GridSplitter(ModuleOp module, func::FuncOp forward, GridShape grid)
-      : module_(module), forward_(forward), grid_(grid), q_(grid.q) {
+      : module_(module), parameters_(module), forward_(forward), grid_(grid), q_(grid.q) {
     module.walk([&](ParamOp read) { ++reads_[read.getName()]; });
   }
 
@@ -194,6 +194,8 @@ private:
                                 int64_t groups = 1, TransposeOp tiedView = nullptr);
 
   ModuleOp module_;
+  /// The module's symbols, looked up once per parameter read.
+  SymbolTable parameters_;
   func::FuncOp forward_;
   GridShape grid_;
   int64_t q_;

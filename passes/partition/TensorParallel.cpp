@@ -289,9 +289,10 @@ FailureOr<TensorParallelSummary> partitionTensorParallel(ModuleOp module, int64_
 
   MLIRContext *context = module.getContext();
   StringAttr axis = StringAttr::get(context, kTensorAxis);
+  SymbolTable parameters(module);
   for (auto &[pair, operands] : planned) {
     for (const SplitOperand &operand : operands)
-      splitParameter(module, operand, ranks);
+      splitParameter(parameters, operand, ranks);
     summary.splitParameters += int64_t(operands.size());
     // The replicated input enters the split region once, before the first
     // column linear.

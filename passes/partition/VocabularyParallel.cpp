@@ -112,8 +112,9 @@ VocabularySummary splitVocabulary(ModuleOp module, func::FuncOp forward, int64_t
   VocabularySummary summary;
   llvm::StringMap<int> reads;
   module.walk([&](ParamOp read) { ++reads[read.getName()]; });
+  SymbolTable parameters(module);
   auto unsplit = [&](StringRef name) {
-    auto parameter = module.lookupSymbol<ParameterOp>(name);
+    auto parameter = parameters.lookup<ParameterOp>(name);
     return parameter && reads[name] == 1 && !parameter.getSplitDim();
   };
   auto splittable = [&](const SplitOperand &operand) { return unsplit(ParamOp(operand.read).getName()); };
@@ -179,7 +180,7 @@ VocabularySummary splitVocabulary(ModuleOp module, func::FuncOp forward, int64_t
                                std::to_string(rows + padding));
 
     // The table: one slice of rows per rank, read (and viewed) as such.
-    splitParameter(module, SplitOperand{read, vocabularyDim, {}, 1, padding}, ranks);
+    splitParameter(parameters, SplitOperand{read, vocabularyDim, {}, 1, padding}, ranks);
     ++summary.splitParameters;
     ++summary.tables;
     for (GatherOp lookup : lookups) {
@@ -203,7 +204,7 @@ VocabularySummary splitVocabulary(ModuleOp module, func::FuncOp forward, int64_t
       }
       for (SplitOperand bias : layer.biases) {
         bias.padding = padding;
-        splitParameter(module, bias, ranks);
+        splitParameter(parameters, bias, ranks);
         ++summary.splitParameters;
       }
       for (auto [value, dim] : layer.values)

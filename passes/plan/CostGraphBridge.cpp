@@ -7,8 +7,11 @@
 #include "colossal/Dialect/Train/TrainDialect.h"
 #include "colossal/cost/LayerDetection.h"
 
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <optional>
 
 using namespace mlir;
 
@@ -101,13 +104,12 @@ struct OpFacts {
 /// The values a gradient flows into: results of ops reading a trainable
 /// parameter, directly or through other such values. The backward pass
 /// keeps an op's input only for a gradient that needs it.
-llvm::DenseSet<Value> valuesWithGradients(func::FuncOp function) {
+llvm::DenseSet<Value> valuesWithGradients(func::FuncOp function, const std::optional<SymbolTable> &parameters) {
   llvm::DenseSet<Value> needs;
-  auto module = function->getParentOfType<ModuleOp>();
   function.walk([&](Operation *op) {
     bool flows = false;
     if (auto read = llvm::dyn_cast<train::ParamOp>(op)) {
-      auto declared = module ? module.lookupSymbol<train::ParameterOp>(read.getName()) : nullptr;
+      auto declared = parameters ? parameters->lookup<train::ParameterOp>(read.getName()) : nullptr;
       flows = !declared || declared.getTrainable();
     }
     for (Value operand : op->getOperands())
@@ -277,7 +279,12 @@ bool movesData(Operation *op) {
 
 FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOptions &options) {
   cost::Graph graph;
-  llvm::DenseSet<Value> needsGradient = valuesWithGradients(function);
+  // The parameters' declarations, in one table: a module's own lookup walks
+  // its body for every read.
+  std::optional<SymbolTable> parameters;
+  if (auto module = function->getParentOfType<ModuleOp>())
+    parameters.emplace(module);
+  llvm::DenseSet<Value> needsGradient = valuesWithGradients(function, parameters);
   llvm::DenseMap<Value, int> valueIndex;
   // Ops a pipeline makes again on another stage count once: their copies'
   // values are the original's (dist/Stages.h).
@@ -315,7 +322,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOpti
     if (auto param = v.getDefiningOp<train::ParamOp>()) {
       name = param.getName().str();
       isParameter = true;
-      auto declared = SymbolTable::lookupNearestSymbolFrom<train::ParameterOp>(param, param.getNameAttr());
+      auto declared = parameters ? parameters->lookup<train::ParameterOp>(param.getName()) : nullptr;
       frozen = declared && !declared.getTrainable();
     }
     int index = graph.addValue(name, *dtype, isParameter);
