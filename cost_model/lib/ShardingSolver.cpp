@@ -4,6 +4,7 @@
 #include "KernelTime.h"
 #include "ShardedCosts.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace colossal::cost {
@@ -88,6 +89,97 @@ double inputSeconds(const Graph &graph, const Op &op, const OpSharding &s, const
   double backward =
       source.gradient ? reshard(gradientSpecOf(op, s, mesh, use), have, full, mesh, cluster, scratch) : 0.0;
   return forward + backward;
+}
+
+/// Whether two ops cost the same under the same sharding: everything the
+/// kernel and resharding prices read (not the names, layers or which
+/// values they are).
+bool costsAlike(const Graph &graph, const Op &a, const Op &b) {
+  auto sameUses = [&](const std::vector<TensorUse> &x, const std::vector<TensorUse> &y) {
+    if (x.size() != y.size())
+      return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const Value &u = graph.values[size_t(x[i].value)], &v = graph.values[size_t(y[i].value)];
+      if (x[i].dims != y[i].dims || u.dtype != v.dtype || u.isParameter != v.isParameter || u.frozen != v.frozen ||
+          u.constant != v.constant || u.readByBackward != v.readByBackward)
+        return false;
+    }
+    return true;
+  };
+  auto sameFactors = [](const std::vector<Factor> &x, const std::vector<Factor> &y) {
+    if (x.size() != y.size())
+      return false;
+    for (size_t f = 0; f < x.size(); ++f)
+      if (x[f].name != y[f].name || x[f].size != y[f].size || x[f].kind != y[f].kind)
+        return false;
+    return true;
+  };
+  auto sameSaved = [](const std::vector<SavedTensor> &x, const std::vector<SavedTensor> &y) {
+    if (x.size() != y.size())
+      return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i].dims != y[i].dims || x[i].dtype != y[i].dtype ||
+          x[i].recomputedWhenSelective != y[i].recomputedWhenSelective || x[i].input != y[i].input ||
+          x[i].output != y[i].output)
+        return false;
+    return true;
+  };
+  return a.kind == b.kind && a.forwardFlops == b.forwardFlops && a.backwardFlops == b.backwardFlops &&
+         a.attentionCore == b.attentionCore && a.recomputedWhenSelective == b.recomputedWhenSelective &&
+         a.relabels == b.relabels && a.weightView == b.weightView && a.gradientsInTurn == b.gradientsInTurn &&
+         a.transposedForGradient == b.transposedForGradient && a.transcendental == b.transcendental &&
+         a.causal == b.causal && a.exchange == b.exchange && sameFactors(a.factors, b.factors) &&
+         sameUses(a.inputs, b.inputs) && sameUses(a.outputs, b.outputs) && sameSaved(a.saved, b.saved);
+}
+
+/// The index of `use` among `op`'s inputs or outputs (-1 if neither).
+int useIndex(const Op &op, const TensorUse *use) {
+  for (const auto *uses : {&op.inputs, &op.outputs})
+    for (size_t i = 0; i < uses->size(); ++i)
+      if (&(*uses)[i] == use)
+        return int(i) + (uses == &op.outputs ? 1 << 16 : 0);
+  return -1;
+}
+
+/// Per op, the op at its place in the previous layer whose cost tables it
+/// shares (-1 if none): the same costs and candidate shardings (`choices`), and every
+/// input from alike sources with the same candidates. Identical layers
+/// then price each choice once rather than once per layer.
+std::vector<int> previousLayerTwins(const Graph &graph, const std::vector<std::vector<OpSharding>> &choices,
+                                    const std::vector<std::vector<InputSource>> &sources) {
+  const size_t n = graph.ops.size();
+  std::vector<int> twin(n, -1);
+  std::vector<int> layerStart(size_t(std::max(graph.numLayers, 0)), -1);
+  for (size_t o = 0; o < n; ++o) {
+    int l = graph.ops[o].layer;
+    if (l >= 0 && l < graph.numLayers && layerStart[size_t(l)] < 0)
+      layerStart[size_t(l)] = int(o);
+  }
+  auto alike = [&](int a, int b) {
+    return a == b ||
+           (costsAlike(graph, graph.ops[size_t(a)], graph.ops[size_t(b)]) && choices[size_t(a)] == choices[size_t(b)]);
+  };
+  for (size_t o = 0; o < n; ++o) {
+    const Op &op = graph.ops[o];
+    int l = op.layer;
+    if (l < 1 || l >= graph.numLayers || layerStart[size_t(l - 1)] < 0 || graph.repeatOf(l) != graph.repeatOf(l - 1))
+      continue;
+    int t = int(o) - (layerStart[size_t(l)] - layerStart[size_t(l - 1)]);
+    if (t < 0 || graph.ops[size_t(t)].layer != l - 1 || !alike(int(o), t))
+      continue;
+    bool same = sources[o].size() == sources[size_t(t)].size();
+    for (size_t i = 0; same && i < sources[o].size(); ++i) {
+      const InputSource &a = sources[o][i], &b = sources[size_t(t)][i];
+      same = a.parameter == b.parameter && a.gradient == b.gradient && (a.op < 0) == (b.op < 0) &&
+             (a.op == int(o)) == (b.op == t);
+      if (same && a.op >= 0 && a.op != int(o))
+        same =
+            alike(a.op, b.op) && useIndex(graph.ops[size_t(a.op)], a.use) == useIndex(graph.ops[size_t(b.op)], b.use);
+    }
+    if (same)
+      twin[o] = t;
+  }
+  return twin;
 }
 
 } // namespace
@@ -213,36 +305,52 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
   ShardingSolution solution;
   solution.widestFrontier = 1;
   std::vector<int> decoded;
+  // Per input: its resharding, indexed by (own choice, source's choice),
+  // the source's own choice where it is this op.
+  struct Term {
+    int source, width;
+    std::vector<double> seconds;
+  };
+  const std::vector<int> twins = previousLayerTwins(graph, choices, sources);
+  std::vector<std::vector<double>> unaries(n);
+  std::vector<std::vector<Term>> termsOf(n);
   for (size_t o = 0; o < n; ++o) {
     const Op &op = graph.ops[o];
     double repeat = double(graph.repeatOf(op.layer));
     const int k = int(choices[o].size());
-    std::vector<double> unary(static_cast<size_t>(k));
-    for (int c = 0; c < k; ++c)
-      unary[size_t(c)] = computeSeconds(graph, op, choices[o][size_t(c)], mesh, cluster) * repeat;
-    // Per input: its resharding, indexed by (own choice, source's choice),
-    // the source's own choice where it is this op.
-    struct Term {
-      int source, width;
-      std::vector<double> seconds;
-    };
-    std::vector<Term> terms;
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      const InputSource &source = sources[o][i];
-      if (source.op < 0)
-        continue;
-      Term term{source.op, source.op == int(o) ? 1 : int(choices[size_t(source.op)].size()), {}};
-      term.seconds.resize(size_t(k * term.width));
-      for (int cp = 0; cp < term.width; ++cp)
-        for (int c = 0; c < k; ++c) {
-          const OpSharding &theirs =
-              source.op == int(o) ? choices[o][size_t(c)] : choices[size_t(source.op)][size_t(cp)];
-          term.seconds[size_t(c * term.width + cp)] =
-              inputSeconds(graph, op, choices[o][size_t(c)], op.inputs[i], source, graph.ops[size_t(source.op)], theirs,
-                           mesh, cluster) *
-              repeat;
-        }
-      terms.push_back(std::move(term));
+    // An op alike its twin in the previous layer shares its tables.
+    const int t = twins[o];
+    std::vector<double> &unary = unaries[o];
+    std::vector<Term> &terms = termsOf[o];
+    if (t >= 0) {
+      unary = unaries[size_t(t)];
+      terms = termsOf[size_t(t)];
+      size_t j = 0;
+      for (const InputSource &source : sources[o])
+        if (source.op >= 0)
+          terms[j++].source = source.op;
+    } else {
+      ++solution.opsPriced;
+      unary.resize(size_t(k));
+      for (int c = 0; c < k; ++c)
+        unary[size_t(c)] = computeSeconds(graph, op, choices[o][size_t(c)], mesh, cluster) * repeat;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        const InputSource &source = sources[o][i];
+        if (source.op < 0)
+          continue;
+        Term term{source.op, source.op == int(o) ? 1 : int(choices[size_t(source.op)].size()), {}};
+        term.seconds.resize(size_t(k * term.width));
+        for (int cp = 0; cp < term.width; ++cp)
+          for (int c = 0; c < k; ++c) {
+            const OpSharding &theirs =
+                source.op == int(o) ? choices[o][size_t(c)] : choices[size_t(source.op)][size_t(cp)];
+            term.seconds[size_t(c * term.width + cp)] =
+                inputSeconds(graph, op, choices[o][size_t(c)], op.inputs[i], source, graph.ops[size_t(source.op)],
+                             theirs, mesh, cluster) *
+                repeat;
+          }
+        terms.push_back(std::move(term));
+      }
     }
 
     // The frontier after op o.

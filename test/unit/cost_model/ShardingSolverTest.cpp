@@ -98,6 +98,63 @@ Graph randomGraph(std::mt19937 &rng, int ops) {
   return g;
 }
 
+/// `layers` identical layers marked as such, each a linear layer of its
+/// own weight and a residual add that also reads a value made before the
+/// layers (a mask), then a loss.
+Graph layeredGraph(int layers) {
+  Graph g;
+  // Wide enough that splitting pays and the layouts between ops matter.
+  const int64_t rows = 8192, width = 8192;
+  auto elementwise = [&](const std::string &name, std::vector<int> inputs) {
+    Op op;
+    op.name = name;
+    op.factors = {{"rows", rows, FactorKind::Parallel}, {"width", width, FactorKind::Parallel}};
+    for (int v : inputs)
+      op.inputs.push_back({v, {{0}, {1}}});
+    op.forwardFlops = 4.0 * rows * width;
+    op.backwardFlops = 2 * op.forwardFlops;
+    int out = g.addValue(name + ".out", DType::BF16);
+    g.values[size_t(out)].producer = int(g.ops.size());
+    op.outputs = {{out, {{0}, {1}}}};
+    g.ops.push_back(std::move(op));
+    return out;
+  };
+  int x = g.addValue("x", DType::BF16);
+  int mask = elementwise("mask", {g.addValue("m", DType::BF16)});
+  g.numLayers = layers;
+  for (int l = 0; l < layers; ++l) {
+    Op linear;
+    linear.name = "layers." + std::to_string(l) + ".linear";
+    linear.kind = OpKind::MatMul;
+    linear.factors = {{"rows", rows, FactorKind::Parallel},
+                      {"in", width, FactorKind::Reduction},
+                      {"out", width, FactorKind::Parallel}};
+    int w = g.addValue(linear.name + ".weight", DType::BF16, true);
+    linear.inputs = {{x, {{0}, {1}}}, {w, {{1}, {2}}}};
+    linear.forwardFlops = 2.0 * rows * width * width;
+    linear.backwardFlops = 2 * linear.forwardFlops;
+    linear.saved = {{{{0}, {1}}, DType::BF16, false, 0}};
+    linear.layer = l;
+    int y = g.addValue(linear.name + ".out", DType::BF16);
+    g.values[size_t(y)].producer = int(g.ops.size());
+    linear.outputs = {{y, {{0}, {2}}}};
+    g.ops.push_back(std::move(linear));
+    x = elementwise("layers." + std::to_string(l) + ".residual", {y, x, mask});
+    g.ops.back().layer = l;
+  }
+  Op loss;
+  loss.name = "sum";
+  loss.kind = OpKind::Loss;
+  loss.factors = {{"rows", rows, FactorKind::Reduction}, {"width", width, FactorKind::Reduction}};
+  loss.inputs = {{x, {{0}, {1}}}};
+  int out = g.addValue("loss", DType::F32);
+  g.values[size_t(out)].producer = int(g.ops.size());
+  loss.outputs = {{out, {}}};
+  loss.forwardFlops = loss.backwardFlops = double(rows) * width;
+  g.ops.push_back(std::move(loss));
+  return g;
+}
+
 Mesh tensorMesh(int tp, const Cluster &cluster) {
   Strategy s;
   s.tp = tp;
@@ -230,6 +287,30 @@ TEST(ShardingSolver, EqualsExhaustiveEnumerationOnRandomGraphs) {
       EXPECT_NEAR(solved->seconds, shardingSeconds(graph, solved->sharding, mesh, cluster),
                   1e-12 * exhaustive);
     }
+  }
+}
+
+TEST(ShardingSolver, IdenticalLayersPricedOnceStillExact) {
+  // Ops alike their place in the previous layer share its cost tables; the
+  // choice is still the best of every assignment, whose costs are summed
+  // op by op (shardingSeconds) with no sharing.
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  for (auto [layers, tp, sp] : {std::tuple{3, 2, 1}, std::tuple{3, 4, 1}, std::tuple{4, 2, 1}}) {
+    Graph graph = layeredGraph(layers);
+    Mesh mesh = tensorSequenceMesh(tp, sp, cluster);
+    std::vector<AxisToPlace> axes{{mesh.axisIndex("tp"), {}}};
+    if (sp > 1)
+      axes.push_back({mesh.axisIndex("sp"), {}});
+    std::optional<double> exhaustive = exhaustiveMinimum(graph, mesh, axes, cluster, 2e5);
+    ASSERT_TRUE(exhaustive);
+    std::string error;
+    auto solved = solveSharding(graph, {}, mesh, axes, cluster, error);
+    ASSERT_TRUE(solved) << error;
+    EXPECT_NEAR(solved->seconds, *exhaustive, 1e-12 * *exhaustive) << layers << " layers, tp=" << tp;
+    EXPECT_NEAR(solved->seconds, shardingSeconds(graph, solved->sharding, mesh, cluster), 1e-12 * *exhaustive);
+    // The second layer reads the first's result where the first reads the
+    // model's input: from the third layer on, each shares both ops' tables.
+    EXPECT_EQ(solved->opsPriced, int64_t(graph.ops.size()) - 2 * (layers - 2)) << layers << " layers";
   }
 }
 

@@ -58,6 +58,9 @@ struct ShardingSolution {
   double seconds = 0;
   /// The most frontier states one step held (the solver's work per op).
   int64_t widestFrontier = 0;
+  /// The ops whose choices were priced; the others took the tables of the
+  /// op at their place in the previous, identical layer.
+  int64_t opsPriced = 0;
 };
 
 /// The factors of `op` that `axis` may split on top of `base`.
