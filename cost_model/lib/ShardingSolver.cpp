@@ -300,8 +300,10 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
   std::vector<int> frontier;
   std::vector<int> slotOf(n, -1);
   std::vector<double> cost{0.0};
-  // back[o][state after o] = (state before o, choice of o).
-  std::vector<std::vector<std::pair<int64_t, int16_t>>> back(n);
+  // back[o][state after o] = (state before o, choice of o), in 8 bytes:
+  // the solver's largest allocation.
+  maxStates = std::min<int64_t>(maxStates, std::numeric_limits<int32_t>::max());
+  std::vector<std::vector<std::pair<int32_t, int16_t>>> back(n);
   ShardingSolution solution;
   solution.widestFrontier = 1;
   std::vector<int> decoded;
@@ -383,29 +385,38 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
 
     std::vector<double> nextCost(size_t(nextStates), std::numeric_limits<double>::infinity());
     back[o].assign(size_t(nextStates), {-1, -1});
+    // Per term, the frontier slot of its source (-1: this op itself), and
+    // for the state at hand, the source's choice.
+    std::vector<int> termSlot, termChoice(terms.size(), 0);
+    for (const Term &term : terms)
+      termSlot.push_back(term.source == int(o) ? -1 : slotOf[size_t(term.source)]);
+    std::vector<int> width;
+    for (int p : frontier)
+      width.push_back(int(choices[size_t(p)].size()));
+    const int64_t ownStride = ownSlot >= 0 ? nextStride[size_t(ownSlot)] : 0;
+    // The states in order, their digits (each frontier op's choice) counted
+    // up rather than divided out of the index.
     decoded.assign(frontier.size(), 0);
     for (int64_t state = 0; state < int64_t(cost.size()); ++state) {
+      if (state > 0)
+        for (size_t j = 0; j < decoded.size() && ++decoded[j] == width[j]; ++j)
+          decoded[j] = 0;
       if (cost[size_t(state)] == std::numeric_limits<double>::infinity())
         continue;
-      int64_t rest = state;
-      for (size_t j = 0; j < frontier.size(); ++j) {
-        int64_t width = int64_t(choices[size_t(frontier[j])].size());
-        decoded[j] = int(rest % width);
-        rest /= width;
-      }
       int64_t kept = 0;
       for (size_t m = 0; m < next.size(); ++m)
         if (keptSlot[m] >= 0)
           kept += decoded[size_t(keptSlot[m])] * nextStride[m];
+      for (size_t t = 0; t < terms.size(); ++t)
+        termChoice[t] = termSlot[t] < 0 ? 0 : decoded[size_t(termSlot[t])];
       for (int c = 0; c < k; ++c) {
         double total = cost[size_t(state)] + unary[size_t(c)];
-        for (const Term &term : terms)
-          total += term.seconds[size_t(c * term.width +
-                                       (term.source == int(o) ? 0 : decoded[size_t(slotOf[size_t(term.source)])]))];
-        int64_t target = kept + (ownSlot >= 0 ? c * nextStride[size_t(ownSlot)] : 0);
+        for (size_t t = 0; t < terms.size(); ++t)
+          total += terms[t].seconds[size_t(c * terms[t].width + termChoice[t])];
+        int64_t target = kept + c * ownStride;
         if (total < nextCost[size_t(target)]) {
           nextCost[size_t(target)] = total;
-          back[o][size_t(target)] = {state, int16_t(c)};
+          back[o][size_t(target)] = {int32_t(state), int16_t(c)};
         }
       }
     }
