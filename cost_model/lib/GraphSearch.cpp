@@ -377,9 +377,13 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                     ++result.evaluated;
                     layer.learn(*e);
                     groupPipeline = e->pipeline.makespan;
-                    SearchCandidate candidate{s, b, std::move(*e), tp > 1 && placed ? *placed : GraphSharding{},
-                                              placement};
-                    if (buildable && candidate.estimate.fits() && candidate.estimate.stepTime < bestBuildableTime())
+                    SearchCandidate candidate{s, b, std::move(*e), GraphSharding{}, placement};
+                    bool bestBuildable =
+                        buildable && candidate.estimate.fits() && candidate.estimate.stepTime < bestBuildableTime();
+                    // The per-op shardings (a graph's size) only where kept.
+                    if (tp > 1 && placed && (bestBuildable || wouldKeep(result, candidate.estimate, o.keep)))
+                      candidate.sharding = *placed;
+                    if (bestBuildable)
                       result.bestBuildable = candidate;
                     keepCandidate(result, std::move(candidate), o.keep);
                     if (o.progress &&

@@ -414,6 +414,13 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
   return result;
 }
 
+bool wouldKeep(const SearchResult &result, const Estimate &e, int keep) {
+  if (e.fits())
+    return int(result.best.size()) < keep ||
+           (!result.best.empty() && e.stepTime < result.best.back().estimate.stepTime);
+  return !result.leastMemory || e.memory.total() < result.leastMemory->estimate.memory.total();
+}
+
 void keepCandidate(SearchResult &result, SearchCandidate candidate, int keep) {
   if (candidate.estimate.fits()) {
     auto at = std::upper_bound(result.best.begin(), result.best.end(), candidate.estimate.stepTime,

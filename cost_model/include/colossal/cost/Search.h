@@ -123,6 +123,9 @@ SearchResult searchPlans(const TransformerShape &shape, const Cluster &cluster,
 /// Keeps `candidate` among the `keep` fastest plans that fit (best first),
 /// or as the plan with the least memory when it does not fit.
 void keepCandidate(SearchResult &result, SearchCandidate candidate, int keep);
+/// Whether keepCandidate would keep a candidate of estimate `e`: a search
+/// copies a plan's per-op shardings only into the candidates it keeps.
+bool wouldKeep(const SearchResult &result, const Estimate &e, int keep);
 
 /// Why `candidate` is slower than `winner`, in one line ("+12% step time:
 /// exposed communication 0.8 s more, bubble 0.1 s less").
