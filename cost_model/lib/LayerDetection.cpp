@@ -3,40 +3,67 @@
 #include "colossal/cost/LayerDetection.h"
 
 #include <algorithm>
-#include <functional>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace colossal::cost {
 namespace {
 
-/// An op's name with its numbers dropped: "layers.3.attn" and
-/// "layers.4.attn" name the same op of two layers.
-std::string withoutNumbers(const std::string &name) {
-  std::string out;
-  for (char c : name)
-    if (c < '0' || c > '9')
-      out += c;
-  return out;
-}
+/// A 64-bit FNV-1a hash fed piece by piece (no text is built).
+struct Signature {
+  uint64_t hash = 1469598103934665603ull;
+  void add(uint64_t word) {
+    for (int i = 0; i < 8; ++i, word >>= 8)
+      hash = (hash ^ (word & 0xff)) * 1099511628211ull;
+  }
+  void add(double number) {
+    uint64_t word;
+    std::memcpy(&word, &number, sizeof word);
+    add(word);
+  }
+  void add(const std::string &text) {
+    for (char c : text)
+      hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+    add(uint64_t(0));
+  }
+  /// A name with its numbers dropped: "layers.3.attn" and "layers.4.attn"
+  /// name the same op of two layers.
+  void addWithoutNumbers(const std::string &name) {
+    for (char c : name)
+      if (c < '0' || c > '9')
+        hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+    add(uint64_t(0));
+  }
+};
 
 /// Everything about an op except which values it reads, as one hash.
 size_t signatureOf(const Graph &graph, const Op &op) {
-  std::string text = withoutNumbers(op.name) + "|" + std::to_string(int(op.kind)) + "|" + std::to_string(op.forwardFlops) + "|" +
-                     std::to_string(op.backwardFlops);
-  for (const Factor &f : op.factors)
-    text += "|" + f.name + ":" + std::to_string(f.size) + ":" + std::to_string(int(f.kind));
-  for (const auto *uses : {&op.inputs, &op.outputs})
+  Signature s;
+  s.addWithoutNumbers(op.name);
+  s.add(uint64_t(op.kind));
+  s.add(op.forwardFlops);
+  s.add(op.backwardFlops);
+  for (const Factor &f : op.factors) {
+    s.add(f.name);
+    s.add(uint64_t(f.size));
+    s.add(uint64_t(f.kind));
+  }
+  for (const auto *uses : {&op.inputs, &op.outputs}) {
+    s.add(uint64_t(uses->size()));
     for (const TensorUse &use : *uses) {
       const Value &v = graph.values[size_t(use.value)];
-      text += "|" + std::to_string(int(v.dtype)) + (v.isParameter ? "p" : "a");
+      s.add(uint64_t(v.dtype) * 2 + (v.isParameter ? 1 : 0));
+      s.add(uint64_t(use.dims.size()));
       for (const auto &dim : use.dims) {
-        text += "[";
+        s.add(uint64_t(dim.size()));
         for (int f : dim)
-          text += std::to_string(f) + ",";
+          s.add(uint64_t(f));
       }
     }
-  return std::hash<std::string>()(text);
+  }
+  return size_t(s.hash);
 }
 
 /// The ops that read only the step's data and constants, however deeply

@@ -45,7 +45,19 @@ RankParameters countParameters(const EstimateContext &ctx) {
   std::vector<double> &tensorSplitTensors = p.tensorSplitTensors;
   tensorSplitTensors.assign(ranks, 0);
   std::vector<int> firstLayer(ranks, -1);
-  std::vector<std::set<int>> seen(ranks);
+  // Which ranks have counted each parameter: nearly all are read on one
+  // rank, so the first in a flat table and the rare others (a tied
+  // embedding's second stage) in a set.
+  std::vector<int> firstSeenOn(graph.values.size(), -1);
+  std::set<std::pair<int, int>> seenElsewhere;
+  auto firstRead = [&](int value, int rank) {
+    int &first = firstSeenOn[size_t(value)];
+    if (first < 0) {
+      first = rank;
+      return true;
+    }
+    return first != rank && seenElsewhere.insert({rank, value}).second;
+  };
   // A pipeline's trainable weights as each rank holds them (value, rank,
   // local elements), and which are held by more than one rank.
   struct Held {
@@ -60,7 +72,7 @@ RankParameters countParameters(const EstimateContext &ctx) {
     int rank = opStage[o] % ranks;
     for (const TensorUse &use : graph.ops[o].inputs) {
       const Value &value = graph.values[use.value];
-      if (!value.isParameter || !seen[rank].insert(use.value).second)
+      if (!value.isParameter || !firstRead(use.value, rank))
         continue;
       double n = localElements(graph.ops[o], sharding[o], mesh, use.dims) / weightShare;
       params[rank] += n * ctx.repeatOf(o);
