@@ -48,6 +48,18 @@ struct EstimateContext {
   /// Mesh axis indices (-1 if absent).
   int pp = -1, dp = -1, sp = -1;
 
+  /// This context for `s` and `o`, which differ from it in ZeRO and offload
+  /// alone (EstimateReuse). A field added above is copied here too.
+  EstimateContext withStrategy(const Strategy &s, const EstimateOptions &o) const {
+    EstimateContext c{graph, s, cluster, mesh, sharding, o};
+    c.grid = grid, c.gridQ = gridQ, c.gridDepth = gridDepth, c.gridShare = gridShare, c.weightShare = weightShare;
+    c.ranks = ranks, c.chunks = chunks, c.stages = stages, c.m = m;
+    c.split = split, c.opStage = opStage, c.stageRemade = stageRemade;
+    c.firstLayerOp = firstLayerOp, c.lastLayerOp = lastLayerOp, c.tailStart = tailStart;
+    c.pp = pp, c.dp = dp, c.sp = sp;
+    return c;
+  }
+
   /// How many copies of op `o` the graph stands for.
   double repeatOf(size_t o) const { return double(graph.repeatOf(graph.ops[o].layer)); }
 };

@@ -240,19 +240,115 @@ OpTotals costOps(const EstimateContext &ctx, const LayerMemory &layers, const Op
   return totals;
 }
 
+/// Whether two strategies differ at most in ZeRO and offload.
+bool sameBesidesModelStates(const Strategy &a, const Strategy &b) {
+  return std::tie(a.dp, a.pp, a.tp, a.sp, a.tpMode, a.tpDepth, a.spMode, a.microbatches, a.schedule, a.virtualStages,
+                  a.recompute, a.stageLayers) == std::tie(b.dp, b.pp, b.tp, b.sp, b.tpMode, b.tpDepth, b.spMode,
+                                                          b.microbatches, b.schedule, b.virtualStages, b.recompute,
+                                                          b.stageLayers);
+}
+
+bool sameOptions(const EstimateOptions &a, const EstimateOptions &b) {
+  return std::tie(a.bucketBytes, a.workspaceBytes, a.shardedNormReductions, a.optimizerMoments, a.recordPipelineTasks,
+                  a.layouts, a.recomputeCollectives, a.overlapGradientBuckets, a.prefetchGathers) ==
+         std::tie(b.bucketBytes, b.workspaceBytes, b.shardedNormReductions, b.optimizerMoments, b.recordPipelineTasks,
+                  b.layouts, b.recomputeCollectives, b.overlapGradientBuckets, b.prefetchGathers);
+}
+
 } // namespace
 
-std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
-                                 const Cluster &cluster, std::string &error,
-                                 const GraphSharding *explicitSharding,
-                                 const EstimateOptions &options) {
+struct EstimateReuse::Base {
+  // What it was made for.
+  const Graph *graph = nullptr;
+  const Cluster *cluster = nullptr;
+  const GraphSharding *explicitSharding = nullptr;
+  Strategy strategy;
+  EstimateOptions options;
+  // What it holds (EstimateContext refers to the mesh and the sharding).
+  Mesh mesh;
+  GraphSharding templated;
+  std::unique_ptr<EstimateContext> ctx;
+  LayerMemory layers;
+  OpTotals totals;
+  PipelineResult pipeline;
+  StageActivations activations;
+  RankParameters parameters;
+
+  bool serves(const Graph &g, const Strategy &s, const Cluster &c, const GraphSharding *sharding,
+              const EstimateOptions &o) const {
+    return graph == &g && cluster == &c && explicitSharding == sharding && sameBesidesModelStates(strategy, s) &&
+           sameOptions(options, o);
+  }
+
+  /// Computes everything but the model states; false with `error`.
+  bool build(std::string &error) {
+    const Strategy &strategy = this->strategy;
+    int chunks = strategy.schedule == Schedule::Interleaved ? strategy.virtualStages : 1;
+    mesh = buildMesh(strategy, *cluster);
+    if (!explicitSharding)
+      templated = shardGraph(*graph, strategy, mesh);
+    const GraphSharding &sharding = explicitSharding ? *explicitSharding : templated;
+    if (sharding.size() != graph->ops.size()) {
+      error = "the sharding covers " + std::to_string(sharding.size()) + " ops, the graph has " +
+              std::to_string(graph->ops.size());
+      return false;
+    }
+    if (!checkSharding(*graph, sharding, mesh, strategy, error, options.layouts))
+      return false;
+
+    // 2D/2.5D/3D tensor parallelism: every op's work and tensors are split
+    // over the whole grid (weights over the q x q planes), and linear layers,
+    // norms and the loss add the grid algorithms' collectives (TensorGrid.h).
+    bool grid = strategy.tpMode != TensorMode::OneD && strategy.tp > 1;
+    const std::pair<int, int> gridShape = tensorGrid(strategy);
+    const int gridQ = gridShape.first, gridDepth = gridShape.second;
+    double gridShare = grid ? double(strategy.tp) : 1.0;
+    double weightShare =
+        grid ? (strategy.tpMode == TensorMode::TwoPointFiveD ? double(gridQ) * gridQ : gridShare) : 1.0;
+    ctx = std::make_unique<EstimateContext>(EstimateContext{*graph, strategy, *cluster, mesh, sharding, options});
+    EstimateContext &ctx = *this->ctx;
+    ctx.grid = grid;
+    ctx.gridQ = gridQ, ctx.gridDepth = gridDepth;
+    ctx.gridShare = gridShare, ctx.weightShare = weightShare;
+    int ranks = strategy.pp, stages = ranks * chunks, m = strategy.microbatches;
+    ctx.ranks = ranks, ctx.chunks = chunks, ctx.stages = stages, ctx.m = m;
+    ctx.pp = mesh.axisIndex("pp"), ctx.dp = mesh.axisIndex("dp"), ctx.sp = mesh.axisIndex("sp");
+    placeStages(ctx);
+    ctx.stageRemade = stages > 1 ? remadeOnEachStage(*graph) : std::vector<char>(graph->values.size(), 0);
+
+    layers = layerMemory(ctx);
+    OpCoster coster(ctx);
+    totals = costOps(ctx, layers, coster);
+
+    // Pipeline.
+    std::vector<ChunkTimes> times(stages);
+    for (int stage = 0; stage < stages; ++stage) {
+      StageEstimate &st = totals.perStage[stage];
+      st.forward = st.computeForward + st.commForward;
+      st.backward = st.computeBackward + st.commBackward;
+      times[(stage / ranks) * ranks + stage % ranks] = {st.forward, st.backward};
+    }
+    if (!simulatePipeline(ranks > 1 ? strategy.schedule : Schedule::OneFOneB, ranks, chunks, m, times,
+                          totals.p2pSeconds, pipeline, error, options.recordPipelineTasks))
+      return false;
+    activations = stageActivations(ctx, layers, totals.working);
+    parameters = countParameters(ctx);
+    return true;
+  }
+};
+
+EstimateReuse::EstimateReuse() = default;
+EstimateReuse::~EstimateReuse() = default;
+
+std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy, const Cluster &cluster,
+                                 std::string &error, const GraphSharding *explicitSharding,
+                                 const EstimateOptions &options, EstimateReuse *reuse) {
   error.clear();
   if (strategy.devices() > cluster.devices()) {
     error = "the plan needs " + std::to_string(strategy.devices()) + " devices; the cluster has " +
             std::to_string(cluster.devices());
     return std::nullopt;
   }
-  int chunks = strategy.schedule == Schedule::Interleaved ? strategy.virtualStages : 1;
   if (strategy.schedule != Schedule::Interleaved && strategy.virtualStages != 1) {
     error = "virtual_stages > 1 needs the interleaved schedule";
     return std::nullopt;
@@ -262,59 +358,28 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
     (void)checkSharding(Graph(), {}, none, strategy, error);
     return std::nullopt;
   }
-  Mesh mesh = buildMesh(strategy, cluster);
-  GraphSharding templated;
-  if (!explicitSharding)
-    templated = shardGraph(graph, strategy, mesh);
-  const GraphSharding &sharding = explicitSharding ? *explicitSharding : templated;
-  if (sharding.size() != graph.ops.size()) {
-    error = "the sharding covers " + std::to_string(sharding.size()) + " ops, the graph has " +
-            std::to_string(graph.ops.size());
-    return std::nullopt;
+  std::unique_ptr<EstimateReuse::Base> own;
+  EstimateReuse::Base *base = reuse ? reuse->base_.get() : nullptr;
+  if (!base || !base->serves(graph, strategy, cluster, explicitSharding, options)) {
+    own = std::make_unique<EstimateReuse::Base>();
+    own->graph = &graph, own->cluster = &cluster, own->explicitSharding = explicitSharding;
+    own->strategy = strategy, own->options = options;
+    if (!own->build(error))
+      return std::nullopt;
+    base = own.get();
+    if (reuse)
+      reuse->base_ = std::move(own);
   }
-  if (!checkSharding(graph, sharding, mesh, strategy, error, options.layouts))
-    return std::nullopt;
-
-  // 2D/2.5D/3D tensor parallelism: every op's work and tensors are split
-  // over the whole grid (weights over the q x q planes), and linear layers,
-  // norms and the loss add the grid algorithms' collectives (TensorGrid.h).
-  bool grid = strategy.tpMode != TensorMode::OneD && strategy.tp > 1;
-  const std::pair<int, int> gridShape = tensorGrid(strategy);
-  const int gridQ = gridShape.first, gridDepth = gridShape.second;
-  double gridShare = grid ? double(strategy.tp) : 1.0;
-  double weightShare =
-      grid ? (strategy.tpMode == TensorMode::TwoPointFiveD ? double(gridQ) * gridQ : gridShare)
-           : 1.0;
-  EstimateContext ctx{graph, strategy, cluster, mesh, sharding, options};
-  ctx.grid = grid;
-  ctx.gridQ = gridQ, ctx.gridDepth = gridDepth;
-  ctx.gridShare = gridShare, ctx.weightShare = weightShare;
-  int ranks = strategy.pp, stages = ranks * chunks, m = strategy.microbatches;
-  ctx.ranks = ranks, ctx.chunks = chunks, ctx.stages = stages, ctx.m = m;
-  ctx.pp = mesh.axisIndex("pp"), ctx.dp = mesh.axisIndex("dp"), ctx.sp = mesh.axisIndex("sp");
-  placeStages(ctx);
-  ctx.stageRemade = stages > 1 ? remadeOnEachStage(graph) : std::vector<char>(graph.values.size(), 0);
-
-  LayerMemory layers = layerMemory(ctx);
-  OpCoster coster(ctx);
-  OpTotals totals = costOps(ctx, layers, coster);
+  // The base's context with this plan's ZeRO and offload.
+  EstimateContext ctx = base->ctx->withStrategy(strategy, options);
+  const Mesh &mesh = base->mesh;
+  const int ranks = ctx.ranks, m = ctx.m;
+  const LayerMemory &layers = base->layers;
+  OpTotals totals = base->totals;
   std::vector<StageEstimate> &perStage = totals.perStage;
-
-  // Pipeline.
-  std::vector<ChunkTimes> times(stages);
-  for (int stage = 0; stage < stages; ++stage) {
-    StageEstimate &st = perStage[stage];
-    st.forward = st.computeForward + st.commForward;
-    st.backward = st.computeBackward + st.commBackward;
-    times[(stage / ranks) * ranks + stage % ranks] = {st.forward, st.backward};
-  }
-  PipelineResult pipeline;
-  if (!simulatePipeline(ranks > 1 ? strategy.schedule : Schedule::OneFOneB, ranks, chunks, m,
-                        times, totals.p2pSeconds, pipeline, error, options.recordPipelineTasks))
-    return std::nullopt;
-
-  StageActivations activations = stageActivations(ctx, layers, totals.working);
-  RankParameters parameters = countParameters(ctx);
+  const PipelineResult &pipeline = base->pipeline;
+  const StageActivations &activations = base->activations;
+  const RankParameters &parameters = base->parameters;
   Estimate result;
   result.strategy = strategy;
   result.mesh = mesh;

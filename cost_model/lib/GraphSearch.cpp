@@ -325,6 +325,8 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                 // (as in Search.h): once one variant is evaluated, the others
                 // cannot beat the k-th best plan if its pipeline does not.
                 double groupPipeline = -1;
+                // The variants share all but their model states.
+                EstimateReuse reuse;
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
                   if (fixedMismatch(o, "zero", zero != o.fixed.zero))
                     continue;
@@ -367,7 +369,7 @@ SearchResult searchGraphPlans(const GraphAtMicrobatch &graphAt, const Cluster &c
                       }
                     }
                     std::string error;
-                    std::optional<Estimate> e = estimate(*graph, s, cluster, error, placed, options);
+                    std::optional<Estimate> e = estimate(*graph, s, cluster, error, placed, options, &reuse);
                     if (!e) {
                       ++result.invalid;
                       if (firstInvalid.empty())

@@ -192,6 +192,30 @@ TEST(Estimator, ZeroLowersMemoryAndOffloadMovesOptimizerState) {
   EXPECT_NE(tight->summary().find("pinned of"), std::string::npos);
 }
 
+TEST(Estimator, ReusedPartsGiveEachZeroStageItsOwnEstimate) {
+  // One holder across ZeRO stages and offload (as the search passes it):
+  // every plan's JSON equals the one estimated afresh, and a plan that
+  // differs elsewhere (microbatches) is estimated afresh through it.
+  Graph graph = smallGpt();
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  EstimateOptions options;
+  options.recordPipelineTasks = false;
+  EstimateReuse reuse;
+  std::string error;
+  for (int microbatches : {4, 8})
+    for (int zero = 0; zero <= 3; ++zero)
+      for (bool offload : {false, true}) {
+        Strategy s;
+        s.dp = 4, s.pp = 2, s.microbatches = microbatches, s.zero = zero, s.offloadOptimizer = offload;
+        auto fresh = estimate(graph, s, cluster, error, nullptr, options);
+        ASSERT_TRUE(fresh) << error;
+        auto reused = estimate(graph, s, cluster, error, nullptr, options, &reuse);
+        ASSERT_TRUE(reused) << error;
+        EXPECT_EQ(reused->toJson().dump(), fresh->toJson().dump()) << s.str();
+        EXPECT_EQ(reused->stepTime, fresh->stepTime) << s.str();
+      }
+}
+
 TEST(Estimator, PipelineBubbleAndPlanErrors) {
   Graph graph = smallGpt(8);
   Cluster cluster = *Cluster::preset("dgx-a100");

@@ -27,6 +27,7 @@
 #include "colossal/cost/Memory.h"
 #include "colossal/cost/Pipeline.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -142,15 +143,36 @@ struct EstimateOptions {
   /// (evaluationOf).
   bool overlapGradientBuckets = true;
   bool prefetchGathers = true;
+  // A field added here is compared in Estimator.cpp's sameOptions too.
+};
+
+/// What an estimate computes before ZeRO and offload enter: the sharding's
+/// checks, the op costs, the activations, the pipeline and the parameters
+/// per rank. A search evaluating one plan under several ZeRO stages and
+/// offloads passes one holder to each `estimate`: the first call fills it,
+/// the others reuse it where the graph, sharding and cluster (the same
+/// objects, unchanged between the calls), the options and the strategy but
+/// its ZeRO and offload are the same, and only add the model states.
+class EstimateReuse {
+public:
+  EstimateReuse();
+  ~EstimateReuse();
+  EstimateReuse(const EstimateReuse &) = delete;
+  EstimateReuse &operator=(const EstimateReuse &) = delete;
+  struct Base;
+
+private:
+  friend std::optional<Estimate> estimate(const Graph &, const Strategy &, const Cluster &, std::string &,
+                                          const GraphSharding *, const EstimateOptions &, EstimateReuse *);
+  std::unique_ptr<Base> base_;
 };
 
 /// Evaluates the plan; nullopt with `error` when it cannot run (a split that
 /// does not divide, a device count the cluster lacks, ...). With `sharding`
 /// null, shardings come from the strategy's templates.
-std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy,
-                                 const Cluster &cluster, std::string &error,
-                                 const GraphSharding *sharding = nullptr,
-                                 const EstimateOptions &options = {});
+std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy, const Cluster &cluster,
+                                 std::string &error, const GraphSharding *sharding = nullptr,
+                                 const EstimateOptions &options = {}, EstimateReuse *reuse = nullptr);
 
 /// Bytes one microbatch's ops in `layer` keep for backward on one rank (the
 /// activation memory of that layer), under `recompute`; with
