@@ -14,9 +14,12 @@ under the same cost model and graph; the ratio is searched / published.
 
 Wall time is the whole command (import of every microbatch size the search
 tries, layer detection, solver, search), pinned to one core when `taskset`
-is available. One run, written as JSON.
+is available. The searched plan's command runs --repeats times (3 unless
+given) and its wall time is their median, every run's kept beside it: on a
+shared virtual machine one core's speed varies by half from minute to
+minute. Written as JSON.
 
-  bench/plan_imported_models.py BUILD_DIR OUT.json [--quick]
+  bench/plan_imported_models.py BUILD_DIR OUT.json [--quick] [--repeats N]
 """
 import json
 import os
@@ -28,6 +31,7 @@ import time
 
 BUILD, OUT = sys.argv[1], sys.argv[2]
 QUICK = "--quick" in sys.argv
+REPEATS = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 3
 MODEL = os.path.join(BUILD, "tools", "colossal-model", "colossal-model")
 COMPILER = os.path.join(BUILD, "tools", "colossal-compile", "colossal-compile")
 
@@ -50,21 +54,25 @@ if QUICK:
 pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 
 
-def plan(model, gpus, batch, plan_path, strategy=None):
+def plan(model, gpus, batch, plan_path, strategy=None, repeats=1):
     command = pin + [COMPILER, model, "--gpus", str(gpus), "--batch", str(batch),
                      "--precision", "bf16", "--emit=plan", "--quiet", "-o", plan_path]
     if strategy:
         command += ["--strategy", strategy]
-    start = time.monotonic()
-    run = subprocess.run(command, capture_output=True, text=True)
-    seconds = time.monotonic() - start
-    if run.returncode != 0:
-        return {"error": run.stderr.strip(), "wall_s": seconds}
+    runs = []
+    for _ in range(repeats):
+        start = time.monotonic()
+        run = subprocess.run(command, capture_output=True, text=True)
+        runs.append(time.monotonic() - start)
+        if run.returncode != 0:
+            return {"error": run.stderr.strip(), "wall_s": runs[-1]}
+    seconds = sorted(runs)[len(runs) // 2]
     with open(plan_path) as f:
         p = json.load(f)
     s = p["strategy"]
     return {
         "wall_s": seconds,
+        "wall_s_runs": runs,
         "search_s": p.get("search", {}).get("seconds"),
         "candidates": p.get("search", {}).get("candidates"),
         "strategy": s,
@@ -87,7 +95,7 @@ with tempfile.TemporaryDirectory() as work:
         model = os.path.join(work, name + ".onnx")
         subprocess.run([MODEL, "gpt", "--layers", str(layers), "--hidden", str(hidden), "--heads", str(heads),
                         "--seq", "2048", "--vocab", "51200", "-o", model], check=True, capture_output=True)
-        searched = plan(model, gpus, batch, os.path.join(work, name + ".plan.json"))
+        searched = plan(model, gpus, batch, os.path.join(work, name + ".plan.json"), repeats=REPEATS)
         dp = gpus // (tp * pp)
         published = plan(model, gpus, batch, os.path.join(work, name + ".published.json"),
                          "dp=%d,tp=%d,pp=%d" % (dp, tp, pp))
@@ -98,8 +106,8 @@ with tempfile.TemporaryDirectory() as work:
             entry["ratio"] = searched["step_time_s"] / published["step_time_s"]
         results.append(entry)
         s = searched.get("strategy", {})
-        print("%-5s %5d GPUs: %6.2f s wall, searched dp=%s tp=%s pp=%s %.3f s, published %s, ratio %s" % (
-            name, gpus, searched["wall_s"], s.get("dp"), s.get("tp"), s.get("pp"),
+        print("%-5s %5d GPUs: %6.2f s wall (runs %s), searched dp=%s tp=%s pp=%s %.3f s, published %s, ratio %s" % (
+            name, gpus, searched["wall_s"], " ".join("%.2f" % r for r in searched.get("wall_s_runs", [])), s.get("dp"), s.get("tp"), s.get("pp"),
             searched.get("step_time_s", float("nan")),
             "%.3f s" % published["step_time_s"] if "step_time_s" in published else published.get("error"),
             "%.3f" % entry["ratio"] if "ratio" in entry else "-"), flush=True)
@@ -135,4 +143,4 @@ with tempfile.TemporaryDirectory() as work:
 
 with open(OUT, "w") as f:
     json.dump({"benchmark": "plan-imported-models", "cluster": "dgx-a100", "precision": "bf16",
-               "one_core": bool(pin), "results": results, "long_context": long_results}, f, indent=2)
+               "one_core": bool(pin), "repeats": REPEATS, "results": results, "long_context": long_results}, f, indent=2)
