@@ -148,6 +148,11 @@ DetectedLayers longestRun(const Graph &graph, const Matched &m) {
   // (n log n for all) rather than n.
   DetectedLayers best;
   for (int64_t period = 1; 2 * period <= n; ++period) {
+    // Its runs cover at most n / period whole blocks: one that cannot beat
+    // the best found is not scanned (the multiples of the layers' period
+    // match almost everywhere).
+    if ((n / period) * period <= best.layers * best.opsPerLayer)
+      continue;
     int64_t explored = 0; // starts below it belong to runs already seen
     for (int64_t probe = 0; probe + period < n; probe += period) {
       if (probe < explored || !matches(probe, period))
