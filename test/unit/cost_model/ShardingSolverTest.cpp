@@ -100,7 +100,8 @@ Graph randomGraph(std::mt19937 &rng, int ops) {
 
 /// `layers` identical layers marked as such, each a linear layer of its
 /// own weight and a residual add that also reads a value made before the
-/// layers (a mask), then a loss.
+/// layers (a mask), then a loss. The elementwise ops split their rows only,
+/// so that enumerating every assignment stays quick.
 Graph layeredGraph(int layers) {
   Graph g;
   // Wide enough that splitting pays and the layouts between ops matter.
@@ -108,7 +109,7 @@ Graph layeredGraph(int layers) {
   auto elementwise = [&](const std::string &name, std::vector<int> inputs) {
     Op op;
     op.name = name;
-    op.factors = {{"rows", rows, FactorKind::Parallel}, {"width", width, FactorKind::Parallel}};
+    op.factors = {{"rows", rows, FactorKind::Parallel}, {"width", width, FactorKind::Whole}};
     for (int v : inputs)
       op.inputs.push_back({v, {{0}, {1}}});
     op.forwardFlops = 4.0 * rows * width;
