@@ -3,7 +3,9 @@
 
 colossal-bench measures this machine into a cluster description (GEMM by
 shape, attention, memory-bound kernels, the optimizer, MPI collectives by
-size; or --cluster FILE reuses one). A shape-only GPT (colossal-model) is
+size; or --cluster FILE reuses one), again before each round of runs: a
+virtual machine's core speed drifts by a third over minutes, so each
+round's runs are predicted with the rates measured just before them. A shape-only GPT (colossal-model) is
 built under several plans on 1 and 2 ranks, each rank on one core; each
 program trains --steps steps, --repeats times, and a run's measured step is
 the median of its steps' wall times after the first two (the log's `time`
@@ -50,11 +52,13 @@ def mpi(ranks):
             "-x", "OMP_NUM_THREADS", "-np", str(ranks)]
 
 
-cluster = a.cluster
-if not cluster:
-    cluster = f"{work}/host-cluster.json"
+def measure_cluster(path):
     subprocess.run(mpi(2) + [f"{build}/tools/colossal-bench/colossal-bench", "--device", "cpu", "--name",
-                             "host-measured", "-o", cluster], check=True, env=env, stdout=subprocess.DEVNULL)
+                             "host-measured", "-o", path], check=True, env=env, stdout=subprocess.DEVNULL)
+    return path
+
+
+cluster = a.cluster or measure_cluster(f"{work}/host-cluster.json")
 
 model = f"{work}/gpt.onnx"
 subprocess.run([f"{build}/tools/colossal-model/colossal-model", "gpt", "--layers", str(a.layers), "--hidden",
@@ -95,7 +99,7 @@ def median(values):
 
 result = {"model": {"kind": "gpt", "layers": a.layers, "hidden": a.hidden, "heads": a.heads, "vocab": a.vocab,
                     "seq": a.seq}, "global_batch": a.batch, "steps": a.steps, "repeats": a.repeats,
-          "cluster": json.load(open(cluster)), "runs": []}
+          "cluster_remeasured_each_round": not a.cluster, "runs": []}
 # Plan and build every program first, then run them in turns, so that a
 # slow spell of the machine falls on every plan alike.
 plans = []
@@ -107,20 +111,33 @@ for name, changes in PLANS:
               str(a.seq), "--strategy", strategy, "--quiet"]
     plan_file = f"{work}/plan.json"
     # The plan the partitioner builds, so the prediction is the built program's.
-    planned = subprocess.run([compiler] + common + ["--emit=plan", "--buildable-only", "-o", plan_file],
-                             capture_output=True, text=True)
-    if planned.returncode not in (0, 3):
-        sys.exit(f"planning {strategy} failed:\n{planned.stderr[-3000:]}")
     program = f"{work}/program-{len(plans)}"
     built = subprocess.run([compiler] + common + ["--init", "normal:0.02", "-o", program], capture_output=True,
                            text=True, env=env)
     if built.returncode:
         sys.exit(f"building {strategy} failed:\n{built.stderr[-3000:]}")
-    plans.append({"name": name, "strategy": strategy, "ranks": ranks, "program": program,
-                  "predicted": json.load(open(plan_file))["predicted"], "repeats": []})
+    plans.append({"name": name, "strategy": strategy, "ranks": ranks, "program": program, "common": common,
+                  "repeats": []})
 
+
+def predicted_with(p, cluster_file):
+    """The plan the partitioner builds, so the prediction is the built program's."""
+    plan_file = f"{work}/plan.json"
+    command = [compiler] + p["common"] + ["--emit=plan", "--buildable-only", "-o", plan_file]
+    command[command.index("--cluster") + 1] = cluster_file
+    planned = subprocess.run(command, capture_output=True, text=True)
+    if planned.returncode not in (0, 3):
+        sys.exit(f"planning {p['strategy']} failed:\n{planned.stderr[-3000:]}")
+    return json.load(open(plan_file))["predicted"]
+
+
+clusters = []
 for repeat in range(a.repeats):
+    # This round's rates: measured now, unless a description was given.
+    round_cluster = cluster if a.cluster or repeat == 0 else measure_cluster(f"{work}/host-cluster-{repeat}.json")
+    clusters.append(json.load(open(round_cluster)))
     for p in plans:
+        p.setdefault("predictions", []).append(predicted_with(p, round_cluster))
         log = f"{p['program']}/log{repeat}.jsonl"
         run = subprocess.run(mpi(p["ranks"]) + [f"{p['program']}/model_train", "--steps", str(a.steps), "--log", log,
                                                 "--quiet"], capture_output=True, text=True, env=env)
@@ -129,12 +146,14 @@ for repeat in range(a.repeats):
         lines = [json.loads(line) for line in open(log)]
         times = [line["time"] for line in lines]
         steps = [b - t for t, b in zip(times, times[1:])][1:]
-        p["repeats"].append({"step_s": median(steps),
+        p["repeats"].append({"step_s": median(steps), "predicted_step_s": p["predictions"][-1]["step_time_s"],
                              "compute_s": median([line["seconds"]["step"] for line in lines[2:]]),
                              "optimizer_s": median([line["seconds"]["optimizer"] for line in lines[2:]])})
 
 for p in plans:
-    repeats, predicted = p["repeats"], p["predicted"]
+    repeats = p["repeats"]
+    # The round whose prediction is the median one stands for the plan.
+    predicted = sorted(p["predictions"], key=lambda e: e["step_time_s"])[len(p["predictions"]) // 2]
     measured = median([r["step_s"] for r in repeats])
     row = {"plan": p["name"], "strategy": p["strategy"], "ranks": p["ranks"], "repeats": repeats,
            "measured_step_s": measured, "predicted_step_s": predicted["step_time_s"],
@@ -165,5 +184,6 @@ result["two_rank_kendall_tau"] = kendall_tau([r["measured_step_s"] for r in two]
 result["worst_error"] = max(abs(r["predicted_over_measured"] - 1) for r in result["runs"])
 print(f"worst |predicted / measured - 1| {result['worst_error']:.1%}; Kendall tau over the {len(two)} 2-rank plans "
       f"{result['two_rank_kendall_tau']}")
+result["clusters"] = clusters
 with open(a.out, "w") as f:
     json.dump(result, f, indent=1)
