@@ -370,12 +370,13 @@ std::optional<Estimate> estimate(const Graph &graph, const Strategy &strategy, c
     if (reuse)
       reuse->base_ = std::move(own);
   }
-  // The base's context with this plan's ZeRO and offload.
-  EstimateContext ctx = base->ctx->withStrategy(strategy, options);
+  // The base's context with this plan's ZeRO and offload; a base made for
+  // this call alone (no holder) gives up its context and totals instead.
+  EstimateContext ctx = own ? std::move(*own->ctx) : base->ctx->withStrategy(strategy, options);
   const Mesh &mesh = base->mesh;
   const int ranks = ctx.ranks, m = ctx.m;
   const LayerMemory &layers = base->layers;
-  OpTotals totals = base->totals;
+  OpTotals totals = own ? std::move(own->totals) : base->totals;
   std::vector<StageEstimate> &perStage = totals.perStage;
   const PipelineResult &pipeline = base->pipeline;
   const StageActivations &activations = base->activations;
