@@ -14,26 +14,22 @@ namespace {
 /// A 64-bit FNV-1a hash fed piece by piece (no text is built).
 struct Signature {
   uint64_t hash = 1469598103934665603ull;
+  void addByte(uint8_t byte) { hash = (hash ^ byte) * 1099511628211ull; }
   void add(uint64_t word) {
     for (int i = 0; i < 8; ++i, word >>= 8)
-      hash = (hash ^ (word & 0xff)) * 1099511628211ull;
+      addByte(uint8_t(word));
   }
   void add(double number) {
     uint64_t word;
     std::memcpy(&word, &number, sizeof word);
     add(word);
   }
-  void add(const std::string &text) {
+  /// Text, its numbers dropped with `withoutNumbers`: "layers.3.attn" and
+  /// "layers.4.attn" name the same op of two layers.
+  void add(const std::string &text, bool withoutNumbers = false) {
     for (char c : text)
-      hash = (hash ^ uint8_t(c)) * 1099511628211ull;
-    add(uint64_t(0));
-  }
-  /// A name with its numbers dropped: "layers.3.attn" and "layers.4.attn"
-  /// name the same op of two layers.
-  void addWithoutNumbers(const std::string &name) {
-    for (char c : name)
-      if (c < '0' || c > '9')
-        hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+      if (!withoutNumbers || c < '0' || c > '9')
+        addByte(uint8_t(c));
     add(uint64_t(0));
   }
 };
@@ -41,7 +37,7 @@ struct Signature {
 /// Everything about an op except which values it reads, as one hash.
 size_t signatureOf(const Graph &graph, const Op &op) {
   Signature s;
-  s.addWithoutNumbers(op.name);
+  s.add(op.name, /*withoutNumbers=*/true);
   s.add(uint64_t(op.kind));
   s.add(op.forwardFlops);
   s.add(op.backwardFlops);
