@@ -120,8 +120,19 @@ for name, changes in PLANS:
                   "repeats": []})
 
 
+predictions = {}
+
+
 def predicted_with(p, cluster_file):
-    """The plan the partitioner builds, so the prediction is the built program's."""
+    """The plan the partitioner builds, so the prediction is the built program's
+    (planned once per description: a given --cluster serves every round)."""
+    key = (p["program"], cluster_file)
+    if key not in predictions:
+        predictions[key] = plan_with(p, cluster_file)
+    return predictions[key]
+
+
+def plan_with(p, cluster_file):
     plan_file = f"{work}/plan.json"
     command = [compiler] + p["common"] + ["--emit=plan", "--buildable-only", "-o", plan_file]
     command[command.index("--cluster") + 1] = cluster_file
