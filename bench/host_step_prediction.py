@@ -48,7 +48,10 @@ env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
 
 
 def mpi(ranks):
-    return ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS",
+    # mpirun's own binding (a core per rank for one or two), as a user runs
+    # the program: unbound, two ranks' threads and waits share the cores
+    # unevenly, one rank's step up to a quarter slower than the other's.
+    return ["mpirun", "--oversubscribe", "--allow-run-as-root", "-x", "OPENBLAS_NUM_THREADS",
             "-x", "OMP_NUM_THREADS", "-np", str(ranks)]
 
 
@@ -65,7 +68,11 @@ subprocess.run([f"{build}/tools/colossal-model/colossal-model", "gpt", "--layers
                 str(a.hidden), "--heads", str(a.heads), "--vocab", str(a.vocab), "--seq", str(a.seq), "-o", model],
                check=True, stdout=subprocess.DEVNULL)
 
-BASE = dict(dp=1, tp=1, sp=1, pp=1, microbatches=1, zero=0, recompute="none")
+# Every key given: --emit=plan searches the keys a strategy leaves open
+# (tp=2 alone plans Megatron-SP, pp=2 the interleaved schedule), while -o DIR
+# builds their defaults.
+BASE = dict(dp=1, tp=1, sp=1, pp=1, microbatches=1, zero=0, recompute="none", sp_mode="none", offload="none",
+            schedule="1f1b", virtual_stages=1)
 PLANS = [
     ("1 rank", dict()),
     ("1 rank, 2 microbatches", dict(microbatches=2)),
@@ -116,7 +123,9 @@ for name, changes in PLANS:
                            text=True, env=env)
     if built.returncode:
         sys.exit(f"building {strategy} failed:\n{built.stderr[-3000:]}")
+    built_strategy = json.load(open(f"{program}/manifest.json"))["strategy"]
     plans.append({"name": name, "strategy": strategy, "ranks": ranks, "program": program, "common": common,
+                  "built_strategy": built_strategy,
                   "repeats": []})
 
 
@@ -139,7 +148,12 @@ def plan_with(p, cluster_file):
     planned = subprocess.run(command, capture_output=True, text=True)
     if planned.returncode not in (0, 3):
         sys.exit(f"planning {p['strategy']} failed:\n{planned.stderr[-3000:]}")
-    return json.load(open(plan_file))["predicted"]
+    plan = json.load(open(plan_file))
+    # The prediction must be the built program's plan, key for key.
+    differ = {k: (v, plan["strategy"].get(k)) for k, v in p["built_strategy"].items() if plan["strategy"].get(k) != v}
+    if differ:
+        sys.exit(f"{p['name']}: the plan predicted is not the program built (built, planned): {differ}")
+    return plan["predicted"]
 
 
 clusters = []
