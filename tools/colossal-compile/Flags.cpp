@@ -110,7 +110,8 @@ cl::list<std::string> frozen("frozen", cl::desc("Freeze these parameters"), cl::
 cl::opt<std::string> strategyText("strategy",
                                   cl::desc("Fix parts of the plan (dp=4,tp=2,microbatches=2,zero=1,...); "
                                            "--emit=plan searches the rest, "
-                                           "-o DIR builds it if the partitioner can run it (tp=N: the MLP "
+                                           "-o DIR builds it, the rest at their defaults (sp_mode=none, "
+                                           "schedule=1f1b, zero=0, ...), if the partitioner can run it (tp=N: the MLP "
                                            "and attention blocks and the vocabulary split; pp=N with "
                                            "schedule=gpipe|1f1b|interleaved, virtual_stages=V, "
                                            "stage_layers=a/b/...: pipeline stages)"),
