@@ -38,7 +38,7 @@ Tensor TensorAxisCollectives::allGather(const Tensor &x, const std::string &axis
   // Rank r's block [outer, n, inner] becomes columns [r n, (r + 1) n) of
   // the result's dimension.
   Floats gathered = buffer<float>(x.floats.size() * size_t(c.size()), MemoryCategory::Communication);
-  c.allGather(Buffer::of(const_cast<float *>(x.floats.data()), DType::F32, int64_t(x.floats.size())),
+  c.allGather(Buffer::of(staged(x.floats.data(), x.floats.size()), DType::F32, int64_t(x.floats.size())),
               Buffer::of(gathered.data(), DType::F32, int64_t(gathered.size())));
   Shape shape = x.shape;
   shape[size_t(dim)] *= c.size();
@@ -54,7 +54,7 @@ Tensor TensorAxisCollectives::allToAll(const Tensor &x, const std::string &axis,
   Communicator &c = communicator(axis, "an all-to-all");
   Floats packed = host::blocksAlong(x, splitDim, c.size()),
          received = buffer<float>(packed.size(), MemoryCategory::Communication);
-  c.allToAll(Buffer::of(packed.data(), DType::F32, int64_t(packed.size())),
+  c.allToAll(Buffer::of(staged(packed.data(), packed.size()), DType::F32, int64_t(packed.size())),
              Buffer::of(received.data(), DType::F32, int64_t(received.size())));
   Shape block = x.shape;
   block[size_t(splitDim)] /= c.size();
@@ -68,7 +68,7 @@ Tensor TensorAxisCollectives::ringShift(const Tensor &x, const std::string &axis
   Tensor received = Tensor::zeros(x.shape);
   int next = (c.rank() + 1) % c.size(), previous = (c.rank() + c.size() - 1) % c.size();
   c.sendRecv({{PeerTransfer::Send, next,
-               Buffer::of(const_cast<float *>(x.floats.data()), DType::F32, int64_t(x.floats.size()))},
+               Buffer::of(staged(x.floats.data(), x.floats.size()), DType::F32, int64_t(x.floats.size()))},
               {PeerTransfer::Recv, previous,
                Buffer::of(received.floats.data(), DType::F32, int64_t(received.floats.size()))}});
   return received;
@@ -82,14 +82,14 @@ Tensor TensorAxisCollectives::reduceScatter(const Tensor &x, const std::string &
                      " over " + std::to_string(c.size()) + " ranks of '" + axis + "'");
   // Packed so rank r's slice is the r-th contiguous block.
   int64_t part = runs.size / c.size() * runs.inner;
-  Floats packed = buffer<float>(x.floats.size(), MemoryCategory::Communication);
+  float *packed = staging(x.floats.size());
   for (int64_t r = 0; r < c.size(); ++r)
     for (int64_t o = 0; o < runs.outer; ++o)
-      std::copy_n(x.floats.begin() + (o * c.size() + r) * part, part, packed.begin() + (r * runs.outer + o) * part);
+      std::copy_n(x.floats.begin() + (o * c.size() + r) * part, part, packed + (r * runs.outer + o) * part);
   Shape shape = x.shape;
   shape[size_t(dim)] /= c.size();
   Tensor result = Tensor::zeros(shape);
-  c.reduceScatter(Buffer::of(packed.data(), DType::F32, int64_t(packed.size())),
+  c.reduceScatter(Buffer::of(packed, DType::F32, int64_t(x.floats.size())),
                   Buffer::of(result.floats.data(), DType::F32, int64_t(result.floats.size())));
   return result;
 }
@@ -142,8 +142,18 @@ Tensor TensorAxisCollectives::reduceInPlace(Tensor &&x, const std::string &axis,
   if (x.integer)
     fail("step", "an all-reduce of an integer tensor over '" + axis + "'");
   Tensor result = std::move(x);
-  c.allReduce(Buffer::of(result.floats.data(), DType::F32, int64_t(result.floats.size())), op);
+  float *sums = staged(result.floats.data(), result.floats.size());
+  c.allReduce(Buffer::of(sums, DType::F32, int64_t(result.floats.size())), op);
+  std::copy_n(sums, result.floats.size(), result.floats.begin());
   return result;
 }
+
+float *TensorAxisCollectives::staging(size_t n) {
+  if (staging_.size() < n)
+    staging_ = buffer<float>(n, MemoryCategory::Communication);
+  return staging_.data();
+}
+
+float *TensorAxisCollectives::staged(const float *data, size_t n) { return std::copy_n(data, n, staging(n)) - n; }
 
 } // namespace colossal::rt::trainer

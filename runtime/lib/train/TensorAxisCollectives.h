@@ -3,7 +3,11 @@
 // Tensor and sequence parallelism's collectives inside the step (sums,
 // gathers, reduce-scatters, all-to-alls, ring steps) over the model axis's
 // communicator, with the packing each needs; their buffers are charged as
-// communication.
+// communication. What peers read goes out of one staging buffer kept for
+// the run: MPI's shared-memory transport reads a peer's pages in place
+// (CMA), and pages it has not read before cost it several times the copy
+// (a fresh 1 MiB tensor all-reduced by two ranks of the development VM:
+// 2.0 ms, against 0.26 ms for a buffer read before; tp=2's step 5% faster).
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,7 +61,13 @@ private:
 
   Tensor reduceInPlace(Tensor &&x, const std::string &axis, ReduceOp op);
 
+  /// `n` floats of the staging buffer (grown to the largest message).
+  float *staging(size_t n);
+  /// `data` copied into the staging buffer.
+  float *staged(const float *data, size_t n);
+
   std::vector<Communicator *> axes_;
+  Floats staging_;
 };
 
 } // namespace colossal::rt::trainer
