@@ -4,6 +4,7 @@
 
 #include "Planning.h"
 #include "colossal/runtime/train/PipelineSchedule.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <set>
 
@@ -131,6 +132,23 @@ bool takeRanks(const Request &request, const cost::Strategy &strategy, const std
   return true;
 }
 
+/// Says which keys that matter for this build --strategy left at their
+/// defaults: --emit=plan with the same --strategy searches them, so its
+/// prediction can be another plan than the one built.
+void noteDefaultedKeys(const std::set<std::string> &keys, const BuildLayout &layout) {
+  std::string defaulted;
+  auto add = [&](bool matters, const char *key, const char *value) {
+    if (matters && !keys.count(key))
+      defaulted += std::string(defaulted.empty() ? "" : ", ") + key + "=" + value;
+  };
+  add(layout.tensorRanks > 1 && !layout.tensorGrid, "sp_mode", "none");
+  add(layout.pipelineRanks > 1, "schedule", "1f1b");
+  add(layout.ranks > 1, "zero", "0");
+  if (!defaulted.empty())
+    llvm::errs() << "colossal-compile: building with " << defaulted
+                 << " (left out of --strategy; --emit=plan --strategy searches what it leaves out)\n";
+}
+
 bool takeStrategy(const Request &request, const std::string &text, BuildLayout &layout) {
   std::string error;
   std::set<std::string> keys;
@@ -163,6 +181,8 @@ bool takeStrategy(const Request &request, const std::string &text, BuildLayout &
   }
   if (!takeRanks(request, *strategy, keys, layout))
     return false;
+  if (!fromPlan && !request.quiet)
+    noteDefaultedKeys(keys, layout);
   layout.zero = strategy->zero;
   layout.offloadOptimizer = strategy->offloadOptimizer;
   layout.recompute = strategy->recompute == cost::Recompute::Full        ? "full"
