@@ -49,8 +49,7 @@ env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
 
 def mpi(ranks):
     # mpirun's own binding (a core per rank for one or two), as a user runs
-    # the program: unbound, two ranks' threads and waits share the cores
-    # unevenly, one rank's step up to a quarter slower than the other's.
+    # the program.
     return ["mpirun", "--oversubscribe", "--allow-run-as-root", "-x", "OPENBLAS_NUM_THREADS",
             "-x", "OMP_NUM_THREADS", "-np", str(ranks)]
 
@@ -124,8 +123,8 @@ for name, changes in PLANS:
     if built.returncode:
         sys.exit(f"building {strategy} failed:\n{built.stderr[-3000:]}")
     built_strategy = json.load(open(f"{program}/manifest.json"))["strategy"]
-    plans.append({"name": name, "strategy": strategy, "ranks": ranks, "program": program, "common": common,
-                  "built_strategy": built_strategy,
+    plans.append({"name": name, "strategy": strategy, "given": dict(BASE, **changes), "ranks": ranks,
+                  "program": program, "common": common, "built_strategy": built_strategy,
                   "repeats": []})
 
 
@@ -149,8 +148,11 @@ def plan_with(p, cluster_file):
     if planned.returncode not in (0, 3):
         sys.exit(f"planning {p['strategy']} failed:\n{planned.stderr[-3000:]}")
     plan = json.load(open(plan_file))
-    # The prediction must be the built program's plan, key for key.
-    differ = {k: (v, plan["strategy"].get(k)) for k, v in p["built_strategy"].items() if plan["strategy"].get(k) != v}
+    # The prediction must be the built program's plan: every key the
+    # manifest records, and every key given (the schedule is not in the
+    # manifest).
+    expected = dict({k: str(v) for k, v in p["given"].items()}, **{k: str(v) for k, v in p["built_strategy"].items()})
+    differ = {k: (v, plan["strategy"].get(k)) for k, v in expected.items() if str(plan["strategy"].get(k)) != v}
     if differ:
         sys.exit(f"{p['name']}: the plan predicted is not the program built (built, planned): {differ}")
     return plan["predicted"]
