@@ -40,6 +40,7 @@ cost::FactorKind kindOf(train::FactorKind kind) {
 
 std::vector<std::vector<int>> dimsOf(const train::TensorFactors &tensor) {
   std::vector<std::vector<int>> dims;
+  dims.reserve(tensor.size());
   for (const train::DimFactors &dim : tensor)
     dims.emplace_back(dim.begin(), dim.end());
   return dims;
@@ -282,9 +283,16 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOpti
   // The parameters' declarations, in one table: a module's own lookup walks
   // its body for every read.
   std::optional<SymbolTable> parameters;
-  if (auto module = function->getParentOfType<ModuleOp>())
+  if (auto module = function->getParentOfType<ModuleOp>(); module && !options.shapesOnly)
     parameters.emplace(module);
-  llvm::DenseSet<Value> needsGradient = valuesWithGradients(function, parameters);
+  llvm::DenseSet<Value> needsGradient;
+  if (!options.shapesOnly)
+    needsGradient = valuesWithGradients(function, parameters);
+  // Room for every op and about as many values again (parameters,
+  // constants): the graph is built without moving its parts.
+  size_t bodyOps = function.getBody().empty() ? 0 : function.getBody().front().getOperations().size();
+  graph.ops.reserve(bodyOps);
+  graph.values.reserve(2 * bodyOps);
   llvm::DenseMap<Value, int> valueIndex;
   // Ops a pipeline makes again on another stage count once: their copies'
   // values are the original's (dist/Stages.h).
@@ -297,6 +305,9 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOpti
     return repeated.lookup(copy->getAttrOfType<IntegerAttr>(dist::kRepeatOfAttrName).getInt());
   };
   auto valueOf = [&](Value v) -> FailureOr<int> {
+    if (auto known = valueIndex.find(v); known != valueIndex.end())
+      return known->second;
+    Value read = v;
     // A copy to the tensor ranks is the identity: a replicated weight read
     // through one (sequence parallelism) is still that weight.
     while (true) {
@@ -309,9 +320,12 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOpti
       else
         break;
     }
-    auto it = valueIndex.find(v);
-    if (it != valueIndex.end())
-      return it->second;
+    // The value read through copies is known by its reads too.
+    if (auto it = valueIndex.find(v); it != valueIndex.end()) {
+      int index = it->second;
+      valueIndex[read] = index;
+      return index;
+    }
     std::optional<cost::DType> dtype = dtypeOf(v.getType());
     if (!dtype) {
       emitError(v.getLoc()) << "the cost model has no element type for " << v.getType();
@@ -338,6 +352,7 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOpti
         graph.values[size_t(index)].reshardedFrom = from.producer >= 0 ? from.producer : from.reshardedFrom;
       }
     valueIndex[v] = index;
+    valueIndex[read] = index;
     return index;
   };
 
@@ -374,8 +389,11 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOpti
     train::ShardingRule rule = ruled ? ruled.getShardingRule() : train::computeShardingRule(op);
     cost::Op costOp;
     costOp.name = op->getName().getStringRef().str();
+    costOp.factors.reserve(rule.factors.size());
+    costOp.inputs.reserve(op->getNumOperands());
+    costOp.outputs.reserve(op->getNumResults());
     for (auto [i, f] : llvm::enumerate(rule.factors))
-      costOp.factors.push_back({"f" + std::to_string(i), f.size, kindOf(f.kind)});
+      costOp.factors.push_back({options.shapesOnly ? std::string() : "f" + std::to_string(i), f.size, kindOf(f.kind)});
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       FailureOr<int> v = valueOf(operand);
       if (failed(v))
@@ -388,6 +406,10 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOpti
         return WalkResult::interrupt();
       graph.values[*v].producer = int(graph.ops.size());
       costOp.outputs.push_back({*v, dimsOf(rule.results[i])});
+    }
+    if (options.shapesOnly) {
+      graph.ops.push_back(std::move(costOp));
+      return WalkResult::advance();
     }
     // A lookup from a table split by rows is a partial sum (rows outside
     // a rank's slice give zeros; VocabularyParallel.h): the gathered
@@ -436,6 +458,8 @@ FailureOr<cost::Graph> buildCostGraph(func::FuncOp function, const CostGraphOpti
     return failure();
   // Parameters reached only through ops without rules still count once.
   function.walk([&](train::ParamOp param) { (void)valueOf(param.getResult()); });
+  if (options.shapesOnly)
+    return graph;
   cost::detectLayers(graph);
   markSelectiveRecomputation(graph);
   return graph;

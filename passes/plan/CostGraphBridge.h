@@ -36,6 +36,11 @@ struct CostGraphOptions {
   /// no producer op, and layer detection follows it to its source's (the
   /// graph the partitioner's split is read back from).
   bool reshardingsAsOps = false;
+  /// Only the ops, their factors' sizes and their tensors' dimensions: what
+  /// reading a partitioner's split back takes (AppliedSharding.h). No
+  /// FLOPs, kept tensors, gradients' paths, factor names or layers, which
+  /// cost more to find than the rest on a model of a hundred layers.
+  bool shapesOnly = false;
 };
 
 /// Builds the cost graph of `function`; ops without a sharding rule

@@ -2,17 +2,15 @@
 
 #include "Planning.h"
 
+#include "PartitionerSplits.h"
+#include "RaisedModels.h"
+
 #include "colossal/cost/AppliedSharding.h"
 #include "colossal/cost/Estimator.h"
 #include "colossal/cost/GraphScaling.h"
 #include "colossal/cost/GraphSearch.h"
-#include "passes/partition/SequenceAxisParallel.h"
-#include "passes/partition/SequenceParallel.h"
-#include "passes/partition/TensorGrid.h"
-#include "passes/partition/TensorParallel.h"
 #include "passes/plan/CostGraphBridge.h"
 #include "passes/plan/ModulePlan.h"
-#include "passes/raise/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -67,133 +65,12 @@ std::optional<support::Json> readJson(const std::string &path, std::string &erro
   return json;
 }
 
-/// The model imported and raised at each microbatch size the search asks
-/// for, once: the cost graphs read them, and the partitioner splits copies.
-/// The file is read and parsed once for all of them.
-class RaisedModels {
-public:
-  RaisedModels(mlir::MLIRContext &context, const PlanRequest &request, const OnnxFile &file)
-      : context_(context), request_(request), file_(file) {}
-
-  /// The raised module at `microbatch` samples, or null with `error`.
-  mlir::ModuleOp at(int64_t microbatch, std::string &error) {
-    auto it = modules_.find(microbatch);
-    if (it == modules_.end())
-      it = modules_.emplace(microbatch, importRaised(microbatch, errors_[microbatch])).first;
-    if (!it->second)
-      error = errors_[microbatch];
-    return it->second ? *it->second : mlir::ModuleOp();
-  }
-
-private:
-  mlir::OwningOpRef<mlir::ModuleOp> importRaised(int64_t microbatch, std::string &error) {
-    ImportOptions options = request_.import;
-    options.batch = microbatch;
-    // An error that does not depend on the microbatch size (an unbound
-    // dimension, an unsupported op) is printed once, not once per size.
-    mlir::ScopedDiagnosticHandler once(
-        &context_, [&](mlir::Diagnostic &diag) { return mlir::success(!printed_.insert(diag.str()).second); });
-    mlir::OwningOpRef<mlir::ModuleOp> module = importOnnxFile(context_, file_, options);
-    if (!module) {
-      error = "importing " + request_.inputPath + " failed (see the error above)";
-      return nullptr;
-    }
-    mlir::PassManager pm(&context_);
-    train::buildRaisePipeline(pm);
-    if (mlir::failed(pm.run(*module))) {
-      error = "raising " + request_.inputPath + " failed (see the error above)";
-      return nullptr;
-    }
-    return module;
-  }
-
-  mlir::MLIRContext &context_;
-  const PlanRequest &request_;
-  const OnnxFile &file_;
-  std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> modules_;
-  std::map<int64_t, std::string> errors_;
-  std::set<std::string> printed_;
-};
-
 /// Every op replicated: the sharding of a plan with no tensor axis.
 cost::GraphSharding replicated(const cost::Graph &graph) {
   cost::GraphSharding sharding;
   for (const cost::Op &op : graph.ops)
     sharding.emplace_back(op.factors.size());
   return sharding;
-}
-
-/// The split the partitioner makes of the model over its model axes:
-/// Megatron's pairs, heads and vocabulary over the tensor ranks
-/// (TensorParallel.h, with its sequence parallelism under Megatron), then
-/// the tokens of what it made over a sequence axis of its own
-/// (SequenceAxisParallel.h, under AllToAll and Ring), read back as a
-/// sharding of `whole` on the plan's mesh (AppliedSharding.h); nullopt with
-/// the partitioner's reason when it cannot split the model that way. A grid
-/// (TensorGrid.h) is split to learn whether it can be built; its sharding
-/// is `whole` replicated (GraphSearch.h: the estimator prices the grid).
-std::optional<cost::GraphSharding> partitionerSharding(mlir::MLIRContext &context, RaisedModels &models,
-                                                       const cost::Graph &whole, const cost::ModelAxis &axis,
-                                                       const cost::Cluster &cluster, std::string &error) {
-  mlir::ModuleOp raised = models.at(whole.microbatch, error);
-  if (!raised)
-    return std::nullopt;
-  mlir::OwningOpRef<mlir::ModuleOp> module = raised.clone();
-  auto costGraph = [&]() -> std::optional<cost::Graph> {
-    mlir::FailureOr<cost::Graph> graph = plan::buildCostGraph(module->lookupSymbol<mlir::func::FuncOp>("forward"));
-    if (mlir::failed(graph))
-      return std::nullopt;
-    return std::move(*graph);
-  };
-  // The partitioner's refusal is this placement's reason, not an error of
-  // the search: kept, not printed.
-  std::string reason;
-  bool split = true;
-  std::optional<cost::Graph> tensorSplit;
-  {
-    mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &diag) {
-      if (reason.empty())
-        reason = diag.str();
-      return mlir::success();
-    });
-    if (axis.onGrid()) {
-      cost::Strategy grid;
-      axis.applyTo(grid);
-      auto [side, depth] = cost::tensorGrid(grid);
-      split = side > 0 && mlir::succeeded(partition::partitionTensorGrid(*module, side, depth,
-                                                                         axis.grid == cost::TensorMode::ThreeD));
-      if (!split) {
-        error = "the partitioner cannot split the model as " + axis.str() + ": " + reason;
-        return std::nullopt;
-      }
-      return replicated(whole);
-    }
-    if (axis.tensor > 1) {
-      split =
-          mlir::succeeded(partition::partitionTensorParallel(*module, axis.tensor)) &&
-          (axis.mode != cost::SequenceMode::Megatron || mlir::succeeded(partition::applySequenceParallelism(*module)));
-      if (split && axis.ownSequenceAxis())
-        tensorSplit = costGraph();
-    }
-    if (split && axis.ownSequenceAxis())
-      split = mlir::succeeded(partition::applySequenceAxisParallelism(*module, axis.sequence,
-                                                                      axis.mode == cost::SequenceMode::Ring
-                                                                          ? partition::SequenceAlgorithm::Ring
-                                                                          : partition::SequenceAlgorithm::AllToAll));
-  }
-  if (!split) {
-    error = "the partitioner cannot split the model as " + axis.str() + ": " + reason;
-    return std::nullopt;
-  }
-  std::optional<cost::Graph> graph = costGraph();
-  if (!graph || (axis.tensor > 1 && axis.ownSequenceAxis() && !tensorSplit)) {
-    error = "the cost model cannot represent the split model";
-    return std::nullopt;
-  }
-  cost::Strategy strategy;
-  axis.applyTo(strategy);
-  return cost::appliedModelAxes(whole, tensorSplit ? &*tensorSplit : nullptr, *graph,
-                                cost::buildMesh(strategy, cluster), axis.tensor, axis.sequence, error);
 }
 
 /// The model's cost graph with its batch dimension bound to `microbatch`.
@@ -490,7 +367,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     return 1;
   reading.stop();
   mlir::TimingScope searching = timing.nest("search");
-  RaisedModels models(context, request, *file);
+  RaisedModels models(context, request.import, *file, request.inputPath);
   std::map<int64_t, std::optional<cost::Graph>> graphs;
   std::map<int64_t, std::string> graphErrors;
   auto importedAt = [&](int64_t b) {
@@ -629,6 +506,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   // depends on the microbatch size: its splits are made per size, unless a
   // size it divides was split.
   std::map<std::tuple<std::vector<size_t>, cost::ModelAxis, int64_t>, cost::ModelAxisSplit> splits;
+  PartitionerSplits partitionerSplits(context, models, *cluster);
   auto searchGraphsFor = [&](const cost::SearchOptions &o) -> cost::GraphAtMicrobatch {
     return [&, axes = cost::modelAxesToSplit(o, *cluster)](int64_t b,
                                                            std::string &why) -> std::optional<cost::SearchGraph> {
@@ -654,8 +532,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
         auto [entry, fresh] = splits.try_emplace({structure, axis, key});
         if (fresh) {
           mlir::TimingScope splitting = searching.nest("the partitioner's splits");
-          entry->second.sharding =
-              partitionerSharding(context, models, given.graph, axis, *cluster, entry->second.error);
+          entry->second.sharding = partitionerSplits.split(given.graph, axis, entry->second.error);
         }
         given.partitionerSplits[axis] = entry->second;
       }

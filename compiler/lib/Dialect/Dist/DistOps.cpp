@@ -20,8 +20,10 @@ Layout ReshardOp::getFromLayout() { return getFrom().getLayout(); }
 Layout ReshardOp::getToLayout() { return getTo().getLayout(); }
 
 bool ReshardOp::movesNothing() {
-  Layout from = getFromLayout(), to = getToLayout();
-  return from.dims == to.dims && from.sums == to.sums;
+  // A layout's dimensions and sums are its attribute's arrays name for
+  // name, and attributes are uniqued: equal arrays, equal layouts.
+  ShardingAttr from = getFrom(), to = getTo();
+  return from.getDims() == to.getDims() && from.getSums() == to.getSums();
 }
 
 std::vector<std::pair<std::string, int64_t>> ReshardOp::getMeshAxes() {
