@@ -182,6 +182,91 @@ std::vector<int> previousLayerTwins(const Graph &graph, const std::vector<std::v
   return twin;
 }
 
+/// The layers whose step of the solver's dynamic program is the previous
+/// layer's one period of ops later: each op is its twin's copy one period
+/// on (previousLayerTwins), reads the same ops outside the layers or its
+/// twin's sources one period on, and leaves the frontier its twin left
+/// with each op the same or one period on. The states after such a layer
+/// then mean what they meant after the one before.
+struct RepeatingLayers {
+  std::vector<int> first, last;
+  std::vector<char> repeats;
+  int64_t period = 0;
+};
+
+RepeatingLayers repeatingLayers(const Graph &graph, const std::vector<int> &twins,
+                                const std::vector<std::vector<InputSource>> &sources,
+                                const std::vector<std::vector<int>> &frontierAfter) {
+  RepeatingLayers layers;
+  const size_t count = size_t(std::max(graph.numLayers, 0));
+  layers.first.assign(count, -1), layers.last.assign(count, -1), layers.repeats.assign(count, 0);
+  for (size_t o = 0; o < graph.ops.size(); ++o)
+    if (int l = graph.ops[o].layer; l >= 0 && size_t(l) < count) {
+      if (layers.first[size_t(l)] < 0)
+        layers.first[size_t(l)] = int(o);
+      layers.last[size_t(l)] = int(o);
+    }
+  if (count < 2 || layers.first[0] < 0)
+    return layers;
+  layers.period = layers.first[1] - layers.first[0];
+  auto sameOrOn = [&](int now, int before) { return now == before || int64_t(now) - before == layers.period; };
+  auto frontiersAlike = [&](size_t o) {
+    const std::vector<int> &now = frontierAfter[o], &before = frontierAfter[o - size_t(layers.period)];
+    if (now.size() != before.size())
+      return false;
+    for (size_t j = 0; j < now.size(); ++j)
+      if (!sameOrOn(now[j], before[j]))
+        return false;
+    return true;
+  };
+  for (size_t l = 1; l < count; ++l) {
+    int first = layers.first[l], last = layers.last[l];
+    bool repeats = first >= 0 && layers.first[l - 1] >= 0 && first - layers.first[l - 1] == layers.period &&
+                   last - first == layers.last[l - 1] - layers.first[l - 1] && first == layers.last[l - 1] + 1 &&
+                   frontiersAlike(size_t(first) - 1);
+    for (int o = first; repeats && o <= last; ++o) {
+      const std::vector<InputSource> &now = sources[size_t(o)], &before = sources[size_t(o - layers.period)];
+      repeats = graph.ops[size_t(o)].layer == int(l) && twins[size_t(o)] == o - layers.period &&
+                now.size() == before.size() && frontiersAlike(size_t(o));
+      for (size_t i = 0; repeats && i < now.size(); ++i)
+        repeats = (now[i].op < 0) == (before[i].op < 0) && (now[i].op < 0 || sameOrOn(now[i].op, before[i].op));
+    }
+    layers.repeats[l] = repeats;
+  }
+  return layers;
+}
+
+/// The least finite cost (0 if none).
+double leastFinite(const std::vector<double> &cost) {
+  double least = std::numeric_limits<double>::infinity();
+  for (double c : cost)
+    least = std::min(least, c);
+  return least == std::numeric_limits<double>::infinity() ? 0 : least;
+}
+
+/// Whether the layer of ops [first, last] changed the states by a constant
+/// alone: `now` less its least is `before` less its least (to rounding of
+/// the totals' size), and each op chose as its twin one period earlier.
+bool settledByConstant(const std::vector<double> &before, const std::vector<double> &now,
+                       const std::vector<std::vector<std::pair<int32_t, int16_t>>> &back,
+                       const std::vector<size_t> &backOf, int first, int last, int64_t period) {
+  if (before.size() != now.size() || first - period < 0)
+    return false;
+  const double leastBefore = leastFinite(before), leastNow = leastFinite(now);
+  const double tolerance = 1e-9 * std::max(std::abs(leastNow), std::numeric_limits<double>::min());
+  for (size_t j = 0; j < now.size(); ++j) {
+    bool infinite = now[j] == std::numeric_limits<double>::infinity();
+    if (infinite != (before[j] == std::numeric_limits<double>::infinity()))
+      return false;
+    if (!infinite && std::abs((now[j] - leastNow) - (before[j] - leastBefore)) > tolerance)
+      return false;
+  }
+  for (int o = first; o <= last; ++o)
+    if (back[backOf[size_t(o)]] != back[backOf[size_t(o - period)]])
+      return false;
+  return true;
+}
+
 } // namespace
 
 std::vector<int> splittableFactors(const Op &op, const OpSharding &base, const Mesh &mesh, int axis) {
@@ -254,6 +339,9 @@ std::optional<ShardingSolution> solveAxisSharding(const Graph &graph, const Grap
   return solveSharding(graph, base, mesh, {{axis, {}}}, cluster, error, maxStates);
 }
 
+/// Relative difference below which two totals are the same.
+constexpr double kTieTolerance = 1e-12;
+
 std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSharding &base, const Mesh &mesh,
                                               const std::vector<AxisToPlace> &axes, const Cluster &cluster,
                                               std::string &error, int64_t maxStates) {
@@ -304,6 +392,11 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
   // the solver's largest allocation.
   maxStates = std::min<int64_t>(maxStates, std::numeric_limits<int32_t>::max());
   std::vector<std::vector<std::pair<int32_t, int16_t>>> back(n);
+  // The op whose back pointers op o's are (a copied layer's are its
+  // model's), so that copying a layer allocates nothing.
+  std::vector<size_t> backOf(n);
+  for (size_t o = 0; o < n; ++o)
+    backOf[o] = o;
   ShardingSolution solution;
   solution.widestFrontier = 1;
   std::vector<int> decoded;
@@ -316,6 +409,20 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
   const std::vector<int> twins = previousLayerTwins(graph, choices, sources);
   std::vector<std::vector<double>> unaries(n);
   std::vector<std::vector<Term>> termsOf(n);
+  // The frontier after each op: which ops stay live depends on the reads
+  // alone, not on the costs.
+  std::vector<std::vector<int>> frontierAfter(n);
+  for (size_t o = 0; o < n; ++o) {
+    for (int p : o > 0 ? frontierAfter[o - 1] : std::vector<int>{})
+      if (lastUse[size_t(p)] > int(o))
+        frontierAfter[o].push_back(p);
+    if (lastUse[o] > int(o))
+      frontierAfter[o].push_back(int(o));
+  }
+  const RepeatingLayers repeating = repeatingLayers(graph, twins, sources, frontierAfter);
+  // The states after the previous layer, to tell when a layer changed them
+  // by a constant alone.
+  std::vector<double> previousLayerCost;
   for (size_t o = 0; o < n; ++o) {
     const Op &op = graph.ops[o];
     double repeat = double(graph.repeatOf(op.layer));
@@ -355,13 +462,7 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
       }
     }
 
-    // The frontier after op o.
-    std::vector<int> next;
-    for (int p : frontier)
-      if (lastUse[size_t(p)] > int(o))
-        next.push_back(p);
-    if (lastUse[o] > int(o))
-      next.push_back(int(o));
+    std::vector<int> next = frontierAfter[o];
     std::vector<int64_t> nextStride(next.size());
     int64_t nextStates = 1;
     for (size_t j = 0; j < next.size(); ++j) {
@@ -394,29 +495,76 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
     for (int p : frontier)
       width.push_back(int(choices[size_t(p)].size()));
     const int64_t ownStride = ownSlot >= 0 ? nextStride[size_t(ownSlot)] : 0;
+    // What op o adds under choice c depends on its sources' choices alone,
+    // far fewer combinations than states (the frontier carries ops o does
+    // not read, such as a tied embedding read again at the end): summed
+    // once per combination met, indexed by the sources' choices.
+    // Where the combinations outnumber the states (an op of many inputs),
+    // each state sums its own.
+    const int64_t tableLimit = std::min<int64_t>(int64_t(cost.size()), (int64_t(1) << 22) / k);
+    std::vector<int64_t> termStride(terms.size());
+    int64_t combinations = 1;
+    for (size_t t = 0; t < terms.size() && combinations <= tableLimit; ++t) {
+      termStride[t] = combinations;
+      combinations *= terms[t].width;
+    }
+    const bool tabled = combinations <= tableLimit;
+    if (!tabled)
+      std::fill(termStride.begin(), termStride.end(), 0);
+    std::vector<double> added(size_t((tabled ? combinations : 1) * k));
+    std::vector<char> addedReady(size_t(tabled ? combinations : 1), 0);
+    // Each frontier digit's step in the kept state and in the sources'
+    // combination: both follow the digits as they are counted up.
+    std::vector<int64_t> keptStep(frontier.size(), 0), combinationStep(frontier.size(), 0);
+    for (size_t m = 0; m < next.size(); ++m)
+      if (keptSlot[m] >= 0)
+        keptStep[size_t(keptSlot[m])] = nextStride[m];
+    for (size_t t = 0; t < terms.size(); ++t)
+      if (termSlot[t] >= 0)
+        combinationStep[size_t(termSlot[t])] += termStride[t];
     // The states in order, their digits (each frontier op's choice) counted
     // up rather than divided out of the index.
     decoded.assign(frontier.size(), 0);
+    int64_t kept = 0, combination = 0;
     for (int64_t state = 0; state < int64_t(cost.size()); ++state) {
       if (state > 0)
-        for (size_t j = 0; j < decoded.size() && ++decoded[j] == width[j]; ++j)
+        for (size_t j = 0; j < decoded.size(); ++j) {
+          if (++decoded[j] < width[j]) {
+            kept += keptStep[j];
+            combination += combinationStep[j];
+            break;
+          }
           decoded[j] = 0;
-      if (cost[size_t(state)] == std::numeric_limits<double>::infinity())
+          kept -= (width[j] - 1) * keptStep[j];
+          combination -= (width[j] - 1) * combinationStep[j];
+        }
+      const double before = cost[size_t(state)];
+      if (before == std::numeric_limits<double>::infinity())
         continue;
-      int64_t kept = 0;
-      for (size_t m = 0; m < next.size(); ++m)
-        if (keptSlot[m] >= 0)
-          kept += decoded[size_t(keptSlot[m])] * nextStride[m];
-      for (size_t t = 0; t < terms.size(); ++t)
-        termChoice[t] = termSlot[t] < 0 ? 0 : decoded[size_t(termSlot[t])];
-      for (int c = 0; c < k; ++c) {
-        double total = cost[size_t(state)] + unary[size_t(c)];
+      double *add = &added[size_t(combination * k)];
+      if (!tabled || !addedReady[size_t(combination)]) {
+        addedReady[size_t(combination)] = 1;
         for (size_t t = 0; t < terms.size(); ++t)
-          total += terms[t].seconds[size_t(c * terms[t].width + termChoice[t])];
-        int64_t target = kept + c * ownStride;
-        if (total < nextCost[size_t(target)]) {
-          nextCost[size_t(target)] = total;
-          back[o][size_t(target)] = {int32_t(state), int16_t(c)};
+          termChoice[t] = termSlot[t] < 0 ? 0 : decoded[size_t(termSlot[t])];
+        for (int c = 0; c < k; ++c) {
+          double sum = unary[size_t(c)];
+          for (size_t t = 0; t < terms.size(); ++t)
+            sum += terms[t].seconds[size_t(c * terms[t].width + termChoice[t])];
+          add[c] = sum;
+        }
+      }
+      double *into = nextCost.data() + kept;
+      std::pair<int32_t, int16_t> *from = back[o].data() + kept;
+      for (int c = 0; c < k; ++c) {
+        double total = before + add[c];
+        int64_t target = c * ownStride;
+        // Totals within rounding of each other are ties, kept by the
+        // first met: rounding must not break a tie one way in one layer
+        // and the other way in the next (identical layers keep one
+        // sharding, which the estimator prices once).
+        if (total < into[target] * (1 - kTieTolerance)) {
+          into[target] = total;
+          from[target] = {int32_t(state), int16_t(c)};
         }
       }
     }
@@ -424,13 +572,47 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
       slotOf[size_t(p)] = -1;
     frontier = std::move(next);
     cost = std::move(nextCost);
+
+    // At the end of a layer that changed the states by a constant alone
+    // (the same costs, less the least, as after the layer before) and took
+    // the same choices, each following layer that repeats it does the same
+    // again: its choices are copied and the constant added once per layer.
+    // A hundred identical layers are solved in the few it takes the costs
+    // to settle.
+    int l = graph.ops[o].layer;
+    if (l < 0 || l >= graph.numLayers || int(o) != repeating.last[size_t(l)])
+      continue;
+    int64_t period = repeating.period;
+    int run = l;
+    while (run + 1 < graph.numLayers && repeating.repeats[size_t(run + 1)])
+      ++run;
+    if (l >= 1 && run > l && repeating.repeats[size_t(l)] &&
+        settledByConstant(previousLayerCost, cost, back, backOf, repeating.first[size_t(l)], int(o), period)) {
+      double step = leastFinite(cost) - leastFinite(previousLayerCost);
+      for (size_t copy = size_t(repeating.first[size_t(l + 1)]); copy <= size_t(repeating.last[size_t(run)]); ++copy) {
+        backOf[copy] = backOf[copy - size_t(period)];
+        unaries[copy] = unaries[copy - size_t(period)];
+        termsOf[copy] = termsOf[copy - size_t(period)];
+        size_t j = 0;
+        for (const InputSource &source : sources[copy])
+          if (source.op >= 0)
+            termsOf[copy][j++].source = source.op;
+      }
+      for (double &c : cost)
+        c += step * double(run - l);
+      solution.layersCopied += run - l;
+      o = size_t(repeating.last[size_t(run)]);
+      frontier = frontierAfter[o];
+      l = run;
+    }
+    previousLayerCost = cost;
   }
 
   // Every op's last reader has run: one state remains.
   solution.sharding = start;
   int64_t state = 0;
   for (size_t o = n; o-- > 0;) {
-    auto [previous, c] = back[o][size_t(state)];
+    auto [previous, c] = back[backOf[o]][size_t(state)];
     solution.sharding[o] = choices[o][size_t(c)];
     state = previous;
   }

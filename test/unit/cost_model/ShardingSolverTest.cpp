@@ -315,6 +315,35 @@ TEST(ShardingSolver, IdenticalLayersPricedOnceStillExact) {
   }
 }
 
+TEST(ShardingSolver, CopiedLayersChooseAsSolvingEveryLayer) {
+  // Once the costs grow by a constant per identical layer, the following
+  // ones are copied, not solved. Against the same graph with each layer a
+  // trillionth costlier than the one before, which no layer repeats, so
+  // every op is priced and every step solved.
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  for (int tp : {2, 4}) {
+    Graph graph = layeredGraph(16);
+    Graph distinct = graph;
+    for (Op &op : distinct.ops)
+      if (op.layer >= 0)
+        op.forwardFlops *= 1 + 1e-12 * op.layer;
+    Mesh mesh = tensorMesh(tp, cluster);
+    std::vector<AxisToPlace> axes{{mesh.axisIndex("tp"), {}}};
+    std::string error;
+    auto copied = solveSharding(graph, {}, mesh, axes, cluster, error);
+    ASSERT_TRUE(copied) << error;
+    auto solved = solveSharding(distinct, {}, mesh, axes, cluster, error);
+    ASSERT_TRUE(solved) << error;
+    EXPECT_GT(copied->layersCopied, 8) << "tp=" << tp;
+    EXPECT_EQ(solved->layersCopied, 0);
+    EXPECT_EQ(solved->opsPriced, int64_t(distinct.ops.size()));
+    EXPECT_NEAR(copied->seconds, solved->seconds, 1e-9 * solved->seconds) << "tp=" << tp;
+    EXPECT_EQ(copied->sharding, solved->sharding) << "tp=" << tp;
+    // Its total is what its choices cost, summed op by op.
+    EXPECT_NEAR(copied->seconds, shardingSeconds(graph, copied->sharding, mesh, cluster), 1e-12 * copied->seconds);
+  }
+}
+
 TEST(ShardingSolver, ObjectiveIsTheEstimatorsSumOfOpCosts) {
   Cluster cluster = *Cluster::preset("dgx-a100");
   std::mt19937 rng(11);

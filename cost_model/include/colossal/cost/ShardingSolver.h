@@ -61,6 +61,9 @@ struct ShardingSolution {
   /// The ops whose choices were priced; the others took the tables of the
   /// op at their place in the previous, identical layer.
   int64_t opsPriced = 0;
+  /// The layers whose choices were copied from the layer before, once the
+  /// costs had settled to growing by a constant per layer.
+  int64_t layersCopied = 0;
 };
 
 /// The factors of `op` that `axis` may split on top of `base`.
