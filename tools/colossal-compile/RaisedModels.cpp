@@ -5,6 +5,7 @@
 #include "passes/raise/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 
 namespace colossal {
@@ -28,9 +29,12 @@ mlir::OwningOpRef<mlir::ModuleOp> RaisedModels::importRaised(int64_t microbatch,
     error = "importing " + inputPath_ + " failed (see the error above)";
     return nullptr;
   }
+  // Verified once, raised: planning imports the model at several sizes,
+  // and verifying after each of the raising passes was a tenth of it.
   mlir::PassManager pm(&context_);
+  pm.enableVerifier(false);
   train::buildRaisePipeline(pm);
-  if (mlir::failed(pm.run(*module))) {
+  if (mlir::failed(pm.run(*module)) || mlir::failed(mlir::verify(*module))) {
     error = "raising " + inputPath_ + " failed (see the error above)";
     return nullptr;
   }
