@@ -185,7 +185,11 @@ OpTotals costOps(const EstimateContext &ctx, const LayerMemory &layers, const Op
                         sharding[layerStart[0] + i] == sharding[layerStart[l] + i];
     }
   }
-  std::map<std::tuple<int, bool, bool>, OpCost> layerCache;
+  // Per place in a layer, receiving or not, first layer or not: the index
+  // of its cost in `layerCosts` (-1: not costed yet).
+  const size_t layerPlaces = layerSize.empty() ? 0 : size_t(layerSize[0]);
+  std::vector<int> layerCostAt(identicalLayers ? 4 * layerPlaces : 0, -1);
+  std::vector<OpCost> layerCosts;
   std::vector<double> &layerSeconds = totals.layerSeconds, &otherSeconds = totals.otherSeconds;
   layerSeconds.assign(size_t(stages), 0.0), otherSeconds.assign(size_t(stages), 0.0);
 
@@ -201,11 +205,12 @@ OpTotals costOps(const EstimateContext &ctx, const LayerMemory &layers, const Op
         int producer = graph.values[use.value].producer;
         receives |= producer >= 0 && opStage[producer] != stage;
       }
-      auto key = std::make_tuple(int(o) - layerStart[op.layer], receives, op.layer == 0);
-      auto it = layerCache.find(key);
-      if (it == layerCache.end())
-        it = layerCache.emplace(key, coster.cost(o)).first;
-      cost = &it->second;
+      int &at = layerCostAt[4 * size_t(int(o) - layerStart[op.layer]) + 2 * receives + (op.layer == 0)];
+      if (at < 0) {
+        at = int(layerCosts.size());
+        layerCosts.push_back(coster.cost(o));
+      }
+      cost = &layerCosts[size_t(at)];
     } else {
       fresh = coster.cost(o);
       cost = &fresh;
