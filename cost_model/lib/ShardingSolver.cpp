@@ -209,8 +209,12 @@ RepeatingLayers repeatingLayers(const Graph &graph, const std::vector<int> &twin
   if (count < 2 || layers.first[0] < 0)
     return layers;
   layers.period = layers.first[1] - layers.first[0];
+  if (layers.period <= 0)
+    return layers;
   auto sameOrOn = [&](int now, int before) { return now == before || int64_t(now) - before == layers.period; };
   auto frontiersAlike = [&](size_t o) {
+    if (int64_t(o) < layers.period)
+      return false;
     const std::vector<int> &now = frontierAfter[o], &before = frontierAfter[o - size_t(layers.period)];
     if (now.size() != before.size())
       return false;
