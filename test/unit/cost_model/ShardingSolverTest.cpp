@@ -344,6 +344,43 @@ TEST(ShardingSolver, CopiedLayersChooseAsSolvingEveryLayer) {
   }
 }
 
+TEST(ShardingSolver, LayersFromTheFirstOpStillExact) {
+  // The first layer's op is the graph's first op (nothing made before the
+  // layers): no frontier one period before it to compare with, and still
+  // the best of every assignment.
+  Cluster cluster = *Cluster::preset("dgx-a100");
+  // Six layers of one elementwise op each over the previous one's result,
+  // then a loss.
+  Graph graph;
+  const int64_t rows = 8192, width = 8192;
+  int x = graph.addValue("x", DType::BF16);
+  graph.numLayers = 6;
+  for (int l = 0; l <= graph.numLayers; ++l) {
+    bool loss = l == graph.numLayers;
+    Op op;
+    op.name = loss ? "sum" : "layers." + std::to_string(l) + ".scale";
+    op.kind = loss ? OpKind::Loss : OpKind::Elementwise;
+    FactorKind kind = loss ? FactorKind::Reduction : FactorKind::Parallel;
+    op.factors = {{"rows", rows, kind}, {"width", width, loss ? FactorKind::Reduction : FactorKind::Whole}};
+    op.inputs = {{x, {{0}, {1}}}};
+    op.forwardFlops = double(rows) * width;
+    op.backwardFlops = op.forwardFlops;
+    op.layer = loss ? -1 : l;
+    x = graph.addValue(op.name + ".out", loss ? DType::F32 : DType::BF16);
+    graph.values[size_t(x)].producer = int(graph.ops.size());
+    op.outputs = {{x, loss ? std::vector<std::vector<int>>{} : std::vector<std::vector<int>>{{0}, {1}}}};
+    graph.ops.push_back(std::move(op));
+  }
+  Mesh mesh = tensorMesh(2, cluster);
+  std::vector<AxisToPlace> axes{{mesh.axisIndex("tp"), {}}};
+  std::optional<double> exhaustive = exhaustiveMinimum(graph, mesh, axes, cluster, 2e5);
+  ASSERT_TRUE(exhaustive);
+  std::string error;
+  auto solved = solveSharding(graph, {}, mesh, axes, cluster, error);
+  ASSERT_TRUE(solved) << error;
+  EXPECT_NEAR(solved->seconds, *exhaustive, 1e-12 * *exhaustive);
+}
+
 TEST(ShardingSolver, ObjectiveIsTheEstimatorsSumOfOpCosts) {
   Cluster cluster = *Cluster::preset("dgx-a100");
   std::mt19937 rng(11);
