@@ -62,9 +62,7 @@ bool solvable(const ModelAxis &axis, const ModelAxisSplit *split) {
 /// Nullopt where the solver refuses, its reason in `why` when given.
 std::optional<GraphSharding> solveModelAxes(const Graph &graph, const Mesh &mesh, const ModelAxisSplit *split,
                                             const Cluster &cluster, std::string *why, const std::string &plan) {
-  GraphSharding sharding;
-  for (const Op &op : graph.ops)
-    sharding.emplace_back(op.factors.size());
+  GraphSharding sharding = replicatedSharding(graph);
   int tp = mesh.axisIndex("tp"), sp = mesh.axisIndex("sp");
   if (sp >= 0 && mesh.axes[size_t(sp)].size > 1 && split && split->sharding) {
     const GraphSharding &tokens = *split->sharding;

@@ -321,6 +321,14 @@ static bool hasFactor(const Op &op, const std::string &name) {
                      [&](const Factor &f) { return f.name == name; });
 }
 
+GraphSharding replicatedSharding(const Graph &graph) {
+  GraphSharding sharding;
+  sharding.reserve(graph.ops.size());
+  for (const Op &op : graph.ops)
+    sharding.emplace_back(op.factors.size());
+  return sharding;
+}
+
 GraphSharding shardGraph(const Graph &graph, const Strategy &strategy, const Mesh &mesh) {
   int tp = strategy.tp > 1 ? mesh.axisIndex("tp") : -1;
   int sp = strategy.sp > 1 ? mesh.axisIndex("sp") : -1;
@@ -491,9 +499,7 @@ std::optional<GraphSharding> shardingFromJson(const Json &json, const Graph &gra
             " ops; this model has " + std::to_string(graph.ops.size()) + " (another model or batch size?)";
     return std::nullopt;
   }
-  GraphSharding sharding;
-  for (const Op &op : graph.ops)
-    sharding.emplace_back(op.factors.size());
+  GraphSharding sharding = replicatedSharding(graph);
   for (const Json &entry : ops->asArray()) {
     const Json *index = entry.find("index");
     const Json *name = entry.find("op");

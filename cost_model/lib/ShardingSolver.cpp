@@ -350,10 +350,7 @@ std::optional<ShardingSolution> solveSharding(const Graph &graph, const GraphSha
                                               const std::vector<AxisToPlace> &axes, const Cluster &cluster,
                                               std::string &error, int64_t maxStates) {
   const size_t n = graph.ops.size();
-  GraphSharding start = base;
-  if (start.empty())
-    for (const Op &op : graph.ops)
-      start.emplace_back(op.factors.size());
+  GraphSharding start = base.empty() ? replicatedSharding(graph) : base;
   bool axesValid = !axes.empty();
   for (const AxisToPlace &place : axes)
     axesValid &= place.axis >= 0 && place.axis < int(mesh.axes.size());

@@ -81,10 +81,7 @@ std::optional<cost::GraphSharding> PartitionerSplits::split(const cost::Graph &w
                                   : "no grid of " + std::to_string(axis.tensor) + " ranks";
     if (!reason.empty())
       return refused(reason);
-    cost::GraphSharding replicated;
-    for (const cost::Op &op : whole.ops)
-      replicated.emplace_back(op.factors.size());
-    return replicated;
+    return cost::replicatedSharding(whole);
   }
   TensorSplit *tensor = axis.tensor > 1 ? &tensorSplit(raised, whole.microbatch, axis.tensor) : nullptr;
   if (tensor && !tensor->reason.empty())

@@ -65,14 +65,6 @@ std::optional<support::Json> readJson(const std::string &path, std::string &erro
   return json;
 }
 
-/// Every op replicated: the sharding of a plan with no tensor axis.
-cost::GraphSharding replicated(const cost::Graph &graph) {
-  cost::GraphSharding sharding;
-  for (const cost::Op &op : graph.ops)
-    sharding.emplace_back(op.factors.size());
-  return sharding;
-}
-
 /// The model's cost graph with its batch dimension bound to `microbatch`.
 std::optional<cost::Graph> graphAt(RaisedModels &models, const PlanRequest &request, int64_t microbatch,
                                    std::string &error) {
@@ -463,7 +455,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
     if (!plan.sharding.empty())
       evaluatedWith = plan.sharding;
     if (plan.sharding.empty())
-      plan.sharding = replicated(*graph);
+      plan.sharding = cost::replicatedSharding(*graph);
     if (!request.quiet)
       printReport(model, request.precision, *cluster, nullptr, plan, *graph);
     int64_t globalBatch = batch && batch->isNumber() ? int64_t(batch->asNumber())
@@ -563,7 +555,7 @@ int runPlanning(mlir::MLIRContext &context, const PlanRequest &request) {
   if (!winner.sharding.empty())
     evaluatedWith = winner.sharding;
   if (winner.sharding.empty())
-    winner.sharding = replicated(graph);
+    winner.sharding = cost::replicatedSharding(graph);
   // When the best plan cannot be built yet, the best one that can.
   std::optional<cost::SearchCandidate> buildable;
   if (!partitionerLacks(winner.strategy, winner.placement).empty()) {

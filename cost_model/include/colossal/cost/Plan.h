@@ -105,6 +105,9 @@ Mesh buildMesh(const Strategy &strategy, const Cluster &cluster);
 using OpSharding = std::vector<std::vector<int>>;
 using GraphSharding = std::vector<OpSharding>;
 
+/// Every op of `graph` replicated: no factor split.
+GraphSharding replicatedSharding(const Graph &graph);
+
 /// Derives per-op shardings from the strategy's templates (Megatron 1D
 /// tensor parallelism by factor names, the three sequence algorithms).
 GraphSharding shardGraph(const Graph &graph, const Strategy &strategy, const Mesh &mesh);
